@@ -1,0 +1,50 @@
+// Plan: one SM clock for every instruction of one pipeline iteration, listed
+// per physical stage in that stage's execution order.
+//
+// JSON (version 1, see DESIGN.md):
+//   {"version":1, "schedule":"1f1b", "num_stages":S, "num_microbatches":M,
+//    "num_chunks":V, "stages":[[{"instruction":"forward","microbatch":0,
+//    "chunk":0,"frequency":1410}, ...], ...],
+//    "predicted":{"time_s":..,"energy_j":..}}
+// "chunk" may be omitted (0); "predicted" is optional on input.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "joulepipe/model/instruction.hpp"
+
+namespace joulepipe::model {
+
+struct PlannedInstruction {
+  Instruction instruction;
+  int mhz = 0;
+};
+
+struct Prediction {
+  double time_s = 0;
+  double energy_j = 0;
+};
+
+struct Plan {
+  std::string schedule;  // "gpipe" | "1f1b" | "interleaved"
+  int num_stages = 0;
+  int num_microbatches = 0;
+  int num_chunks = 1;
+  std::vector<std::vector<PlannedInstruction>> stages;  // [stage][position]
+  std::optional<Prediction> predicted;
+};
+
+std::string PlanToJson(const Plan& plan);
+
+// Throws InputError naming `source` and the offending field.
+Plan PlanFromJson(const std::string& text, const std::string& source);
+Plan ReadPlanFile(const std::string& path);
+
+// The Perseus/Zeus PointSolution literal: one list per stage of
+// ('forward'|'backward', MHz) tuples in execution order, e.g.
+//   [[('forward', 1410), ('backward', 1395)], [...]]
+std::string PlanToPointSolution(const Plan& plan);
+
+}  // namespace joulepipe::model

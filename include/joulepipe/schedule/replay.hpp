@@ -1,0 +1,35 @@
+// Replay: the time and energy of one iteration under a plan, computed by
+// walking each stage's instruction sequence and waiting on dependencies.
+// This is the reference evaluator; it is deliberately independent of the
+// solver's critical-path code.
+//
+// Energy accounting (DESIGN.md): for each physical stage s,
+//   E_s = sum_i e_i(f_i) + P_block * (T - sum_i t_i(f_i)),
+// where T is the iteration time (the last instruction's end). GPU only.
+#pragma once
+
+#include "joulepipe/model/plan.hpp"
+#include "joulepipe/model/profile.hpp"
+#include "joulepipe/schedule/schedule.hpp"
+
+namespace joulepipe::schedule {
+
+struct ReplayResult {
+  double time_s = 0;
+  double energy_j = 0;          // all stages, including blocking energy
+  double busy_energy_j = 0;     // sum of instruction energies
+  double blocking_energy_j = 0; // P_block * idle time, all stages
+};
+
+// Which profile row an instruction uses: with as many profiled stages as
+// virtual stages (S*V) it is the virtual stage; otherwise the physical stage.
+int ProfileStage(const Spec& spec, int profile_stages, const model::Instruction& instruction);
+
+// Throws model::InputError if the plan does not match the schedule (other
+// stage count, missing or extra instruction, other order) or names a clock the
+// profile does not have; `source` names the plan in the message.
+ReplayResult Replay(const Schedule& schedule, const model::Profile& profile,
+                    const model::Plan& plan, double p_block_w,
+                    const std::string& source = "plan");
+
+}  // namespace joulepipe::schedule
