@@ -1,0 +1,89 @@
+// The iteration time–energy Pareto frontier of a pipeline schedule.
+//
+// Input: a schedule (its DAG), a profile (per stage and kind: clock -> time,
+// energy) and P_block. Output: for every achievable iteration time, on a grid
+// of `resolution_s`, a plan (one real clock per instruction) of least energy
+// found, with its EXACT time and energy (critical path over real, unquantised
+// times; energy as DESIGN.md defines it). Dominated points are dropped.
+//
+// How (docs/solver.md has the details):
+//   1. Each (stage, kind)'s clocks become a convex cost hull (cost_hull.hpp).
+//   2. The linear relaxation (every instruction may take any duration on its
+//      hull) is solved exactly for ALL deadlines at once by parametric
+//      min-cut crashing (Phillips–Dessouky / Fulkerson) with exact step
+//      lengths: no time quantisation, no curve fitting. Its curve is a lower
+//      bound on what any discrete plan can reach.
+//   3. For each grid deadline the relaxed durations are snapped to real
+//      clocks (the faster hull vertex) and slack is reclaimed greedily
+//      (instructions with float move to slower Pareto clocks) without
+//      exceeding that deadline; the plan is then evaluated exactly.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "joulepipe/model/plan.hpp"
+#include "joulepipe/model/profile.hpp"
+#include "joulepipe/schedule/schedule.hpp"
+
+namespace joulepipe::solver {
+
+struct Options {
+  double p_block_w = 0;       // GPU power while blocked (W), >= 0
+  double resolution_s = 1e-3; // spacing of the deadline grid (s), > 0
+  // Extra deadlines (s) to plan for exactly, e.g. (1 + slowdown) * T_maxclock.
+  std::vector<double> extra_deadlines_s;
+};
+
+struct FrontierPoint {
+  double time_s = 0;    // exact iteration time
+  double energy_j = 0;  // exact iteration energy, all stages, GPU only
+  std::vector<std::uint16_t> mhz;  // clock per schedule node id
+};
+
+// A breakpoint of the relaxation's frontier: no plan with time <= time_s can
+// use less than energy_j (between breakpoints the bound is linear).
+struct BoundPoint {
+  double time_s = 0;
+  double energy_j = 0;
+};
+
+struct SolveStats {
+  int relaxation_steps = 0;  // parametric min-cut steps
+  int deadlines = 0;         // grid deadlines rounded to real clocks
+  double relaxation_seconds = 0;
+  double rounding_seconds = 0;
+};
+
+struct Frontier {
+  FrontierPoint max_clock;            // every instruction at its highest clock
+  std::vector<FrontierPoint> points;  // ascending time, strictly descending energy
+  std::vector<BoundPoint> bound;      // ascending time, relaxation frontier
+  SolveStats stats;
+
+  // Lower bound on the energy of any plan whose time is <= time_s
+  // (+infinity below the fastest achievable time).
+  double BoundAt(double time_s) const;
+
+  // Least-energy point whose time is <= time_s, or nullptr.
+  const FrontierPoint* BestWithin(double time_s) const;
+};
+
+// Throws model::InputError if the profile lacks a (stage, kind) the schedule
+// needs or options are invalid.
+Frontier SolveFrontier(const schedule::Schedule& schedule, const model::Profile& profile,
+                       const Options& options);
+
+// Exact time and energy of a clock assignment (clock per node id) by critical
+// path. Every clock must exist in the profile.
+struct Evaluation {
+  double time_s = 0;
+  double energy_j = 0;
+};
+Evaluation EvaluateClocks(const schedule::Schedule& schedule, const model::Profile& profile,
+                          double p_block_w, const std::vector<std::uint16_t>& mhz);
+
+// The plan file for a point (predicted = the point's exact figures).
+model::Plan ToPlan(const schedule::Schedule& schedule, const FrontierPoint& point);
+
+}  // namespace joulepipe::solver

@@ -1,0 +1,275 @@
+// Plan files (JSON, version 1) and the Perseus/Zeus PointSolution literal.
+//
+// The writer lays a plan out one instruction per line so that plans diff and
+// grep well; numbers keep full (round-trip) precision. The reader checks
+// every field and names it by its JSON path ("stages[3][7].frequency") so a
+// hand-edited plan fails with a message that points at the mistake. Unknown
+// fields are ignored, so later versions can add fields compatibly.
+#include "joulepipe/model/plan.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "joulepipe/model/error.hpp"
+
+namespace joulepipe::model {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr int kVersion = 1;
+
+// ---- Writing ---------------------------------------------------------------
+
+std::string InstructionJson(const PlannedInstruction& planned) {
+  const Instruction& in = planned.instruction;
+  return "{\"instruction\": \"" + std::string(KindName(in.kind)) +
+         "\", \"microbatch\": " + std::to_string(in.microbatch) +
+         ", \"chunk\": " + std::to_string(in.chunk) +
+         ", \"frequency\": " + std::to_string(planned.mhz) + "}";
+}
+
+void AppendStage(const std::vector<PlannedInstruction>& stage, std::string* out) {
+  if (stage.empty()) {
+    *out += "[]";
+    return;
+  }
+  *out += "[\n";
+  for (size_t i = 0; i < stage.size(); ++i) {
+    *out += "      " + InstructionJson(stage[i]);
+    *out += i + 1 < stage.size() ? ",\n" : "\n";
+  }
+  *out += "    ]";
+}
+
+// ---- Reading ---------------------------------------------------------------
+
+// Shows a JSON value in a message, shortened so a huge value cannot flood it.
+std::string Show(const json& value) {
+  constexpr size_t kMax = 60;
+  std::string text = value.dump();
+  if (text.size() > kMax) text = text.substr(0, kMax) + "...";
+  return value.type_name() + std::string(" ") + text;
+}
+
+// Checks a parsed document field by field. `source_` names the file.
+class PlanReader {
+ public:
+  explicit PlanReader(const std::string& source) : source_(source) {}
+
+  Plan Read(const json& root) const {
+    if (!root.is_object()) Fail("the top level", "must be a JSON object, got " + Show(root));
+    CheckVersion(Require(root, "version", ""));
+    Plan plan;
+    plan.schedule = String(Require(root, "schedule", ""), "schedule");
+    plan.num_stages = Integer(Require(root, "num_stages", ""), "num_stages", 1);
+    plan.num_microbatches = Integer(Require(root, "num_microbatches", ""), "num_microbatches", 1);
+    if (root.contains("num_chunks")) plan.num_chunks = Integer(root["num_chunks"], "num_chunks", 1);
+    ReadStages(Require(root, "stages", ""), &plan);
+    auto predicted = root.find("predicted");
+    if (predicted != root.end() && !predicted->is_null())
+      plan.predicted = ReadPrediction(*predicted);
+    return plan;
+  }
+
+ private:
+  [[noreturn]] void Fail(const std::string& path, const std::string& problem) const {
+    throw InputError(source_ + ": " + path + " " + problem);
+  }
+
+  // `parent` is the JSON path of `object` ("" for the top level).
+  const json& Require(const json& object, const char* key, const std::string& parent) const {
+    auto it = object.find(key);
+    if (it == object.end()) {
+      const std::string where = parent.empty() ? "the plan" : parent;
+      throw InputError(source_ + ": " + where + " has no field '" + key +
+                       "'; add it or regenerate the plan with joulepipe");
+    }
+    return *it;
+  }
+
+  void CheckVersion(const json& value) const {
+    const int version = Integer(value, "version", std::numeric_limits<int>::min());
+    if (version != kVersion) {
+      Fail("version", std::to_string(version) +
+                          " is not supported: this joulepipe reads plan "
+                          "version " +
+                          std::to_string(kVersion) +
+                          "; upgrade joulepipe or regenerate the plan with this version");
+    }
+  }
+
+  std::string String(const json& value, const std::string& path) const {
+    if (!value.is_string() || value.get_ref<const std::string&>().empty()) {
+      Fail(path, "must be a non-empty string, got " + Show(value));
+    }
+    return value.get<std::string>();
+  }
+
+  // An integer >= `min` that fits an int. 1410.0 counts as an integer
+  // (some JSON writers emit integral floats); 1410.5 and true do not.
+  int Integer(const json& value, const std::string& path, int min) const {
+    double number = 0;
+    if (value.is_number_integer()) {
+      if (value.is_number_unsigned()) {
+        number = static_cast<double>(value.get<std::uint64_t>());
+      } else {
+        number = static_cast<double>(value.get<std::int64_t>());
+      }
+    } else if (value.is_number_float() && std::isfinite(value.get<double>()) &&
+               value.get<double>() == std::floor(value.get<double>())) {
+      number = value.get<double>();
+    } else {
+      Fail(path, "must be an integer, got " + Show(value));
+    }
+    if (number < min || number > std::numeric_limits<int>::max()) {
+      Fail(path, "must be an integer >= " + std::to_string(min) + ", got " + Show(value));
+    }
+    return static_cast<int>(number);
+  }
+
+  double Number(const json& value, const std::string& path) const {
+    if (!value.is_number() || !std::isfinite(value.get<double>())) {
+      Fail(path, "must be a finite number, got " + Show(value));
+    }
+    return value.get<double>();
+  }
+
+  void ReadStages(const json& stages, Plan* plan) const {
+    if (!stages.is_array()) Fail("stages", "must be an array (one per stage), got " + Show(stages));
+    if (static_cast<int>(stages.size()) != plan->num_stages) {
+      throw InputError(source_ + ": num_stages is " + std::to_string(plan->num_stages) +
+                       " but 'stages' has " + std::to_string(stages.size()) +
+                       " entries; they must agree (one list of instructions per stage)");
+    }
+    plan->stages.resize(stages.size());
+    for (size_t s = 0; s < stages.size(); ++s) {
+      const std::string path = "stages[" + std::to_string(s) + "]";
+      const json& list = stages[s];
+      if (!list.is_array()) Fail(path, "must be an array of instructions, got " + Show(list));
+      plan->stages[s].reserve(list.size());
+      for (size_t i = 0; i < list.size(); ++i) {
+        plan->stages[s].push_back(ReadInstruction(list[i], path + "[" + std::to_string(i) + "]",
+                                                  static_cast<int>(s), *plan));
+      }
+    }
+  }
+
+  PlannedInstruction ReadInstruction(const json& entry, const std::string& path, int stage,
+                                     const Plan& plan) const {
+    if (!entry.is_object()) Fail(path, "must be an object, got " + Show(entry));
+    PlannedInstruction planned;
+    Instruction& in = planned.instruction;
+    in.stage = stage;
+    const json& kind = Require(entry, "instruction", path);
+    if (!kind.is_string() || !ParseKind(kind.get_ref<const std::string&>(), &in.kind)) {
+      Fail(path + ".instruction", "must be \"forward\" or \"backward\", got " + Show(kind));
+    }
+    in.microbatch = Integer(Require(entry, "microbatch", path), path + ".microbatch", 0);
+    if (in.microbatch >= plan.num_microbatches) {
+      Fail(path + ".microbatch", "is " + std::to_string(in.microbatch) +
+                                     " but num_microbatches is " +
+                                     std::to_string(plan.num_microbatches));
+    }
+    if (entry.contains("chunk")) in.chunk = Integer(entry["chunk"], path + ".chunk", 0);
+    if (in.chunk >= plan.num_chunks) {
+      Fail(path + ".chunk", "is " + std::to_string(in.chunk) + " but num_chunks is " +
+                                std::to_string(plan.num_chunks));
+    }
+    planned.mhz = Integer(Require(entry, "frequency", path), path + ".frequency", 1);
+    return planned;
+  }
+
+  Prediction ReadPrediction(const json& value) const {
+    if (!value.is_object()) Fail("predicted", "must be an object, got " + Show(value));
+    Prediction prediction;
+    prediction.time_s = Number(Require(value, "time_s", "predicted"), "predicted.time_s");
+    prediction.energy_j = Number(Require(value, "energy_j", "predicted"), "predicted.energy_j");
+    return prediction;
+  }
+
+  const std::string& source_;
+};
+
+// nlohmann's messages start with "[json.exception.parse_error.101] ".
+std::string StripExceptionId(const char* what) {
+  std::string text(what);
+  if (!text.empty() && text.front() == '[') {
+    const size_t close = text.find("] ");
+    if (close != std::string::npos) text.erase(0, close + 2);
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string PlanToJson(const Plan& plan) {
+  std::string out = "{\n";
+  out += "  \"version\": " + std::to_string(kVersion) + ",\n";
+  out += "  \"schedule\": " + json(plan.schedule).dump() + ",\n";
+  out += "  \"num_stages\": " + std::to_string(plan.num_stages) + ",\n";
+  out += "  \"num_microbatches\": " + std::to_string(plan.num_microbatches) + ",\n";
+  out += "  \"num_chunks\": " + std::to_string(plan.num_chunks) + ",\n";
+  if (plan.predicted) {
+    // json's double output is the shortest text that reads back exactly.
+    out += "  \"predicted\": {\"time_s\": " + json(plan.predicted->time_s).dump() +
+           ", \"energy_j\": " + json(plan.predicted->energy_j).dump() + "},\n";
+  }
+  out += "  \"stages\": [";
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    out += s == 0 ? "\n    " : ",\n    ";
+    AppendStage(plan.stages[s], &out);
+  }
+  out += plan.stages.empty() ? "]\n}\n" : "\n  ]\n}\n";
+  return out;
+}
+
+Plan PlanFromJson(const std::string& text, const std::string& source) {
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw InputError(source + ": not valid JSON (at byte " + std::to_string(e.byte) +
+                     "): " + StripExceptionId(e.what()));
+  }
+  return PlanReader(source).Read(root);
+}
+
+Plan ReadPlanFile(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) throw InputError("cannot read plan '" + path + "': " + std::strerror(errno));
+  std::string text;
+  char buffer[1 << 16];
+  size_t n = 0;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) text.append(buffer, n);
+  const int error = std::ferror(file) ? errno : 0;
+  std::fclose(file);
+  if (error != 0) throw InputError("cannot read plan '" + path + "': " + std::strerror(error));
+  return PlanFromJson(text, path);
+}
+
+std::string PlanToPointSolution(const Plan& plan) {
+  std::string out = "[";
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    if (s > 0) out += ", ";
+    out += "[";
+    for (size_t i = 0; i < plan.stages[s].size(); ++i) {
+      const PlannedInstruction& planned = plan.stages[s][i];
+      if (i > 0) out += ", ";
+      out += "('" + std::string(KindName(planned.instruction.kind)) + "', " +
+             std::to_string(planned.mhz) + ")";
+    }
+    out += "]";
+  }
+  out += "]";
+  return out;
+}
+
+}  // namespace joulepipe::model

@@ -1,0 +1,200 @@
+#include "joulepipe/solver/frontier.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include "activity_graph.hpp"
+#include "joulepipe/model/error.hpp"
+#include "joulepipe/schedule/replay.hpp"
+#include "relaxation.hpp"
+#include "rounding.hpp"
+
+namespace joulepipe::solver {
+
+namespace {
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+void CheckOptions(const Options& o) {
+  if (!std::isfinite(o.p_block_w) || o.p_block_w < 0) {
+    throw model::InputError("--p-block must be a finite power in watts >= 0 (got " +
+                            std::to_string(o.p_block_w) + ")");
+  }
+  if (!std::isfinite(o.resolution_s) || o.resolution_s <= 0) {
+    throw model::InputError("the frontier resolution must be > 0 seconds (got " +
+                            std::to_string(o.resolution_s) + ")");
+  }
+}
+
+// Deadlines to plan for, descending: a grid of `resolution` from the fastest
+// relaxed makespan up to the slowest useful one, plus the requested extras.
+std::vector<double> Deadlines(const Relaxation& r, const Options& o) {
+  const double lo = r.t_min, hi = r.curve.front().time_s;
+  std::vector<double> out;
+  const double span = std::max(0.0, hi - lo);
+  const long count = static_cast<long>(std::floor(span / o.resolution_s));
+  out.reserve(count + 2 + o.extra_deadlines_s.size());
+  for (long j = 0; j <= count; ++j) out.push_back(lo + j * o.resolution_s);
+  out.push_back(hi);
+  for (double t : o.extra_deadlines_s) {
+    if (t >= lo) out.push_back(std::min(t, hi));
+  }
+  std::sort(out.begin(), out.end(), std::greater<>());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// Keeps points of strictly decreasing energy as time increases.
+std::vector<FrontierPoint> ParetoFilter(std::vector<FrontierPoint> points) {
+  std::sort(points.begin(), points.end(), [](const FrontierPoint& a, const FrontierPoint& b) {
+    if (a.time_s != b.time_s) return a.time_s < b.time_s;
+    return a.energy_j < b.energy_j;
+  });
+  std::vector<FrontierPoint> kept;
+  for (FrontierPoint& p : points) {
+    if (kept.empty() || p.energy_j < kept.back().energy_j) kept.push_back(std::move(p));
+  }
+  return kept;
+}
+
+}  // namespace
+
+double Frontier::BoundAt(double time_s) const {
+  if (bound.empty() || time_s < bound.front().time_s) return std::numeric_limits<double>::infinity();
+  // The relaxed curve is convex in T; the bound for "time <= t" is its
+  // minimum over [T_min, t].
+  double best = std::numeric_limits<double>::infinity();
+  for (size_t k = 0; k < bound.size(); ++k) {
+    if (bound[k].time_s <= time_s) {
+      best = std::min(best, bound[k].energy_j);
+      if (k + 1 < bound.size() && bound[k + 1].time_s > time_s) {
+        const BoundPoint& a = bound[k];
+        const BoundPoint& b = bound[k + 1];
+        const double w = (time_s - a.time_s) / (b.time_s - a.time_s);
+        best = std::min(best, a.energy_j + w * (b.energy_j - a.energy_j));
+      }
+    }
+  }
+  return best;
+}
+
+const FrontierPoint* Frontier::BestWithin(double time_s) const {
+  const FrontierPoint* best = nullptr;
+  for (const FrontierPoint& p : points) {
+    if (p.time_s <= time_s && (best == nullptr || p.energy_j < best->energy_j)) best = &p;
+  }
+  return best;
+}
+
+Evaluation EvaluateClocks(const schedule::Schedule& schedule, const model::Profile& profile,
+                          double p_block_w, const std::vector<std::uint16_t>& mhz) {
+  const int profile_stages = profile.num_stages();
+  std::vector<double> finish(schedule.num_nodes(), 0.0);
+  double makespan = 0, energy = 0, busy = 0;
+  for (int node : schedule.topological_order) {
+    const model::Instruction& ins = schedule.nodes[node];
+    const int stage = schedule::ProfileStage(schedule.spec, profile_stages, ins);
+    const model::ClockPoint* point = profile.Find(stage, ins.kind, mhz[node]);
+    if (point == nullptr) {
+      throw model::InputError("no profiled " + std::string(model::KindName(ins.kind)) + " at " +
+                              std::to_string(mhz[node]) + " MHz for stage " +
+                              std::to_string(stage));
+    }
+    double start = 0;
+    for (int q : schedule.predecessors[node]) start = std::max(start, finish[q]);
+    finish[node] = start + point->time_s;
+    makespan = std::max(makespan, finish[node]);
+    energy += point->energy_j;
+    busy += point->time_s;
+  }
+  return {makespan, energy + p_block_w * (schedule.spec.stages * makespan - busy)};
+}
+
+Frontier SolveFrontier(const schedule::Schedule& schedule, const model::Profile& profile,
+                       const Options& options) {
+  CheckOptions(options);
+  const ActivityGraph g = BuildActivityGraph(schedule, profile, options.p_block_w);
+  Frontier frontier;
+
+  // Baseline: every instruction at its highest clock.
+  const int profile_stages = profile.num_stages();
+  frontier.max_clock.mhz.resize(schedule.num_nodes());
+  for (int node = 0; node < schedule.num_nodes(); ++node) {
+    const model::Instruction& ins = schedule.nodes[node];
+    frontier.max_clock.mhz[node] = static_cast<std::uint16_t>(
+        profile.MaxClock(schedule::ProfileStage(schedule.spec, profile_stages, ins), ins.kind).mhz);
+  }
+  const Evaluation base = EvaluateClocks(schedule, profile, options.p_block_w, frontier.max_clock.mhz);
+  frontier.max_clock.time_s = base.time_s;
+  frontier.max_clock.energy_j = base.energy_j;
+
+  auto started = std::chrono::steady_clock::now();
+  const Relaxation relaxation = SolveRelaxation(g, options.p_block_w);
+  frontier.stats.relaxation_seconds = Seconds(started);
+  frontier.stats.relaxation_steps = static_cast<int>(relaxation.steps.size());
+  frontier.bound.assign(relaxation.curve.rbegin(), relaxation.curve.rend());
+
+  started = std::chrono::steady_clock::now();
+  const std::vector<double> deadlines = Deadlines(relaxation, options);
+  frontier.stats.deadlines = static_cast<int>(deadlines.size());
+  std::vector<FrontierPoint> points;
+  points.reserve(deadlines.size() + 1);
+  Rounder rounder(g, options.p_block_w);
+  RoundedPlan rounded;
+  std::vector<double> at_step_start = relaxation.initial, relaxed;
+  size_t step = 0;
+  for (double deadline : deadlines) {
+    // Advance to the step whose makespan range contains the deadline.
+    while (step < relaxation.steps.size() &&
+           relaxation.steps[step].t_before - relaxation.steps[step].delta > deadline) {
+      const RelaxationStep& s = relaxation.steps[step];
+      DurationsWithin(s, at_step_start, s.t_before - s.delta, relaxed);
+      at_step_start.swap(relaxed);
+      ++step;
+    }
+    if (step < relaxation.steps.size()) {
+      DurationsWithin(relaxation.steps[step], at_step_start, deadline, relaxed);
+    } else {
+      relaxed = at_step_start;
+    }
+    rounder.Round(relaxed, deadline, rounded);
+    // Skip exact repeats of the previous point (common on a fine grid).
+    if (!points.empty() && points.back().time_s == rounded.time_s &&
+        points.back().energy_j == rounded.energy_j) {
+      continue;
+    }
+    FrontierPoint point{rounded.time_s, rounded.energy_j, {}};
+    point.mhz.resize(g.n);
+    for (int p = 0; p < g.n; ++p) {
+      point.mhz[g.node_of[p]] =
+          static_cast<std::uint16_t>(g.hulls[g.hull_of[p]].pareto[rounded.choice[p]].mhz);
+    }
+    points.push_back(std::move(point));
+  }
+  points.push_back(frontier.max_clock);
+  frontier.points = ParetoFilter(std::move(points));
+  frontier.stats.rounding_seconds = Seconds(started);
+  return frontier;
+}
+
+model::Plan ToPlan(const schedule::Schedule& schedule, const FrontierPoint& point) {
+  model::Plan plan;
+  plan.schedule = std::string(schedule::KindName(schedule.spec.kind));
+  plan.num_stages = schedule.spec.stages;
+  plan.num_microbatches = schedule.spec.microbatches;
+  plan.num_chunks = schedule.spec.chunks;
+  plan.stages.resize(schedule.stage_order.size());
+  for (size_t s = 0; s < schedule.stage_order.size(); ++s) {
+    for (int node : schedule.stage_order[s]) {
+      plan.stages[s].push_back({schedule.nodes[node], point.mhz[node]});
+    }
+  }
+  plan.predicted = model::Prediction{point.time_s, point.energy_j};
+  return plan;
+}
+
+}  // namespace joulepipe::solver

@@ -1,0 +1,117 @@
+#include "max_flow.hpp"
+
+#include <algorithm>
+
+namespace joulepipe::solver {
+
+namespace {
+// Residual capacities below this count as zero. Capacities are marginal
+// energy costs in J/s (>= ~1e-3 when non-zero), so this is pure round-off.
+constexpr double kResidualEpsilon = 1e-9;
+}  // namespace
+
+void FlowNetwork::Reset(int nodes) {
+  n_ = nodes;
+  built_ = false;
+  from_.clear();
+  arcs_.clear();
+  flow_.clear();
+}
+
+int FlowNetwork::AddArc(int u, int v, double capacity) {
+  built_ = false;
+  const int id = static_cast<int>(flow_.size());
+  from_.push_back(u);
+  from_.push_back(v);
+  arcs_.push_back({v, capacity});
+  arcs_.push_back({u, 0});
+  flow_.push_back(0);
+  return id;
+}
+
+// Groups arc ids by tail node (CSR over `order_`) for the level graph walks.
+void FlowNetwork::Build() {
+  first_.assign(n_ + 1, 0);
+  for (int u : from_) ++first_[u + 1];
+  for (int v = 0; v < n_; ++v) first_[v + 1] += first_[v];
+  order_.resize(from_.size());
+  std::vector<int> fill(first_.begin(), first_.end() - 1);
+  for (int a = 0; a < static_cast<int>(from_.size()); ++a) order_[fill[from_[a]]++] = a;
+  built_ = true;
+}
+
+bool FlowNetwork::Levels(int s, int t) {
+  level_.assign(n_, -1);
+  std::vector<int>& queue = current_;  // reused as the BFS queue
+  queue.clear();
+  queue.push_back(s);
+  level_[s] = 0;
+  for (size_t head = 0; head < queue.size(); ++head) {
+    const int u = queue[head];
+    for (int k = first_[u]; k < first_[u + 1]; ++k) {
+      const Arc& a = arcs_[order_[k]];
+      if (a.residual > kResidualEpsilon && level_[a.to] < 0) {
+        level_[a.to] = level_[u] + 1;
+        queue.push_back(a.to);
+      }
+    }
+  }
+  return level_[t] >= 0;
+}
+
+double FlowNetwork::Push(int u, int t, double limit) {
+  if (u == t) return limit;
+  for (int& k = current_[u]; k < first_[u + 1]; ++k) {
+    const int id = order_[k];
+    Arc& a = arcs_[id];
+    if (a.residual <= kResidualEpsilon || level_[a.to] != level_[u] + 1) continue;
+    const double pushed = Push(a.to, t, std::min(limit, a.residual));
+    if (pushed > 0) {
+      a.residual -= pushed;
+      arcs_[id ^ 1].residual += pushed;
+      flow_[id >> 1] += (id & 1) ? -pushed : pushed;
+      return pushed;
+    }
+  }
+  return 0;
+}
+
+double FlowNetwork::MaxFlow(int s, int t) {
+  if (!built_) Build();
+  double total = 0;
+  while (Levels(s, t)) {
+    current_.assign(first_.begin(), first_.end() - 1);
+    while (true) {
+      const double pushed = Push(s, t, 1e300);
+      if (pushed <= 0) break;
+      total += pushed;
+    }
+  }
+  return total;
+}
+
+void FlowNetwork::Freeze(int arc) {
+  arcs_[2 * arc].residual = 0;
+  arcs_[2 * arc + 1].residual = 0;
+}
+
+std::vector<char> FlowNetwork::Reachable(int s) {
+  if (!built_) Build();
+  std::vector<char> seen(n_, 0);
+  std::vector<int> stack{s};
+  seen[s] = 1;
+  while (!stack.empty()) {
+    const int u = stack.back();
+    stack.pop_back();
+    for (int k = first_[u]; k < first_[u + 1]; ++k) {
+      const Arc& a = arcs_[order_[k]];
+      if (a.residual > kResidualEpsilon && !seen[a.to]) {
+        seen[a.to] = 1;
+        stack.push_back(a.to);
+      }
+    }
+  }
+  return seen;
+}
+
+}  // namespace joulepipe::solver

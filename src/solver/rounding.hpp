@@ -1,0 +1,36 @@
+// From relaxed durations to a real plan for one deadline.
+//
+// Snap: every activity takes the hull vertex at or just faster than its
+// relaxed duration, so no path gets longer and the makespan stays within the
+// deadline. Reclaim: one pass in topological order gives each activity the
+// slowest Pareto clock that still finishes by its latest finish time (computed
+// against the deadline), so slack freed by snapping, and float the relaxation
+// left unused, turns into energy savings. The result never exceeds the
+// deadline (up to the snap's tolerance when the relaxation sits exactly on it).
+#pragma once
+
+#include <vector>
+
+#include "activity_graph.hpp"
+
+namespace joulepipe::solver {
+
+struct RoundedPlan {
+  std::vector<int> choice;  // position -> index into its hull's pareto list
+  double time_s = 0;        // exact makespan
+  double energy_j = 0;      // exact energy (instructions + blocking), all stages
+};
+
+class Rounder {
+ public:
+  Rounder(const ActivityGraph& g, double p_block_w) : g_(g), p_block_(p_block_w) {}
+
+  void Round(const std::vector<double>& relaxed, double deadline, RoundedPlan& out);
+
+ private:
+  const ActivityGraph& g_;
+  const double p_block_;
+  std::vector<double> d_, lf_, ef_;
+};
+
+}  // namespace joulepipe::solver
