@@ -45,16 +45,20 @@ int main(int argc, char** argv) {
   int repeat = 3;
   double resolution_ms = 1.0;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--repeat") && i + 1 < argc) repeat = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--resolution-ms") && i + 1 < argc) resolution_ms = std::atof(argv[++i]);
+    if (!std::strcmp(argv[i], "--repeat") && i + 1 < argc)
+      repeat = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--resolution-ms") && i + 1 < argc)
+      resolution_ms = std::atof(argv[++i]);
     else {
       std::fprintf(stderr, "usage: %s [--repeat N] [--resolution-ms R]\n", argv[0]);
       return 2;
     }
   }
-  std::printf("Zero-slowdown energy saving vs all-max-clock (GPU energy, exact evaluation of real plans)\n");
-  std::printf("%-15s %4s %9s %9s %9s %8s %8s %8s %7s %9s\n", "workload", "M", "joulepipe", "Perseus",
-              "bound", "gap(pp)", "solve_s", "points", "steps", "T_base_s");
+  std::printf(
+      "Zero-slowdown energy saving vs all-max-clock (GPU energy, exact evaluation of real "
+      "plans)\n");
+  std::printf("%-15s %4s %9s %9s %9s %8s %8s %8s %7s %9s\n", "workload", "M", "joulepipe",
+              "Perseus", "bound", "gap(pp)", "solve_s", "points", "steps", "T_base_s");
   double worst_gap = 0, worst_time = 0;
   for (const Workload& w : kWorkloads) {
     const std::string path = std::string(JOULEPIPE_SOURCE_DIR) + "/data/profiles/" + w.file;
@@ -70,7 +74,8 @@ int main(int argc, char** argv) {
       for (int r = 0; r < repeat; ++r) {
         const auto start = std::chrono::steady_clock::now();
         frontier = joulepipe::solver::SolveFrontier(schedule, profile, options);
-        seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+        seconds.push_back(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       }
       std::sort(seconds.begin(), seconds.end());
       const double median = seconds[seconds.size() / 2];
@@ -80,12 +85,12 @@ int main(int argc, char** argv) {
       const double bound = 100 * (1 - frontier.BoundAt(t0) / e0);
       worst_gap = std::max(worst_gap, bound - ours);
       worst_time = std::max(worst_time, median);
-      std::printf("%-15s %4d %8.2f%% %8.1f%% %8.2f%% %8.3f %8.3f %8zu %7d %9.3f\n", w.label, m, ours,
-                  w.perseus_pct[mi], bound, bound - ours, median, frontier.points.size(),
+      std::printf("%-15s %4d %8.2f%% %8.1f%% %8.2f%% %8.3f %8.3f %8zu %7d %9.3f\n", w.label, m,
+                  ours, w.perseus_pct[mi], bound, bound - ours, median, frontier.points.size(),
                   frontier.stats.relaxation_steps, t0);
     }
   }
-  std::printf("worst gap to bound: %.3f pp; slowest full frontier: %.3f s (median of %d)\n", worst_gap,
-              worst_time, repeat);
+  std::printf("worst gap to bound: %.3f pp; slowest full frontier: %.3f s (median of %d)\n",
+              worst_gap, worst_time, repeat);
   return 0;
 }

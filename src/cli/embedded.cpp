@@ -1,0 +1,13 @@
+// The embedded demo profile, parsed from the bytes the build generated.
+#include "joulepipe/cli/embedded.hpp"
+
+#include <string>
+
+namespace joulepipe::cli {
+
+model::Profile LoadEmbeddedDemoProfile() {
+  return model::ParseProfileCsv(std::string(EmbeddedDemoProfile()),
+                                std::string(kEmbeddedDemoProfileName));
+}
+
+}  // namespace joulepipe::cli

@@ -1,2 +1,6 @@
 // Entry point of the `joulepipe` command; see src/cli/app.cpp.
-int main() { return 0; }
+#include "joulepipe/cli/app.hpp"
+
+int main(int argc, char** argv) {
+  return joulepipe::cli::RunApp(argc, argv);
+}

@@ -9,8 +9,8 @@
 
 namespace joulepipe::solver {
 
-ActivityGraph BuildActivityGraph(const schedule::Schedule& schedule,
-                                 const model::Profile& profile, double p_block_w) {
+ActivityGraph BuildActivityGraph(const schedule::Schedule& schedule, const model::Profile& profile,
+                                 double p_block_w) {
   ActivityGraph g;
   g.n = schedule.num_nodes();
   g.num_stages = schedule.spec.stages;
@@ -34,7 +34,8 @@ ActivityGraph BuildActivityGraph(const schedule::Schedule& schedule,
   for (int p = 0; p < g.n; ++p) {
     const model::Instruction& ins = schedule.nodes[g.node_of[p]];
     const int stage = schedule::ProfileStage(schedule.spec, profile_stages, ins);
-    auto [it, inserted] = hull_index.try_emplace({stage, ins.kind}, static_cast<int>(g.hulls.size()));
+    auto [it, inserted] =
+        hull_index.try_emplace({stage, ins.kind}, static_cast<int>(g.hulls.size()));
     if (inserted) {
       const auto& points = profile.Points(stage, ins.kind);
       if (points.empty()) {
@@ -55,7 +56,8 @@ double EarliestFinish(const ActivityGraph& g, const std::vector<double>& d,
   double makespan = 0;
   for (int p = 0; p < g.n; ++p) {
     double start = 0;
-    for (int k = g.pred_begin[p]; k < g.pred_begin[p + 1]; ++k) start = std::max(start, ef[g.pred[k]]);
+    for (int k = g.pred_begin[p]; k < g.pred_begin[p + 1]; ++k)
+      start = std::max(start, ef[g.pred[k]]);
     ef[p] = start + d[p];
     makespan = std::max(makespan, ef[p]);
   }

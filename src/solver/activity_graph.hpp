@@ -14,19 +14,19 @@ namespace joulepipe::solver {
 
 struct ActivityGraph {
   int n = 0;
-  int num_stages = 0;            // physical stages (GPUs): P_block is paid on each
-  std::vector<int> node_of;      // position -> schedule node id
-  std::vector<int> pred_begin;   // CSR, size n+1
-  std::vector<int> pred;         // predecessor positions
-  std::vector<int> succ_begin;   // CSR, size n+1
-  std::vector<int> succ;         // successor positions
-  std::vector<int> hull_of;      // position -> index into hulls
-  std::vector<CostHull> hulls;   // one per (profiled stage, kind) used
+  int num_stages = 0;           // physical stages (GPUs): P_block is paid on each
+  std::vector<int> node_of;     // position -> schedule node id
+  std::vector<int> pred_begin;  // CSR, size n+1
+  std::vector<int> pred;        // predecessor positions
+  std::vector<int> succ_begin;  // CSR, size n+1
+  std::vector<int> succ;        // successor positions
+  std::vector<int> hull_of;     // position -> index into hulls
+  std::vector<CostHull> hulls;  // one per (profiled stage, kind) used
 };
 
 // Throws model::InputError if the profile lacks a (stage, kind) needed.
-ActivityGraph BuildActivityGraph(const schedule::Schedule& schedule,
-                                 const model::Profile& profile, double p_block_w);
+ActivityGraph BuildActivityGraph(const schedule::Schedule& schedule, const model::Profile& profile,
+                                 double p_block_w);
 
 // Earliest finish of every activity for durations d; returns the makespan.
 double EarliestFinish(const ActivityGraph& g, const std::vector<double>& d,

@@ -9,7 +9,8 @@ double CostHull::CostAt(double t) const {
   for (size_t k = 0; k + 1 < vertices.size(); ++k) {
     const Option& a = vertices[k];
     const Option& b = vertices[k + 1];
-    if (t <= b.time_s) return a.cost_j + (t - a.time_s) * (b.cost_j - a.cost_j) / (b.time_s - a.time_s);
+    if (t <= b.time_s)
+      return a.cost_j + (t - a.time_s) * (b.cost_j - a.cost_j) / (b.time_s - a.time_s);
   }
   return vertices.back().cost_j;
 }

@@ -4,10 +4,14 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <set>
 
 #include "activity_graph.hpp"
+#include "greedy.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/schedule/replay.hpp"
+#include "neighbourhood_search.hpp"
+#include "polish.hpp"
 #include "relaxation.hpp"
 #include "rounding.hpp"
 
@@ -48,6 +52,46 @@ std::vector<double> Deadlines(const Relaxation& r, const Options& o) {
   return out;
 }
 
+// The requested extra deadlines, as Deadlines() clamped them into the grid.
+std::set<double> RequestedDeadlines(const std::vector<double>& deadlines, const Options& o) {
+  std::set<double> out;
+  for (double t : o.extra_deadlines_s) {
+    if (t >= deadlines.back()) out.insert(std::min(t, deadlines.front()));
+  }
+  return out;
+}
+
+// `refined_samples` grid deadlines spread evenly over the list.
+std::set<double> SampledDeadlines(const std::vector<double>& deadlines, const Options& o) {
+  std::set<double> out;
+  const size_t n = deadlines.size();
+  const size_t samples = std::min<size_t>(n, static_cast<size_t>(std::max(0, o.refined_samples)));
+  for (size_t k = 0; k < samples; ++k)
+    out.insert(deadlines[samples > 1 ? k * (n - 1) / (samples - 1) : 0]);
+  return out;
+}
+
+// Replaces `best` (the rounded relaxation) by a better plan for the deadline
+// if greedy filling (from the snapped relaxation, and from all-fastest) or
+// the timetable local search finds one. Requested deadlines run the
+// neighbourhood search from each of the three starts: they land in different
+// local optima, and the best of them is worth the extra time there.
+void Refine(const ActivityGraph& g, double p_block_w, double deadline,
+            const std::vector<double>& relaxed, bool requested, Rounder& rounder,
+            RoundedPlan& best) {
+  std::vector<int> snapped;
+  rounder.Snap(relaxed, snapped);
+  std::vector<RoundedPlan> starts = {best, GreedyFill(g, p_block_w, deadline, &snapped),
+                                     GreedyFill(g, p_block_w, deadline)};
+  Polisher polisher(g, p_block_w);
+  for (RoundedPlan& candidate : starts) {
+    if (candidate.time_s > deadline) continue;
+    polisher.Polish(deadline, candidate);
+    if (requested) NeighbourhoodSearch(g, p_block_w, deadline, candidate);
+    if (candidate.energy_j < best.energy_j) best = std::move(candidate);
+  }
+}
+
 // Keeps points of strictly decreasing energy as time increases.
 std::vector<FrontierPoint> ParetoFilter(std::vector<FrontierPoint> points) {
   std::sort(points.begin(), points.end(), [](const FrontierPoint& a, const FrontierPoint& b) {
@@ -64,20 +108,26 @@ std::vector<FrontierPoint> ParetoFilter(std::vector<FrontierPoint> points) {
 }  // namespace
 
 double Frontier::BoundAt(double time_s) const {
-  if (bound.empty() || time_s < bound.front().time_s) return std::numeric_limits<double>::infinity();
+  // The relaxation's fastest makespan can differ from an exactly evaluated
+  // plan's by round-off; treat times within 1e-9 relative as equal.
+  const double slack = 1e-9 * (1 + std::abs(time_s));
+  if (bound.empty() || time_s < bound.front().time_s - slack) {
+    return std::numeric_limits<double>::infinity();
+  }
   // The relaxed curve is convex in T; the bound for "time <= t" is its
-  // minimum over [T_min, t].
-  double best = std::numeric_limits<double>::infinity();
+  // minimum over [T_min, t]. Breakpoints ascend in time.
+  double best = bound.front().energy_j;
   for (size_t k = 0; k < bound.size(); ++k) {
-    if (bound[k].time_s <= time_s) {
-      best = std::min(best, bound[k].energy_j);
-      if (k + 1 < bound.size() && bound[k + 1].time_s > time_s) {
-        const BoundPoint& a = bound[k];
-        const BoundPoint& b = bound[k + 1];
-        const double w = (time_s - a.time_s) / (b.time_s - a.time_s);
+    if (bound[k].time_s > time_s) {
+      const BoundPoint& a = bound[k - (k > 0 ? 1 : 0)];
+      const BoundPoint& b = bound[k];
+      if (b.time_s > a.time_s) {
+        const double w = std::max(0.0, (time_s - a.time_s) / (b.time_s - a.time_s));
         best = std::min(best, a.energy_j + w * (b.energy_j - a.energy_j));
       }
+      break;
     }
+    best = std::min(best, bound[k].energy_j);
   }
   return best;
 }
@@ -128,7 +178,8 @@ Frontier SolveFrontier(const schedule::Schedule& schedule, const model::Profile&
     frontier.max_clock.mhz[node] = static_cast<std::uint16_t>(
         profile.MaxClock(schedule::ProfileStage(schedule.spec, profile_stages, ins), ins.kind).mhz);
   }
-  const Evaluation base = EvaluateClocks(schedule, profile, options.p_block_w, frontier.max_clock.mhz);
+  const Evaluation base =
+      EvaluateClocks(schedule, profile, options.p_block_w, frontier.max_clock.mhz);
   frontier.max_clock.time_s = base.time_s;
   frontier.max_clock.energy_j = base.energy_j;
 
@@ -139,10 +190,15 @@ Frontier SolveFrontier(const schedule::Schedule& schedule, const model::Profile&
   frontier.bound.assign(relaxation.curve.rbegin(), relaxation.curve.rend());
 
   started = std::chrono::steady_clock::now();
-  const std::vector<double> deadlines = Deadlines(relaxation, options);
+  // The max-clock time is always a deadline: zero slowdown is the main use.
+  Options effective = options;
+  effective.extra_deadlines_s.push_back(frontier.max_clock.time_s);
+  const std::vector<double> deadlines = Deadlines(relaxation, effective);
   frontier.stats.deadlines = static_cast<int>(deadlines.size());
   std::vector<FrontierPoint> points;
   points.reserve(deadlines.size() + 1);
+  const std::set<double> requested = RequestedDeadlines(deadlines, effective);
+  const std::set<double> sampled = SampledDeadlines(deadlines, effective);
   Rounder rounder(g, options.p_block_w);
   RoundedPlan rounded;
   std::vector<double> at_step_start = relaxation.initial, relaxed;
@@ -162,6 +218,11 @@ Frontier SolveFrontier(const schedule::Schedule& schedule, const model::Profile&
       relaxed = at_step_start;
     }
     rounder.Round(relaxed, deadline, rounded);
+    const bool is_requested = requested.count(deadline) > 0;
+    if (is_requested || sampled.count(deadline) > 0) {
+      Refine(g, options.p_block_w, deadline, relaxed, is_requested, rounder, rounded);
+      ++frontier.stats.refined;
+    }
     // Skip exact repeats of the previous point (common on a fine grid).
     if (!points.empty() && points.back().time_s == rounded.time_s &&
         points.back().energy_j == rounded.energy_j) {

@@ -48,6 +48,8 @@ bool FlowNetwork::Levels(int s, int t) {
   level_[s] = 0;
   for (size_t head = 0; head < queue.size(); ++head) {
     const int u = queue[head];
+    // Nodes at t's level or beyond cannot be on a shortest augmenting path.
+    if (level_[t] >= 0 && level_[u] >= level_[t]) break;
     for (int k = first_[u]; k < first_[u + 1]; ++k) {
       const Arc& a = arcs_[order_[k]];
       if (a.residual > kResidualEpsilon && level_[a.to] < 0) {

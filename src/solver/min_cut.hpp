@@ -25,9 +25,9 @@ struct CutArc {
 };
 
 struct CutResult {
-  bool feasible = true;  // false: no flow meets the lower bounds (a cut of negative value)
-  bool finite = true;    // false: every cut crosses an arc of infinite capacity
-  double value = 0;      // the minimum cut value (the max flow with lower bounds)
+  bool feasible = true;           // false: no flow meets the lower bounds (a cut of negative value)
+  bool finite = true;             // false: every cut crosses an arc of infinite capacity
+  double value = 0;               // the minimum cut value (the max flow with lower bounds)
   std::vector<char> source_side;  // node -> 1 if on the source side of the cut
 };
 

@@ -18,7 +18,7 @@ constexpr double kFlowEpsilon = 1e-7;
 }  // namespace
 
 CutResult MinCutWithLowerBoundsLemon(int num_nodes, int source, int sink,
-                                const std::vector<CutArc>& arcs) {
+                                     const std::vector<CutArc>& arcs) {
   CutResult result;
 
   // Phase 1: a flow meeting every lower bound. Subtracting the lower bound
@@ -75,8 +75,10 @@ CutResult MinCutWithLowerBoundsLemon(int num_nodes, int source, int sink,
   for (size_t k = 0; k < arcs.size(); ++k) {
     const double width = cap[arc_of[k]];
     const double forward = width - flow[k];
-    if (forward > 0) residual[r.addArc(r.nodeFromId(arcs[k].from), r.nodeFromId(arcs[k].to))] = forward;
-    if (flow[k] > 0) residual[r.addArc(r.nodeFromId(arcs[k].to), r.nodeFromId(arcs[k].from))] = flow[k];
+    if (forward > 0)
+      residual[r.addArc(r.nodeFromId(arcs[k].from), r.nodeFromId(arcs[k].to))] = forward;
+    if (flow[k] > 0)
+      residual[r.addArc(r.nodeFromId(arcs[k].to), r.nodeFromId(arcs[k].from))] = flow[k];
   }
   MaxFlow augment(r, residual, r.nodeFromId(source), r.nodeFromId(sink));
   augment.tolerance(lemon::Tolerance<double>(1e-12));
@@ -84,7 +86,8 @@ CutResult MinCutWithLowerBoundsLemon(int num_nodes, int source, int sink,
   result.value = circulating + augment.flowValue();
   result.finite = result.value < kInfiniteCapacity / 10;
   result.source_side.assign(num_nodes, 0);
-  for (int v = 0; v < num_nodes; ++v) result.source_side[v] = augment.minCut(r.nodeFromId(v)) ? 1 : 0;
+  for (int v = 0; v < num_nodes; ++v)
+    result.source_side[v] = augment.minCut(r.nodeFromId(v)) ? 1 : 0;
   return result;
 }
 

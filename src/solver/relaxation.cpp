@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "min_cut.hpp"
+#include "series_contraction.hpp"
 
 namespace joulepipe::solver {
 
@@ -31,7 +32,7 @@ class Crasher {
     }
   }
 
-  Relaxation Run() {
+  Relaxation Run(double stop_at) {
     Relaxation out;
     out.initial = d_;
     double t = EarliestFinish(g_, d_, ef_);
@@ -39,7 +40,7 @@ class Crasher {
     // Each step moves at least one activity to a vertex or makes a path
     // critical; the guard only protects against numerical cycling.
     const long max_steps = 200L * g_.n + 100000;
-    for (long step = 0; step < max_steps; ++step) {
+    for (long step = 0; step < max_steps && t > stop_at; ++step) {
       RelaxationStep s;
       if (!Step(t, s)) break;
       t -= s.delta;
@@ -86,35 +87,47 @@ class Crasher {
         critical_.push_back(p);
       }
     }
-    arcs_.clear();
+    network_.clear();
     for (int i = 0; i < static_cast<int>(critical_.size()); ++i) {
       const int p = critical_[i];
       const int in = 2 + 2 * i, out = 3 + 2 * i;
-      arcs_.push_back({in, out, LengthenGain(p), ShortenCost(p)});
+      network_.push_back({in, out, LengthenGain(p), ShortenCost(p), p, p});
       const double start = ef_[p] - d_[p];
-      if (start <= eps) arcs_.push_back({0, in, 0, kInfiniteCapacity});
-      if (ef_[p] >= t - eps) arcs_.push_back({out, 1, 0, kInfiniteCapacity});
+      if (start <= eps) network_.push_back({0, in, 0, kInfiniteCapacity, -1, -1});
+      if (ef_[p] >= t - eps) network_.push_back({out, 1, 0, kInfiniteCapacity, -1, -1});
       for (int k = g_.succ_begin[p]; k < g_.succ_begin[p + 1]; ++k) {
         const int q = g_.succ[k];
         if (index_[q] >= 0 && ef_[q] - d_[q] - ef_[p] <= eps) {
-          arcs_.push_back({out, 2 + 2 * index_[q], 0, kInfiniteCapacity});
+          network_.push_back({out, 2 + 2 * index_[q], 0, kInfiniteCapacity, -1, -1});
         }
       }
     }
     const int nodes = 2 + 2 * static_cast<int>(critical_.size());
+    ContractSeries(nodes, 0, 1, network_);
+    arcs_.clear();
+    live_.clear();
+    for (int k = 0; k < static_cast<int>(network_.size()); ++k) {
+      const NetworkArc& a = network_[k];
+      if (a.from < 0) continue;
+      arcs_.push_back({a.from, a.to, a.lower, a.upper});
+      live_.push_back(k);
+    }
     const CutResult cut = MinCutWithLowerBounds(nodes, 0, 1, arcs_);
     if (!cut.feasible || !cut.finite) return false;
 
     double room = std::numeric_limits<double>::infinity();
     double rate = 0;  // cost increase per second of makespan removed
-    for (int i = 0; i < static_cast<int>(critical_.size()); ++i) {
-      const int p = critical_[i];
-      const bool in = cut.source_side[2 + 2 * i], out = cut.source_side[3 + 2 * i];
-      if (in && !out) {
+    for (int k : live_) {
+      const NetworkArc& a = network_[k];
+      const bool from = cut.source_side[a.from], to = cut.source_side[a.to];
+      if (from && !to) {
+        const int p = a.shorten;
+        if (p < 0) return false;  // an infinite arc in a finite cut: round-off
         s.shortened.push_back(p);
         room = std::min(room, ShortenRoom(p));
         rate += ShortenCost(p);
-      } else if (!in && out && LengthenGain(p) > 0) {
+      } else if (!from && to && a.lower > 0 && a.lengthen >= 0) {
+        const int p = a.lengthen;
         s.lengthened.push_back(p);
         room = std::min(room, LengthenRoom(p));
         rate -= LengthenGain(p);
@@ -216,12 +229,14 @@ class Crasher {
   std::vector<double> ef_, lf_, ef2_;
   std::vector<int> r2_, rate_, index_, critical_;
   std::vector<CutArc> arcs_;
+  std::vector<NetworkArc> network_;
+  std::vector<int> live_;
 };
 
 }  // namespace
 
-Relaxation SolveRelaxation(const ActivityGraph& g, double p_block_w) {
-  return Crasher(g, p_block_w).Run();
+Relaxation SolveRelaxation(const ActivityGraph& g, double p_block_w, double stop_at) {
+  return Crasher(g, p_block_w).Run(stop_at);
 }
 
 void DurationsWithin(const RelaxationStep& step, const std::vector<double>& at_start, double t,
@@ -230,6 +245,19 @@ void DurationsWithin(const RelaxationStep& step, const std::vector<double>& at_s
   const double moved = std::clamp(step.t_before - t, 0.0, step.delta);
   for (int p : step.shortened) out[p] -= moved;
   for (int p : step.lengthened) out[p] += moved;
+}
+
+std::vector<double> DurationsAt(const Relaxation& r, double t) {
+  std::vector<double> d = r.initial, next;
+  for (const RelaxationStep& step : r.steps) {
+    if (step.t_before - step.delta <= t) {
+      DurationsWithin(step, d, t, next);
+      return next;
+    }
+    DurationsWithin(step, d, step.t_before - step.delta, next);
+    d.swap(next);
+  }
+  return d;
 }
 
 }  // namespace joulepipe::solver

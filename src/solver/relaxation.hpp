@@ -19,20 +19,24 @@
 namespace joulepipe::solver {
 
 struct RelaxationStep {
-  double t_before = 0;  // makespan when the step starts
-  double delta = 0;     // makespan reduction over the step
+  double t_before = 0;          // makespan when the step starts
+  double delta = 0;             // makespan reduction over the step
   std::vector<int> shortened;   // positions whose duration falls by `delta`
   std::vector<int> lengthened;  // positions whose duration grows by `delta`
 };
 
 struct Relaxation {
-  std::vector<double> initial;  // durations at T_max (every activity at its cheapest vertex)
+  std::vector<double> initial;        // durations at T_max (every activity at its cheapest vertex)
   std::vector<RelaxationStep> steps;  // makespan decreasing
   std::vector<BoundPoint> curve;      // (T, relaxed energy) at T_max and after each step
   double t_min = 0;                   // makespan after the last step
 };
 
-Relaxation SolveRelaxation(const ActivityGraph& g, double p_block_w);
+// Stops once the makespan is <= stop_at (0: go to the fastest makespan).
+Relaxation SolveRelaxation(const ActivityGraph& g, double p_block_w, double stop_at = 0);
+
+// Durations at makespan `t` (clamped to the relaxation's range): replays the steps.
+std::vector<double> DurationsAt(const Relaxation& r, double t);
 
 // Durations at makespan `t` within `step` given the durations at its start.
 void DurationsWithin(const RelaxationStep& step, const std::vector<double>& at_start, double t,

@@ -2,11 +2,12 @@
 //
 // Snap: every activity takes the hull vertex at or just faster than its
 // relaxed duration, so no path gets longer and the makespan stays within the
-// deadline. Reclaim: one pass in topological order gives each activity the
+// deadline. Reclaim: passes in topological order give each activity the
 // slowest Pareto clock that still finishes by its latest finish time (computed
 // against the deadline), so slack freed by snapping, and float the relaxation
-// left unused, turns into energy savings. The result never exceeds the
-// deadline (up to the snap's tolerance when the relaxation sits exactly on it).
+// left unused, turns into energy savings: first capped at one hull segment
+// above the snap (spreading slack like the relaxation does), then uncapped. The result never
+// exceeds the deadline (up to the snap's tolerance when the relaxation sits exactly on it).
 #pragma once
 
 #include <vector>
@@ -27,10 +28,16 @@ class Rounder {
 
   void Round(const std::vector<double>& relaxed, double deadline, RoundedPlan& out);
 
+  // Just the snap: each activity at the hull vertex at or below its relaxed
+  // duration (a plan within the relaxation's makespan).
+  void Snap(const std::vector<double>& relaxed, std::vector<int>& choice);
+
  private:
+  void Reclaim(double deadline, const std::vector<double>* cap, RoundedPlan& out);
+
   const ActivityGraph& g_;
   const double p_block_;
-  std::vector<double> d_, lf_, ef_;
+  std::vector<double> d_, cap_, lf_, ef_;
 };
 
 }  // namespace joulepipe::solver

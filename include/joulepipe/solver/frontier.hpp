@@ -17,6 +17,11 @@
 //      clocks (the faster hull vertex) and slack is reclaimed greedily
 //      (instructions with float move to slower Pareto clocks) without
 //      exceeding that deadline; the plan is then evaluated exactly.
+//   4. Requested deadlines (and a sample of the grid) are refined further:
+//      best-ratio greedy slack filling and a timetable local search, which
+//      see the real clocks where the convex hull misprices them; requested
+//      ones (always including the max-clock time) also get a large-
+//      neighbourhood search (reset a window, refill greedily).
 #pragma once
 
 #include <cstdint>
@@ -29,15 +34,20 @@
 namespace joulepipe::solver {
 
 struct Options {
-  double p_block_w = 0;       // GPU power while blocked (W), >= 0
-  double resolution_s = 1e-3; // spacing of the deadline grid (s), > 0
+  double p_block_w = 0;        // GPU power while blocked (W), >= 0
+  double resolution_s = 1e-3;  // spacing of the deadline grid (s), > 0
   // Extra deadlines (s) to plan for exactly, e.g. (1 + slowdown) * T_maxclock.
+  // Each also gets the refinement below.
   std::vector<double> extra_deadlines_s;
+  // Grid deadlines, evenly spread, that get the refinement too: greedy slack
+  // filling (from the snapped relaxation and from all-fastest) and timetable
+  // local search, keeping the best plan. Costs a few ms each on big pipelines.
+  int refined_samples = 32;
 };
 
 struct FrontierPoint {
-  double time_s = 0;    // exact iteration time
-  double energy_j = 0;  // exact iteration energy, all stages, GPU only
+  double time_s = 0;               // exact iteration time
+  double energy_j = 0;             // exact iteration energy, all stages, GPU only
   std::vector<std::uint16_t> mhz;  // clock per schedule node id
 };
 
@@ -51,6 +61,7 @@ struct BoundPoint {
 struct SolveStats {
   int relaxation_steps = 0;  // parametric min-cut steps
   int deadlines = 0;         // grid deadlines rounded to real clocks
+  int refined = 0;           // deadlines that got the refinement
   double relaxation_seconds = 0;
   double rounding_seconds = 0;
 };

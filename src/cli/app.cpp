@@ -1,0 +1,326 @@
+// The `joulepipe` command line: argument parsing (CLI11), help texts that
+// teach the formats, dispatch to the subcommands, and the one place that
+// turns exceptions into messages and exit codes.
+#include "joulepipe/cli/app.hpp"
+
+#include <cstdio>
+#include <exception>
+#include <new>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "joulepipe/cli/demo.hpp"
+#include "joulepipe/cli/embedded.hpp"
+#include "joulepipe/cli/evaluate.hpp"
+#include "joulepipe/cli/inputs.hpp"
+#include "joulepipe/cli/output_dir.hpp"
+#include "joulepipe/cli/planning.hpp"
+#include "joulepipe/model/error.hpp"
+#include "joulepipe/model/plan.hpp"
+#include "joulepipe/model/profile.hpp"
+
+namespace joulepipe::cli {
+
+namespace {
+
+using model::InputError;
+
+// ---- Help texts --------------------------------------------------------------
+
+constexpr char kAppDescription[] =
+    "joulepipe plans per-instruction GPU SM clocks for pipeline-parallel training.\n"
+    "Forward and backward computations off the critical path run at lower clocks,\n"
+    "so an iteration uses less GPU energy without taking longer. Energy figures are\n"
+    "computed from a measured profile (not measured by joulepipe).";
+
+constexpr char kAppFooter[] =
+    "\nStart with `joulepipe demo` (no input needed), then plan your own pipeline:\n"
+    "  joulepipe demo\n"
+    "  joulepipe plan --profile prof.csv --schedule 1f1b --stages 8 --microbatches 48 \\\n"
+    "                 --p-block 83.64 --out plan-out\n"
+    "  joulepipe evaluate --profile prof.csv --plan plan-out/chosen.json --p-block 83.64\n"
+    "\n"
+    "Profile CSV (Perseus/Zeus format): a header with at least the columns\n"
+    "  stage,instruction,frequency,time,energy\n"
+    "and one row per (stage, instruction, frequency): stage 0..S-1, instruction\n"
+    "forward|backward, frequency = SM clock in MHz, time (s) and energy (J) of one\n"
+    "instruction at that clock. Extra columns (rank, dp_rank, ...) are ignored.\n"
+    "\n"
+    "Exit codes: 0 ok, 2 bad input or usage, 1 internal error.\n"
+    "Run `joulepipe <command> --help` for a command; docs/cli.md has the details.";
+
+constexpr char kPlanFooter[] =
+    "\nReads the profile, lays out one iteration of the schedule, computes the whole\n"
+    "iteration time-energy frontier (least energy for every iteration time) and\n"
+    "chooses the least-energy plan whose time is <= (1 + slowdown) x the time with\n"
+    "every instruction at its highest clock.\n"
+    "\n"
+    "Profile CSV: columns stage,instruction,frequency,time,energy (any order, extra\n"
+    "columns ignored); stage ids 0..S-1 (interleaved: S, or S*V one per virtual\n"
+    "stage with id chunk*S+stage); instruction forward|backward; frequency in MHz;\n"
+    "time (s) and energy (J) per instruction.\n"
+    "\n"
+    "Writes DIR atomically (nothing is left behind on error; an earlier joulepipe\n"
+    "output at DIR is replaced, any other existing directory is refused):\n"
+    "  frontier.csv      time_s,energy_j,plan_file (written plans, ascending time)\n"
+    "  plans/plan_NNNNN.json  frontier plans (at most --max-plans; always the\n"
+    "                    fastest, the chosen and the least-energy plan)\n"
+    "  chosen.json       the chosen plan: {\"version\":1, \"schedule\":..., \"stages\":\n"
+    "                    [[{\"instruction\":\"forward\",\"microbatch\":0,\"chunk\":0,\n"
+    "                    \"frequency\":1410}, ...], ...], \"predicted\":{...}}\n"
+    "  chosen.py         the same as a Perseus/Zeus PointSolution literal\n"
+    "  summary.json      the printed figures, machine-readable\n"
+    "\n"
+    "Example:\n"
+    "  joulepipe plan --profile data/profiles/gpt3-175b+a100_sxm_bf16.csv \\\n"
+    "      --schedule 1f1b --stages 8 --microbatches 48 --p-block 83.64 --out plan-out";
+
+constexpr char kEvaluateFooter[] =
+    "\nReplays the plan instruction by instruction on the profile (an evaluator\n"
+    "independent of the planner) and prints the iteration time and GPU energy:\n"
+    "  energy = sum of instruction energies + P_block x (time each GPU waits).\n"
+    "If the plan records \"predicted\" figures, prints the relative difference.\n"
+    "\n"
+    "Plan JSON (version 1): {\"version\":1, \"schedule\":\"1f1b\", \"num_stages\":S,\n"
+    "\"num_microbatches\":M, \"num_chunks\":V, \"stages\":[[{\"instruction\":\"forward\",\n"
+    "\"microbatch\":0, \"chunk\":0, \"frequency\":1410}, ...], ...]} with each stage's\n"
+    "instructions in execution order; \"predicted\":{\"time_s\",\"energy_j\"} optional.\n"
+    "\n"
+    "Example:\n"
+    "  joulepipe evaluate --profile prof.csv --plan plan-out/chosen.json --p-block 83.64 --json";
+
+constexpr char kDemoFooter[] =
+    "\nPlans one iteration of GPT-3 175B on A100-SXM GPUs with the stage profile\n"
+    "measured by Perseus (SOSP'24 artifact, built into this binary): 1F1B, 8\n"
+    "stages, 48 microbatches, P_block 83.64 W, no slowdown. Prints the saving and a\n"
+    "few frontier points. With --out DIR it also writes what `plan` writes.\n"
+    "\n"
+    "Example:\n"
+    "  joulepipe demo --out demo-out";
+
+// ---- Flags --------------------------------------------------------------------
+
+struct PlanFlags {
+  std::string profile;
+  std::string schedule;
+  int stages = 0;
+  int microbatches = 0;
+  int chunks = 2;  // only read for --schedule interleaved
+  double p_block_w = 0;
+  double slowdown = 0;
+  double resolution_ms = 1.0;
+  int max_plans = 256;
+  std::string out;
+  CLI::Option* chunks_option = nullptr;  // tells whether --chunks was given
+};
+
+struct EvaluateFlags {
+  std::string profile;
+  std::string plan;
+  double p_block_w = 0;
+  bool json = false;
+};
+
+struct DemoFlags {
+  std::string out;
+};
+
+void AddPlanFlags(CLI::App* command, PlanFlags* f) {
+  command->add_option("--profile", f->profile, "Stage profile CSV (see below)")
+      ->required()
+      ->type_name("P.csv");
+  command->add_option("--schedule", f->schedule, "Pipeline schedule")
+      ->required()
+      ->type_name("{gpipe,1f1b,interleaved}");
+  command->add_option("--stages", f->stages, "Pipeline stages S (GPUs per pipeline), >= 1")
+      ->required()
+      ->type_name("S");
+  command->add_option("--microbatches", f->microbatches, "Microbatches per iteration M, >= 1")
+      ->required()
+      ->type_name("M");
+  f->chunks_option = command
+                         ->add_option("--chunks", f->chunks,
+                                      "Model chunks per stage V (interleaved only; default 2)")
+                         ->type_name("V");
+  command
+      ->add_option("--p-block", f->p_block_w,
+                   "GPU power while blocked or idle, watts (e.g. 83.64 for A100-SXM)")
+      ->required()
+      ->type_name("WATTS");
+  command
+      ->add_option("--slowdown", f->slowdown,
+                   "Allowed iteration-time increase as a fraction (0.05 = 5%)")
+      ->capture_default_str()
+      ->type_name("FRACTION");
+  command
+      ->add_option("--resolution-ms", f->resolution_ms,
+                   "Spacing of the frontier's deadline grid, milliseconds")
+      ->capture_default_str()
+      ->type_name("MS");
+  command
+      ->add_option("--max-plans", f->max_plans,
+                   "Plan files to write at most (0 = every frontier point, else >= 3)")
+      ->capture_default_str()
+      ->type_name("N");
+  command->add_option("--out", f->out, "Output directory (written atomically)")
+      ->required()
+      ->type_name("DIR");
+}
+
+void AddEvaluateFlags(CLI::App* command, EvaluateFlags* f) {
+  command->add_option("--profile", f->profile, "Stage profile CSV the plan is for")
+      ->required()
+      ->type_name("P.csv");
+  command->add_option("--plan", f->plan, "Plan JSON (e.g. chosen.json from `plan`)")
+      ->required()
+      ->type_name("plan.json");
+  command->add_option("--p-block", f->p_block_w, "GPU power while blocked or idle, watts")
+      ->required()
+      ->type_name("WATTS");
+  command->add_flag("--json", f->json,
+                    "Print one JSON object {time_s, energy_j, busy_energy_j, blocking_energy_j}");
+}
+
+// ---- Commands -------------------------------------------------------------------
+
+PlanRequest ToPlanRequest(const PlanFlags& f) {
+  PlanRequest request;
+  request.profile_name = f.profile;
+  if (!schedule::ParseKind(f.schedule, &request.spec.kind)) {
+    throw InputError("--schedule '" + f.schedule + "' is not one of gpipe, 1f1b, interleaved");
+  }
+  const bool interleaved = request.spec.kind == schedule::Kind::kInterleaved;
+  if (!interleaved && f.chunks_option->count() > 0) {
+    throw InputError("--chunks applies only to --schedule interleaved (got --schedule " +
+                     f.schedule + "); drop --chunks or use --schedule interleaved");
+  }
+  if (interleaved && f.chunks < 2) {
+    throw InputError("--chunks must be at least 2 for --schedule interleaved (got " +
+                     std::to_string(f.chunks) + "); use --schedule 1f1b for one chunk per stage");
+  }
+  request.spec.stages = f.stages;
+  request.spec.microbatches = f.microbatches;
+  request.spec.chunks = interleaved ? f.chunks : 1;
+  request.p_block_w = f.p_block_w;
+  request.slowdown = f.slowdown;
+  request.resolution_s = f.resolution_ms * 1e-3;
+  request.max_plans = f.max_plans;
+  return request;
+}
+
+// Checks, solves, writes `out` (if given) and prints the summary.
+//
+// Order matters for what a failure leaves behind: every input error is found
+// by PreparePlan before anything is created. A probe StagedDirectory then
+// refuses an --out joulepipe may not replace before the (possibly long)
+// solve, and removes its staging directory at once, so that an interrupted
+// solve leaves nothing beside --out. The real one exists only while writing.
+void PlanAndReport(const PlanRequest& request, const model::Profile& profile,
+                   const std::string& out, bool demo) {
+  PlanOutcome outcome = PreparePlan(request, profile);
+  if (!out.empty()) {
+    // Throws now if --out may not be replaced; removes its (empty) staging
+    // directory at the end of this block.
+    StagedDirectory probe(out);
+  }
+  SolvePlan(profile, stderr, &outcome);
+  if (!out.empty()) {
+    StagedDirectory staged(out);
+    WritePlanOutputs(outcome, &staged);
+  }
+  std::string text;
+  if (demo) text += FormatDemoIntro(outcome);
+  text += FormatPlanSummary(outcome, out);
+  if (demo) {
+    text += "\n" + FormatFrontierTable(outcome, 8);
+    text +=
+        "\nNext: profile your own pipeline and run\n"
+        "  joulepipe plan --profile prof.csv --schedule 1f1b --stages S --microbatches M \\\n"
+        "      --p-block WATTS --out DIR\n";
+  }
+  std::fputs(text.c_str(), stdout);
+}
+
+int RunPlan(const PlanFlags& f) {
+  const PlanRequest request = ToPlanRequest(f);
+  CheckPlanRequest(request);  // flags before files: a flag error needs no file
+  const model::Profile profile = model::ReadProfileCsv(f.profile);
+  PlanAndReport(request, profile, f.out, /*demo=*/false);
+  return kExitOk;
+}
+
+int RunDemo(const DemoFlags& f) {
+  const PlanRequest request = DemoRequest();
+  const model::Profile profile = LoadEmbeddedDemoProfile();
+  PlanAndReport(request, profile, f.out, /*demo=*/true);
+  return kExitOk;
+}
+
+int RunEvaluate(const EvaluateFlags& f) {
+  CheckPBlock(f.p_block_w);
+  const model::Profile profile = model::ReadProfileCsv(f.profile);
+  const model::Plan plan = model::ReadPlanFile(f.plan);
+  const PlanEvaluation evaluation = EvaluatePlan(profile, f.profile, plan, f.plan, f.p_block_w);
+  const std::string text = f.json
+                               ? EvaluationJson(evaluation.replay)
+                               : FormatEvaluation(evaluation, plan, f.plan, f.profile, f.p_block_w);
+  std::fputs(text.c_str(), stdout);
+  return kExitOk;
+}
+
+int Fail(int code, const char* kind, const char* message) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "joulepipe: %s: %s\n", kind, message);
+  return code;
+}
+
+}  // namespace
+
+int RunApp(int argc, char** argv) {
+  CLI::App app{kAppDescription, "joulepipe"};
+  app.footer(kAppFooter);
+  app.set_version_flag("--version", std::string(kVersion),
+                       "Print the version (" + std::string(kVersion) + ") and exit");
+  app.require_subcommand(1);
+  app.get_formatter()->column_width(34);
+
+  DemoFlags demo_flags;
+  CLI::App* demo = app.add_subcommand(
+      "demo", "Plan a built-in GPT-3 175B / A100-SXM profile and explain the result");
+  demo->add_option("--out", demo_flags.out, "Also write the plan outputs to DIR")->type_name("DIR");
+  demo->footer(kDemoFooter);
+
+  PlanFlags plan_flags;
+  CLI::App* plan = app.add_subcommand("plan", "Compute the time-energy frontier and choose a plan");
+  AddPlanFlags(plan, &plan_flags);
+  plan->footer(kPlanFooter);
+
+  EvaluateFlags evaluate_flags;
+  CLI::App* evaluate =
+      app.add_subcommand("evaluate", "Replay a plan file on a profile: iteration time and energy");
+  AddEvaluateFlags(evaluate, &evaluate_flags);
+  evaluate->footer(kEvaluateFooter);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version are "errors" with exit code 0.
+    return app.exit(e) == 0 ? kExitOk : kExitUsage;
+  }
+
+  try {
+    if (demo->parsed()) return RunDemo(demo_flags);
+    if (plan->parsed()) return RunPlan(plan_flags);
+    if (evaluate->parsed()) return RunEvaluate(evaluate_flags);
+    return Fail(kExitInternal, "internal error", "no subcommand selected");
+  } catch (const InputError& e) {
+    return Fail(kExitUsage, "error", e.what());
+  } catch (const std::bad_alloc&) {
+    return Fail(kExitInternal, "error", "out of memory; try a coarser --resolution-ms");
+  } catch (const std::exception& e) {
+    return Fail(kExitInternal, "internal error", e.what());
+  }
+}
+
+}  // namespace joulepipe::cli

@@ -1,0 +1,38 @@
+// Number formatting shared by the joulepipe subcommands.
+#include "joulepipe/cli/format.hpp"
+
+#include <cstdarg>
+#include <cstdio>
+
+namespace joulepipe::cli {
+
+std::string Printf(const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  va_list copy;
+  va_copy(copy, args);
+  const int size = std::vsnprintf(nullptr, 0, format, copy);
+  va_end(copy);
+  std::string out;
+  if (size > 0) {
+    out.resize(static_cast<size_t>(size) + 1);  // vsnprintf writes the terminator
+    std::vsnprintf(out.data(), out.size(), format, args);
+    out.resize(static_cast<size_t>(size));
+  }
+  va_end(args);
+  return out;
+}
+
+std::string Exact(double value) {
+  return Printf("%.17g", value);
+}
+
+double SavingPercent(double value, double reference) {
+  return 100.0 * (1.0 - value / reference);
+}
+
+double SlowdownPercent(double value, double reference) {
+  return 100.0 * (value / reference - 1.0);
+}
+
+}  // namespace joulepipe::cli

@@ -1,0 +1,332 @@
+// The `plan` command's work: solve, choose, thin, write, summarise.
+//
+// The chosen plan is the least-energy frontier point whose EXACT time is
+// within the deadline (1 + slowdown) * T_maxclock. The solver is asked to plan
+// for that deadline exactly (Options::extra_deadlines_s), so the choice does
+// not depend on where the grid happens to fall.
+#include "joulepipe/cli/planning.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "joulepipe/cli/format.hpp"
+#include "joulepipe/cli/inputs.hpp"
+#include "joulepipe/model/error.hpp"
+#include "joulepipe/model/plan.hpp"
+#include "joulepipe/schedule/replay.hpp"
+
+namespace joulepipe::cli {
+
+namespace {
+
+using model::InputError;
+
+// More grid deadlines than this would take minutes and gigabytes; a coarser
+// --resolution-ms gives the same chosen plan (its deadline is planned exactly).
+constexpr double kMaxGridDeadlines = 100'000;
+
+// The clock per schedule node: the highest (or lowest) profiled clock of the
+// profile row the node uses.
+std::vector<std::uint16_t> UniformClocks(const schedule::Schedule& schedule,
+                                         const model::Profile& profile, bool highest) {
+  const int profile_stages = profile.num_stages();
+  std::vector<std::uint16_t> mhz(schedule.num_nodes());
+  for (int node = 0; node < schedule.num_nodes(); ++node) {
+    const model::Instruction& ins = schedule.nodes[node];
+    const int row = schedule::ProfileStage(schedule.spec, profile_stages, ins);
+    const std::vector<model::ClockPoint>& points = profile.Points(row, ins.kind);
+    mhz[node] = static_cast<std::uint16_t>(highest ? points.front().mhz : points.back().mhz);
+  }
+  return mhz;
+}
+
+// The grid spans at most from the all-max-clock time to the all-min-clock
+// time; refuses a resolution that would make it absurdly fine.
+void CheckGridSize(const PlanRequest& request, const schedule::Schedule& schedule,
+                   const model::Profile& profile, double fastest_s) {
+  const double slowest_s =
+      solver::EvaluateClocks(schedule, profile, request.p_block_w,
+                             UniformClocks(schedule, profile, /*highest=*/false))
+          .time_s;
+  const double deadlines = std::max(0.0, slowest_s - fastest_s) / request.resolution_s;
+  if (deadlines <= kMaxGridDeadlines) return;
+  const double finest_ms = (slowest_s - fastest_s) / kMaxGridDeadlines * 1e3;
+  throw InputError(
+      Printf("--resolution-ms %g would plan about %.0f deadlines between %.6f s and "
+             "%.6f s (at most %.0f); use --resolution-ms %.3g or more",
+             request.resolution_s * 1e3, deadlines, fastest_s, slowest_s, kMaxGridDeadlines,
+             finest_ms * 1.001));
+}
+
+std::string ShapeText(const schedule::Spec& spec) {
+  std::string text = std::string(schedule::KindName(spec.kind)) + ", " +
+                     std::to_string(spec.stages) + " stages x " +
+                     std::to_string(spec.microbatches) + " microbatches";
+  if (spec.chunks > 1) text += " x " + std::to_string(spec.chunks) + " chunks";
+  return text;
+}
+
+// What to tell the user when the profile's stage count differs from --stages.
+std::string StageFix(const schedule::Spec& spec, const model::Profile& profile) {
+  if (!MissingStages(profile).empty()) {
+    return "stage ids must be 0..S-1 without gaps; renumber the profile's stages";
+  }
+  if (spec.chunks > 1) {
+    return "pass --stages and --chunks that match the profile, or use a profile of this pipeline";
+  }
+  return "pass --stages " + std::to_string(profile.num_stages()) +
+         " if the profile is right, or use a profile of " + std::to_string(spec.stages) + " stages";
+}
+
+// Index of the nearest point to `target` (by time) not yet selected, or
+// points.size() if every point is selected. `points` ascend in time.
+std::size_t NearestUnselected(const std::vector<solver::FrontierPoint>& points,
+                              const std::vector<bool>& selected, double target) {
+  const std::size_t n = points.size();
+  const auto it =
+      std::lower_bound(points.begin(), points.end(), target,
+                       [](const solver::FrontierPoint& p, double t) { return p.time_s < t; });
+  std::size_t right = static_cast<std::size_t>(it - points.begin());
+  while (right < n && selected[right]) ++right;
+  std::size_t left = static_cast<std::size_t>(it - points.begin());
+  while (left > 0 && selected[left - 1]) --left;
+  const bool has_left = left > 0;
+  if (!has_left) return right;  // may be n: nothing left of target either
+  if (right == n) return left - 1;
+  return target - points[left - 1].time_s <= points[right].time_s - target ? left - 1 : right;
+}
+
+}  // namespace
+
+void CheckPlanRequest(const PlanRequest& request) {
+  const schedule::Spec& spec = request.spec;
+  if (spec.stages < 1) {
+    throw InputError("--stages must be at least 1 (got " + std::to_string(spec.stages) +
+                     "); pass the number of pipeline stages (GPUs)");
+  }
+  if (spec.microbatches < 1) {
+    throw InputError("--microbatches must be at least 1 (got " + std::to_string(spec.microbatches) +
+                     "); pass the number of microbatches per iteration");
+  }
+  CheckPBlock(request.p_block_w);
+  if (!std::isfinite(request.slowdown) || request.slowdown < 0) {
+    throw InputError(
+        Printf("--slowdown must be a finite fraction >= 0 (got %g); e.g. --slowdown "
+               "0.05 allows iterations 5%% longer than at full clock",
+               request.slowdown));
+  }
+  if (!std::isfinite(request.resolution_s) || request.resolution_s <= 0) {
+    throw InputError(Printf("--resolution-ms must be a finite number of milliseconds > 0 (got %g)",
+                            request.resolution_s * 1e3));
+  }
+  if (request.max_plans < 0 || request.max_plans == 1 || request.max_plans == 2) {
+    throw InputError("--max-plans must be 0 (write every frontier plan) or at least 3 (got " +
+                     std::to_string(request.max_plans) +
+                     "): the fastest, the chosen and the least-energy plans are always written");
+  }
+}
+
+PlanOutcome PreparePlan(const PlanRequest& request, const model::Profile& profile) {
+  CheckPlanRequest(request);
+  PlanOutcome outcome;
+  outcome.request = request;
+  outcome.schedule = schedule::Build(request.spec);
+  const schedule::Schedule& schedule = outcome.schedule;
+  CheckProfileFits(profile, request.spec, request.profile_name,
+                   "--stages " + std::to_string(request.spec.stages) +
+                       (request.spec.chunks > 1 ? " --chunks " + std::to_string(request.spec.chunks)
+                                                : std::string()),
+                   StageFix(request.spec, profile));
+  // The deadline must be known before solving so the solver plans for it.
+  outcome.baseline = solver::EvaluateClocks(schedule, profile, request.p_block_w,
+                                            UniformClocks(schedule, profile, /*highest=*/true));
+  outcome.deadline_s = (1 + request.slowdown) * outcome.baseline.time_s;
+  CheckGridSize(request, schedule, profile, outcome.baseline.time_s);
+  return outcome;
+}
+
+void SolvePlan(const model::Profile& profile, std::FILE* progress, PlanOutcome* outcome) {
+  const PlanRequest& request = outcome->request;
+  if (progress != nullptr) {
+    std::fprintf(progress, "joulepipe: planning %d instructions (%s) on a %g ms grid...\n",
+                 outcome->schedule.num_nodes(), ShapeText(request.spec).c_str(),
+                 request.resolution_s * 1e3);
+    std::fflush(progress);
+  }
+  solver::Options options;
+  options.p_block_w = request.p_block_w;
+  options.resolution_s = request.resolution_s;
+  options.extra_deadlines_s = {outcome->deadline_s};
+  const auto started = std::chrono::steady_clock::now();
+  outcome->frontier = solver::SolveFrontier(outcome->schedule, profile, options);
+  outcome->solve_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+
+  const std::vector<solver::FrontierPoint>& points = outcome->frontier.points;
+  const solver::FrontierPoint* best = outcome->frontier.BestWithin(outcome->deadline_s);
+  // The all-max-clock plan meets the deadline, and the frontier keeps it or a
+  // point that dominates it, so there is always a choice.
+  if (best == nullptr) throw std::logic_error("the frontier has no plan within the deadline");
+  outcome->chosen = static_cast<std::size_t>(best - points.data());
+  outcome->written = SelectPoints(points, outcome->chosen, request.max_plans);
+  outcome->bound_energy_j = outcome->frontier.BoundAt(outcome->baseline.time_s);
+}
+
+std::vector<std::size_t> SelectPoints(const std::vector<solver::FrontierPoint>& points,
+                                      std::size_t keep, int max_points) {
+  const std::size_t n = points.size();
+  std::vector<std::size_t> out;
+  if (n == 0) return out;
+  if (max_points <= 0 || static_cast<std::size_t>(max_points) >= n) {
+    for (std::size_t i = 0; i < n; ++i) out.push_back(i);
+    return out;
+  }
+  std::vector<bool> selected(n, false);
+  selected[0] = selected[n - 1] = selected[std::min(keep, n - 1)] = true;
+  std::size_t count = static_cast<std::size_t>(std::count(selected.begin(), selected.end(), true));
+  // Fill the remaining slots with the points nearest to evenly spaced times
+  // strictly between the fastest and the slowest. n > max_points >= count
+  // guarantees an unselected point exists for every slot.
+  const std::size_t extra = static_cast<std::size_t>(max_points) > count
+                                ? static_cast<std::size_t>(max_points) - count
+                                : 0;
+  const double t0 = points.front().time_s, t1 = points.back().time_s;
+  for (std::size_t j = 1; j <= extra; ++j) {
+    const double target = t0 + (t1 - t0) * static_cast<double>(j) / static_cast<double>(extra + 1);
+    const std::size_t pick = NearestUnselected(points, selected, target);
+    if (pick >= n) break;
+    selected[pick] = true;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (selected[i]) out.push_back(i);
+  }
+  return out;
+}
+
+std::string PlanFileName(std::size_t j) {
+  return Printf("plans/plan_%05zu.json", j);
+}
+
+std::string FrontierCsv(const PlanOutcome& outcome) {
+  std::string out = "time_s,energy_j,plan_file\n";
+  for (std::size_t j = 0; j < outcome.written.size(); ++j) {
+    const solver::FrontierPoint& p = outcome.frontier.points[outcome.written[j]];
+    out += Exact(p.time_s) + "," + Exact(p.energy_j) + "," + PlanFileName(j) + "\n";
+  }
+  return out;
+}
+
+std::string SummaryJson(const PlanOutcome& outcome) {
+  using nlohmann::ordered_json;
+  const PlanRequest& r = outcome.request;
+  const solver::FrontierPoint& chosen = outcome.chosen_point();
+  const double t0 = outcome.baseline.time_s, e0 = outcome.baseline.energy_j;
+  const auto chosen_slot =
+      std::lower_bound(outcome.written.begin(), outcome.written.end(), outcome.chosen) -
+      outcome.written.begin();
+
+  ordered_json inputs;
+  inputs["profile"] = r.profile_name;
+  inputs["schedule"] = std::string(schedule::KindName(r.spec.kind));
+  inputs["stages"] = r.spec.stages;
+  inputs["microbatches"] = r.spec.microbatches;
+  inputs["chunks"] = r.spec.chunks;
+  inputs["instructions"] = outcome.schedule.num_nodes();
+  inputs["p_block_w"] = r.p_block_w;
+  inputs["slowdown"] = r.slowdown;
+  inputs["resolution_s"] = r.resolution_s;
+  inputs["max_plans"] = r.max_plans;
+
+  ordered_json root;
+  root["version"] = 1;
+  root["figures"] = kFiguresSource;
+  root["inputs"] = inputs;
+  root["baseline"] = {{"time_s", t0}, {"energy_j", e0}};
+  root["deadline_s"] = outcome.deadline_s;
+  root["chosen"] = {{"time_s", chosen.time_s},
+                    {"energy_j", chosen.energy_j},
+                    {"saving_pct", SavingPercent(chosen.energy_j, e0)},
+                    {"slowdown_pct", SlowdownPercent(chosen.time_s, t0)},
+                    {"plan_file", PlanFileName(static_cast<std::size_t>(chosen_slot))}};
+  root["bound_at_baseline"] = {{"time_s", t0},
+                               {"energy_j", outcome.bound_energy_j},
+                               {"saving_pct", SavingPercent(outcome.bound_energy_j, e0)}};
+  root["frontier"] = {{"points", outcome.frontier.points.size()},
+                      {"plans_written", outcome.written.size()},
+                      {"fastest_time_s", outcome.frontier.points.front().time_s},
+                      {"slowest_time_s", outcome.frontier.points.back().time_s},
+                      {"least_energy_j", outcome.frontier.points.back().energy_j},
+                      {"relaxation_steps", outcome.frontier.stats.relaxation_steps},
+                      {"deadlines", outcome.frontier.stats.deadlines},
+                      {"relaxation_seconds", outcome.frontier.stats.relaxation_seconds},
+                      {"rounding_seconds", outcome.frontier.stats.rounding_seconds}};
+  root["solve_seconds"] = outcome.solve_seconds;
+  return root.dump(2) + "\n";
+}
+
+void WritePlanOutputs(const PlanOutcome& outcome, StagedDirectory* staged) {
+  for (std::size_t j = 0; j < outcome.written.size(); ++j) {
+    const solver::FrontierPoint& point = outcome.frontier.points[outcome.written[j]];
+    staged->WriteFile(PlanFileName(j), model::PlanToJson(solver::ToPlan(outcome.schedule, point)));
+  }
+  const model::Plan chosen = solver::ToPlan(outcome.schedule, outcome.chosen_point());
+  staged->WriteFile("chosen.json", model::PlanToJson(chosen));
+  staged->WriteFile("chosen.py", model::PlanToPointSolution(chosen) + "\n");
+  staged->WriteFile("frontier.csv", FrontierCsv(outcome));
+  staged->WriteFile("summary.json", SummaryJson(outcome));
+  staged->Commit();
+}
+
+std::string FormatPlanSummary(const PlanOutcome& outcome, const std::string& out_dir) {
+  const PlanRequest& r = outcome.request;
+  const solver::FrontierPoint& chosen = outcome.chosen_point();
+  const double t0 = outcome.baseline.time_s, e0 = outcome.baseline.energy_j;
+  std::string s;
+  s += Printf("Figures are %s.\n", kFiguresSource);
+  s += "inputs\n";
+  s += Printf("  profile     %s\n", r.profile_name.c_str());
+  s += Printf("  schedule    %s (%d instructions)\n", ShapeText(r.spec).c_str(),
+              outcome.schedule.num_nodes());
+  s += Printf("  P_block     %g W (GPU power while blocked or idle)\n", r.p_block_w);
+  s +=
+      Printf("  slowdown    %g%% allowed: deadline %.6f s\n", 100 * r.slowdown, outcome.deadline_s);
+  s += "baseline (every instruction at its highest clock)\n";
+  s += Printf("  time        %.6f s\n", t0);
+  s += Printf("  energy      %.1f J\n", e0);
+  s += "chosen plan (least energy within the deadline)\n";
+  s += Printf("  time        %.6f s (slowdown %.3f%%)\n", chosen.time_s,
+              SlowdownPercent(chosen.time_s, t0));
+  s += Printf("  energy      %.1f J (saving %.2f%%)\n", chosen.energy_j,
+              SavingPercent(chosen.energy_j, e0));
+  s += Printf("  bound: %.2f%% saving (no plan can beat the linear relaxation)\n",
+              SavingPercent(outcome.bound_energy_j, e0));
+  if (r.slowdown > 0) {
+    s += Printf("  bound at the deadline: %.2f%% saving\n",
+                SavingPercent(outcome.frontier.BoundAt(outcome.deadline_s), e0));
+  }
+  s += "frontier\n";
+  if (out_dir.empty()) {
+    s += Printf("  points      %zu computed (no files written; pass --out DIR)\n",
+                outcome.frontier.points.size());
+  } else {
+    s += Printf("  points      %zu computed, %zu plans written\n", outcome.frontier.points.size(),
+                outcome.written.size());
+  }
+  s += Printf("  range       %.6f s .. %.6f s, %.1f J .. %.1f J\n",
+              outcome.frontier.points.front().time_s, outcome.frontier.points.back().time_s,
+              outcome.frontier.points.front().energy_j, outcome.frontier.points.back().energy_j);
+  s += Printf("  solve time  %.3f s\n", outcome.solve_seconds);
+  if (!out_dir.empty()) {
+    const char* slash = out_dir.back() == '/' ? "" : "/";
+    s += Printf("output        %s%s (frontier.csv, chosen.json, chosen.py, summary.json, plans/)\n",
+                out_dir.c_str(), slash);
+  }
+  return s;
+}
+
+}  // namespace joulepipe::cli

@@ -1,0 +1,157 @@
+#include "greedy.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <queue>
+#include <vector>
+
+namespace joulepipe::solver {
+
+namespace {
+
+struct Move {
+  double ratio = 0;  // J saved per second of float used
+  int option = -1;   // target Pareto index, -1: none fits
+};
+
+class Filler {
+ public:
+  Filler(const ActivityGraph& g, double deadline, const std::vector<int>* start)
+      : g_(g), deadline_(deadline) {
+    const int n = g.n;
+    if (start != nullptr) {
+      choice_ = *start;
+    } else {
+      choice_.assign(n, 0);
+    }
+    d_.resize(n);
+    for (int p = 0; p < n; ++p) d_[p] = Options(p)[choice_[p]].time_s;
+    es_.assign(n, 0.0);
+    for (int p = 0; p < n; ++p) es_[p] = EarliestStart(p);
+    lf_.assign(n, deadline);
+    for (int p = n - 1; p >= 0; --p) lf_[p] = LatestFinish(p);
+  }
+
+  void Run() {
+    using Entry = std::pair<double, int>;  // (ratio, activity)
+    std::priority_queue<Entry> queue;
+    for (int p = 0; p < g_.n; ++p) {
+      const Move m = BestMove(p);
+      if (m.option >= 0) queue.push({m.ratio, p});
+    }
+    while (!queue.empty()) {
+      const auto [ratio, p] = queue.top();
+      queue.pop();
+      const Move m = BestMove(p);
+      if (m.option < 0) continue;
+      if (m.ratio < ratio * (1 - 1e-12)) {  // stale: float shrank since it was queued
+        queue.push({m.ratio, p});
+        continue;
+      }
+      Apply(p, m.option);
+      const Move next = BestMove(p);
+      if (next.option >= 0) queue.push({next.ratio, p});
+    }
+  }
+
+  RoundedPlan Result(double p_block_w) const {
+    RoundedPlan out;
+    out.choice = choice_;
+    std::vector<double> finish(g_.n);
+    double makespan = 0, energy = 0, busy = 0;
+    for (int p = 0; p < g_.n; ++p) {
+      double s = 0;
+      for (int k = g_.pred_begin[p]; k < g_.pred_begin[p + 1]; ++k)
+        s = std::max(s, finish[g_.pred[k]]);
+      const Option& o = Options(p)[choice_[p]];
+      finish[p] = s + o.time_s;
+      makespan = std::max(makespan, finish[p]);
+      energy += o.energy_j;
+      busy += o.time_s;
+    }
+    out.time_s = makespan;
+    out.energy_j = energy + p_block_w * (g_.num_stages * makespan - busy);
+    return out;
+  }
+
+ private:
+  const std::vector<Option>& Options(int p) const { return g_.hulls[g_.hull_of[p]].pareto; }
+
+  double EarliestStart(int p) const {
+    double s = 0;
+    for (int k = g_.pred_begin[p]; k < g_.pred_begin[p + 1]; ++k) {
+      const int q = g_.pred[k];
+      s = std::max(s, es_[q] + d_[q]);
+    }
+    return s;
+  }
+  double LatestFinish(int p) const {
+    double f = deadline_;
+    for (int k = g_.succ_begin[p]; k < g_.succ_begin[p + 1]; ++k) {
+      const int q = g_.succ[k];
+      f = std::min(f, lf_[q] - d_[q]);
+    }
+    return f;
+  }
+
+  // The slower clock with the best saving per second that fits p's float.
+  // The fit is checked as es + t <= lf, the same sum the final evaluation
+  // forms, so no round-off can push the makespan past the deadline.
+  Move BestMove(int p) const {
+    const std::vector<Option>& options = Options(p);
+    const Option& now = options[choice_[p]];
+    Move best;
+    for (int j = choice_[p] + 1; j < static_cast<int>(options.size()); ++j) {
+      if (es_[p] + options[j].time_s > lf_[p]) break;
+      const double ratio = (now.cost_j - options[j].cost_j) / (options[j].time_s - now.time_s);
+      if (ratio > best.ratio) best = {ratio, j};
+    }
+    return best;
+  }
+
+  void Apply(int p, int option) {
+    choice_[p] = option;
+    d_[p] = Options(p)[option].time_s;
+    // Earliest starts can only grow downstream of p; latest finishes can
+    // only shrink upstream. Propagate in topological order with a heap of
+    // positions so each node is recomputed after its inputs.
+    std::priority_queue<int, std::vector<int>, std::greater<>> forward;
+    for (int k = g_.succ_begin[p]; k < g_.succ_begin[p + 1]; ++k) forward.push(g_.succ[k]);
+    while (!forward.empty()) {
+      const int q = forward.top();
+      forward.pop();
+      while (!forward.empty() && forward.top() == q) forward.pop();
+      const double s = EarliestStart(q);
+      if (s == es_[q]) continue;
+      es_[q] = s;
+      for (int k = g_.succ_begin[q]; k < g_.succ_begin[q + 1]; ++k) forward.push(g_.succ[k]);
+    }
+    std::priority_queue<int> backward;
+    for (int k = g_.pred_begin[p]; k < g_.pred_begin[p + 1]; ++k) backward.push(g_.pred[k]);
+    while (!backward.empty()) {
+      const int q = backward.top();
+      backward.pop();
+      while (!backward.empty() && backward.top() == q) backward.pop();
+      const double f = LatestFinish(q);
+      if (f == lf_[q]) continue;
+      lf_[q] = f;
+      for (int k = g_.pred_begin[q]; k < g_.pred_begin[q + 1]; ++k) backward.push(g_.pred[k]);
+    }
+  }
+
+  const ActivityGraph& g_;
+  const double deadline_;
+  std::vector<int> choice_;
+  std::vector<double> d_, es_, lf_;
+};
+
+}  // namespace
+
+RoundedPlan GreedyFill(const ActivityGraph& g, double p_block_w, double deadline,
+                       const std::vector<int>* start) {
+  Filler filler(g, deadline, start);
+  filler.Run();
+  return filler.Result(p_block_w);
+}
+
+}  // namespace joulepipe::solver

@@ -1,0 +1,161 @@
+// The command as a whole: demo, help, version, usage errors; and the plan
+// thinning (SelectPoints) as a unit.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "joulepipe/cli/planning.hpp"
+
+namespace joulepipe::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+std::string Quote(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+struct Result {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+class AppTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::random_device device;
+    root_ = fs::temp_directory_path() /
+            ("joulepipe-app-test-" + std::to_string(::getpid()) + "-" + std::to_string(device()));
+    fs::create_directories(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  Result Run(const std::string& args) const {
+    const fs::path out = root_ / ".stdout", err = root_ / ".stderr";
+    const std::string command =
+        Quote(JOULEPIPE_CLI) + " " + args + " >" + Quote(out) + " 2>" + Quote(err) + " </dev/null";
+    const int status = std::system(command.c_str());
+    Result result;
+    result.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    result.out = Slurp(out);
+    result.err = Slurp(err);
+    return result;
+  }
+
+  fs::path root_;
+};
+
+bool Contains(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
+
+TEST_F(AppTest, DemoPlansTheEmbeddedProfileAndPrintsASaving) {
+  const fs::path out = root_ / "demo-out";
+  const Result r = Run("demo --out " + Quote(out));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "Perseus SOSP'24")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "GPU energy, computed from the profile (not measured)"));
+  EXPECT_TRUE(Contains(r.out, "(saving ")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "bound: ")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "time_s  slowdown")) << r.out;
+  EXPECT_TRUE(Contains(r.out, " *\n")) << "the chosen row is marked:\n" << r.out;
+  for (const char* name : {"frontier.csv", "chosen.json", "chosen.py", "summary.json"}) {
+    EXPECT_TRUE(fs::is_regular_file(out / name)) << name;
+  }
+  EXPECT_TRUE(Contains(Slurp(out / "summary.json"), "\"microbatches\": 48"));
+}
+
+TEST_F(AppTest, HelpTeachesFormatsAndExamples) {
+  const Result top = Run("--help");
+  EXPECT_EQ(top.code, 0);
+  for (const char* needle : {"demo", "plan", "evaluate", "stage,instruction,frequency,time,energy",
+                             "joulepipe plan --profile", "Exit codes"}) {
+    EXPECT_TRUE(Contains(top.out, needle)) << needle;
+  }
+  const Result plan = Run("plan --help");
+  EXPECT_EQ(plan.code, 0);
+  for (const char* needle : {"--p-block", "--max-plans", "frontier.csv", "chosen.py", "Example"}) {
+    EXPECT_TRUE(Contains(plan.out, needle)) << needle;
+  }
+  const Result evaluate = Run("evaluate --help");
+  EXPECT_EQ(evaluate.code, 0);
+  EXPECT_TRUE(Contains(evaluate.out, "\"num_microbatches\""));
+  EXPECT_TRUE(Contains(evaluate.out, "--json"));
+  const Result demo = Run("demo --help");
+  EXPECT_EQ(demo.code, 0);
+  EXPECT_TRUE(Contains(demo.out, "Example"));
+}
+
+TEST_F(AppTest, VersionAndUsageErrors) {
+  const Result version = Run("--version");
+  EXPECT_EQ(version.code, 0);
+  EXPECT_EQ(version.out, "0.1.0\n");
+  EXPECT_EQ(Run("").code, 2);
+  EXPECT_EQ(Run("frobnicate").code, 2);
+  const Result missing = Run("evaluate --plan x.json --p-block 1");
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_TRUE(Contains(missing.err, "--profile")) << missing.err;
+}
+
+std::vector<solver::FrontierPoint> Points(const std::vector<double>& times) {
+  std::vector<solver::FrontierPoint> points;
+  double energy = 1000;
+  for (double t : times) points.push_back({t, energy--, {}});
+  return points;
+}
+
+TEST(SelectPointsTest, AllWhenUnlimitedOrFew) {
+  const auto points = Points({1, 2, 3, 4});
+  EXPECT_EQ(SelectPoints(points, 1, 0), (std::vector<size_t>{0, 1, 2, 3}));
+  EXPECT_EQ(SelectPoints(points, 1, 4), (std::vector<size_t>{0, 1, 2, 3}));
+  EXPECT_EQ(SelectPoints(points, 1, 9), (std::vector<size_t>{0, 1, 2, 3}));
+  EXPECT_TRUE(SelectPoints({}, 0, 3).empty());
+}
+
+TEST(SelectPointsTest, KeepsEndsAndChosenAndSpreadsEvenlyInTime) {
+  // Dense at the start, sparse later: even in time, not in index.
+  std::vector<double> times;
+  for (int i = 0; i < 90; ++i) times.push_back(1.0 + i * 0.001);  // 1.000 .. 1.089
+  for (int i = 1; i <= 10; ++i) times.push_back(1.0 + i * 0.1);   // 1.1 .. 2.0
+  const auto points = Points(times);
+  const std::vector<size_t> picked = SelectPoints(points, 42, 5);
+  ASSERT_EQ(picked.size(), 5u);
+  EXPECT_EQ(picked.front(), 0u);
+  EXPECT_EQ(picked.back(), 99u);
+  EXPECT_NE(std::find(picked.begin(), picked.end(), 42u), picked.end());
+  // Two free slots go near t = 1.333 and 1.667, i.e. the sparse tail.
+  EXPECT_DOUBLE_EQ(points[picked[2]].time_s, 1.3);
+  EXPECT_DOUBLE_EQ(points[picked[3]].time_s, 1.7);
+  EXPECT_TRUE(std::is_sorted(picked.begin(), picked.end()));
+}
+
+TEST(SelectPointsTest, NeverPicksAPointTwice) {
+  const auto points = Points({1, 1.001, 1.002, 5, 9});
+  const std::vector<size_t> picked = SelectPoints(points, 0, 4);
+  // Targets 3.67 (nearest: 5) and 6.33 (nearest free one: 1.002, as 5 and
+  // 9 are taken).
+  EXPECT_EQ(picked, (std::vector<size_t>{0, 2, 3, 4}));
+}
+
+}  // namespace
+}  // namespace joulepipe::cli
