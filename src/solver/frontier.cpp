@@ -61,11 +61,14 @@ std::set<double> RequestedDeadlines(const std::vector<double>& deadlines, const 
   return out;
 }
 
-// `refined_samples` grid deadlines spread evenly over the list.
-std::set<double> SampledDeadlines(const std::vector<double>& deadlines, const Options& o) {
+// Grid deadlines to refine, spread evenly over the list (see Options).
+std::set<double> SampledDeadlines(const std::vector<double>& deadlines, const Options& o,
+                                  int instructions) {
   std::set<double> out;
   const size_t n = deadlines.size();
-  const size_t samples = std::min<size_t>(n, static_cast<size_t>(std::max(0, o.refined_samples)));
+  const long wanted =
+      std::max<long>(o.refined_samples, o.refine_budget / std::max(1, instructions));
+  const size_t samples = std::min<size_t>(n, static_cast<size_t>(std::max(0L, wanted)));
   for (size_t k = 0; k < samples; ++k)
     out.insert(deadlines[samples > 1 ? k * (n - 1) / (samples - 1) : 0]);
   return out;
@@ -198,7 +201,7 @@ Frontier SolveFrontier(const schedule::Schedule& schedule, const model::Profile&
   std::vector<FrontierPoint> points;
   points.reserve(deadlines.size() + 1);
   const std::set<double> requested = RequestedDeadlines(deadlines, effective);
-  const std::set<double> sampled = SampledDeadlines(deadlines, effective);
+  const std::set<double> sampled = SampledDeadlines(deadlines, effective, g.n);
   Rounder rounder(g, options.p_block_w);
   RoundedPlan rounded;
   std::vector<double> at_step_start = relaxation.initial, relaxed;

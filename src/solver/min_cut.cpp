@@ -12,7 +12,8 @@ namespace joulepipe::solver {
 // b_v = (lower bounds leaving v) - (lower bounds entering v). A positive b_v
 // is an arc v -> t of capacity b_v (paid when v is on the source side); a
 // negative one is an arc s -> v of capacity -b_v (paid when v is not) less
-// the constant -b_v. So cut(X) = cut'(X) + sum of negative b_v.
+// the constant -b_v. The source is always in X and the sink never, so
+// cut(X) = cut'(X) + b_s + sum of the other negative b_v.
 CutResult MinCutWithLowerBounds(int num_nodes, int source, int sink,
                                 const std::vector<CutArc>& arcs) {
   FlowNetwork net(num_nodes);
@@ -22,7 +23,7 @@ CutResult MinCutWithLowerBounds(int num_nodes, int source, int sink,
     b[a.from] += a.lower;
     b[a.to] -= a.lower;
   }
-  double constant = 0, scale = 0;
+  double constant = b[source], scale = 0;
   for (int v = 0; v < num_nodes; ++v) {
     if (v == source || v == sink) continue;
     if (b[v] > 0) {

@@ -21,7 +21,8 @@ struct Position {
 
 class Crasher {
  public:
-  Crasher(const ActivityGraph& g, double p_block_w) : g_(g), p_block_(p_block_w) {
+  Crasher(const ActivityGraph& g, double p_block_w, CutBackend backend)
+      : g_(g), p_block_(p_block_w), backend_(backend) {
     d_.resize(g.n);
     pos_.resize(g.n);
     for (int p = 0; p < g.n; ++p) {
@@ -112,7 +113,9 @@ class Crasher {
       arcs_.push_back({a.from, a.to, a.lower, a.upper});
       live_.push_back(k);
     }
-    const CutResult cut = MinCutWithLowerBounds(nodes, 0, 1, arcs_);
+    const CutResult cut = backend_ == CutBackend::kDinic
+                              ? MinCutWithLowerBounds(nodes, 0, 1, arcs_)
+                              : MinCutWithLowerBoundsLemon(nodes, 0, 1, arcs_);
     if (!cut.feasible || !cut.finite) return false;
 
     double room = std::numeric_limits<double>::infinity();
@@ -222,6 +225,7 @@ class Crasher {
 
   const ActivityGraph& g_;
   const double p_block_;
+  const CutBackend backend_;
   std::vector<double> d_;
   std::vector<Position> pos_;
   double cost_ = 0;
@@ -235,8 +239,9 @@ class Crasher {
 
 }  // namespace
 
-Relaxation SolveRelaxation(const ActivityGraph& g, double p_block_w, double stop_at) {
-  return Crasher(g, p_block_w).Run(stop_at);
+Relaxation SolveRelaxation(const ActivityGraph& g, double p_block_w, double stop_at,
+                           CutBackend backend) {
+  return Crasher(g, p_block_w, backend).Run(stop_at);
 }
 
 void DurationsWithin(const RelaxationStep& step, const std::vector<double>& at_start, double t,

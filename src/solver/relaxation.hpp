@@ -32,8 +32,13 @@ struct Relaxation {
   double t_min = 0;                   // makespan after the last step
 };
 
+// Which minimum-cut implementation the steps use (min_cut.hpp); LEMON only
+// to measure against (bench_max_flow).
+enum class CutBackend { kDinic, kLemon };
+
 // Stops once the makespan is <= stop_at (0: go to the fastest makespan).
-Relaxation SolveRelaxation(const ActivityGraph& g, double p_block_w, double stop_at = 0);
+Relaxation SolveRelaxation(const ActivityGraph& g, double p_block_w, double stop_at = 0,
+                           CutBackend backend = CutBackend::kDinic);
 
 // Durations at makespan `t` (clamped to the relaxation's range): replays the steps.
 std::vector<double> DurationsAt(const Relaxation& r, double t);

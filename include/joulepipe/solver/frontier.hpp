@@ -41,8 +41,11 @@ struct Options {
   std::vector<double> extra_deadlines_s;
   // Grid deadlines, evenly spread, that get the refinement too: greedy slack
   // filling (from the snapped relaxation and from all-fastest) and timetable
-  // local search, keeping the best plan. Costs a few ms each on big pipelines.
+  // local search, keeping the best plan. Costs a few ms each on big
+  // pipelines, so the count is max(refined_samples, refine_budget /
+  // instructions): every deadline of a small pipeline, a sample of a big one.
   int refined_samples = 32;
+  long refine_budget = 100000;
 };
 
 struct FrontierPoint {
