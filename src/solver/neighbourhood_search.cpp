@@ -20,7 +20,6 @@ void NeighbourhoodSearch(const ActivityGraph& g, double p_block_w, double deadli
         std::vector<int> start = plan.choice;
         for (int p = begin; p < std::min(n, begin + width); ++p) start[p] = 0;
         RoundedPlan candidate = GreedyFill(g, p_block_w, deadline, &start);
-        polisher.Polish(deadline, candidate, 4);
         if (candidate.time_s <= deadline && candidate.energy_j < plan.energy_j - 1e-9) {
           plan = std::move(candidate);
           improved = true;
@@ -29,6 +28,7 @@ void NeighbourhoodSearch(const ActivityGraph& g, double p_block_w, double deadli
     }
     if (!improved) break;
   }
+  polisher.Polish(deadline, plan);
 }
 
 }  // namespace joulepipe::solver

@@ -44,8 +44,8 @@ struct Options {
   // local search, keeping the best plan. Costs a few ms each on big
   // pipelines, so the count is max(refined_samples, refine_budget /
   // instructions): every deadline of a small pipeline, a sample of a big one.
-  int refined_samples = 32;
-  long refine_budget = 100000;
+  int refined_samples = 16;
+  long refine_budget = 20000;
 };
 
 struct FrontierPoint {
