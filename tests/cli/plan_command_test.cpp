@@ -95,8 +95,9 @@ class PlanCommandTest : public ::testing::Test {
     return result;
   }
 
-  std::string PlanArgs(const fs::path& profile, const std::string& rest) const {
-    return "plan --profile " + Quote(profile) + " --p-block 60 " + rest;
+  std::string PlanArgs(const fs::path& profile, const std::string& rest,
+                       const std::string& p_block = "60") const {
+    return "plan --profile " + Quote(profile) + " --p-block " + p_block + " " + rest;
   }
 
   // Names in the scratch directory: shows leftover outputs and staging dirs.
@@ -267,8 +268,9 @@ TEST_F(PlanCommandTest, ThinsPlansButKeepsFastestChosenAndSlowest) {
   const fs::path all = root_ / "all", some = root_ / "some";
   const std::string shape =
       "--schedule gpipe --stages 4 --microbatches 6 --slowdown 0.05 --resolution-ms 0.1 ";
-  ASSERT_EQ(Run(PlanArgs(profile_, shape + "--max-plans 0 --out " + Quote(all))).code, 0);
-  ASSERT_EQ(Run(PlanArgs(profile_, shape + "--max-plans 4 --out " + Quote(some))).code, 0);
+  // A low P_block makes slowing down pay, so the frontier is long.
+  ASSERT_EQ(Run(PlanArgs(profile_, shape + "--max-plans 0 --out " + Quote(all), "10")).code, 0);
+  ASSERT_EQ(Run(PlanArgs(profile_, shape + "--max-plans 4 --out " + Quote(some), "10")).code, 0);
   const std::vector<Row> full = ReadFrontier(all / "frontier.csv");
   const std::vector<Row> thin = ReadFrontier(some / "frontier.csv");
   ASSERT_GT(full.size(), 4u) << "the test profile should give a longer frontier";
