@@ -75,14 +75,6 @@ schedule::Schedule BuildDeclared(const schedule::Spec& spec, const std::string& 
   }
 }
 
-std::string Shape(const schedule::Spec& spec) {
-  std::string text = std::string(schedule::KindName(spec.kind)) + ", " +
-                     std::to_string(spec.stages) + " stages x " +
-                     std::to_string(spec.microbatches) + " microbatches";
-  if (spec.chunks > 1) text += " x " + std::to_string(spec.chunks) + " chunks";
-  return text;
-}
-
 double RelativeDifference(double value, double reference) {
   return (value - reference) / reference;
 }
@@ -112,7 +104,7 @@ std::string FormatEvaluation(const PlanEvaluation& evaluation, const model::Plan
   const schedule::ReplayResult& r = evaluation.replay;
   std::string s;
   s += "Figures are GPU energy, computed from the profile by replaying the plan (not measured).\n";
-  s += Printf("  plan        %s (%s)\n", plan_name.c_str(), Shape(evaluation.spec).c_str());
+  s += Printf("  plan        %s (%s)\n", plan_name.c_str(), ShapeText(evaluation.spec).c_str());
   s += Printf("  profile     %s\n", profile_name.c_str());
   s += Printf("  P_block     %g W\n", p_block_w);
   s += Printf("  time        %.6f s\n", r.time_s);

@@ -1,4 +1,4 @@
-// Number formatting shared by the joulepipe subcommands.
+// Number (and schedule shape) formatting shared by the joulepipe subcommands.
 #include "joulepipe/cli/format.hpp"
 
 #include <cstdarg>
@@ -33,6 +33,14 @@ double SavingPercent(double value, double reference) {
 
 double SlowdownPercent(double value, double reference) {
   return 100.0 * (value / reference - 1.0);
+}
+
+std::string ShapeText(const schedule::Spec& spec) {
+  std::string text = std::string(schedule::KindName(spec.kind)) + ", " +
+                     std::to_string(spec.stages) + " stages x " +
+                     std::to_string(spec.microbatches) + " microbatches";
+  if (spec.chunks > 1) text += " x " + std::to_string(spec.chunks) + " chunks";
+  return text;
 }
 
 }  // namespace joulepipe::cli

@@ -63,14 +63,6 @@ void CheckGridSize(const PlanRequest& request, const schedule::Schedule& schedul
              finest_ms * 1.001));
 }
 
-std::string ShapeText(const schedule::Spec& spec) {
-  std::string text = std::string(schedule::KindName(spec.kind)) + ", " +
-                     std::to_string(spec.stages) + " stages x " +
-                     std::to_string(spec.microbatches) + " microbatches";
-  if (spec.chunks > 1) text += " x " + std::to_string(spec.chunks) + " chunks";
-  return text;
-}
-
 // What to tell the user when the profile's stage count differs from --stages.
 std::string StageFix(const schedule::Spec& spec, const model::Profile& profile) {
   if (!MissingStages(profile).empty()) {
@@ -104,15 +96,7 @@ std::size_t NearestUnselected(const std::vector<solver::FrontierPoint>& points,
 }  // namespace
 
 void CheckPlanRequest(const PlanRequest& request) {
-  const schedule::Spec& spec = request.spec;
-  if (spec.stages < 1) {
-    throw InputError("--stages must be at least 1 (got " + std::to_string(spec.stages) +
-                     "); pass the number of pipeline stages (GPUs)");
-  }
-  if (spec.microbatches < 1) {
-    throw InputError("--microbatches must be at least 1 (got " + std::to_string(spec.microbatches) +
-                     "); pass the number of microbatches per iteration");
-  }
+  schedule::CheckStagesAndMicrobatches(request.spec);
   CheckPBlock(request.p_block_w);
   if (!std::isfinite(request.slowdown) || request.slowdown < 0) {
     throw InputError(

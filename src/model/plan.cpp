@@ -7,16 +7,14 @@
 // fields are ignored, so later versions can add fields compatibly.
 #include "joulepipe/model/plan.hpp"
 
-#include <cerrno>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <cstring>
 #include <limits>
 
 #include <nlohmann/json.hpp>
 
 #include "joulepipe/model/error.hpp"
+#include "read_file.hpp"
 
 namespace joulepipe::model {
 
@@ -243,16 +241,7 @@ Plan PlanFromJson(const std::string& text, const std::string& source) {
 }
 
 Plan ReadPlanFile(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) throw InputError("cannot read plan '" + path + "': " + std::strerror(errno));
-  std::string text;
-  char buffer[1 << 16];
-  size_t n = 0;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) text.append(buffer, n);
-  const int error = std::ferror(file) ? errno : 0;
-  std::fclose(file);
-  if (error != 0) throw InputError("cannot read plan '" + path + "': " + std::strerror(error));
-  return PlanFromJson(text, path);
+  return PlanFromJson(ReadWholeFile(path, "plan"), path);
 }
 
 std::string PlanToPointSolution(const Plan& plan) {

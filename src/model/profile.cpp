@@ -9,17 +9,15 @@
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <charconv>
 #include <climits>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
 #include <optional>
 #include <stdexcept>
 #include <tuple>
 
 #include "joulepipe/model/error.hpp"
+#include "read_file.hpp"
 
 namespace joulepipe::model {
 
@@ -382,20 +380,7 @@ Profile ParseProfileCsv(const std::string& text, const std::string& source) {
 }
 
 Profile ReadProfileCsv(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) {
-    throw InputError("cannot read profile '" + path + "': " + std::strerror(errno));
-  }
-  std::string text;
-  char buffer[1 << 16];
-  size_t n = 0;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) text.append(buffer, n);
-  const int error = std::ferror(file) ? errno : 0;
-  std::fclose(file);
-  if (error != 0) {
-    throw InputError("cannot read profile '" + path + "': " + std::strerror(error));
-  }
-  return ParseProfileCsv(text, path);
+  return ParseProfileCsv(ReadWholeFile(path, "profile"), path);
 }
 
 }  // namespace joulepipe::model

@@ -55,14 +55,7 @@ void ValidateSpec(const Spec& spec) {
     throw InputError("unknown schedule kind " + std::to_string(static_cast<int>(spec.kind)) +
                      "; use --schedule gpipe, 1f1b or interleaved");
   }
-  if (spec.stages < 1) {
-    throw InputError("--stages must be at least 1 (got " + std::to_string(spec.stages) +
-                     "); pass the number of pipeline stages (GPUs)");
-  }
-  if (spec.microbatches < 1) {
-    throw InputError("--microbatches must be at least 1 (got " + std::to_string(spec.microbatches) +
-                     "); pass the number of microbatches per iteration");
-  }
+  CheckStagesAndMicrobatches(spec);
   if (spec.kind != Kind::kInterleaved) {
     if (spec.chunks != 1) {
       throw InputError("--chunks " + std::to_string(spec.chunks) + " does not apply to the " +
@@ -271,6 +264,17 @@ int Schedule::Find(const model::Instruction& instruction) const {
     if (nodes[v] == instruction) return v;
   }
   return -1;
+}
+
+void CheckStagesAndMicrobatches(const Spec& spec) {
+  if (spec.stages < 1) {
+    throw InputError("--stages must be at least 1 (got " + std::to_string(spec.stages) +
+                     "); pass the number of pipeline stages (GPUs)");
+  }
+  if (spec.microbatches < 1) {
+    throw InputError("--microbatches must be at least 1 (got " + std::to_string(spec.microbatches) +
+                     "); pass the number of microbatches per iteration");
+  }
 }
 
 Schedule Build(const Spec& spec) {

@@ -1,68 +1,27 @@
 // The command as a whole: demo, help, version, usage errors; and the plan
 // thinning (SelectPoints) as a unit.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "cli_test_support.hpp"
 #include "joulepipe/cli/planning.hpp"
 
 namespace joulepipe::cli {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::Quote;
+using testing::Result;
+using testing::ScratchDirTest;
+using testing::Slurp;
 
-std::string Slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
-std::string Quote(const std::string& text) {
-  std::string out = "'";
-  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-struct Result {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-class AppTest : public ::testing::Test {
+class AppTest : public ScratchDirTest {
  protected:
-  void SetUp() override {
-    std::random_device device;
-    root_ = fs::temp_directory_path() /
-            ("joulepipe-app-test-" + std::to_string(::getpid()) + "-" + std::to_string(device()));
-    fs::create_directories(root_);
-  }
-  void TearDown() override { fs::remove_all(root_); }
-
-  Result Run(const std::string& args) const {
-    const fs::path out = root_ / ".stdout", err = root_ / ".stderr";
-    const std::string command =
-        Quote(JOULEPIPE_CLI) + " " + args + " >" + Quote(out) + " 2>" + Quote(err) + " </dev/null";
-    const int status = std::system(command.c_str());
-    Result result;
-    result.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    result.out = Slurp(out);
-    result.err = Slurp(err);
-    return result;
-  }
-
-  fs::path root_;
+  AppTest() : ScratchDirTest("app") {}
 };
 
 bool Contains(const std::string& text, const std::string& needle) {

@@ -1,46 +1,24 @@
 // `joulepipe evaluate`, run as a separate process: the report, the JSON
 // output, and plans or profiles that do not fit (exit 2, the field named).
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <random>
+#include <initializer_list>
 #include <sstream>
 #include <string>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cli_test_support.hpp"
+
 namespace joulepipe::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string Slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
-void Spit(const fs::path& path, const std::string& contents) {
-  std::ofstream out(path, std::ios::binary);
-  out << contents;
-}
-
-std::string Quote(const std::string& text) {
-  std::string out = "'";
-  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-struct Result {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
+using testing::Quote;
+using testing::Result;
+using testing::ScratchDirTest;
+using testing::Slurp;
+using testing::Spit;
 
 // Replaces the first `from` in `text` by `to`; fails the test if absent.
 std::string Edit(std::string text, const std::string& from, const std::string& to) {
@@ -52,13 +30,12 @@ std::string Edit(std::string text, const std::string& from, const std::string& t
 
 // One plan of the measured GPT-3 profile (8 stages, 1F1B, 4 microbatches) is
 // made once per test; each test then evaluates variants of it.
-class EvaluateCommandTest : public ::testing::Test {
+class EvaluateCommandTest : public ScratchDirTest {
  protected:
+  EvaluateCommandTest() : ScratchDirTest("evaluate") {}
+
   void SetUp() override {
-    std::random_device device;
-    root_ = fs::temp_directory_path() / ("joulepipe-evaluate-test-" + std::to_string(::getpid()) +
-                                         "-" + std::to_string(device()));
-    fs::create_directories(root_);
+    ScratchDirTest::SetUp();
     profile_ = fs::path(JOULEPIPE_SOURCE_DIR) / "data/profiles/gpt3-175b+a100_sxm_bf16.csv";
     const Result r = Run("plan --profile " + Quote(profile_) +
                          " --schedule 1f1b --stages 8 --microbatches 4 --p-block 83.64"
@@ -66,19 +43,6 @@ class EvaluateCommandTest : public ::testing::Test {
                          Quote(root_ / "out"));
     ASSERT_EQ(r.code, 0) << r.err;
     chosen_ = Slurp(root_ / "out" / "chosen.json");
-  }
-  void TearDown() override { fs::remove_all(root_); }
-
-  Result Run(const std::string& args) const {
-    const fs::path out = root_ / ".stdout", err = root_ / ".stderr";
-    const std::string command =
-        Quote(JOULEPIPE_CLI) + " " + args + " >" + Quote(out) + " 2>" + Quote(err) + " </dev/null";
-    const int status = std::system(command.c_str());
-    Result result;
-    result.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    result.out = Slurp(out);
-    result.err = Slurp(err);
-    return result;
   }
 
   Result Evaluate(const fs::path& plan, const std::string& extra = "") const {
@@ -101,7 +65,6 @@ class EvaluateCommandTest : public ::testing::Test {
     EXPECT_TRUE(r.out.empty()) << r.out;
   }
 
-  fs::path root_;
   fs::path profile_;
   std::string chosen_;
 };

@@ -2,18 +2,14 @@
 // and only joulepipe's own outputs (or empty directories) are ever replaced.
 #include "joulepipe/cli/output_dir.hpp"
 
-#include <unistd.h>
-
 #include <filesystem>
-#include <fstream>
-#include <random>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 
 #include <gtest/gtest.h>
 
+#include "cli_test_support.hpp"
 #include "joulepipe/model/error.hpp"
 
 namespace joulepipe::cli {
@@ -21,39 +17,16 @@ namespace {
 
 namespace fs = std::filesystem;
 using model::InputError;
+using testing::EntriesOf;
+using testing::ScratchDirTest;
+using testing::Slurp;
+using testing::Spit;
 
-std::string Slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
-void Spit(const fs::path& path, const std::string& contents) {
-  std::ofstream out(path, std::ios::binary);
-  out << contents;
-}
-
-// Each test gets a fresh scratch directory under the system temp dir.
-class OutputDirTest : public ::testing::Test {
+// Each test gets a fresh scratch directory; Entries() lists what is directly
+// inside it, which shows leftover staging dirs.
+class OutputDirTest : public ScratchDirTest {
  protected:
-  void SetUp() override {
-    std::random_device device;
-    root_ = fs::temp_directory_path() / ("joulepipe-output-test-" + std::to_string(::getpid()) +
-                                         "-" + std::to_string(device()));
-    fs::create_directories(root_);
-  }
-  void TearDown() override { fs::remove_all(root_); }
-
-  // Names directly inside the scratch dir: shows leftover staging dirs.
-  std::set<std::string> Entries() const { return EntriesOf(root_); }
-  static std::set<std::string> EntriesOf(const fs::path& dir) {
-    std::set<std::string> names;
-    for (const auto& entry : fs::directory_iterator(dir)) names.insert(entry.path().filename());
-    return names;
-  }
-
-  fs::path root_;
+  OutputDirTest() : ScratchDirTest("output") {}
 };
 
 TEST_F(OutputDirTest, CommitCreatesDirectory) {

@@ -1,14 +1,9 @@
 // `joulepipe plan`, run as a separate process on small profiles: what it
 // writes, that `evaluate` (the independent replay) agrees with every written
 // figure, and that bad input exits 2 with a message and leaves nothing behind.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cmath>
-#include <cstdlib>
+#include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <random>
 #include <set>
 #include <sstream>
 #include <string>
@@ -17,35 +12,17 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cli_test_support.hpp"
+
 namespace joulepipe::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string Slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
-void Spit(const fs::path& path, const std::string& contents) {
-  std::ofstream out(path, std::ios::binary);
-  out << contents;
-}
-
-// Single-quotes `text` for /bin/sh.
-std::string Quote(const std::string& text) {
-  std::string out = "'";
-  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-struct Result {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
+using testing::Quote;
+using testing::Result;
+using testing::ScratchDirTest;
+using testing::Slurp;
+using testing::Spit;
 
 // A synthetic profile: `stages` stages (ids from `first_stage`), four clocks;
 // later stages are slower so the pipeline has slack to exploit. Lower clocks
@@ -68,43 +45,19 @@ std::string SmallProfile(int stages, int first_stage = 0) {
   return csv;
 }
 
-class PlanCommandTest : public ::testing::Test {
+class PlanCommandTest : public ScratchDirTest {
  protected:
+  PlanCommandTest() : ScratchDirTest("plan") {}
+
   void SetUp() override {
-    std::random_device device;
-    root_ = fs::temp_directory_path() /
-            ("joulepipe-plan-test-" + std::to_string(::getpid()) + "-" + std::to_string(device()));
-    fs::create_directories(root_);
+    ScratchDirTest::SetUp();
     profile_ = root_ / "profile.csv";
     Spit(profile_, SmallProfile(4));
-  }
-  void TearDown() override { fs::remove_all(root_); }
-
-  // Runs the joulepipe binary with `args` (already shell-quoted).
-  Result Run(const std::string& args) const {
-    const fs::path out = root_ / ".stdout", err = root_ / ".stderr";
-    const std::string command =
-        Quote(JOULEPIPE_CLI) + " " + args + " >" + Quote(out) + " 2>" + Quote(err) + " </dev/null";
-    const int status = std::system(command.c_str());
-    Result result;
-    result.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    result.out = Slurp(out);
-    result.err = Slurp(err);
-    fs::remove(out);
-    fs::remove(err);
-    return result;
   }
 
   std::string PlanArgs(const fs::path& profile, const std::string& rest,
                        const std::string& p_block = "60") const {
     return "plan --profile " + Quote(profile) + " --p-block " + p_block + " " + rest;
-  }
-
-  // Names in the scratch directory: shows leftover outputs and staging dirs.
-  std::set<std::string> Entries() const {
-    std::set<std::string> names;
-    for (const auto& entry : fs::directory_iterator(root_)) names.insert(entry.path().filename());
-    return names;
   }
 
   // Runs a command expected to fail on bad input: exit 2, a message that
@@ -120,7 +73,6 @@ class PlanCommandTest : public ::testing::Test {
     EXPECT_EQ(Entries(), before) << "output or staging directory left behind by " << args;
   }
 
-  fs::path root_;
   fs::path profile_;
 };
 

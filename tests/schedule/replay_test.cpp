@@ -11,7 +11,9 @@
 #include <utility>
 #include <vector>
 
+#include "../test_support/profiles.hpp"
 #include "joulepipe/model/error.hpp"
+#include "schedule_test_support.hpp"
 
 namespace joulepipe::schedule {
 namespace {
@@ -19,18 +21,12 @@ namespace {
 using model::Instruction;
 using model::Kind::kBackward;
 using model::Kind::kForward;
+using model::testing::Point;
+using testing::InputErrorOf;
+using testing::MakeSpec;
 
 constexpr int kFast = 1410;
 constexpr int kSlow = 1000;
-
-Spec MakeSpec(Kind kind, int stages, int microbatches, int chunks = 1) {
-  Spec spec;
-  spec.kind = kind;
-  spec.stages = stages;
-  spec.microbatches = microbatches;
-  spec.chunks = chunks;
-  return spec;
-}
 
 // A plan that runs `schedule` with every instruction at `mhz`.
 model::Plan UniformPlan(const Schedule& schedule, int mhz) {
@@ -44,14 +40,6 @@ model::Plan UniformPlan(const Schedule& schedule, int mhz) {
     for (int id : order) plan.stages.back().push_back({schedule.nodes[id], mhz});
   }
   return plan;
-}
-
-model::ClockPoint Point(int mhz, double time_s, double energy_j) {
-  model::ClockPoint point;
-  point.mhz = mhz;
-  point.time_s = time_s;
-  point.energy_j = energy_j;
-  return point;
 }
 
 // Stage 0: forward 1 s / 100 J, backward 2 s / 200 J.
@@ -68,12 +56,7 @@ model::Profile TwoStageProfile() {
 
 std::string ErrorOf(const Schedule& schedule, const model::Profile& profile,
                     const model::Plan& plan) {
-  try {
-    Replay(schedule, profile, plan, 50, "plan.json");
-  } catch (const model::InputError& error) {
-    return error.what();
-  }
-  return "";
+  return InputErrorOf([&] { Replay(schedule, profile, plan, 50, "plan.json"); });
 }
 
 void ExpectContains(const std::string& message, const std::string& part) {

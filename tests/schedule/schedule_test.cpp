@@ -13,21 +13,14 @@
 #include <utility>
 #include <vector>
 
-#include "joulepipe/model/error.hpp"
+#include "schedule_test_support.hpp"
 
 namespace joulepipe::schedule {
 namespace {
 
 using model::Instruction;
-
-Spec MakeSpec(Kind kind, int stages, int microbatches, int chunks = 1) {
-  Spec spec;
-  spec.kind = kind;
-  spec.stages = stages;
-  spec.microbatches = microbatches;
-  spec.chunks = chunks;
-  return spec;
-}
+using testing::InputErrorOf;
+using testing::MakeSpec;
 
 // "F3" / "B0" for one chunk; "c1F3" (chunk 1, forward, microbatch 3) otherwise.
 std::string Token(const Instruction& instruction, bool with_chunk) {
@@ -54,12 +47,7 @@ void ExpectOrders(const Schedule& schedule, const std::vector<std::string>& expe
 }
 
 std::string ErrorOf(const Spec& spec) {
-  try {
-    Build(spec);
-  } catch (const model::InputError& error) {
-    return error.what();
-  }
-  return "";
+  return InputErrorOf([&] { Build(spec); });
 }
 
 TEST(ScheduleKind, NamesRoundTrip) {

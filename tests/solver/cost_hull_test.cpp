@@ -11,16 +11,12 @@
 #include <random>
 #include <vector>
 
+#include "../test_support/profiles.hpp"
+
 namespace joulepipe::solver {
 namespace {
 
-model::ClockPoint Point(int mhz, double time_s, double energy_j) {
-  model::ClockPoint point;
-  point.mhz = mhz;
-  point.time_s = time_s;
-  point.energy_j = energy_j;
-  return point;
-}
+using model::testing::Point;
 
 std::vector<int> Clocks(const std::vector<Option>& options) {
   std::vector<int> mhz;

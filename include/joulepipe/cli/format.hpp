@@ -1,4 +1,4 @@
-// Number formatting shared by the joulepipe subcommands.
+// Number (and schedule shape) formatting shared by the joulepipe subcommands.
 //
 // Files meant for machines (frontier.csv, `evaluate --json`) use Exact(): 17
 // significant digits, so every double reads back bit-identical. Text meant
@@ -6,6 +6,8 @@
 #pragma once
 
 #include <string>
+
+#include "joulepipe/schedule/schedule.hpp"
 
 namespace joulepipe::cli {
 
@@ -20,5 +22,9 @@ double SavingPercent(double value, double reference);
 
 // 100 * (value / reference - 1): how much longer `value` is, in %.
 double SlowdownPercent(double value, double reference);
+
+// The schedule's shape for people: "1f1b, 8 stages x 12 microbatches", with
+// " x V chunks" appended when there are several chunks.
+std::string ShapeText(const schedule::Spec& spec);
 
 }  // namespace joulepipe::cli

@@ -44,6 +44,11 @@ struct Schedule {
   int Find(const model::Instruction& instruction) const;
 };
 
+// Checks the counts every schedule needs: S >= 1 and M >= 1. Throws
+// model::InputError naming --stages or --microbatches. Build makes the same
+// check (after the kind); callers use it to check flags before reading files.
+void CheckStagesAndMicrobatches(const Spec& spec);
+
 // Builds the schedule. Throws model::InputError for impossible shapes (e.g.
 // S < 1, M < 1, interleaved with V < 2 or M not a multiple of S), naming the
 // flag to change.
