@@ -28,7 +28,7 @@ double MedianSeconds(const joulepipe::solver::ActivityGraph& g, double p_block, 
   std::vector<double> seconds;
   for (int r = 0; r < repeat; ++r) {
     const auto start = std::chrono::steady_clock::now();
-    const auto relaxation = joulepipe::solver::SolveRelaxation(g, p_block, 0, backend);
+    const auto relaxation = joulepipe::solver::SolveRelaxation(g, p_block, backend);
     seconds.push_back(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     *bound = relaxation.curve.back().energy_j;

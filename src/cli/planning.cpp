@@ -247,6 +247,7 @@ std::string SummaryJson(const PlanOutcome& outcome) {
                       {"least_energy_j", outcome.frontier.points.back().energy_j},
                       {"relaxation_steps", outcome.frontier.stats.relaxation_steps},
                       {"deadlines", outcome.frontier.stats.deadlines},
+                      {"refined_deadlines", outcome.frontier.stats.refined},
                       {"relaxation_seconds", outcome.frontier.stats.relaxation_seconds},
                       {"rounding_seconds", outcome.frontier.stats.rounding_seconds}};
   root["solve_seconds"] = outcome.solve_seconds;

@@ -33,7 +33,7 @@ class Crasher {
     }
   }
 
-  Relaxation Run(double stop_at) {
+  Relaxation Run() {
     Relaxation out;
     out.initial = d_;
     double t = EarliestFinish(g_, d_, ef_);
@@ -41,7 +41,7 @@ class Crasher {
     // Each step moves at least one activity to a vertex or makes a path
     // critical; the guard only protects against numerical cycling.
     const long max_steps = 200L * g_.n + 100000;
-    for (long step = 0; step < max_steps && t > stop_at; ++step) {
+    for (long step = 0; step < max_steps; ++step) {
       RelaxationStep s;
       if (!Step(t, s)) break;
       t -= s.delta;
@@ -239,9 +239,8 @@ class Crasher {
 
 }  // namespace
 
-Relaxation SolveRelaxation(const ActivityGraph& g, double p_block_w, double stop_at,
-                           CutBackend backend) {
-  return Crasher(g, p_block_w, backend).Run(stop_at);
+Relaxation SolveRelaxation(const ActivityGraph& g, double p_block_w, CutBackend backend) {
+  return Crasher(g, p_block_w, backend).Run();
 }
 
 void DurationsWithin(const RelaxationStep& step, const std::vector<double>& at_start, double t,
@@ -250,19 +249,6 @@ void DurationsWithin(const RelaxationStep& step, const std::vector<double>& at_s
   const double moved = std::clamp(step.t_before - t, 0.0, step.delta);
   for (int p : step.shortened) out[p] -= moved;
   for (int p : step.lengthened) out[p] += moved;
-}
-
-std::vector<double> DurationsAt(const Relaxation& r, double t) {
-  std::vector<double> d = r.initial, next;
-  for (const RelaxationStep& step : r.steps) {
-    if (step.t_before - step.delta <= t) {
-      DurationsWithin(step, d, t, next);
-      return next;
-    }
-    DurationsWithin(step, d, step.t_before - step.delta, next);
-    d.swap(next);
-  }
-  return d;
 }
 
 }  // namespace joulepipe::solver

@@ -36,12 +36,8 @@ struct Relaxation {
 // to measure against (bench_max_flow).
 enum class CutBackend { kDinic, kLemon };
 
-// Stops once the makespan is <= stop_at (0: go to the fastest makespan).
-Relaxation SolveRelaxation(const ActivityGraph& g, double p_block_w, double stop_at = 0,
+Relaxation SolveRelaxation(const ActivityGraph& g, double p_block_w,
                            CutBackend backend = CutBackend::kDinic);
-
-// Durations at makespan `t` (clamped to the relaxation's range): replays the steps.
-std::vector<double> DurationsAt(const Relaxation& r, double t);
 
 // Durations at makespan `t` within `step` given the durations at its start.
 void DurationsWithin(const RelaxationStep& step, const std::vector<double>& at_start, double t,
