@@ -147,6 +147,19 @@ void SolvePlan(const model::Profile& profile, std::FILE* progress, PlanOutcome* 
   options.resolution_s = request.resolution_s;
   options.extra_deadlines_s = {outcome->deadline_s};
   const auto started = std::chrono::steady_clock::now();
+  // Long solves report where they are, at most once a second and only after
+  // the first two seconds, so short runs stay quiet.
+  if (progress != nullptr) {
+    auto last = started;
+    options.progress = [progress, started, last](const char* phase, double fraction) mutable {
+      const auto now = std::chrono::steady_clock::now();
+      if (now - started < std::chrono::seconds(2) || now - last < std::chrono::seconds(1)) return;
+      last = now;
+      std::fprintf(progress, "joulepipe: %s %3.0f%% (%.0f s)\n", phase, 100 * fraction,
+                   std::chrono::duration<double>(now - started).count());
+      std::fflush(progress);
+    };
+  }
   outcome->frontier = solver::SolveFrontier(outcome->schedule, profile, options);
   outcome->solve_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

@@ -187,7 +187,12 @@ Frontier SolveFrontier(const schedule::Schedule& schedule, const model::Profile&
   frontier.max_clock.energy_j = base.energy_j;
 
   auto started = std::chrono::steady_clock::now();
-  const Relaxation relaxation = SolveRelaxation(g, options.p_block_w);
+  std::function<void(double)> relaxation_progress;
+  if (options.progress) {
+    relaxation_progress = [&options](double f) { options.progress("relaxation", f); };
+  }
+  const Relaxation relaxation =
+      SolveRelaxation(g, options.p_block_w, CutBackend::kDinic, relaxation_progress);
   frontier.stats.relaxation_seconds = Seconds(started);
   frontier.stats.relaxation_steps = static_cast<int>(relaxation.steps.size());
   frontier.bound.assign(relaxation.curve.rbegin(), relaxation.curve.rend());
@@ -205,8 +210,11 @@ Frontier SolveFrontier(const schedule::Schedule& schedule, const model::Profile&
   Rounder rounder(g, options.p_block_w);
   RoundedPlan rounded;
   std::vector<double> at_step_start = relaxation.initial, relaxed;
-  size_t step = 0;
+  size_t step = 0, done = 0;
   for (double deadline : deadlines) {
+    if (options.progress && (done++ & 63) == 0) {
+      options.progress("rounding", static_cast<double>(done) / deadlines.size());
+    }
     // Advance to the step whose makespan range contains the deadline.
     while (step < relaxation.steps.size() &&
            relaxation.steps[step].t_before - relaxation.steps[step].delta > deadline) {

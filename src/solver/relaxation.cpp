@@ -33,10 +33,16 @@ class Crasher {
     }
   }
 
-  Relaxation Run() {
+  Relaxation Run(const std::function<void(double)>& progress) {
     Relaxation out;
+    // The fastest makespan (every activity at its fastest vertex) bounds the
+    // range the crashing walks, for progress reports.
+    std::vector<double> fastest(g_.n);
+    for (int p = 0; p < g_.n; ++p) fastest[p] = Hull(p).vertices.front().time_s;
+    const double t_fastest = EarliestFinish(g_, fastest, ef_);
     out.initial = d_;
     double t = EarliestFinish(g_, d_, ef_);
+    const double t_slowest = t;
     out.curve.push_back({t, cost_ + g_.num_stages * p_block_ * t});
     // Each step moves at least one activity to a vertex or makes a path
     // critical; the guard only protects against numerical cycling.
@@ -47,6 +53,7 @@ class Crasher {
       t -= s.delta;
       out.curve.push_back({t, cost_ + g_.num_stages * p_block_ * t});
       out.steps.push_back(std::move(s));
+      if (progress && t_slowest > t_fastest) progress((t_slowest - t) / (t_slowest - t_fastest));
     }
     out.t_min = t;
     return out;
@@ -239,8 +246,9 @@ class Crasher {
 
 }  // namespace
 
-Relaxation SolveRelaxation(const ActivityGraph& g, double p_block_w, CutBackend backend) {
-  return Crasher(g, p_block_w, backend).Run();
+Relaxation SolveRelaxation(const ActivityGraph& g, double p_block_w, CutBackend backend,
+                           const std::function<void(double)>& progress) {
+  return Crasher(g, p_block_w, backend).Run(progress);
 }
 
 void DurationsWithin(const RelaxationStep& step, const std::vector<double>& at_start, double t,

@@ -11,6 +11,7 @@
 // is exact; the resulting curve is the optimal relaxed cost for every T.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "activity_graph.hpp"
@@ -36,8 +37,10 @@ struct Relaxation {
 // to measure against (bench_max_flow).
 enum class CutBackend { kDinic, kLemon };
 
+// `progress`, if set, gets the fraction of the makespan range crashed so far.
 Relaxation SolveRelaxation(const ActivityGraph& g, double p_block_w,
-                           CutBackend backend = CutBackend::kDinic);
+                           CutBackend backend = CutBackend::kDinic,
+                           const std::function<void(double)>& progress = {});
 
 // Durations at makespan `t` within `step` given the durations at its start.
 void DurationsWithin(const RelaxationStep& step, const std::vector<double>& at_start, double t,

@@ -383,5 +383,30 @@ TEST(Frontier, MissingProfileEntryThrows) {
   EXPECT_THROW(SolveFrontier(sched, two_stages, options), model::InputError);
 }
 
+// Long solves report progress: both phases, fractions within [0, 1] that
+// never go backwards within a phase, the relaxation ending at (nearly) 1.
+TEST(Frontier, ReportsProgressPerPhase) {
+  const auto sched = MakeSchedule(schedule::Kind::k1F1B, 8, 12);
+  const model::Profile profile = RealProfile("gpt3-175b+a100_sxm_bf16.csv");
+  Options options;
+  options.p_block_w = kA100PBlock;
+  std::vector<std::pair<std::string, double>> calls;
+  options.progress = [&calls](const char* phase, double fraction) {
+    calls.emplace_back(phase, fraction);
+  };
+  SolveFrontier(sched, profile, options);
+  double last_relaxation = -1, last_rounding = -1;
+  for (const auto& [phase, fraction] : calls) {
+    EXPECT_GE(fraction, 0.0);
+    EXPECT_LE(fraction, 1.0 + 1e-9);
+    double& last = phase == "relaxation" ? last_relaxation : last_rounding;
+    ASSERT_TRUE(phase == "relaxation" || phase == "rounding") << phase;
+    EXPECT_GE(fraction, last);
+    last = fraction;
+  }
+  EXPECT_GT(last_relaxation, 0.99);
+  EXPECT_GE(last_rounding, 0.0);
+}
+
 }  // namespace
 }  // namespace joulepipe::solver

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "joulepipe/model/plan.hpp"
@@ -46,6 +47,10 @@ struct Options {
   // instructions): every deadline of a small pipeline, a sample of a big one.
   int refined_samples = 16;
   long refine_budget = 20000;
+  // Called from the solving thread as work advances: phase "relaxation" or
+  // "rounding", and the fraction of that phase done (0..1). Optional; keep
+  // it cheap (it may be called thousands of times).
+  std::function<void(const char* phase, double fraction)> progress;
 };
 
 struct FrontierPoint {
