@@ -7,7 +7,8 @@
 
 namespace joulepipe::cli {
 
-inline constexpr char kVersion[] = "0.1.0";
+// The project version from CMake (project(... VERSION ...)).
+inline constexpr char kVersion[] = JOULEPIPE_VERSION;
 
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitInternal = 1;
