@@ -1,5 +1,6 @@
 // Number (and schedule shape) formatting shared by the joulepipe subcommands.
 #include "joulepipe/cli/format.hpp"
+#include <cmath>
 
 #include <cstdarg>
 #include <cstdio>
@@ -27,12 +28,19 @@ std::string Exact(double value) {
   return Printf("%.17g", value);
 }
 
+namespace {
+// Round-off (|x| < 1e-9 %) is reported as 0, so equal figures never print "-0.00%".
+double Clean(double percent) {
+  return std::abs(percent) < 1e-9 ? 0.0 : percent;
+}
+}  // namespace
+
 double SavingPercent(double value, double reference) {
-  return 100.0 * (1.0 - value / reference);
+  return Clean(100.0 * (1.0 - value / reference));
 }
 
 double SlowdownPercent(double value, double reference) {
-  return 100.0 * (value / reference - 1.0);
+  return Clean(100.0 * (value / reference - 1.0));
 }
 
 std::string ShapeText(const schedule::Spec& spec) {
