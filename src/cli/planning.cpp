@@ -30,28 +30,13 @@ using model::InputError;
 // --resolution-ms gives the same chosen plan (its deadline is planned exactly).
 constexpr double kMaxGridDeadlines = 100'000;
 
-// The clock per schedule node: the highest (or lowest) profiled clock of the
-// profile row the node uses.
-std::vector<std::uint16_t> UniformClocks(const schedule::Schedule& schedule,
-                                         const model::Profile& profile, bool highest) {
-  const int profile_stages = profile.num_stages();
-  std::vector<std::uint16_t> mhz(schedule.num_nodes());
-  for (int node = 0; node < schedule.num_nodes(); ++node) {
-    const model::Instruction& ins = schedule.nodes[node];
-    const int row = schedule::ProfileStage(schedule.spec, profile_stages, ins);
-    const std::vector<model::ClockPoint>& points = profile.Points(row, ins.kind);
-    mhz[node] = static_cast<std::uint16_t>(highest ? points.front().mhz : points.back().mhz);
-  }
-  return mhz;
-}
-
 // The grid spans at most from the all-max-clock time to the all-min-clock
 // time; refuses a resolution that would make it absurdly fine.
 void CheckGridSize(const PlanRequest& request, const schedule::Schedule& schedule,
                    const model::Profile& profile, double fastest_s) {
   const double slowest_s =
       solver::EvaluateClocks(schedule, profile, request.p_block_w,
-                             UniformClocks(schedule, profile, /*highest=*/false))
+                             solver::UniformClocks(schedule, profile, /*highest=*/false))
           .time_s;
   const double deadlines = std::max(0.0, slowest_s - fastest_s) / request.resolution_s;
   if (deadlines <= kMaxGridDeadlines) return;
@@ -127,8 +112,9 @@ PlanOutcome PreparePlan(const PlanRequest& request, const model::Profile& profil
                                                 : std::string()),
                    StageFix(request.spec, profile));
   // The deadline must be known before solving so the solver plans for it.
-  outcome.baseline = solver::EvaluateClocks(schedule, profile, request.p_block_w,
-                                            UniformClocks(schedule, profile, /*highest=*/true));
+  outcome.baseline =
+      solver::EvaluateClocks(schedule, profile, request.p_block_w,
+                             solver::UniformClocks(schedule, profile, /*highest=*/true));
   outcome.deadline_s = (1 + request.slowdown) * outcome.baseline.time_s;
   CheckGridSize(request, schedule, profile, outcome.baseline.time_s);
   return outcome;

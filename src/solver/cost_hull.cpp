@@ -15,6 +15,12 @@ double CostHull::CostAt(double t) const {
   return vertices.back().cost_j;
 }
 
+int SlowestWithin(const std::vector<Option>& options, double room) {
+  auto it = std::upper_bound(options.begin(), options.end(), room,
+                             [](double r, const Option& o) { return r < o.time_s; });
+  return static_cast<int>(it - options.begin()) - 1;
+}
+
 namespace {
 
 // Cross product sign of (b - a) x (c - a) in the (time, cost) plane; <= 0

@@ -174,13 +174,7 @@ Frontier SolveFrontier(const schedule::Schedule& schedule, const model::Profile&
   Frontier frontier;
 
   // Baseline: every instruction at its highest clock.
-  const int profile_stages = profile.num_stages();
-  frontier.max_clock.mhz.resize(schedule.num_nodes());
-  for (int node = 0; node < schedule.num_nodes(); ++node) {
-    const model::Instruction& ins = schedule.nodes[node];
-    frontier.max_clock.mhz[node] = static_cast<std::uint16_t>(
-        profile.MaxClock(schedule::ProfileStage(schedule.spec, profile_stages, ins), ins.kind).mhz);
-  }
+  frontier.max_clock.mhz = UniformClocks(schedule, profile, /*highest=*/true);
   const Evaluation base =
       EvaluateClocks(schedule, profile, options.p_block_w, frontier.max_clock.mhz);
   frontier.max_clock.time_s = base.time_s;
@@ -251,6 +245,25 @@ Frontier SolveFrontier(const schedule::Schedule& schedule, const model::Profile&
   frontier.points = ParetoFilter(std::move(points));
   frontier.stats.rounding_seconds = Seconds(started);
   return frontier;
+}
+
+std::vector<std::uint16_t> UniformClocks(const schedule::Schedule& schedule,
+                                         const model::Profile& profile, bool highest) {
+  const int profile_stages = profile.num_stages();
+  std::vector<std::uint16_t> mhz(schedule.num_nodes());
+  for (int node = 0; node < schedule.num_nodes(); ++node) {
+    const model::Instruction& ins = schedule.nodes[node];
+    const auto& points =
+        profile.Points(schedule::ProfileStage(schedule.spec, profile_stages, ins), ins.kind);
+    if (points.empty()) {
+      throw model::InputError("profile has no " + std::string(model::KindName(ins.kind)) +
+                              " clocks for the row " + model::Describe(ins) +
+                              " uses; profile every stage and kind the schedule runs");
+    }
+    // Points are sorted by clock, highest first.
+    mhz[node] = static_cast<std::uint16_t>(highest ? points.front().mhz : points.back().mhz);
+  }
+  return mhz;
 }
 
 model::Plan ToPlan(const schedule::Schedule& schedule, const FrontierPoint& point) {

@@ -54,25 +54,7 @@ class Filler {
     }
   }
 
-  RoundedPlan Result(double p_block_w) const {
-    RoundedPlan out;
-    out.choice = choice_;
-    std::vector<double> finish(g_.n);
-    double makespan = 0, energy = 0, busy = 0;
-    for (int p = 0; p < g_.n; ++p) {
-      double s = 0;
-      for (int k = g_.pred_begin[p]; k < g_.pred_begin[p + 1]; ++k)
-        s = std::max(s, finish[g_.pred[k]]);
-      const Option& o = Options(p)[choice_[p]];
-      finish[p] = s + o.time_s;
-      makespan = std::max(makespan, finish[p]);
-      energy += o.energy_j;
-      busy += o.time_s;
-    }
-    out.time_s = makespan;
-    out.energy_j = energy + p_block_w * (g_.num_stages * makespan - busy);
-    return out;
-  }
+  const std::vector<int>& choice() const { return choice_; }
 
  private:
   const std::vector<Option>& Options(int p) const { return g_.hulls[g_.hull_of[p]].pareto; }
@@ -151,7 +133,10 @@ RoundedPlan GreedyFill(const ActivityGraph& g, double p_block_w, double deadline
                        const std::vector<int>* start) {
   Filler filler(g, deadline, start);
   filler.Run();
-  return filler.Result(p_block_w);
+  RoundedPlan out;
+  out.choice = filler.choice();
+  EvaluateChoice(g, p_block_w, out);
+  return out;
 }
 
 }  // namespace joulepipe::solver

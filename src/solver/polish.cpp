@@ -13,10 +13,7 @@ namespace {
 // ulps; a clock that fits up to that still fits (the exact re-evaluation at
 // the end has the last word).
 int SlowestFitting(const std::vector<Option>& options, double window) {
-  window += 1e-12 * (1 + std::abs(window));
-  auto it = std::upper_bound(options.begin(), options.end(), window,
-                             [](double w, const Option& o) { return w < o.time_s; });
-  return static_cast<int>(it - options.begin()) - 1;
+  return SlowestWithin(options, window + 1e-12 * (1 + std::abs(window)));
 }
 
 constexpr double kInfeasible = std::numeric_limits<double>::infinity();
@@ -115,23 +112,12 @@ void Polisher::Polish(double deadline, RoundedPlan& plan, int max_sweeps) {
   // Clocks from the windows, then an exact evaluation of the result.
   RoundedPlan polished;
   polished.choice.resize(n);
-  std::vector<double> finish(n);
-  double makespan = 0, energy = 0, busy = 0;
   for (int p = 0; p < n; ++p) {
     const std::vector<Option>& options = g_.hulls[g_.hull_of[p]].pareto;
-    const int j = std::max(0, SlowestFitting(options, SuccessorLimit(p, -1, deadline) - start_[p]));
-    polished.choice[p] = j;
-    double s = 0;
-    for (int k = g_.pred_begin[p]; k < g_.pred_begin[p + 1]; ++k)
-      s = std::max(s, finish[g_.pred[k]]);
-    finish[p] = s + options[j].time_s;
-    makespan = std::max(makespan, finish[p]);
-    energy += options[j].energy_j;
-    busy += options[j].time_s;
+    polished.choice[p] =
+        std::max(0, SlowestFitting(options, SuccessorLimit(p, -1, deadline) - start_[p]));
   }
-  polished.time_s = makespan;
-  polished.energy_j = energy + p_block_ * (g_.num_stages * makespan - busy);
-
+  EvaluateChoice(g_, p_block_, polished);
   if (polished.time_s <= deadline && polished.energy_j < plan.energy_j) plan = std::move(polished);
 }
 

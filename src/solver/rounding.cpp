@@ -5,6 +5,23 @@
 
 namespace joulepipe::solver {
 
+void EvaluateChoice(const ActivityGraph& g, double p_block_w, RoundedPlan& plan) {
+  std::vector<double> finish(g.n);
+  double makespan = 0, energy = 0, busy = 0;
+  for (int p = 0; p < g.n; ++p) {
+    double start = 0;
+    for (int k = g.pred_begin[p]; k < g.pred_begin[p + 1]; ++k)
+      start = std::max(start, finish[g.pred[k]]);
+    const Option& o = g.hulls[g.hull_of[p]].pareto[plan.choice[p]];
+    finish[p] = start + o.time_s;
+    makespan = std::max(makespan, finish[p]);
+    energy += o.energy_j;
+    busy += o.time_s;
+  }
+  plan.time_s = makespan;
+  plan.energy_j = energy + p_block_w * (g.num_stages * makespan - busy);
+}
+
 void Rounder::Snap(const std::vector<double>& relaxed, std::vector<int>& choice) {
   const int n = g_.n;
   choice.resize(n);
@@ -54,10 +71,7 @@ void Rounder::Reclaim(double deadline, const std::vector<double>* cap, RoundedPl
     if (cap != nullptr) room = std::min(room, (*cap)[p]);
     // Slowest option within the room (options ascend in time), but never
     // faster than the current choice unless the current one no longer fits.
-    auto it = std::upper_bound(options.begin(), options.end(), room,
-                               [](double r, const Option& o) { return r < o.time_s; });
-    int j = static_cast<int>(it - options.begin()) - 1;
-    j = std::max(j, out.choice[p]);
+    int j = std::max(SlowestWithin(options, room), out.choice[p]);
     while (j > 0 && start + options[j].time_s > lf_[p]) --j;
     out.choice[p] = j;
     d_[p] = options[j].time_s;

@@ -22,6 +22,10 @@ struct RoundedPlan {
   double energy_j = 0;      // exact energy (instructions + blocking), all stages
 };
 
+// Fills plan.time_s and plan.energy_j from plan.choice: critical path over
+// the chosen clocks' times and the exact energy (instructions + blocking).
+void EvaluateChoice(const ActivityGraph& g, double p_block_w, RoundedPlan& plan);
+
 class Rounder {
  public:
   Rounder(const ActivityGraph& g, double p_block_w) : g_(g), p_block_(p_block_w) {}

@@ -41,6 +41,10 @@ struct CostHull {
   double CostAt(double t) const;
 };
 
+// Index of the slowest option whose time is <= room in a list ascending in
+// time (a CostHull's pareto list), or -1 if even the fastest does not fit.
+int SlowestWithin(const std::vector<Option>& options, double room);
+
 // Requires at least one point. P_block >= 0.
 CostHull BuildCostHull(const std::vector<model::ClockPoint>& points, double p_block_w);
 

@@ -102,6 +102,11 @@ struct Evaluation {
 Evaluation EvaluateClocks(const schedule::Schedule& schedule, const model::Profile& profile,
                           double p_block_w, const std::vector<std::uint16_t>& mhz);
 
+// Every instruction at the highest (or lowest) clock its profile row has:
+// the all-max-clock baseline and the slowest uniform plan. Clock per node id.
+std::vector<std::uint16_t> UniformClocks(const schedule::Schedule& schedule,
+                                         const model::Profile& profile, bool highest);
+
 // The plan file for a point (predicted = the point's exact figures).
 model::Plan ToPlan(const schedule::Schedule& schedule, const FrontierPoint& point);
 
