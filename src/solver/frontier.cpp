@@ -34,30 +34,31 @@ void CheckOptions(const Options& o) {
   }
 }
 
+// The requested deadlines clamped into the relaxation's range [lo, hi]:
+// below lo nothing is feasible, above hi the slowest useful plan is the answer.
+std::set<double> RequestedDeadlines(const Relaxation& r, const Options& o) {
+  const double lo = r.t_min, hi = r.curve.front().time_s;
+  std::set<double> out;
+  for (double t : o.extra_deadlines_s) {
+    if (t >= lo) out.insert(std::min(t, hi));
+  }
+  return out;
+}
+
 // Deadlines to plan for, descending: a grid of `resolution` from the fastest
-// relaxed makespan up to the slowest useful one, plus the requested extras.
-std::vector<double> Deadlines(const Relaxation& r, const Options& o) {
+// relaxed makespan up to the slowest useful one, plus the requested ones.
+std::vector<double> Deadlines(const Relaxation& r, const Options& o,
+                              const std::set<double>& requested) {
   const double lo = r.t_min, hi = r.curve.front().time_s;
   std::vector<double> out;
   const double span = std::max(0.0, hi - lo);
   const long count = static_cast<long>(std::floor(span / o.resolution_s));
-  out.reserve(count + 2 + o.extra_deadlines_s.size());
+  out.reserve(count + 2 + requested.size());
   for (long j = 0; j <= count; ++j) out.push_back(lo + j * o.resolution_s);
   out.push_back(hi);
-  for (double t : o.extra_deadlines_s) {
-    if (t >= lo) out.push_back(std::min(t, hi));
-  }
+  out.insert(out.end(), requested.begin(), requested.end());
   std::sort(out.begin(), out.end(), std::greater<>());
   out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
-
-// The requested extra deadlines, as Deadlines() clamped them into the grid.
-std::set<double> RequestedDeadlines(const std::vector<double>& deadlines, const Options& o) {
-  std::set<double> out;
-  for (double t : o.extra_deadlines_s) {
-    if (t >= deadlines.back()) out.insert(std::min(t, deadlines.front()));
-  }
   return out;
 }
 
@@ -195,11 +196,11 @@ Frontier SolveFrontier(const schedule::Schedule& schedule, const model::Profile&
   // The max-clock time is always a deadline: zero slowdown is the main use.
   Options effective = options;
   effective.extra_deadlines_s.push_back(frontier.max_clock.time_s);
-  const std::vector<double> deadlines = Deadlines(relaxation, effective);
+  const std::set<double> requested = RequestedDeadlines(relaxation, effective);
+  const std::vector<double> deadlines = Deadlines(relaxation, effective, requested);
   frontier.stats.deadlines = static_cast<int>(deadlines.size());
   std::vector<FrontierPoint> points;
   points.reserve(deadlines.size() + 1);
-  const std::set<double> requested = RequestedDeadlines(deadlines, effective);
   const std::set<double> sampled = SampledDeadlines(deadlines, effective, g.n);
   Rounder rounder(g, options.p_block_w);
   RoundedPlan rounded;
