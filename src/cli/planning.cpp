@@ -15,9 +15,11 @@
 #include <nlohmann/json.hpp>
 
 #include "joulepipe/cli/format.hpp"
+#include "joulepipe/cli/frontier_chart.hpp"
 #include "joulepipe/cli/inputs.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/plan.hpp"
+#include "joulepipe/report/line_chart.hpp"
 #include "joulepipe/schedule/replay.hpp"
 
 namespace joulepipe::cli {
@@ -253,6 +255,17 @@ std::string SummaryJson(const PlanOutcome& outcome) {
   return root.dump(2) + "\n";
 }
 
+std::string FrontierSvg(const PlanOutcome& outcome) {
+  const PlanRequest& r = outcome.request;
+  const solver::FrontierPoint& chosen = outcome.chosen_point();
+  const std::string label = Printf("chosen: %.1f%% less energy",
+                                   SavingPercent(chosen.energy_j, outcome.baseline.energy_j));
+  return report::RenderSvg(
+      FrontierChart(outcome.frontier, outcome.baseline, {{label, chosen.time_s, chosen.energy_j}},
+                    1.0, "Iteration time-energy frontier, " + ShapeText(r.spec),
+                    r.profile_name + Printf(", P_block %g W; ", r.p_block_w) + kFiguresSource));
+}
+
 void WritePlanOutputs(const PlanOutcome& outcome, StagedDirectory* staged) {
   for (std::size_t j = 0; j < outcome.written.size(); ++j) {
     const solver::FrontierPoint& point = outcome.frontier.points[outcome.written[j]];
@@ -263,6 +276,7 @@ void WritePlanOutputs(const PlanOutcome& outcome, StagedDirectory* staged) {
   staged->WriteFile("chosen.py", model::PlanToPointSolution(chosen) + "\n");
   staged->WriteFile("frontier.csv", FrontierCsv(outcome));
   staged->WriteFile("summary.json", SummaryJson(outcome));
+  staged->WriteFile("frontier.svg", FrontierSvg(outcome));
   staged->Commit();
 }
 
@@ -307,8 +321,10 @@ std::string FormatPlanSummary(const PlanOutcome& outcome, const std::string& out
   s += Printf("  solve time  %.3f s\n", outcome.solve_seconds);
   if (!out_dir.empty()) {
     const char* slash = out_dir.back() == '/' ? "" : "/";
-    s += Printf("output        %s%s (frontier.csv, chosen.json, chosen.py, summary.json, plans/)\n",
-                out_dir.c_str(), slash);
+    s += Printf(
+        "output        %s%s (frontier.csv, frontier.svg, chosen.json, chosen.py,\n"
+        "              summary.json, plans/)\n",
+        out_dir.c_str(), slash);
   }
   return s;
 }

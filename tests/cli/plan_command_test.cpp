@@ -125,9 +125,14 @@ TEST_F(PlanCommandTest, WritesFrontierPlansAndChosen) {
   EXPECT_NE(r.out.find("no plan can beat the linear relaxation"), std::string::npos);
   EXPECT_NE(r.err.find("planning 64 instructions"), std::string::npos) << r.err;
 
-  for (const char* name : {"frontier.csv", "chosen.json", "chosen.py", "summary.json"}) {
+  for (const char* name :
+       {"frontier.csv", "frontier.svg", "chosen.json", "chosen.py", "summary.json"}) {
     EXPECT_TRUE(fs::is_regular_file(out / name)) << name;
   }
+  const std::string svg = Slurp(out / "frontier.svg");
+  EXPECT_EQ(svg.rfind("<svg ", 0), 0u);
+  EXPECT_NE(svg.find("chosen: "), std::string::npos);
+  EXPECT_NE(svg.find("all max clock"), std::string::npos);
   const std::vector<Row> rows = ReadFrontier(out / "frontier.csv");
   ASSERT_GE(rows.size(), 2u);
   for (size_t i = 0; i < rows.size(); ++i) {

@@ -8,6 +8,7 @@
 //   chosen.json         the chosen plan
 //   chosen.py           the chosen plan as a Perseus/Zeus PointSolution literal
 //   summary.json        the figures the summary prints, machine-readable
+//   frontier.svg        the frontier, its bound, the baseline and the chosen plan
 // All energies are GPU energy computed from the profile, not measurements.
 #pragma once
 
@@ -79,6 +80,7 @@ std::string PlanFileName(std::size_t j);
 // The contents of frontier.csv and summary.json.
 std::string FrontierCsv(const PlanOutcome& outcome);
 std::string SummaryJson(const PlanOutcome& outcome);
+std::string FrontierSvg(const PlanOutcome& outcome);
 
 // Writes every output into `staged` and commits it. Create the staged
 // directory before solving, so that an --out that cannot be replaced fails

@@ -1,0 +1,220 @@
+// SVG rendering of LineChart. Layout: a fixed margin around the plot area for
+// the title, axis labels and tick labels; the legend sits inside the plot's
+// top-right corner.
+#include "joulepipe/report/line_chart.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+namespace joulepipe::report {
+
+namespace {
+
+std::string Escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        // Control characters are not allowed in XML 1.0 text.
+        if (static_cast<unsigned char>(c) >= 0x20 || c == '\t' || c == '\n') out += c;
+    }
+  }
+  return out;
+}
+
+std::string Num(double v) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.2f", v);
+  return buffer;
+}
+
+// Tick label: as few digits as the step needs.
+std::string TickLabel(double v, double step) {
+  int decimals = 0;
+  while (decimals < 6 && std::fabs(step * std::pow(10.0, decimals) -
+                                   std::round(step * std::pow(10.0, decimals))) > 1e-6) {
+    ++decimals;
+  }
+  if (std::fabs(v) < step * 1e-9) v = 0;  // no "-0"
+  char buffer[48];
+  std::snprintf(buffer, sizeof buffer, "%.*f", decimals, v);
+  return buffer;
+}
+
+struct Range {
+  double lo = std::numeric_limits<double>::infinity();
+  double hi = -std::numeric_limits<double>::infinity();
+  void Add(double v) {
+    if (!std::isfinite(v)) return;
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  bool empty() const { return !(lo <= hi); }
+};
+
+}  // namespace
+
+std::vector<double> NiceTicks(double lo, double hi, int target) {
+  if (!std::isfinite(lo) || !std::isfinite(hi)) return {};
+  if (hi < lo) std::swap(lo, hi);
+  if (hi == lo) {
+    const double pad = lo == 0 ? 1 : std::fabs(lo) * 0.05;
+    lo -= pad;
+    hi += pad;
+  }
+  target = std::max(target, 1);
+  const double raw = (hi - lo) / target;
+  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = magnitude;
+  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0}) {
+    step = m * magnitude;
+    if (step >= raw) break;
+  }
+  std::vector<double> ticks;
+  const double first = std::floor(lo / step + 1e-9) * step;
+  for (double t = first;; t += step) {
+    ticks.push_back(t);
+    if (t >= hi - step * 1e-9) break;
+  }
+  return ticks;
+}
+
+std::string RenderSvg(const LineChart& chart) {
+  const double w = chart.width, h = chart.height;
+  const double left = 80, right = 20, top = chart.subtitle.empty() ? 40 : 58, bottom = 55;
+  const double pw = w - left - right, ph = h - top - bottom;
+
+  Range xr, yr;
+  for (const Series& s : chart.series) {
+    for (const XY& p : s.points) {
+      if (std::isfinite(p.x) && std::isfinite(p.y)) {
+        xr.Add(p.x);
+        yr.Add(p.y);
+      }
+    }
+  }
+  for (const Marker& m : chart.markers) {
+    if (std::isfinite(m.at.x) && std::isfinite(m.at.y)) {
+      xr.Add(m.at.x);
+      yr.Add(m.at.y);
+    }
+  }
+  for (const VerticalLine& v : chart.vertical_lines) xr.Add(v.x);
+
+  std::string svg;
+  svg += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + Num(w) + "\" height=\"" + Num(h) +
+         "\" viewBox=\"0 0 " + Num(w) + " " + Num(h) +
+         "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  svg += "<text x=\"" + Num(w / 2) + "\" y=\"24\" text-anchor=\"middle\" font-size=\"16\">" +
+         Escape(chart.title) + "</text>\n";
+  if (!chart.subtitle.empty()) {
+    svg += "<text x=\"" + Num(w / 2) + "\" y=\"42\" text-anchor=\"middle\" fill=\"#555\">" +
+           Escape(chart.subtitle) + "</text>\n";
+  }
+  if (xr.empty() || yr.empty()) {
+    svg += "<text x=\"" + Num(w / 2) + "\" y=\"" + Num(h / 2) +
+           "\" text-anchor=\"middle\" fill=\"#555\">no data</text>\n</svg>\n";
+    return svg;
+  }
+
+  const std::vector<double> xt = NiceTicks(xr.lo, xr.hi, 6);
+  const std::vector<double> yt = NiceTicks(yr.lo, yr.hi, 5);
+  const double x0 = xt.front(), x1 = xt.back(), y0 = yt.front(), y1 = yt.back();
+  const double xstep = xt.size() > 1 ? xt[1] - xt[0] : 1, ystep = yt.size() > 1 ? yt[1] - yt[0] : 1;
+  auto sx = [&](double x) { return left + (x - x0) / (x1 - x0) * pw; };
+  auto sy = [&](double y) { return top + ph - (y - y0) / (y1 - y0) * ph; };
+
+  // Grid, ticks and axes.
+  for (double t : xt) {
+    svg += "<line x1=\"" + Num(sx(t)) + "\" y1=\"" + Num(top) + "\" x2=\"" + Num(sx(t)) +
+           "\" y2=\"" + Num(top + ph) + "\" stroke=\"#eee\"/>\n";
+    svg += "<text x=\"" + Num(sx(t)) + "\" y=\"" + Num(top + ph + 16) +
+           "\" text-anchor=\"middle\">" + TickLabel(t, xstep) + "</text>\n";
+  }
+  for (double t : yt) {
+    svg += "<line x1=\"" + Num(left) + "\" y1=\"" + Num(sy(t)) + "\" x2=\"" + Num(left + pw) +
+           "\" y2=\"" + Num(sy(t)) + "\" stroke=\"#eee\"/>\n";
+    svg += "<text x=\"" + Num(left - 6) + "\" y=\"" + Num(sy(t) + 4) + "\" text-anchor=\"end\">" +
+           TickLabel(t, ystep) + "</text>\n";
+  }
+  svg += "<rect x=\"" + Num(left) + "\" y=\"" + Num(top) + "\" width=\"" + Num(pw) +
+         "\" height=\"" + Num(ph) + "\" fill=\"none\" stroke=\"#333\"/>\n";
+  svg += "<text x=\"" + Num(left + pw / 2) + "\" y=\"" + Num(h - 12) +
+         "\" text-anchor=\"middle\">" + Escape(chart.x_label) + "</text>\n";
+  svg += "<text transform=\"translate(18 " + Num(top + ph / 2) +
+         ") rotate(-90)\" text-anchor=\"middle\">" + Escape(chart.y_label) + "</text>\n";
+
+  for (const VerticalLine& v : chart.vertical_lines) {
+    if (!std::isfinite(v.x)) continue;
+    svg += "<line x1=\"" + Num(sx(v.x)) + "\" y1=\"" + Num(top) + "\" x2=\"" + Num(sx(v.x)) +
+           "\" y2=\"" + Num(top + ph) + "\" stroke=\"" + Escape(v.color) +
+           "\" stroke-dasharray=\"4 4\"/>\n";
+    svg += "<text x=\"" + Num(sx(v.x) + 4) + "\" y=\"" + Num(top + 14) + "\" fill=\"" +
+           Escape(v.color) + "\">" + Escape(v.label) + "</text>\n";
+  }
+
+  for (const Series& s : chart.series) {
+    std::string path;
+    for (const XY& p : s.points) {
+      if (!std::isfinite(p.x) || !std::isfinite(p.y)) continue;
+      path += (path.empty() ? "M" : " L") + Num(sx(p.x)) + " " + Num(sy(p.y));
+    }
+    if (path.empty()) continue;
+    svg += "<path d=\"" + path + "\" fill=\"none\" stroke=\"" + Escape(s.color) +
+           "\" stroke-width=\"2\"" + (s.dashed ? " stroke-dasharray=\"6 4\"" : "") + "/>\n";
+    if (s.dots) {
+      for (const XY& p : s.points) {
+        if (!std::isfinite(p.x) || !std::isfinite(p.y)) continue;
+        svg += "<circle cx=\"" + Num(sx(p.x)) + "\" cy=\"" + Num(sy(p.y)) + "\" r=\"2\" fill=\"" +
+               Escape(s.color) + "\"/>\n";
+      }
+    }
+  }
+
+  for (const Marker& m : chart.markers) {
+    if (!std::isfinite(m.at.x) || !std::isfinite(m.at.y)) continue;
+    const double cx = sx(m.at.x), cy = sy(m.at.y);
+    svg += "<circle cx=\"" + Num(cx) + "\" cy=\"" + Num(cy) + "\" r=\"5\" fill=\"none\" stroke=\"" +
+           Escape(m.color) + "\" stroke-width=\"2\"/>\n";
+    // Labels go right of the point unless that would leave the plot.
+    const bool flip = cx > left + pw * 0.7;
+    svg += "<text x=\"" + Num(flip ? cx - 8 : cx + 8) + "\" y=\"" + Num(cy - 8) +
+           "\" text-anchor=\"" + (flip ? "end" : "start") + "\" fill=\"" + Escape(m.color) + "\">" +
+           Escape(m.label) + "</text>\n";
+  }
+
+  // Legend, top right inside the plot.
+  double ly = top + 16;
+  for (const Series& s : chart.series) {
+    if (s.label.empty()) continue;
+    const double lx = left + pw - 200;
+    svg += "<line x1=\"" + Num(lx) + "\" y1=\"" + Num(ly - 4) + "\" x2=\"" + Num(lx + 24) +
+           "\" y2=\"" + Num(ly - 4) + "\" stroke=\"" + Escape(s.color) + "\" stroke-width=\"2\"" +
+           (s.dashed ? " stroke-dasharray=\"6 4\"" : "") + "/>\n";
+    svg +=
+        "<text x=\"" + Num(lx + 30) + "\" y=\"" + Num(ly) + "\">" + Escape(s.label) + "</text>\n";
+    ly += 16;
+  }
+  svg += "</svg>\n";
+  return svg;
+}
+
+}  // namespace joulepipe::report
