@@ -6,12 +6,14 @@ report::LineChart FrontierChart(const solver::Frontier& frontier,
                                 const solver::Evaluation& baseline,
                                 const std::vector<LabelledPoint>& labelled, double energy_scale,
                                 const std::string& title, const std::string& subtitle) {
-  const double kj = energy_scale / 1000.0;
+  // kJ, or MJ once the baseline reaches 10 MJ (whole jobs).
+  const bool mega = baseline.energy_j * energy_scale >= 1e7;
+  const double kj = energy_scale / (mega ? 1e6 : 1e3);
   report::LineChart chart;
   chart.title = title;
   chart.subtitle = subtitle;
   chart.x_label = "iteration time (s)";
-  chart.y_label = "energy per iteration (kJ)";
+  chart.y_label = mega ? "energy per iteration (MJ)" : "energy per iteration (kJ)";
 
   report::Series plans{"frontier plans (real clocks)", {}, "#1f77b4", false, false};
   for (const solver::FrontierPoint& p : frontier.points) {

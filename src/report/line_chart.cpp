@@ -167,8 +167,12 @@ std::string RenderSvg(const LineChart& chart) {
     svg += "<line x1=\"" + Num(sx(v.x)) + "\" y1=\"" + Num(top) + "\" x2=\"" + Num(sx(v.x)) +
            "\" y2=\"" + Num(top + ph) + "\" stroke=\"" + Escape(v.color) +
            "\" stroke-dasharray=\"4 4\"/>\n";
-    svg += "<text x=\"" + Num(sx(v.x) + 4) + "\" y=\"" + Num(top + 14) + "\" fill=\"" +
-           Escape(v.color) + "\">" + Escape(v.label) + "</text>\n";
+    // Labels sit half-way up (frontiers leave that area empty), on the side
+    // of the line that keeps them inside the plot.
+    const bool flip = sx(v.x) > left + pw * 0.7;
+    svg += "<text x=\"" + Num(flip ? sx(v.x) - 4 : sx(v.x) + 4) + "\" y=\"" + Num(top + ph / 2) +
+           "\" text-anchor=\"" + (flip ? "end" : "start") + "\" fill=\"" + Escape(v.color) + "\">" +
+           Escape(v.label) + "</text>\n";
   }
 
   for (const Series& s : chart.series) {

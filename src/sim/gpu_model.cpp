@@ -36,9 +36,11 @@ OperatingPoint Run(const GpuSpec& gpu, const Work& work, double requested_mhz,
   double f = std::clamp(requested_mhz, lo, hi);
   // P is increasing in f, so the cap is the root of P(f) = limit; bisection
   // to 1e-3 MHz is exact for any practical purpose and runs once per call.
+  // It always brackets [min, max] clock, so every requested clock above the
+  // cap gets exactly the same effective clock.
   if (Power(gpu, work.activity, f) > limit) {
     op.power_capped = true;
-    double a = lo, b = f;
+    double a = lo, b = hi;
     if (Power(gpu, work.activity, a) >= limit) {
       f = a;
     } else {

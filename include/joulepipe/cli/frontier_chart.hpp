@@ -1,6 +1,6 @@
 // The frontier as a chart (report::LineChart): frontier plans, the
 // relaxation's lower bound, the all-max-clock baseline and labelled plans.
-// Energies are shown in kJ, times in s.
+// Energies are shown in kJ (MJ from 10 MJ up), times in s.
 #pragma once
 
 #include <string>
