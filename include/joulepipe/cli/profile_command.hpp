@@ -1,0 +1,64 @@
+// `joulepipe profile`: a stage profile for `plan`. For now only simulated
+// (--simulate): the transformer workload model (sim/workload.hpp) on a GPU
+// of the catalog gives every stage's forward and backward time and energy at
+// every SM clock. Measured in-situ profiling comes with the runtime.
+//
+// Every figure it writes or prints is simulated, per GPU (one of the tp GPUs
+// of a stage), GPU energy only.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "joulepipe/sim/gpu_model.hpp"
+#include "joulepipe/sim/workload.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace joulepipe::cli {
+
+struct ProfileRequest {
+  sim::WorkloadSpec spec;                 // spec.parallel.layer_split resolved (empty = even)
+  std::string layer_split_text = "even";  // as given: even, balanced or a list
+  const sim::GpuSpec* gpu = nullptr;      // from the catalog
+  sim::ProfileOptions options;
+  double dp_gbps = sim::kDefaultInterNodeGbps;  // per GPU, for the DP all-reduce estimate
+  int microbatches = 0;                         // > 0: also estimate one 1F1B iteration
+};
+
+// The profile CSV: header `stage,instruction,frequency,time,energy,source`,
+// then per stage, per clock (highest first) a forward and a backward row;
+// times and energies with 17 significant digits; source is "simulated".
+// model::ParseProfileCsv reads it back exactly.
+std::string SimulatedProfileCsv(const sim::SimulatedWorkload& workload);
+
+// The summary for people: inputs, one line per stage (layers, forward and
+// backward time at max clock, TFLOPs, compute share, least-energy clock),
+// MFU, the DP all-reduce estimate, the GPU's P_block and the `plan` command
+// to run next (`csv_name` names the profile in it).
+std::string FormatProfileSummary(const sim::SimulatedWorkload& workload,
+                                 const ProfileRequest& request, const std::string& csv_name);
+
+// The subcommand: registers `profile`, its flags and help on `app`; Run()
+// checks the flags (throwing model::InputError naming the flag), simulates,
+// writes --out atomically (or the CSV to stdout) and prints the summary
+// (to stdout with --out, else to stderr).
+struct ProfileFlags;
+class ProfileSubcommand {
+ public:
+  explicit ProfileSubcommand(CLI::App* app);
+  ~ProfileSubcommand();
+  ProfileSubcommand(const ProfileSubcommand&) = delete;
+  ProfileSubcommand& operator=(const ProfileSubcommand&) = delete;
+
+  bool parsed() const;
+  int Run() const;  // the exit code
+
+ private:
+  std::unique_ptr<ProfileFlags> flags_;
+  CLI::App* command_ = nullptr;
+};
+
+}  // namespace joulepipe::cli

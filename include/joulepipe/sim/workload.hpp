@@ -1,0 +1,269 @@
+// Transformer workload model: what one pipeline stage of a Megatron-style
+// (tensor x pipeline x data parallel) training job computes per microbatch,
+// and the simulated stage profile that follows on a given GPU type.
+//
+//   TransformerConfig    one model architecture (data/models/<id>.json, each
+//                        field with its source).
+//   WorkloadSpec         model x parallelism x microbatch size x sequence
+//                        length x activation recomputation.
+//   StageCost            per stage and kind (forward/backward), per GPU of the
+//                        stage: GEMM FLOPs, HBM bytes, tensor-parallel
+//                        all-reduce bytes. Uneven stages come from the model
+//                        alone: the first stage also does the embedding, the
+//                        last the final norm, LM head and loss.
+//   CostToWork           FLOPs and bytes -> sim::Work (time at fmax, compute
+//                        fraction, activity) on a GpuSpec.
+//   SimulateProfile      -> model::Profile: one row per stage x kind x SM clock
+//                        with time and energy from sim::Run, per GPU.
+//
+// Formulas, constants and their sources: docs/workload-model.md. Every figure
+// here is simulated, never measured.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "joulepipe/model/profile.hpp"
+#include "joulepipe/sim/gpu_model.hpp"
+
+namespace joulepipe::sim {
+
+// ---- Model architectures -------------------------------------------------------
+
+enum class MlpKind { kGelu, kSwiglu };                // 2 or 3 weight matrices
+enum class NormKind { kLayerNorm, kRmsNorm };         // same HBM traffic here
+enum class PositionKind { kLearned, kRope, kAlibi };  // table, rotary, bias
+
+// One decoder-only transformer (data/models/<id>.json). Invariants after
+// ParseTransformerConfig: every count > 0; heads divides hidden; kv_heads
+// divides heads.
+struct TransformerConfig {
+  std::string id;  // e.g. "llama3-70b"
+  std::string name;
+  std::vector<std::string> aliases;
+  int layers = 0;
+  int hidden = 0;      // model dimension h
+  int ffn_hidden = 0;  // feed-forward inner dimension f
+  int heads = 0;       // attention (query) heads
+  int kv_heads = 0;    // key/value heads (== heads without grouped-query attention)
+  int vocab = 0;       // tokenizer vocabulary, before Megatron's padding
+  MlpKind mlp = MlpKind::kGelu;
+  NormKind norm = NormKind::kLayerNorm;
+  PositionKind position = PositionKind::kLearned;
+  bool tied_embeddings = false;                // LM head shares the token embedding matrix
+  bool embedding_norm = false;                 // a norm right after the token embedding (BLOOM)
+  bool linear_bias = false;                    // linear layers carry biases (parameter count only)
+  int seq_length = 0;                          // pre-training sequence length; the learned
+                                               // position table's size for kLearned
+  std::map<std::string, std::string> sources;  // field -> citation
+
+  int head_dim() const { return hidden / heads; }
+  int kv_dim() const { return kv_heads * head_dim(); }
+
+  // Parameters of one transformer layer (attention, MLP, norms, biases).
+  double LayerParameters() const;
+  // All parameters with the unpadded vocabulary: layers, embeddings, position
+  // table, final norm and (if untied) the LM head.
+  double Parameters() const;
+};
+
+// Parses one data/models/<id>.json. Throws model::InputError naming `source`
+// and the field on a missing, mistyped or out-of-range value.
+TransformerConfig ParseTransformerConfig(const std::string& json_text, const std::string& source);
+
+// The models built into the binary (data/models/*.json), sorted by id.
+const std::vector<TransformerConfig>& TransformerCatalog();
+
+// Looks up an id or alias (case-insensitive). Throws model::InputError that
+// lists the known ids when there is none.
+const TransformerConfig& FindTransformer(std::string_view id_or_alias);
+
+// "bloom-176b, gpt3-1.3b, ...": the catalog's ids, for messages and --help.
+std::string KnownTransformerIds();
+
+// ---- The job --------------------------------------------------------------------
+
+enum class Recompute { kNone, kFull };  // full: every layer's forward is redone in backward
+
+// Parses "none" / "full". Throws model::InputError naming `flag`.
+Recompute ParseRecompute(std::string_view text, std::string_view flag = "recompute");
+std::string_view RecomputeName(Recompute recompute);
+
+struct Parallelism {
+  int tp = 1;  // tensor-parallel GPUs per stage
+  int pp = 1;  // pipeline stages
+  int dp = 1;  // data-parallel pipelines
+  // Transformer layers per stage, pp entries summing to the model's layers.
+  // Empty = Megatron's even split (layers / pp each; needs layers % pp == 0).
+  std::vector<int> layer_split;
+};
+
+struct WorkloadSpec {
+  TransformerConfig model;
+  Parallelism parallel;
+  int microbatch_size = 1;  // sequences per microbatch
+  int seq_length = 0;       // tokens per sequence; 0 = the model's seq_length
+  Recompute recompute = Recompute::kNone;
+
+  int seq() const { return seq_length > 0 ? seq_length : model.seq_length; }
+  double tokens() const { return static_cast<double>(microbatch_size) * seq(); }
+  // Megatron-LM pads the vocabulary to a multiple of 128 x tp
+  // (--make-vocab-size-divisible-by 128), so every TP rank gets equal rows.
+  int padded_vocab() const;
+};
+
+// Parses a --layer-split list "11,12,12,...": positive integers separated by
+// commas. Throws model::InputError naming `flag` and the bad entry.
+std::vector<int> ParseLayerSplit(std::string_view text, std::string_view flag = "--layer-split");
+
+// Checks the spec (tp divides heads, kv_heads and ffn_hidden; pp <= layers;
+// a split of pp positive entries summing to layers, or layers % pp == 0 for
+// the even split; learned positions cover seq; sizes > 0) and returns the
+// layers per stage. Throws model::InputError naming the flag-like field
+// ("--tp", "--layer-split", ...) and saying what to change.
+std::vector<int> ResolveLayerSplit(const WorkloadSpec& spec);
+
+// ---- Per-stage cost ---------------------------------------------------------------
+
+// One instruction (forward or backward of one microbatch) on one GPU of a
+// stage. All figures per GPU.
+struct KindCost {
+  double gemm_flops = 0;        // matrix-multiply FLOPs executed (incl. recompute)
+  double model_flops = 0;       // the same without recomputation (for MFU)
+  double weight_bytes = 0;      // HBM traffic of weights and weight gradients
+  double activation_bytes = 0;  // HBM traffic of memory-bound elementwise ops
+  double tp_comm_bytes = 0;     // bytes each GPU sends in TP ring all-reduces
+
+  double hbm_bytes() const { return weight_bytes + activation_bytes; }
+};
+
+struct StageCost {
+  int stage = 0;
+  int first_layer = 0;  // index of its first transformer layer
+  int layers = 0;
+  bool embedding = false;  // first stage: token (and position) embedding
+  bool lm_head = false;    // last stage: final norm, LM head, cross-entropy loss
+  double parameters = 0;   // parameters held by one GPU of the stage
+  KindCost forward;
+  KindCost backward;
+};
+
+// Costs of every stage, in stage order. Calls ResolveLayerSplit.
+std::vector<StageCost> ComputeStageCosts(const WorkloadSpec& spec);
+
+// ---- Time and power on a GPU -------------------------------------------------------
+
+// Efficiencies and activities (docs/workload-model.md has the basis).
+//
+// kGemmEfficiency is calibrated: with it the model reproduces the 138
+// TFLOP/s per A100 that Narayanan et al. (SC'21, Table 1) report for GPT-3
+// 175B on 1024 GPUs (TP 8, PP 16, DP 8, batch 1536, full recomputation;
+// micro-batch 1 assumed) through EstimateIteration; tests/sim pins it.
+inline constexpr double kGemmEfficiency = 0.63;    // of peak_bf16_tflops
+inline constexpr double kMemoryEfficiency = 0.80;  // of hbm_gbps (assumed)
+// Relative SM switching activity of the three kinds of time (assumed): tensor-
+// core GEMMs 1, memory-bound elementwise kernels 0.5, NCCL all-reduces 0.3.
+inline constexpr double kGemmActivity = 1.0;
+inline constexpr double kMemoryActivity = 0.5;
+inline constexpr double kCommActivity = 0.3;
+// The GPU catalog's dynamic_w is normalised so that the mean activity of the
+// measured Perseus GPT-3 175B / BLOOM stage instructions is 1. The same
+// normalisation here: Work::activity = (time-weighted mix of the relative
+// activities) / kReferenceActivityMix, where kReferenceActivityMix is that mix
+// averaged over the stages and kinds of GPT-3 175B (TP 8, PP 8, micro-batch 1,
+// seq 2048) on A100-SXM; tests/sim checks the two agree.
+inline constexpr double kReferenceActivityMix = 0.884;
+
+// An instruction's time at fmax split into its parts, and the sim::Work.
+struct WorkBreakdown {
+  double compute_s = 0;  // GEMMs: scales with 1/f
+  double memory_s = 0;   // HBM-bound: independent of the SM clock
+  double comm_s = 0;     // TP all-reduces over NVLink: independent of the SM clock
+  Work work;             // time_at_max_s = the sum; compute_fraction = compute share;
+                         // activity = mix of the k*Activity constants, normalised
+};
+
+// Throws model::InputError if the GPU lacks a throughput figure the cost
+// needs (peak_bf16_tflops, hbm_gbps, nvlink_gbps when there is TP traffic).
+WorkBreakdown CostToWork(const KindCost& cost, const GpuSpec& gpu);
+
+// Megatron's even split when layers % pp == 0; otherwise (and whenever asked)
+// the split that minimises the slowest stage's forward+backward time at
+// fmax, every stage at least one layer, so that the first and last stages,
+// which also carry the embedding and the LM head, get fewer layers when that
+// pays. `spec.parallel.layer_split` is ignored.
+std::vector<int> BalancedLayerSplit(const WorkloadSpec& spec, const GpuSpec& gpu);
+
+// ---- The simulated profile -----------------------------------------------------------
+
+struct ProfileOptions {
+  double power_limit_w = 0;  // 0 = the GPU's tdp_w; else within its power-limit range
+  // Lowest SM clock profiled; 0 = the lowest supported clock >= 0.6 x fmax
+  // (Perseus profiled 855..1410 MHz on A100). Else a supported clock range value.
+  int min_mhz = 0;
+};
+
+// The SM clocks SimulateProfile uses: the GPU's supported clocks from fmax
+// down to the floor, highest first. Throws model::InputError on a bad option.
+std::vector<int> ProfileClocks(const GpuSpec& gpu, const ProfileOptions& options);
+
+struct SimulatedStage {
+  StageCost cost;
+  WorkBreakdown forward;
+  WorkBreakdown backward;
+  OperatingPoint forward_at_max;  // sim::Run at fmax under the power limit
+  OperatingPoint backward_at_max;
+  int min_energy_mhz = 0;  // profiled clock of least forward+backward energy
+};
+
+struct SimulatedWorkload {
+  WorkloadSpec spec;
+  std::vector<int> layer_split;
+  double power_limit_w = 0;  // the limit used (W)
+  std::vector<int> clocks;   // profiled clocks, highest first
+  std::vector<SimulatedStage> stages;
+  model::Profile profile;  // per GPU: time (s) and energy (J) per instruction
+};
+
+// Costs every stage, converts them to sim::Work on `gpu` and runs each
+// (stage, kind) at every profiled clock. Throws model::InputError on a bad
+// spec or option.
+SimulatedWorkload SimulateWorkload(const WorkloadSpec& spec, const GpuSpec& gpu,
+                                   const ProfileOptions& options = {});
+
+// Just the profile of SimulateWorkload.
+model::Profile SimulateProfile(const WorkloadSpec& spec, const GpuSpec& gpu,
+                               const ProfileOptions& options = {});
+
+// ---- Figures for the summary -------------------------------------------------------------
+
+// Default inter-node bandwidth per GPU for data-parallel traffic: 25 GB/s =
+// one 200 Gb/s InfiniBand HDR adapter per GPU, as in DGX A100.
+inline constexpr double kDefaultInterNodeGbps = 25.0;
+
+// Seconds of one ring all-reduce of the stage's gradients across the dp
+// pipelines: 2 (dp-1)/dp x parameters x 4 bytes (fp32 gradients) at
+// `inter_node_gbps` GB/s per GPU. 0 when dp == 1.
+double DpAllReduceSeconds(const StageCost& stage, int dp, double inter_node_gbps);
+
+// Model FLOPs utilisation at fmax in the pipeline's steady state (no bubble,
+// no DP sync): the model FLOPs of one microbatch over all stages, divided by
+// pp x (the slowest stage's forward+backward time at fmax) x peak.
+double SteadyStateMfu(const SimulatedWorkload& workload, const GpuSpec& gpu);
+
+// One 1F1B iteration of `microbatches` at fmax, approximated by its critical
+// path: sum over stages of forward and backward time + (M - 1) x the slowest
+// stage's forward+backward + the slowest stage's DP all-reduce (not
+// overlapped).
+struct IterationEstimate {
+  double time_s = 0;
+  double mfu = 0;              // model FLOPs / (time x peak), per GPU
+  double hardware_tflops = 0;  // executed GEMM TFLOP/s per GPU (incl. recompute)
+};
+IterationEstimate EstimateIteration(const SimulatedWorkload& workload, const GpuSpec& gpu,
+                                    int microbatches,
+                                    double inter_node_gbps = kDefaultInterNodeGbps);
+
+}  // namespace joulepipe::sim

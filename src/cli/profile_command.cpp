@@ -1,0 +1,315 @@
+// `joulepipe profile --simulate`: flags, the simulated profile CSV and the
+// summary that says what the figures are and what to run next.
+#include "joulepipe/cli/profile_command.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include <CLI/CLI.hpp>
+
+#include "joulepipe/cli/app.hpp"
+#include "joulepipe/cli/format.hpp"
+#include "joulepipe/cli/output_dir.hpp"
+#include "joulepipe/model/error.hpp"
+
+namespace joulepipe::cli {
+
+using model::InputError;
+
+struct ProfileFlags {
+  bool simulate = false;
+  std::string model;
+  std::string gpu;
+  int tp = 0;
+  int pp = 0;
+  int dp = 1;
+  int microbatch_size = 1;
+  int seq = 0;
+  std::string layer_split = "even";
+  std::string recompute = "none";
+  double power_limit_w = 0;
+  int min_mhz = 0;
+  double dp_gbps = sim::kDefaultInterNodeGbps;
+  int microbatches = 0;
+  std::string out;
+};
+
+namespace {
+
+std::string GpuIds() {
+  std::string out;
+  for (const sim::GpuSpec& gpu : sim::GpuCatalog()) out += (out.empty() ? "" : ", ") + gpu.id;
+  return out;
+}
+
+std::string Footer() {
+  std::string models, gpus;
+  try {
+    models = sim::KnownTransformerIds();
+    for (const sim::GpuSpec& gpu : sim::GpuCatalog()) {
+      gpus += (gpus.empty() ? "" : ", ") + gpu.id + Printf(" (P_block %g W)", gpu.p_block_w);
+    }
+  } catch (const std::exception& e) {
+    models = gpus = std::string("(catalog unavailable: ") + e.what() + ")";
+  }
+  return "\nComputes a stage profile from a transformer workload model instead of measuring\n"
+         "one: per stage, forward and backward GEMM FLOPs, HBM traffic and tensor-parallel\n"
+         "all-reduces of one microbatch (the first stage adds the embedding, the last the\n"
+         "LM head and loss), turned into time and energy at each SM clock by the GPU's\n"
+         "DVFS model. Figures are simulated, per GPU (one of a stage's TP GPUs), GPU energy\n"
+         "only. docs/workload-model.md has the formulas and their sources.\n"
+         "\n"
+         "Models: " +
+         models + "\nGPUs:   " + gpus +
+         "\n"
+         "\n"
+         "--simulate is required for now; measured in-situ profiling comes later.\n"
+         "--layer-split: even (Megatron: layers / pp each, needs layers % pp == 0),\n"
+         "balanced (fewer layers where the embedding or LM head cost most), or a list\n"
+         "such as 15,16,16,16,16,16,16,15 (pp entries summing to the model's layers).\n"
+         "\n"
+         "Output CSV (the profile `plan` reads; extra column source=simulated):\n"
+         "  stage,instruction,frequency,time,energy,source\n"
+         "  0,forward,1980,0.050285698917243507,30.672959935673806,simulated\n"
+         "one row per stage x {forward, backward} x SM clock (MHz), time in s and energy\n"
+         "in J of one microbatch. Without --out the CSV goes to stdout, the summary to\n"
+         "stderr; with --out the file is replaced atomically and the summary goes to\n"
+         "stdout.\n"
+         "\n"
+         "Example, then plan with the P_block the summary suggests:\n"
+         "  joulepipe profile --simulate --model llama3-70b --gpu h100-sxm --tp 8 --pp 8 \\\n"
+         "      --microbatch-size 1 --seq 8192 --out P.csv\n"
+         "  joulepipe plan --profile P.csv --schedule 1f1b --stages 8 --microbatches 16 \\\n"
+         "      --p-block 106 --out plan-out       # h100-sxm's P_block (listed above)";
+}
+
+std::string JoinSplit(const std::vector<int>& split) {
+  std::string out;
+  for (int n : split) out += (out.empty() ? "" : ",") + std::to_string(n);
+  return out;
+}
+
+ProfileRequest ToRequest(const ProfileFlags& f) {
+  if (!f.simulate) {
+    throw InputError(
+        "measured profiling is not available yet (in-situ profiling of a running job comes "
+        "with the training runtime); pass --simulate to compute the profile from the "
+        "workload model, e.g. joulepipe profile --simulate --model llama3-70b --gpu h100-sxm "
+        "--tp 8 --pp 8 --out P.csv");
+  }
+  if (f.model.empty()) {
+    throw InputError("--model is required; known models: " + sim::KnownTransformerIds());
+  }
+  if (f.gpu.empty()) throw InputError("--gpu is required; known GPUs: " + GpuIds());
+  if (f.tp == 0) throw InputError("--tp is required: tensor-parallel GPUs per stage, >= 1");
+  if (f.pp == 0) throw InputError("--pp is required: pipeline stages, >= 1");
+  ProfileRequest r;
+  r.spec.model = sim::FindTransformer(f.model);
+  r.gpu = &sim::FindGpu(f.gpu);
+  r.spec.parallel.tp = f.tp;
+  r.spec.parallel.pp = f.pp;
+  r.spec.parallel.dp = f.dp;
+  r.spec.microbatch_size = f.microbatch_size;
+  if (f.seq < 0) {
+    throw InputError("--seq must be >= 1 (got " + std::to_string(f.seq) + ")");
+  }
+  r.spec.seq_length = f.seq;
+  r.spec.recompute = sim::ParseRecompute(f.recompute, "--recompute");
+  r.options.power_limit_w = f.power_limit_w;
+  if (f.min_mhz < 0)
+    throw InputError("--min-mhz must be a clock in MHz (got " + std::to_string(f.min_mhz) + ")");
+  r.options.min_mhz = f.min_mhz;
+  if (!std::isfinite(f.dp_gbps) || f.dp_gbps <= 0) {
+    throw InputError("--dp-gbps must be > 0 GB/s per GPU (got " + Printf("%g", f.dp_gbps) + ")");
+  }
+  r.dp_gbps = f.dp_gbps;
+  if (f.microbatches < 0) {
+    throw InputError("--microbatches must be >= 1 (got " + std::to_string(f.microbatches) + ")");
+  }
+  r.microbatches = f.microbatches;
+  r.layer_split_text = f.layer_split;
+  if (f.layer_split == "balanced") {
+    r.spec.parallel.layer_split = sim::BalancedLayerSplit(r.spec, *r.gpu);
+  } else if (f.layer_split != "even") {
+    r.spec.parallel.layer_split = sim::ParseLayerSplit(f.layer_split, "--layer-split");
+  }
+  return r;
+}
+
+std::string Ms(double seconds) {
+  return Printf("%.2f ms", seconds * 1e3);
+}
+
+}  // namespace
+
+std::string SimulatedProfileCsv(const sim::SimulatedWorkload& w) {
+  std::string out = "stage,instruction,frequency,time,energy,source\n";
+  for (const sim::SimulatedStage& s : w.stages) {
+    for (int mhz : w.clocks) {
+      for (model::Kind kind : {model::Kind::kForward, model::Kind::kBackward}) {
+        const model::ClockPoint* p = w.profile.Find(s.cost.stage, kind, mhz);
+        out += std::to_string(s.cost.stage) + "," + std::string(model::KindName(kind)) + "," +
+               std::to_string(mhz) + "," + Exact(p->time_s) + "," + Exact(p->energy_j) +
+               ",simulated\n";
+      }
+    }
+  }
+  return out;
+}
+
+std::string FormatProfileSummary(const sim::SimulatedWorkload& w, const ProfileRequest& r,
+                                 const std::string& csv_name) {
+  const sim::GpuSpec& gpu = *r.gpu;
+  const sim::WorkloadSpec& spec = w.spec;
+  const sim::TransformerConfig& m = spec.model;
+  const sim::Parallelism& p = spec.parallel;
+  std::string t;
+  t += "Simulated profile (workload model x GPU DVFS model; not measured). Times and energies\n"
+       "are per GPU (one of a stage's " +
+       std::to_string(p.tp) + " TP GPUs), GPU energy only.\n";
+  t += Printf("  model        %s (%s): %d layers, hidden %d, FFN %d, %d heads / %d KV heads,\n",
+              m.name.c_str(), m.id.c_str(), m.layers, m.hidden, m.ffn_hidden, m.heads, m.kv_heads);
+  t += Printf("               vocab %d (padded to %d), %.1fB parameters\n", m.vocab,
+              spec.padded_vocab(), m.Parameters() / 1e9);
+  t +=
+      Printf("  gpu          %s (%s): %.1f TFLOP/s bf16, %.0f GB/s HBM, %.0f GB/s NVLink\n",
+             gpu.name.c_str(), gpu.id.c_str(), gpu.peak_bf16_tflops, gpu.hbm_gbps, gpu.nvlink_gbps);
+  t += Printf(
+      "  job          TP %d x PP %d x DP %d = %d GPUs; microbatch %d x %d tokens; "
+      "recompute %s\n",
+      p.tp, p.pp, p.dp, p.tp * p.pp * p.dp, spec.microbatch_size, spec.seq(),
+      std::string(sim::RecomputeName(spec.recompute)).c_str());
+  t += "  layer split  " + JoinSplit(w.layer_split) + " (" +
+       (r.layer_split_text == "even" || r.layer_split_text == "balanced" ? r.layer_split_text
+                                                                         : "given") +
+       ")\n";
+  t += Printf("  clocks       %d..%d MHz (%zu clocks) at a %.0f W power limit\n", w.clocks.front(),
+              w.clocks.back(), w.clocks.size(), w.power_limit_w);
+  bool capped = false;
+  for (const sim::SimulatedStage& s : w.stages) {
+    capped = capped || s.forward_at_max.power_capped || s.backward_at_max.power_capped;
+  }
+  if (capped) {
+    double lowest = gpu.max_sm_mhz;
+    for (const sim::SimulatedStage& s : w.stages) {
+      lowest = std::min({lowest, s.forward_at_max.effective_mhz, s.backward_at_max.effective_mhz});
+    }
+    t += Printf(
+        "               power-capped: at %d MHz requested, work runs at %.0f MHz or "
+        "more (--power-limit raises the cap up to %.0f W)\n",
+        gpu.max_sm_mhz, lowest, gpu.power_limit_max_w);
+  }
+  t += Printf("stage  layers    fwd@max    bwd@max   TFLOP fwd/bwd  compute  least-energy clock\n");
+  for (const sim::SimulatedStage& s : w.stages) {
+    const sim::StageCost& c = s.cost;
+    std::string extra;
+    if (c.embedding) extra += " +embedding";
+    if (c.lm_head) extra += " +head+loss";
+    const double compute = (s.forward.compute_s + s.backward.compute_s) /
+                           (s.forward.work.time_at_max_s + s.backward.work.time_at_max_s);
+    t += Printf("  %-4d %3d-%-3d %9s %10s %7.2f/%-7.2f %6.0f%%  %d MHz%s\n", c.stage, c.first_layer,
+                c.first_layer + c.layers - 1, Ms(s.forward_at_max.time_s).c_str(),
+                Ms(s.backward_at_max.time_s).c_str(), c.forward.gemm_flops / 1e12,
+                c.backward.gemm_flops / 1e12, 100 * compute, s.min_energy_mhz, extra.c_str());
+  }
+  t += Printf(
+      "  MFU          %.1f%% at max clock in steady state (no pipeline bubble, no DP "
+      "sync)\n",
+      100 * sim::SteadyStateMfu(w, gpu));
+  if (r.microbatches > 0) {
+    const sim::IterationEstimate it = sim::EstimateIteration(w, gpu, r.microbatches, r.dp_gbps);
+    t += Printf(
+        "  iteration    %.3f s for 1F1B with %d microbatches at max clock: MFU %.1f%%, "
+        "%.0f TFLOP/s per GPU executed\n",
+        it.time_s, r.microbatches, 100 * it.mfu, it.hardware_tflops);
+  }
+  double sync = 0;
+  for (const sim::SimulatedStage& s : w.stages) {
+    sync = std::max(sync, sim::DpAllReduceSeconds(s.cost, p.dp, r.dp_gbps));
+  }
+  if (p.dp > 1) {
+    t += Printf(
+        "  DP sync      %.3f s per iteration: ring all-reduce of the largest stage's fp32 "
+        "gradients over %d pipelines at %g GB/s per GPU\n",
+        sync, p.dp, r.dp_gbps);
+  } else {
+    t += "  DP sync      none (--dp 1)\n";
+  }
+  t += Printf("  P_block      %g W (%s's p_block_w: power while blocked on communication)\n",
+              gpu.p_block_w, gpu.id.c_str());
+  t += "next\n";
+  t += Printf(
+      "  joulepipe plan --profile %s --schedule 1f1b --stages %d --microbatches %d \\\n"
+      "      --p-block %g --out plan-out\n",
+      csv_name.c_str(), p.pp, r.microbatches > 0 ? r.microbatches : 4 * p.pp, gpu.p_block_w);
+  return t;
+}
+
+ProfileSubcommand::ProfileSubcommand(CLI::App* app) : flags_(std::make_unique<ProfileFlags>()) {
+  ProfileFlags* f = flags_.get();
+  CLI::App* c = app->add_subcommand(
+      "profile", "Write a stage profile for `plan` (simulated from a transformer model for now)");
+  command_ = c;
+  c->footer([] { return Footer(); });
+  c->add_flag("--simulate", f->simulate,
+              "Simulate the profile from the workload model (required for now)");
+  c->add_option("--model", f->model, "Transformer model id (listed below)")->type_name("ID");
+  c->add_option("--gpu", f->gpu, "GPU type id (listed below)")->type_name("ID");
+  c->add_option("--tp", f->tp, "Tensor-parallel GPUs per stage, >= 1")->type_name("N");
+  c->add_option("--pp", f->pp, "Pipeline stages, >= 1")->type_name("N");
+  c->add_option("--dp", f->dp, "Data-parallel pipelines, >= 1")
+      ->capture_default_str()
+      ->type_name("N");
+  c->add_option("--microbatch-size", f->microbatch_size, "Sequences per microbatch, >= 1")
+      ->capture_default_str()
+      ->type_name("N");
+  c->add_option("--seq", f->seq, "Tokens per sequence (default: the model's)")->type_name("N");
+  c->add_option("--layer-split", f->layer_split, "Layers per stage: even, balanced or a,b,...")
+      ->capture_default_str()
+      ->type_name("SPLIT");
+  c->add_option("--recompute", f->recompute, "Activation recomputation")
+      ->capture_default_str()
+      ->type_name("{none,full}");
+  c->add_option("--power-limit", f->power_limit_w, "GPU power limit, W (default: the GPU's TDP)")
+      ->type_name("W");
+  c->add_option("--min-mhz", f->min_mhz, "Lowest SM clock profiled (default: >= 0.6 x max)")
+      ->type_name("MHZ");
+  c->add_option("--dp-gbps", f->dp_gbps,
+                "Inter-node bandwidth per GPU for the DP all-reduce estimate, GB/s")
+      ->capture_default_str()
+      ->type_name("GBPS");
+  c->add_option("--microbatches", f->microbatches,
+                "Also estimate one 1F1B iteration of M microbatches")
+      ->type_name("M");
+  c->add_option("--out", f->out, "Write the CSV here (atomically); default: stdout")
+      ->type_name("P.csv");
+}
+
+ProfileSubcommand::~ProfileSubcommand() = default;
+
+bool ProfileSubcommand::parsed() const {
+  return command_->parsed();
+}
+
+int ProfileSubcommand::Run() const {
+  const ProfileRequest request = ToRequest(*flags_);
+  const sim::SimulatedWorkload workload =
+      sim::SimulateWorkload(request.spec, *request.gpu, request.options);
+  const std::string csv = SimulatedProfileCsv(workload);
+  const std::string summary =
+      FormatProfileSummary(workload, request, flags_->out.empty() ? "P.csv" : flags_->out);
+  if (flags_->out.empty()) {
+    std::fputs(csv.c_str(), stdout);
+    std::fflush(stdout);
+    std::fputs(summary.c_str(), stderr);
+  } else {
+    WriteFileAtomically(flags_->out, csv);
+    std::fputs(summary.c_str(), stdout);
+    std::printf("output       %s (%zu rows)\n", flags_->out.c_str(),
+                2 * workload.clocks.size() * workload.stages.size());
+  }
+  return kExitOk;
+}
+
+}  // namespace joulepipe::cli

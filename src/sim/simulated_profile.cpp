@@ -1,0 +1,164 @@
+// From FLOPs and bytes to time and energy on a GPU: sim::Work per stage and
+// kind, the simulated profile, and the summary figures (MFU, DP all-reduce).
+#include <algorithm>
+#include <cmath>
+
+#include "joulepipe/model/error.hpp"
+#include "joulepipe/sim/workload.hpp"
+
+namespace joulepipe::sim {
+
+namespace {
+
+using model::InputError;
+
+std::string Num(double value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%g", value);
+  return buffer;
+}
+
+double LimitOf(const GpuSpec& gpu, const ProfileOptions& options) {
+  if (!std::isfinite(options.power_limit_w) || options.power_limit_w < 0) {
+    throw InputError("--power-limit must be a finite number of watts > 0 (got " +
+                     Num(options.power_limit_w) + "); omit it for the default " + Num(gpu.tdp_w) +
+                     " W");
+  }
+  if (options.power_limit_w == 0) return gpu.tdp_w;
+  const double lo = gpu.power_limit_min_w, hi = gpu.power_limit_max_w;
+  if ((lo > 0 && options.power_limit_w < lo) || (hi > 0 && options.power_limit_w > hi)) {
+    throw InputError("--power-limit " + Num(options.power_limit_w) + " W is outside " + gpu.id +
+                     "'s range " + Num(lo) + ".." + Num(hi) + " W");
+  }
+  return options.power_limit_w;
+}
+
+double FmaxTime(const SimulatedStage& s) {
+  return s.forward_at_max.time_s + s.backward_at_max.time_s;
+}
+
+double SlowestStageTime(const SimulatedWorkload& w) {
+  double slowest = 0;
+  for (const SimulatedStage& s : w.stages) slowest = std::max(slowest, FmaxTime(s));
+  return slowest;
+}
+
+}  // namespace
+
+WorkBreakdown CostToWork(const KindCost& cost, const GpuSpec& gpu) {
+  if (!(gpu.peak_bf16_tflops > 0) || !(gpu.hbm_gbps > 0)) {
+    throw InputError(gpu.id +
+                     " has no peak_bf16_tflops or hbm_gbps; the workload model needs "
+                     "both");
+  }
+  if (cost.tp_comm_bytes > 0 && !(gpu.nvlink_gbps > 0)) {
+    throw InputError(gpu.id + " has no nvlink_gbps; tensor parallelism (--tp > 1) needs it");
+  }
+  WorkBreakdown b;
+  b.compute_s = cost.gemm_flops / (gpu.peak_bf16_tflops * 1e12 * kGemmEfficiency);
+  b.memory_s = cost.hbm_bytes() / (gpu.hbm_gbps * 1e9 * kMemoryEfficiency);
+  b.comm_s = cost.tp_comm_bytes > 0 ? cost.tp_comm_bytes / (gpu.nvlink_gbps * 1e9) : 0.0;
+  const double total = b.compute_s + b.memory_s + b.comm_s;
+  b.work.time_at_max_s = total;
+  b.work.compute_fraction = total > 0 ? b.compute_s / total : 0.0;
+  const double mix =
+      kGemmActivity * b.compute_s + kMemoryActivity * b.memory_s + kCommActivity * b.comm_s;
+  b.work.activity = total > 0 ? mix / total / kReferenceActivityMix : 0.0;
+  return b;
+}
+
+std::vector<int> ProfileClocks(const GpuSpec& gpu, const ProfileOptions& options) {
+  const std::vector<int> supported = gpu.SupportedSmClocks();
+  int floor = options.min_mhz;
+  if (floor == 0) {
+    floor = static_cast<int>(std::ceil(0.6 * gpu.max_sm_mhz));
+  } else if (floor < gpu.min_sm_mhz || floor > gpu.max_sm_mhz) {
+    throw InputError("--min-mhz " + std::to_string(floor) + " is outside " + gpu.id +
+                     "'s SM clock range " + std::to_string(gpu.min_sm_mhz) + ".." +
+                     std::to_string(gpu.max_sm_mhz) + " MHz");
+  }
+  std::vector<int> clocks;
+  for (int mhz : supported) {
+    if (mhz >= floor) clocks.push_back(mhz);
+  }
+  if (clocks.empty()) clocks.push_back(gpu.max_sm_mhz);
+  return clocks;
+}
+
+SimulatedWorkload SimulateWorkload(const WorkloadSpec& spec, const GpuSpec& gpu,
+                                   const ProfileOptions& options) {
+  SimulatedWorkload w;
+  w.spec = spec;
+  w.layer_split = ResolveLayerSplit(spec);
+  w.power_limit_w = LimitOf(gpu, options);
+  w.clocks = ProfileClocks(gpu, options);
+  for (const StageCost& cost : ComputeStageCosts(spec)) {
+    SimulatedStage s;
+    s.cost = cost;
+    s.forward = CostToWork(cost.forward, gpu);
+    s.backward = CostToWork(cost.backward, gpu);
+    s.forward_at_max = Run(gpu, s.forward.work, gpu.max_sm_mhz, w.power_limit_w);
+    s.backward_at_max = Run(gpu, s.backward.work, gpu.max_sm_mhz, w.power_limit_w);
+    double least = 0;
+    for (int mhz : w.clocks) {
+      const OperatingPoint f = Run(gpu, s.forward.work, mhz, w.power_limit_w);
+      const OperatingPoint b = Run(gpu, s.backward.work, mhz, w.power_limit_w);
+      const std::string where = "simulated stage " + std::to_string(cost.stage);
+      w.profile.Add(cost.stage, model::Kind::kForward, {mhz, f.time_s, f.energy_j}, where);
+      w.profile.Add(cost.stage, model::Kind::kBackward, {mhz, b.time_s, b.energy_j}, where);
+      // Clocks run highest first, so ties keep the faster clock.
+      const double energy = f.energy_j + b.energy_j;
+      if (s.min_energy_mhz == 0 || energy < least) {
+        least = energy;
+        s.min_energy_mhz = mhz;
+      }
+    }
+    w.stages.push_back(s);
+  }
+  return w;
+}
+
+model::Profile SimulateProfile(const WorkloadSpec& spec, const GpuSpec& gpu,
+                               const ProfileOptions& options) {
+  return SimulateWorkload(spec, gpu, options).profile;
+}
+
+double DpAllReduceSeconds(const StageCost& stage, int dp, double inter_node_gbps) {
+  if (dp <= 1) return 0;
+  if (!(inter_node_gbps > 0) || !std::isfinite(inter_node_gbps)) {
+    throw InputError("the data-parallel bandwidth must be > 0 GB/s (got " + Num(inter_node_gbps) +
+                     ")");
+  }
+  const double bytes = 4.0 * stage.parameters;  // fp32 gradients
+  return 2.0 * (dp - 1) / dp * bytes / (inter_node_gbps * 1e9);
+}
+
+double SteadyStateMfu(const SimulatedWorkload& w, const GpuSpec& gpu) {
+  double model_flops = 0;
+  for (const SimulatedStage& s : w.stages) {
+    model_flops += s.cost.forward.model_flops + s.cost.backward.model_flops;
+  }
+  const double slowest = SlowestStageTime(w);
+  if (slowest <= 0) return 0;
+  return model_flops / (w.stages.size() * slowest * gpu.peak_bf16_tflops * 1e12);
+}
+
+IterationEstimate EstimateIteration(const SimulatedWorkload& w, const GpuSpec& gpu,
+                                    int microbatches, double inter_node_gbps) {
+  IterationEstimate e;
+  if (microbatches < 1 || w.stages.empty()) return e;
+  double fill_drain = 0, model_flops = 0, hardware_flops = 0, sync = 0;
+  for (const SimulatedStage& s : w.stages) {
+    fill_drain += FmaxTime(s);
+    model_flops += s.cost.forward.model_flops + s.cost.backward.model_flops;
+    hardware_flops += s.cost.forward.gemm_flops + s.cost.backward.gemm_flops;
+    sync = std::max(sync, DpAllReduceSeconds(s.cost, w.spec.parallel.dp, inter_node_gbps));
+  }
+  e.time_s = fill_drain + (microbatches - 1) * SlowestStageTime(w) + sync;
+  const double gpu_seconds = static_cast<double>(w.stages.size()) * e.time_s;
+  e.mfu = microbatches * model_flops / (gpu_seconds * gpu.peak_bf16_tflops * 1e12);
+  e.hardware_tflops = microbatches * hardware_flops / gpu_seconds / 1e12;
+  return e;
+}
+
+}  // namespace joulepipe::sim

@@ -1,0 +1,376 @@
+// The job's checks and the per-stage FLOP and byte counts of the transformer
+// workload model (docs/workload-model.md derives every count).
+//
+// Notation (per microbatch, per GPU of a stage): T = microbatch_size x seq
+// tokens, s = seq, h = hidden, f = ffn_hidden, k = kv_heads x head_dim,
+// V = padded vocabulary, t = tp, e = 2 bytes (bf16 activations and weights).
+// Megatron-LM layout without sequence parallelism: attention heads, MLP
+// columns and vocabulary rows are split t ways; norms, residuals and the
+// embedding output are replicated on every TP rank.
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+#include "joulepipe/model/error.hpp"
+#include "joulepipe/sim/workload.hpp"
+
+namespace joulepipe::sim {
+
+namespace {
+
+using model::InputError;
+
+constexpr double kBf16 = 2;  // bytes per activation / weight element
+// Bytes per parameter touched by a backward pass with Megatron's gradient
+// accumulation fusion: the weight is read for the input gradient (2 B) and
+// the fp32 main gradient is read and written by the weight-gradient GEMM (8 B).
+constexpr double kBackwardBytesPerParam = 2 + 8;
+// Cross-entropy over the vocabulary-parallel logits, bytes per logit element
+// (Megatron-LM's vocab-parallel cross-entropy): forward = upcast to fp32
+// (read 2, write 4), subtract the max (8), exp (8), sum (4), normalise and
+// keep the softmax for backward (8); backward = scale the saved softmax
+// (read 4, write 4) and cast to bf16 for the LM head's backward (read 4,
+// write 2).
+constexpr double kLossForwardBytes = 34;
+constexpr double kLossBackwardBytes = 14;
+
+std::string Str(long long value) {
+  return std::to_string(value);
+}
+
+// Bytes each GPU sends in a ring all-reduce of `bytes` over `ranks` GPUs.
+double RingBytes(double bytes, int ranks) {
+  return ranks <= 1 ? 0.0 : 2.0 * (ranks - 1) / ranks * bytes;
+}
+
+void Accumulate(KindCost* into, const KindCost& add) {
+  into->gemm_flops += add.gemm_flops;
+  into->model_flops += add.model_flops;
+  into->weight_bytes += add.weight_bytes;
+  into->activation_bytes += add.activation_bytes;
+  into->tp_comm_bytes += add.tp_comm_bytes;
+}
+
+// The counts shared by every per-stage calculation.
+struct Dims {
+  double T, s, h, f, k, V;
+  int t;
+  const TransformerConfig* m;
+};
+
+Dims DimsOf(const WorkloadSpec& spec) {
+  const TransformerConfig& m = spec.model;
+  return Dims{spec.tokens(),
+              static_cast<double>(spec.seq()),
+              static_cast<double>(m.hidden),
+              static_cast<double>(m.ffn_hidden),
+              static_cast<double>(m.kv_dim()),
+              static_cast<double>(spec.padded_vocab()),
+              spec.parallel.tp,
+              &m};
+}
+
+// Parameters of one transformer layer held by one TP rank (norms are
+// replicated but are ~1e-4 of a layer; counted as split).
+double LayerParamsPerGpu(const Dims& d) {
+  return d.m->LayerParameters() / d.t;
+}
+
+// One transformer layer, forward.
+KindCost LayerForward(const Dims& d) {
+  const TransformerConfig& m = *d.m;
+  const double T = d.T, h = d.h, f = d.f, k = d.k, t = d.t;
+  const double mlp_matrices = m.mlp == MlpKind::kSwiglu ? 3 : 2;
+  KindCost c;
+  // GEMMs: QKV projection, QK^T and AV over the full s x s square (as
+  // Narayanan et al. 2021 count them), output projection, MLP.
+  c.gemm_flops = (2 * T * h * (h + 2 * k) + 2 * T * d.s * h + 2 * T * d.s * h + 2 * T * h * h +
+                  mlp_matrices * 2 * T * h * f) /
+                 t;
+  c.model_flops = c.gemm_flops;
+  c.weight_bytes = kBf16 * LayerParamsPerGpu(d);
+  // Elementwise traffic, in elements (x e bytes below):
+  double elements = 2 * T * h                   // input norm: read x, write
+                    + 2 * T * h                 // post-attention norm
+                    + 3 * T * h                 // residual add after attention: read 2, write 1
+                    + 3 * T * h                 // residual add after the MLP
+                    + T * (2 * h + 2 * k) / t;  // fused attention: read q, k, v; write o
+  if (m.position == PositionKind::kRope) elements += 2 * T * (h + k) / t;  // rotate q, k
+  elements += (m.mlp == MlpKind::kSwiglu ? 3 : 2) * T * f / t;  // activation: read 1-2, write 1
+  c.activation_bytes = kBf16 * elements;
+  // Two all-reduces of the T x h output (after attention and after the MLP).
+  c.tp_comm_bytes = RingBytes(2 * kBf16 * T * h, d.t);
+  return c;
+}
+
+// One transformer layer, backward (without recomputation).
+KindCost LayerBackward(const Dims& d) {
+  const TransformerConfig& m = *d.m;
+  const double T = d.T, h = d.h, f = d.f, k = d.k, t = d.t;
+  const KindCost forward = LayerForward(d);
+  KindCost c;
+  // Every GEMM has an input-gradient and a weight-gradient GEMM of its size
+  // (attention: dQ, dK from dS; dP, dV from dO): twice the forward.
+  c.gemm_flops = 2 * forward.gemm_flops;
+  c.model_flops = c.gemm_flops;
+  c.weight_bytes = kBackwardBytesPerParam * LayerParamsPerGpu(d);
+  double elements = 2 * 3 * T * h               // two norms: read x, dy; write dx
+                    + 2 * 3 * T * h             // two residual branch points: read 2, write 1
+                    + T * (4 * h + 4 * k) / t;  // fused attention: read q,k,v,o,do; write dq,dk,dv
+  if (m.position == PositionKind::kRope) elements += 2 * T * (h + k) / t;
+  elements += (m.mlp == MlpKind::kSwiglu ? 5 : 3) * T * f / t;  // read x (gate, up), dy; write dx
+  if (m.linear_bias) {
+    // Bias gradients: one more read of each linear layer's output gradient.
+    elements += T * ((h + 2 * k) + h + (m.mlp == MlpKind::kSwiglu ? 2 : 1) * f + h) / t;
+  }
+  c.activation_bytes = kBf16 * elements;
+  // Two all-reduces of input gradients (the conjugates of the forward's).
+  c.tp_comm_bytes = RingBytes(2 * kBf16 * T * h, d.t);
+  return c;
+}
+
+// First stage: token lookup in the vocabulary-parallel table, position
+// embedding, optional embedding norm.
+void AddEmbedding(const Dims& d, int seq, KindCost* forward, KindCost* backward) {
+  const TransformerConfig& m = *d.m;
+  const double T = d.T, h = d.h, t = d.t;
+  double fwd = T * h + T * h / t;  // write the T x h output; read this shard's rows
+  double bwd = T * h + T * h / t;  // read dY; scatter this shard's rows
+  // The shard's dense gradient is written (2 B), read back (2 B) and added
+  // into the fp32 main gradient (8 B) once per microbatch.
+  double bwd_param_bytes = (2 + 2 + 8) * d.V * h / t;
+  if (m.position == PositionKind::kLearned) {
+    fwd += 2 * T * h + 3 * T * h;  // position lookup (read, write) and the add
+    bwd += T * h;                  // read dY for the position table's gradient
+    bwd_param_bytes += (2 + 2 + 8) * static_cast<double>(seq) * h;
+  }
+  if (m.embedding_norm) {
+    fwd += 2 * T * h;
+    bwd += 3 * T * h;
+  }
+  forward->activation_bytes += kBf16 * fwd;
+  backward->activation_bytes += kBf16 * bwd;
+  backward->weight_bytes += bwd_param_bytes;
+  // VocabParallelEmbedding all-reduces its partial outputs.
+  forward->tp_comm_bytes += RingBytes(kBf16 * T * h, d.t);
+}
+
+// Last stage: final norm, LM head GEMM (T x h by h x V/t) and the
+// vocabulary-parallel cross-entropy loss.
+void AddHead(const Dims& d, KindCost* forward, KindCost* backward) {
+  const double T = d.T, h = d.h, V = d.V, t = d.t;
+  const double head_flops = 2 * T * h * V / t;
+  forward->gemm_flops += head_flops;
+  forward->model_flops += head_flops;
+  backward->gemm_flops += 2 * head_flops;
+  backward->model_flops += 2 * head_flops;
+  forward->weight_bytes += kBf16 * V * h / t;
+  backward->weight_bytes += kBackwardBytesPerParam * V * h / t;
+  const double logits = T * V / t;
+  forward->activation_bytes += kBf16 * 2 * T * h + kLossForwardBytes * logits;
+  backward->activation_bytes += kBf16 * 3 * T * h + kLossBackwardBytes * logits;
+  // Loss: all-reduces of T fp32 values (max, target logit, sum of exp).
+  forward->tp_comm_bytes += RingBytes(3 * 4 * T, d.t);
+  // The LM head's input gradient is all-reduced (column-parallel layer).
+  backward->tp_comm_bytes += RingBytes(kBf16 * T * h, d.t);
+}
+
+StageCost CostOfStage(const WorkloadSpec& spec, const Dims& d, int stage, int first_layer,
+                      int layers) {
+  const int pp = spec.parallel.pp;
+  StageCost c;
+  c.stage = stage;
+  c.first_layer = first_layer;
+  c.layers = layers;
+  c.embedding = stage == 0;
+  c.lm_head = stage == pp - 1;
+  const KindCost layer_fwd = LayerForward(d);
+  const KindCost layer_bwd = LayerBackward(d);
+  for (int i = 0; i < layers; ++i) {
+    Accumulate(&c.forward, layer_fwd);
+    Accumulate(&c.backward, layer_bwd);
+    if (spec.recompute == Recompute::kFull) {
+      // The layer's forward runs again inside the backward; it adds work but
+      // no model FLOPs.
+      KindCost again = layer_fwd;
+      again.model_flops = 0;
+      Accumulate(&c.backward, again);
+    }
+  }
+  const TransformerConfig& m = *d.m;
+  const double h = d.h, norm_params = m.norm == NormKind::kLayerNorm ? 2 * h : h;
+  c.parameters = layers * LayerParamsPerGpu(d);
+  if (c.embedding) {
+    AddEmbedding(d, spec.seq(), &c.forward, &c.backward);
+    c.parameters += d.V * h / d.t;
+    if (m.position == PositionKind::kLearned) c.parameters += static_cast<double>(m.seq_length) * h;
+    if (m.embedding_norm) c.parameters += norm_params;
+  }
+  if (c.lm_head) {
+    AddHead(d, &c.forward, &c.backward);
+    // Tied embeddings: the last stage keeps its own copy of the table.
+    if (!(c.embedding && m.tied_embeddings)) c.parameters += d.V * h / d.t;
+    c.parameters += norm_params;
+  }
+  return c;
+}
+
+std::string NearEvenExample(int layers, int pp) {
+  // Remainder layers go to the middle stages (the ends carry the embedding
+  // and the head).
+  std::vector<int> split(pp, layers / pp);
+  int extra = layers % pp;
+  for (int i = 1; i + 1 < pp && extra > 0; ++i, --extra) ++split[i];
+  for (int i = 0; i < pp && extra > 0; ++i, --extra) ++split[i];
+  std::string out;
+  for (int n : split) out += (out.empty() ? "" : ",") + Str(n);
+  return out;
+}
+
+}  // namespace
+
+// ---- Parsing ------------------------------------------------------------------
+
+Recompute ParseRecompute(std::string_view text, std::string_view flag) {
+  if (text == "none") return Recompute::kNone;
+  if (text == "full") return Recompute::kFull;
+  throw InputError(std::string(flag) + " '" + std::string(text) +
+                   "' is not one of none, full (full: every layer's forward is recomputed in "
+                   "backward)");
+}
+
+std::string_view RecomputeName(Recompute recompute) {
+  return recompute == Recompute::kFull ? "full" : "none";
+}
+
+std::vector<int> ParseLayerSplit(std::string_view text, std::string_view flag) {
+  std::vector<int> split;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    std::string_view entry = text.substr(
+        start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    while (!entry.empty() && entry.front() == ' ') entry.remove_prefix(1);
+    while (!entry.empty() && entry.back() == ' ') entry.remove_suffix(1);
+    int value = 0;
+    const auto [end, error] = std::from_chars(entry.data(), entry.data() + entry.size(), value);
+    if (entry.empty() || error != std::errc() || end != entry.data() + entry.size() || value <= 0) {
+      throw InputError(std::string(flag) + " entry " +
+                       Str(static_cast<long long>(split.size()) + 1) + " is '" +
+                       std::string(entry) +
+                       "'; give one whole number of layers >= 1 per stage, separated by commas "
+                       "(e.g. 11,12,12,11)");
+    }
+    split.push_back(value);
+    if (comma == std::string_view::npos) return split;
+    start = comma + 1;
+  }
+}
+
+int WorkloadSpec::padded_vocab() const {
+  const long long multiple = 128LL * std::max(1, parallel.tp);
+  return static_cast<int>((model.vocab + multiple - 1) / multiple * multiple);
+}
+
+std::vector<int> ResolveLayerSplit(const WorkloadSpec& spec) {
+  const TransformerConfig& m = spec.model;
+  const Parallelism& p = spec.parallel;
+  if (p.tp < 1) throw InputError("--tp must be >= 1 (got " + Str(p.tp) + ")");
+  if (p.pp < 1) throw InputError("--pp must be >= 1 (got " + Str(p.pp) + ")");
+  if (p.dp < 1) throw InputError("--dp must be >= 1 (got " + Str(p.dp) + ")");
+  if (spec.microbatch_size < 1) {
+    throw InputError("--microbatch-size must be >= 1 (got " + Str(spec.microbatch_size) + ")");
+  }
+  if (spec.seq_length < 0) {
+    throw InputError("--seq must be >= 1 (got " + Str(spec.seq_length) + ")");
+  }
+  // Megatron-LM splits attention heads, key/value groups and MLP columns
+  // evenly over the TP ranks.
+  if (m.heads % p.tp != 0 || m.kv_heads % p.tp != 0 || m.ffn_hidden % p.tp != 0) {
+    throw InputError("--tp " + Str(p.tp) + " does not divide " + m.id + "'s " + Str(m.heads) +
+                     " attention heads, " + Str(m.kv_heads) + " key/value heads and " +
+                     Str(m.ffn_hidden) +
+                     " FFN columns (Megatron-LM splits each evenly); choose a --tp that divides "
+                     "all three");
+  }
+  if (m.position == PositionKind::kLearned && spec.seq() > m.seq_length) {
+    throw InputError("--seq " + Str(spec.seq()) + " exceeds " + m.id + "'s " + Str(m.seq_length) +
+                     " learned positions; use --seq <= " + Str(m.seq_length));
+  }
+  if (p.pp > m.layers) {
+    throw InputError("--pp " + Str(p.pp) + " exceeds " + m.id + "'s " + Str(m.layers) +
+                     " layers; every stage needs at least one layer");
+  }
+  if (p.layer_split.empty()) {
+    if (m.layers % p.pp != 0) {
+      throw InputError(m.id + " has " + Str(m.layers) + " layers, not a multiple of --pp " +
+                       Str(p.pp) +
+                       " (Megatron's even split needs layers % pp == 0); pass --layer-split "
+                       "balanced (sized for the embedding and LM head) or an explicit split of " +
+                       Str(p.pp) + " numbers summing to " + Str(m.layers) + ", e.g. " +
+                       NearEvenExample(m.layers, p.pp));
+    }
+    return std::vector<int>(p.pp, m.layers / p.pp);
+  }
+  if (static_cast<int>(p.layer_split.size()) != p.pp) {
+    throw InputError("--layer-split has " + Str(static_cast<long long>(p.layer_split.size())) +
+                     " entries but --pp is " + Str(p.pp) + "; give one layer count per stage");
+  }
+  long long sum = 0;
+  for (size_t i = 0; i < p.layer_split.size(); ++i) {
+    if (p.layer_split[i] < 1) {
+      throw InputError("--layer-split entry " + Str(static_cast<long long>(i) + 1) + " is " +
+                       Str(p.layer_split[i]) + "; every stage needs at least one layer");
+    }
+    sum += p.layer_split[i];
+  }
+  if (sum != m.layers) {
+    throw InputError("--layer-split sums to " + Str(sum) + " layers but " + m.id + " has " +
+                     Str(m.layers) + "; the entries must add up to " + Str(m.layers));
+  }
+  return p.layer_split;
+}
+
+std::vector<StageCost> ComputeStageCosts(const WorkloadSpec& spec) {
+  const std::vector<int> split = ResolveLayerSplit(spec);
+  const Dims d = DimsOf(spec);
+  std::vector<StageCost> stages;
+  int first = 0;
+  for (int s = 0; s < spec.parallel.pp; ++s) {
+    stages.push_back(CostOfStage(spec, d, s, first, split[s]));
+    first += split[s];
+  }
+  return stages;
+}
+
+std::vector<int> BalancedLayerSplit(const WorkloadSpec& spec, const GpuSpec& gpu) {
+  WorkloadSpec probe = spec;
+  probe.parallel.layer_split.clear();
+  const int pp = spec.parallel.pp, layers = spec.model.layers;
+  // Validate everything but the split: pretend to an even split.
+  probe.parallel.layer_split.assign(pp, 1);
+  probe.parallel.layer_split.back() = layers - (pp - 1);
+  ResolveLayerSplit(probe);
+  const Dims d = DimsOf(probe);
+  // Forward + backward time at fmax of stage s with n layers.
+  auto stage_time = [&](int s, int n) {
+    const StageCost c = CostOfStage(probe, d, s, 0, n);
+    return CostToWork(c.forward, gpu).work.time_at_max_s +
+           CostToWork(c.backward, gpu).work.time_at_max_s;
+  };
+  // Water-filling: each further layer goes to the stage that is fastest
+  // after taking it. Stage time is increasing in its layer count and the
+  // stages are independent, so this minimises the slowest stage. Ties go to
+  // the lowest stage id.
+  std::vector<int> split(pp, 1);
+  std::vector<double> next(pp);
+  for (int s = 0; s < pp; ++s) next[s] = stage_time(s, 2);
+  for (int added = pp; added < layers; ++added) {
+    const int s = static_cast<int>(std::min_element(next.begin(), next.end()) - next.begin());
+    ++split[s];
+    next[s] = stage_time(s, split[s] + 1);
+  }
+  return split;
+}
+
+}  // namespace joulepipe::sim

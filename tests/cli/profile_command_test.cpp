@@ -1,0 +1,135 @@
+// `joulepipe profile --simulate`, run as a separate process: the issue's
+// example writes a profile that `plan` accepts; the CSV reads back exactly;
+// bad models, GPUs and layer splits exit 2 naming what to change and leave
+// no file behind; --help teaches the ids, the format and the next command.
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "cli_test_support.hpp"
+#include "joulepipe/model/profile.hpp"
+#include "joulepipe/sim/gpu_model.hpp"
+
+namespace joulepipe::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::Quote;
+using testing::Result;
+using testing::ScratchDirTest;
+using testing::Slurp;
+
+class ProfileCommandTest : public ScratchDirTest {
+ protected:
+  ProfileCommandTest() : ScratchDirTest("profile") {}
+
+  // Expects exit 2, "joulepipe: error: " and every needle on stderr, nothing
+  // on stdout and nothing written in the scratch dir.
+  void ExpectRejected(const std::string& args, std::initializer_list<std::string> needles) {
+    const Result r = Run(args);
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_EQ(r.err.rfind("joulepipe: error: ", 0), 0u) << r.err;
+    for (const std::string& needle : needles) {
+      EXPECT_NE(r.err.find(needle), std::string::npos) << "'" << needle << "' not in: " << r.err;
+    }
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_TRUE(Entries().empty());
+  }
+};
+
+TEST_F(ProfileCommandTest, IssueExampleWritesAProfileThatPlanAccepts) {
+  const fs::path csv = root_ / "P.csv";
+  const Result r =
+      Run("profile --simulate --model llama3-70b --gpu h100-sxm --tp 8 --pp 8 "
+          "--microbatch-size 1 --seq 8192 --out " +
+          Quote(csv));
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* needle :
+       {"Simulated profile", "not measured", "per GPU", "llama3-70b", "h100-sxm", "TP 8 x PP 8",
+        "+embedding", "+head+loss", "MFU", "P_block", "joulepipe plan --profile"}) {
+    EXPECT_NE(r.out.find(needle), std::string::npos) << needle << " not in:\n" << r.out;
+  }
+  const std::string text = Slurp(csv);
+  EXPECT_EQ(text.rfind("stage,instruction,frequency,time,energy,source\n", 0), 0u);
+  EXPECT_NE(text.find(",simulated\n"), std::string::npos);
+  const model::Profile profile = model::ReadProfileCsv(csv.string());
+  profile.Validate(8, csv.string());
+  const sim::GpuSpec& gpu = sim::FindGpu("h100-sxm");
+  EXPECT_EQ(profile.MaxClock(0, model::Kind::kForward).mhz, gpu.max_sm_mhz);
+  EXPECT_GT(profile.Points(0, model::Kind::kForward).size(), 10u);
+  // The last stage (LM head and loss over 128K logits) is the slowest.
+  EXPECT_GT(profile.MaxClock(7, model::Kind::kForward).time_s,
+            profile.MaxClock(3, model::Kind::kForward).time_s);
+
+  const Result plan = Run("plan --profile " + Quote(csv) +
+                          " --schedule 1f1b --stages 8 --microbatches 16 --p-block " +
+                          std::to_string(gpu.p_block_w) +
+                          " --resolution-ms 50 --max-plans 3 --out " + Quote(root_ / "plan"));
+  ASSERT_EQ(plan.code, 0) << plan.err;
+  EXPECT_NE(plan.out.find("saving"), std::string::npos) << plan.out;
+}
+
+TEST_F(ProfileCommandTest, WithoutOutTheCsvGoesToStdoutAndTheSummaryToStderr) {
+  const Result r =
+      Run("profile --simulate --model gpt3-1.3b --gpu a100-sxm --tp 2 --pp 4 --dp 2 "
+          "--recompute full --min-mhz 1200 --microbatches 8");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const model::Profile profile = model::ParseProfileCsv(r.out, "stdout");
+  profile.Validate(4, "stdout");
+  EXPECT_EQ(profile.Points(2, model::Kind::kBackward).back().mhz, 1200);
+  for (const char* needle : {"recompute full", "DP sync", "iteration", "6,6,6,6 (even)"}) {
+    EXPECT_NE(r.err.find(needle), std::string::npos) << needle << " not in:\n" << r.err;
+  }
+  EXPECT_TRUE(Entries().empty());
+}
+
+TEST_F(ProfileCommandTest, MeasuredProfilingIsNotAvailableYet) {
+  ExpectRejected(
+      "profile --model gpt3-175b --gpu a100-sxm --tp 8 --pp 8 --out " + Quote(root_ / "P.csv"),
+      {"not available yet", "--simulate"});
+}
+
+TEST_F(ProfileCommandTest, UnknownModelOrGpuListsTheKnownIds) {
+  ExpectRejected("profile --simulate --model gpt5 --gpu h100-sxm --tp 8 --pp 8 --out " +
+                     Quote(root_ / "P.csv"),
+                 {"unknown model 'gpt5'", "gpt3-175b", "llama3-405b", "bloom-176b"});
+  ExpectRejected("profile --simulate --model gpt3-175b --gpu b200 --tp 8 --pp 8 --out " +
+                     Quote(root_ / "P.csv"),
+                 {"b200", "h100-sxm", "a100-sxm4-80gb"});
+  ExpectRejected("profile --simulate --gpu h100-sxm --tp 8 --pp 8", {"--model is required"});
+}
+
+TEST_F(ProfileCommandTest, LayerSplitAndParallelismErrorsNameTheFlag) {
+  const std::string base = "profile --simulate --model gpt3-175b --gpu a100-sxm --tp 8 ";
+  const std::string out = " --out " + Quote(root_ / "P.csv");
+  ExpectRejected(base + "--pp 4 --layer-split 24,24,24,25" + out,
+                 {"--layer-split sums to 97", "96"});
+  ExpectRejected(base + "--pp 4 --layer-split 48,48" + out, {"2 entries", "--pp is 4"});
+  ExpectRejected(base + "--pp 4 --layer-split 24,x,24,24" + out, {"--layer-split entry 2"});
+  ExpectRejected(base + "--pp 5" + out, {"96 layers", "--pp 5", "--layer-split balanced"});
+  ExpectRejected(base + "--pp 8 --seq 4096" + out, {"--seq 4096", "2048"});
+  ExpectRejected(base + "--pp 8 --recompute selective" + out, {"--recompute 'selective'"});
+  ExpectRejected(base + "--pp 8 --power-limit 900" + out, {"--power-limit 900"});
+  ExpectRejected("profile --simulate --model llama3-70b --gpu h100-sxm --tp 16 --pp 8" + out,
+                 {"--tp 16", "key/value heads"});
+  // An explicit or balanced split is accepted where the even one is not.
+  const Result balanced = Run(base + "--pp 5 --layer-split balanced" + out);
+  ASSERT_EQ(balanced.code, 0) << balanced.err;
+  EXPECT_NE(balanced.out.find("(balanced)"), std::string::npos) << balanced.out;
+}
+
+TEST_F(ProfileCommandTest, HelpTeachesIdsFormatAndTheNextCommand) {
+  const Result r = Run("profile --help");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* needle :
+       {"--simulate", "llama3-70b", "gpt3-1.3b", "bloom-176b", "h100-sxm", "a100-sxm4-80gb",
+        "stage,instruction,frequency,time,energy", "--layer-split", "balanced",
+        "joulepipe profile --simulate --model llama3-70b --gpu h100-sxm --tp 8 --pp 8",
+        "joulepipe plan --profile P.csv"}) {
+    EXPECT_NE(r.out.find(needle), std::string::npos) << needle << " not in:\n" << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace joulepipe::cli

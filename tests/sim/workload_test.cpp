@@ -1,0 +1,445 @@
+// Tests of the transformer workload model (sim/workload.hpp): the model
+// catalog, FLOP and byte counts against hand-computed values, where uneven
+// stages come from, parallelism, recomputation, the simulated profile's
+// clocks and energies, the calibration it is pinned to, and input errors.
+#include "joulepipe/sim/workload.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "joulepipe/model/error.hpp"
+
+namespace joulepipe::sim {
+namespace {
+
+using model::Kind;
+
+// A100-SXM4-80GB throughput figures from NVIDIA's datasheet and a DVFS model
+// of the catalog's shape; fixed here so these tests do not move when the GPU
+// catalog is recalibrated. The 500 W limit leaves dense work uncapped.
+GpuSpec TestA100() {
+  GpuSpec gpu;
+  gpu.id = "test-a100";
+  gpu.min_sm_mhz = 210;
+  gpu.max_sm_mhz = 1410;
+  gpu.sm_step_mhz = 15;
+  gpu.tdp_w = 500;
+  gpu.power_limit_min_w = 100;
+  gpu.power_limit_max_w = 500;
+  gpu.idle_w = 62;
+  gpu.p_block_w = 83.64;
+  gpu.peak_bf16_tflops = 312;
+  gpu.hbm_gbps = 2039;
+  gpu.nvlink_gbps = 300;
+  gpu.dvfs = {0.7125, 0.85, 1080, 56, 419};
+  return gpu;
+}
+
+WorkloadSpec Spec(const std::string& model, int tp, int pp, int dp = 1) {
+  WorkloadSpec spec;
+  spec.model = FindTransformer(model);
+  spec.parallel.tp = tp;
+  spec.parallel.pp = pp;
+  spec.parallel.dp = dp;
+  return spec;
+}
+
+// The message of the InputError `f` throws ("" if none).
+template <typename F>
+std::string ErrorOf(F f) {
+  try {
+    f();
+  } catch (const model::InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void ExpectError(const std::string& message, std::initializer_list<std::string> needles) {
+  ASSERT_FALSE(message.empty()) << "no InputError thrown";
+  for (const std::string& needle : needles) {
+    EXPECT_NE(message.find(needle), std::string::npos) << "'" << needle << "' not in: " << message;
+  }
+}
+
+// ---- Catalog --------------------------------------------------------------------
+
+TEST(TransformerCatalog, HasTheIssueModelsWithPublishedParameterCounts) {
+  const std::vector<std::pair<std::string, double>> nominal = {
+      {"gpt3-1.3b", 1.3e9},   {"gpt3-2.7b", 2.7e9},   {"gpt3-6.7b", 6.7e9},
+      {"gpt3-13b", 13e9},     {"gpt3-175b", 175e9},   {"llama3-8b", 8.03e9},
+      {"llama3-70b", 70.6e9}, {"llama3-405b", 405e9}, {"bloom-176b", 176.2e9}};
+  for (const auto& [id, params] : nominal) {
+    const TransformerConfig& m = FindTransformer(id);
+    EXPECT_EQ(m.id, id);
+    EXPECT_NEAR(m.Parameters() / params, 1.0, 0.025) << id << ": " << m.Parameters();
+    for (const char* field : {"layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab", "mlp",
+                              "position", "tied_embeddings", "seq_length"}) {
+      EXPECT_FALSE(m.sources.count(field) == 0 || m.sources.at(field).empty())
+          << id << " has no source for " << field;
+    }
+  }
+  EXPECT_EQ(TransformerCatalog().size(), nominal.size());
+}
+
+TEST(TransformerCatalog, ArchitectureFacts) {
+  const TransformerConfig& llama = FindTransformer("llama3-70b");
+  EXPECT_EQ(llama.layers, 80);
+  EXPECT_EQ(llama.kv_heads, 8);
+  EXPECT_EQ(llama.kv_dim(), 1024);
+  EXPECT_EQ(llama.mlp, MlpKind::kSwiglu);
+  EXPECT_FALSE(llama.tied_embeddings);
+  const TransformerConfig& bloom = FindTransformer("bloom-176b");
+  EXPECT_EQ(bloom.position, PositionKind::kAlibi);
+  EXPECT_TRUE(bloom.embedding_norm);
+  // Megatron's padding to a multiple of 128 x TP gives BLOOM's released
+  // 250880-row embedding at TP 8, and GPT-3's 51200.
+  WorkloadSpec spec = Spec("bloom-176b", 8, 1);
+  EXPECT_EQ(spec.padded_vocab(), 250880);
+  spec = Spec("gpt3-175b", 8, 1);
+  EXPECT_EQ(spec.padded_vocab(), 51200);
+  spec.parallel.tp = 1;
+  EXPECT_EQ(spec.padded_vocab(), 50304);
+}
+
+TEST(TransformerCatalog, AliasesAreCaseInsensitiveAndUnknownIdsListTheKnownOnes) {
+  EXPECT_EQ(FindTransformer("GPT3").id, "gpt3-175b");
+  EXPECT_EQ(FindTransformer("Llama3.1-405B").id, "llama3-405b");
+  ExpectError(ErrorOf([] { FindTransformer("gpt4"); }),
+              {"unknown model 'gpt4'", "gpt3-175b", "llama3-70b", "bloom-176b"});
+}
+
+constexpr char kTinyJson[] = R"({
+  "id": "tiny", "name": "Tiny", "layers": 4, "hidden": 64, "ffn_hidden": 256,
+  "heads": 4, "kv_heads": 4, "vocab": 1, "mlp": "gelu", "norm": "rmsnorm",
+  "position": "rope", "tied_embeddings": false, "embedding_norm": false,
+  "linear_bias": false, "seq_length": 128
+})";
+
+std::string Edited(const std::string& from, const std::string& to) {
+  std::string text = kTinyJson;
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return text.replace(at, from.size(), to);
+}
+
+TEST(TransformerConfigParse, BadInputNamesTheSourceAndField) {
+  EXPECT_EQ(ParseTransformerConfig(kTinyJson, "tiny.json").layers, 4);
+  ExpectError(ErrorOf([] { ParseTransformerConfig(Edited("\"layers\": 4,", ""), "t.json"); }),
+              {"t.json", "missing field 'layers'"});
+  ExpectError(ErrorOf([] { ParseTransformerConfig(Edited("\"gelu\"", "\"relu\""), "t.json"); }),
+              {"t.json", "'mlp'", "relu", "gelu, swiglu"});
+  ExpectError(ErrorOf([] { ParseTransformerConfig(Edited("\"heads\": 4", "\"heads\": 5"), "t"); }),
+              {"'hidden' (64)", "'heads' (5)"});
+  ExpectError(
+      ErrorOf([] { ParseTransformerConfig(Edited("\"kv_heads\": 4", "\"kv_heads\": 3"), "t"); }),
+      {"'kv_heads' (3)"});
+  ExpectError(
+      ErrorOf([] { ParseTransformerConfig(Edited("\"layers\": 4", "\"layers\": -4"), "t"); }),
+      {"'layers'", "> 0", "-4"});
+  ExpectError(ErrorOf([] { ParseTransformerConfig(Edited("\"layers\"", "\"n_layers\""), "t"); }),
+              {"unknown field 'n_layers'"});
+  ExpectError(ErrorOf([] { ParseTransformerConfig("{", "t.json"); }), {"t.json", "not valid JSON"});
+}
+
+// ---- FLOPs and bytes ---------------------------------------------------------------
+
+TEST(StageCosts, ModelFlopsMatchTheHandFormulaAndSixNT) {
+  // GPT-3 175B, one sequence of 2048 tokens, TP 8 x PP 8.
+  const WorkloadSpec spec = Spec("gpt3-175b", 8, 8);
+  const std::vector<StageCost> stages = ComputeStageCosts(spec);
+  double total = 0;
+  for (const StageCost& s : stages) total += 8 * (s.forward.model_flops + s.backward.model_flops);
+  // Forward per layer 24 T h^2 + 4 T s h; LM head 2 T h V; backward twice.
+  const double T = 2048, s = 2048, h = 12288, V = 51200, l = 96;
+  const double hand = 3 * (l * (24 * T * h * h + 4 * T * s * h) + 2 * T * h * V);
+  EXPECT_NEAR(total / hand, 1.0, 1e-12);
+  // The rule of thumb: 6 x parameters x tokens, within a few per cent.
+  const double six_nt = 6 * spec.model.Parameters() * T;
+  EXPECT_NEAR(total / six_nt, 1.0, 0.04) << total << " vs " << six_nt;
+}
+
+TEST(StageCosts, OneLlamaLayerByHand) {
+  // Llama 3 70B with one layer per stage: a middle stage is exactly a layer.
+  WorkloadSpec spec = Spec("llama3-70b", 8, 80);
+  spec.microbatch_size = 2;
+  const StageCost middle = ComputeStageCosts(spec)[40];
+  const double T = 2 * 8192, s = 8192, h = 8192, k = 1024, f = 28672, t = 8;
+  const double gemm = (2 * T * h * (h + 2 * k) + 4 * T * s * h + 2 * T * h * h + 6 * T * h * f) / t;
+  EXPECT_NEAR(middle.forward.gemm_flops / gemm, 1.0, 1e-12);
+  // Elementwise bytes (bf16): norms, residuals, fused attention, RoPE, SwiGLU.
+  const double elements =
+      10 * T * h + T * (2 * h + 2 * k) / t + 2 * T * (h + k) / t + 3 * T * f / t;
+  EXPECT_NEAR(middle.forward.activation_bytes / (2 * elements), 1.0, 1e-12);
+  EXPECT_NEAR(middle.forward.weight_bytes / (2 * spec.model.LayerParameters() / t), 1.0, 1e-12);
+  EXPECT_NEAR(middle.backward.weight_bytes / (10 * spec.model.LayerParameters() / t), 1.0, 1e-12);
+  // Two ring all-reduces of T x h bf16 each way: 2 (t-1)/t x 2 x 2 T h bytes.
+  EXPECT_NEAR(middle.forward.tp_comm_bytes / (2.0 * 7 / 8 * 2 * 2 * T * h), 1.0, 1e-12);
+  EXPECT_EQ(middle.backward.tp_comm_bytes, middle.forward.tp_comm_bytes);
+}
+
+TEST(StageCosts, BackwardIsTwiceForwardAndFullRecomputeAddsOneForward) {
+  WorkloadSpec spec = Spec("gpt3-13b", 4, 4);
+  const StageCost plain = ComputeStageCosts(spec)[1];
+  EXPECT_NEAR(plain.backward.gemm_flops / plain.forward.gemm_flops, 2.0, 1e-12);
+  spec.recompute = Recompute::kFull;
+  const StageCost full = ComputeStageCosts(spec)[1];
+  EXPECT_NEAR(full.backward.gemm_flops / full.forward.gemm_flops, 3.0, 1e-12);
+  // Recomputation is work, not model FLOPs; the forward is unchanged.
+  EXPECT_EQ(full.backward.model_flops, plain.backward.model_flops);
+  EXPECT_EQ(full.forward.gemm_flops, plain.forward.gemm_flops);
+  EXPECT_GT(full.backward.activation_bytes, plain.backward.activation_bytes);
+  EXPECT_GT(full.backward.tp_comm_bytes, plain.backward.tp_comm_bytes);
+}
+
+TEST(StageCosts, TensorParallelismSplitsPerGpuFlops) {
+  const StageCost tp4 = ComputeStageCosts(Spec("llama3-70b", 4, 8))[3];
+  const StageCost tp8 = ComputeStageCosts(Spec("llama3-70b", 8, 8))[3];
+  EXPECT_NEAR(tp4.forward.gemm_flops / tp8.forward.gemm_flops, 2.0, 1e-12);
+  EXPECT_NEAR(tp4.backward.gemm_flops / tp8.backward.gemm_flops, 2.0, 1e-12);
+  EXPECT_NEAR(tp4.parameters / tp8.parameters, 2.0, 1e-3);
+  // Ring all-reduce: 2 (t-1)/t of the same tensor.
+  EXPECT_NEAR(tp8.forward.tp_comm_bytes / tp4.forward.tp_comm_bytes, (7.0 / 8) / (3.0 / 4), 1e-12);
+  EXPECT_EQ(ComputeStageCosts(Spec("llama3-70b", 1, 8))[3].forward.tp_comm_bytes, 0);
+}
+
+TEST(StageCosts, FirstAndLastStagesCarryTheEmbeddingAndTheHead) {
+  const WorkloadSpec spec = Spec("gpt3-175b", 8, 8);
+  const std::vector<StageCost> stages = ComputeStageCosts(spec);
+  ASSERT_EQ(stages.size(), 8u);
+  const StageCost &first = stages[0], &middle = stages[3], &last = stages[7];
+  EXPECT_TRUE(first.embedding && !first.lm_head);
+  EXPECT_TRUE(last.lm_head && !last.embedding);
+  EXPECT_EQ(middle.first_layer, 36);
+  // The embedding is memory-bound: no GEMM FLOPs, more bytes and an all-reduce.
+  EXPECT_EQ(first.forward.gemm_flops, middle.forward.gemm_flops);
+  EXPECT_GT(first.forward.activation_bytes, middle.forward.activation_bytes);
+  EXPECT_GT(first.forward.tp_comm_bytes, middle.forward.tp_comm_bytes);
+  EXPECT_GT(first.backward.weight_bytes, middle.backward.weight_bytes);
+  // The LM head adds exactly 2 T h V / t forward FLOPs.
+  EXPECT_NEAR(last.forward.gemm_flops - middle.forward.gemm_flops, 2.0 * 2048 * 12288 * 51200 / 8,
+              1.0);
+  EXPECT_GT(last.forward.activation_bytes, first.forward.activation_bytes);  // loss over logits
+  for (int s = 2; s < 7; ++s) {
+    EXPECT_EQ(stages[s].forward.gemm_flops, stages[1].forward.gemm_flops);
+    EXPECT_EQ(stages[s].backward.hbm_bytes(), stages[1].backward.hbm_bytes());
+  }
+  const GpuSpec gpu = TestA100();
+  auto time = [&](const StageCost& c) {
+    return CostToWork(c.forward, gpu).work.time_at_max_s +
+           CostToWork(c.backward, gpu).work.time_at_max_s;
+  };
+  EXPECT_GT(time(first), time(middle));
+  EXPECT_GT(time(last), time(first));
+}
+
+TEST(StageCosts, ATinyVocabularyLeavesStagesNearlyEqual) {
+  WorkloadSpec spec;
+  spec.model = ParseTransformerConfig(kTinyJson, "tiny.json");
+  spec.model.hidden = 4096;
+  spec.model.ffn_hidden = 16384;
+  spec.model.heads = 32;
+  spec.model.kv_heads = 32;
+  spec.model.seq_length = 2048;
+  spec.parallel = {1, 4, 1, {}};
+  const GpuSpec gpu = TestA100();
+  const std::vector<StageCost> stages = ComputeStageCosts(spec);
+  const double middle = CostToWork(stages[1].forward, gpu).work.time_at_max_s;
+  for (const StageCost& s : stages) {
+    // Only the embedding's output write and the final norm remain.
+    EXPECT_NEAR(CostToWork(s.forward, gpu).work.time_at_max_s / middle, 1.0, 0.01) << s.stage;
+  }
+  // ... which a realistic vocabulary does not.
+  spec.model.vocab = 128256;
+  const std::vector<StageCost> big = ComputeStageCosts(spec);
+  EXPECT_GT(CostToWork(big[3].forward, gpu).work.time_at_max_s / middle, 1.1);
+}
+
+// ---- Parallelism checks -------------------------------------------------------------
+
+TEST(LayerSplit, ParsesAndValidates) {
+  EXPECT_EQ(ParseLayerSplit("11,12, 12,11"), (std::vector<int>{11, 12, 12, 11}));
+  ExpectError(ErrorOf([] { ParseLayerSplit("11,x,12"); }), {"--layer-split entry 2", "'x'"});
+  ExpectError(ErrorOf([] { ParseLayerSplit("11,,12"); }), {"entry 2"});
+  ExpectError(ErrorOf([] { ParseLayerSplit("0,12"); }), {"entry 1", "'0'"});
+
+  WorkloadSpec spec = Spec("gpt3-175b", 8, 4);
+  spec.parallel.layer_split = {24, 24, 24, 25};
+  ExpectError(ErrorOf([&] { ResolveLayerSplit(spec); }),
+              {"--layer-split sums to 97", "has 96", "add up to 96"});
+  spec.parallel.layer_split = {48, 48};
+  ExpectError(ErrorOf([&] { ResolveLayerSplit(spec); }),
+              {"--layer-split has 2 entries", "--pp is 4"});
+  spec.parallel.layer_split = {20, 28, 24, 24};
+  EXPECT_EQ(ResolveLayerSplit(spec), spec.parallel.layer_split);
+  EXPECT_EQ(ComputeStageCosts(spec)[2].first_layer, 48);
+}
+
+TEST(LayerSplit, UnevenLayerCountsNeedASplit) {
+  const WorkloadSpec spec = Spec("llama3-405b", 8, 8);  // 126 layers
+  ExpectError(ErrorOf([&] { ResolveLayerSplit(spec); }),
+              {"126 layers", "--pp 8", "--layer-split balanced", "e.g. 15,16,16,16,16,16,16,15"});
+  const std::vector<int> balanced = BalancedLayerSplit(spec, TestA100());
+  ASSERT_EQ(balanced.size(), 8u);
+  EXPECT_EQ(std::accumulate(balanced.begin(), balanced.end(), 0), 126);
+  const int middle_max = *std::max_element(balanced.begin() + 1, balanced.end() - 1);
+  EXPECT_LE(balanced.front(), middle_max);
+  EXPECT_LT(balanced.back(), middle_max);  // the LM head and loss cost layers
+  // It is never slower than the near-even split.
+  auto slowest = [&](const std::vector<int>& split) {
+    WorkloadSpec with = spec;
+    with.parallel.layer_split = split;
+    double worst = 0;
+    for (const StageCost& c : ComputeStageCosts(with)) {
+      worst = std::max(worst, CostToWork(c.forward, TestA100()).work.time_at_max_s +
+                                  CostToWork(c.backward, TestA100()).work.time_at_max_s);
+    }
+    return worst;
+  };
+  EXPECT_LE(slowest(balanced), slowest({15, 16, 16, 16, 16, 16, 16, 15}));
+}
+
+TEST(LayerSplit, BalancedIsEvenWithoutEmbeddingOrHeadCost) {
+  WorkloadSpec spec;
+  spec.model = ParseTransformerConfig(kTinyJson, "tiny.json");
+  spec.model.layers = 8;
+  spec.parallel = {1, 4, 1, {}};
+  EXPECT_EQ(BalancedLayerSplit(spec, TestA100()), (std::vector<int>{2, 2, 2, 2}));
+}
+
+TEST(Parallelism, ChecksNameTheFlag) {
+  ExpectError(ErrorOf([] { ResolveLayerSplit(Spec("llama3-70b", 16, 8)); }),
+              {"--tp 16", "8 key/value heads"});
+  ExpectError(ErrorOf([] { ResolveLayerSplit(Spec("gpt3-1.3b", 1, 25)); }),
+              {"--pp 25", "24 layers"});
+  WorkloadSpec spec = Spec("gpt3-175b", 8, 8);
+  spec.seq_length = 4096;
+  ExpectError(ErrorOf([&] { ResolveLayerSplit(spec); }), {"--seq 4096", "2048 learned positions"});
+  spec.seq_length = 0;
+  spec.microbatch_size = 0;
+  ExpectError(ErrorOf([&] { ResolveLayerSplit(spec); }), {"--microbatch-size"});
+  spec.microbatch_size = 1;
+  spec.parallel.dp = 0;
+  ExpectError(ErrorOf([&] { ResolveLayerSplit(spec); }), {"--dp"});
+  EXPECT_EQ(ParseRecompute("full"), Recompute::kFull);
+  ExpectError(ErrorOf([] { ParseRecompute("selective", "--recompute"); }),
+              {"--recompute 'selective'", "none, full"});
+}
+
+// ---- Time, power and the profile ---------------------------------------------------------
+
+TEST(SimulatedProfile, ClocksTimesAndTheEnergyUShape) {
+  const GpuSpec gpu = TestA100();
+  const SimulatedWorkload w = SimulateWorkload(Spec("gpt3-175b", 8, 8), gpu);
+  // Like Perseus's A100 profiles: 1410 down to 855 MHz in 15 MHz steps.
+  ASSERT_EQ(w.clocks.size(), 38u);
+  EXPECT_EQ(w.clocks.front(), 1410);
+  EXPECT_EQ(w.clocks.back(), 855);
+  w.profile.Validate(8, "simulated");
+  for (int s = 0; s < 8; ++s) {
+    for (Kind kind : {Kind::kForward, Kind::kBackward}) {
+      const std::vector<model::ClockPoint>& points = w.profile.Points(s, kind);
+      ASSERT_EQ(points.size(), 38u);
+      for (size_t i = 1; i < points.size(); ++i) {
+        EXPECT_GT(points[i].time_s, points[i - 1].time_s);  // lower clock, longer
+      }
+      // Energy falls from fmax to the voltage floor's ridge, then rises again.
+      const auto least = std::min_element(
+          points.begin(), points.end(), [](const model::ClockPoint& a, const model::ClockPoint& b) {
+            return a.energy_j < b.energy_j;
+          });
+      EXPECT_LT(least->energy_j, points.front().energy_j);
+      EXPECT_LT(least->energy_j, points.back().energy_j);
+      EXPECT_GT(least->mhz, 855);
+      EXPECT_LT(least->mhz, 1410);
+    }
+    EXPECT_EQ(w.stages[s].min_energy_mhz, 1080);  // the ridge of TestA100's voltage curve
+  }
+  // Every figure comes from sim::Run at that clock.
+  const OperatingPoint op = sim::Run(gpu, w.stages[7].backward.work, 1200, gpu.tdp_w);
+  EXPECT_DOUBLE_EQ(w.profile.Find(7, Kind::kBackward, 1200)->energy_j, op.energy_j);
+  EXPECT_DOUBLE_EQ(w.profile.Find(7, Kind::kBackward, 1200)->time_s, op.time_s);
+}
+
+TEST(SimulatedProfile, PowerLimitCapsTheHighClocks) {
+  const GpuSpec gpu = TestA100();
+  ProfileOptions options;
+  options.power_limit_w = 300;
+  const SimulatedWorkload w = SimulateWorkload(Spec("gpt3-175b", 8, 8), gpu, options);
+  EXPECT_EQ(w.power_limit_w, 300);
+  EXPECT_TRUE(w.stages[0].forward_at_max.power_capped);
+  EXPECT_LE(w.stages[0].forward_at_max.power_w, 300 + 1e-6);
+  const auto& points = w.profile.Points(0, Kind::kForward);
+  EXPECT_NEAR(points[0].time_s / points[1].time_s, 1.0, 1e-6);  // 1410 and 1395 both capped
+  options.power_limit_w = 50;
+  ExpectError(ErrorOf([&] { SimulateWorkload(Spec("gpt3-175b", 8, 8), gpu, options); }),
+              {"--power-limit 50 W", "100..500 W"});
+  options.power_limit_w = 0;
+  options.min_mhz = 100;
+  ExpectError(ErrorOf([&] { ProfileClocks(gpu, options); }), {"--min-mhz 100", "210..1410"});
+  options.min_mhz = 1200;
+  EXPECT_EQ(ProfileClocks(gpu, options).back(), 1200);
+}
+
+TEST(SimulatedProfile, WorkSplitsComputeMemoryAndCommunication) {
+  const GpuSpec gpu = TestA100();
+  KindCost cost;
+  cost.gemm_flops = 312e12 * kGemmEfficiency;  // 1 s of GEMM at fmax
+  cost.activation_bytes = 2039e9 * kMemoryEfficiency * 0.5;
+  cost.tp_comm_bytes = 300e9 * 0.25;
+  const WorkBreakdown b = CostToWork(cost, gpu);
+  EXPECT_NEAR(b.compute_s, 1.0, 1e-12);
+  EXPECT_NEAR(b.memory_s, 0.5, 1e-12);
+  EXPECT_NEAR(b.comm_s, 0.25, 1e-12);
+  EXPECT_NEAR(b.work.time_at_max_s, 1.75, 1e-12);
+  EXPECT_NEAR(b.work.compute_fraction, 1.0 / 1.75, 1e-12);
+  EXPECT_NEAR(b.work.activity * kReferenceActivityMix,
+              (kGemmActivity + 0.5 * kMemoryActivity + 0.25 * kCommActivity) / 1.75, 1e-12);
+  GpuSpec no_nvlink = gpu;
+  no_nvlink.nvlink_gbps = 0;
+  ExpectError(ErrorOf([&] { CostToWork(cost, no_nvlink); }), {"nvlink_gbps"});
+}
+
+// The GEMM efficiency is calibrated against Narayanan et al. (SC'21), Table
+// 1: GPT-3 175B on 1024 A100s (TP 8, PP 16, DP 8, global batch 1536, full
+// recomputation) at 138 TFLOP/s per GPU. Micro-batch 1 => 192 microbatches.
+TEST(Calibration, ReproducesMegatronGpt3Throughput) {
+  WorkloadSpec spec = Spec("gpt3-175b", 8, 16, 8);
+  spec.recompute = Recompute::kFull;
+  const SimulatedWorkload w = SimulateWorkload(spec, TestA100());
+  const IterationEstimate it = EstimateIteration(w, TestA100(), 192);
+  EXPECT_NEAR(it.hardware_tflops, 138, 138 * 0.02) << it.time_s << " s";
+  EXPECT_LT(it.mfu, SteadyStateMfu(w, TestA100()));  // the bubble and the sync cost
+}
+
+// The activity normalisation matches the GPU catalog's: the reference mix
+// (GPT-3 175B, TP 8, PP 8 on A100) averages exactly activity 1.
+TEST(Calibration, ReferenceWorkloadHasMeanActivityOne) {
+  const SimulatedWorkload w = SimulateWorkload(Spec("gpt3-175b", 8, 8), TestA100());
+  double sum = 0;
+  for (const SimulatedStage& s : w.stages)
+    sum += s.forward.work.activity + s.backward.work.activity;
+  EXPECT_NEAR(sum / (2 * w.stages.size()), 1.0, 0.005);
+}
+
+TEST(Summary, DataParallelAllReduceAndMfu) {
+  const SimulatedWorkload w = SimulateWorkload(Spec("gpt3-175b", 8, 8, 4), TestA100());
+  const StageCost& middle = w.stages[3].cost;
+  const double params = 12 * 12288.0 * 12288 + 13 * 12288.0;  // one GPT-3 layer
+  EXPECT_NEAR(middle.parameters / (12 * params / 8), 1.0, 1e-12);
+  EXPECT_NEAR(DpAllReduceSeconds(middle, 4, 25), 2.0 * 3 / 4 * 4 * middle.parameters / 25e9, 1e-12);
+  EXPECT_EQ(DpAllReduceSeconds(middle, 1, 25), 0);
+  const double mfu = SteadyStateMfu(w, TestA100());
+  EXPECT_GT(mfu, 0.3);
+  EXPECT_LT(mfu, kGemmEfficiency);
+  // Many microbatches approach the steady state.
+  EXPECT_NEAR(EstimateIteration(w, TestA100(), 100000).mfu / mfu, 1.0, 0.001);
+}
+
+}  // namespace
+}  // namespace joulepipe::sim
