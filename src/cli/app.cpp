@@ -16,6 +16,8 @@
 #include "joulepipe/cli/inputs.hpp"
 #include "joulepipe/cli/output_dir.hpp"
 #include "joulepipe/cli/planning.hpp"
+#include "joulepipe/cli/profile_command.hpp"
+#include "joulepipe/cli/simulate_command.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/plan.hpp"
 #include "joulepipe/model/profile.hpp"
@@ -91,10 +93,19 @@ constexpr char kEvaluateFooter[] =
     "  joulepipe evaluate --profile prof.csv --plan plan-out/chosen.json --p-block 83.64 --json";
 
 constexpr char kDemoFooter[] =
-    "\nPlans one iteration of GPT-3 175B on A100-SXM GPUs with the stage profile\n"
-    "measured by Perseus (SOSP'24 artifact, built into this binary): 1F1B, 8\n"
-    "stages, 48 microbatches, P_block 83.64 W, no slowdown. Prints the saving and a\n"
-    "few frontier points. With --out DIR it also writes what `plan` writes.\n"
+    "\nSimulates a realistic large job with and without joulepipe, from the stage\n"
+    "profile measured by Perseus (SOSP'24 artifact, built into this binary): GPT-3\n"
+    "175B on 1,024 A100-SXM GPUs = 16 data-parallel pipelines x 8 stages x tensor-\n"
+    "parallel 8, 1F1B with 96 microbatches, P_block 83.64 W. 20 iterations: 10\n"
+    "healthy, then one pipeline runs 1.2x slower (a straggler). Prints iteration\n"
+    "time, energy per iteration and saving for both phases and a projection for a\n"
+    "full 300B-token run; writes the frontier as an SVG. Takes a few seconds.\n"
+    "\n"
+    "Files (in DIR, written atomically; an earlier demo output is replaced):\n"
+    "  frontier.svg          the frontier, the baseline and the two plans used\n"
+    "  simulation.json       what `joulepipe simulate --json` prints\n"
+    "  intrinsic_plan.json   the plan all pipelines run while healthy\n"
+    "  straggler_plan.json   what the others run while one pipeline straggles\n"
     "\n"
     "Example:\n"
     "  joulepipe demo --out demo-out";
@@ -123,7 +134,8 @@ struct EvaluateFlags {
 };
 
 struct DemoFlags {
-  std::string out;
+  std::string out = kDemoOutDir;
+  bool no_files = false;
 };
 
 void AddPlanFlags(CLI::App* command, PlanFlags* f) {
@@ -217,7 +229,7 @@ PlanRequest ToPlanRequest(const PlanFlags& f) {
 // solve, and removes its staging directory at once, so that an interrupted
 // solve leaves nothing beside --out. The real one exists only while writing.
 void PlanAndReport(const PlanRequest& request, const model::Profile& profile,
-                   const std::string& out, bool demo) {
+                   const std::string& out) {
   PlanOutcome outcome = PreparePlan(request, profile);
   if (!out.empty()) {
     // Throws now if --out may not be replaced; removes its (empty) staging
@@ -229,16 +241,7 @@ void PlanAndReport(const PlanRequest& request, const model::Profile& profile,
     StagedDirectory staged(out);
     WritePlanOutputs(outcome, &staged);
   }
-  std::string text;
-  if (demo) text += FormatDemoIntro(outcome);
-  text += FormatPlanSummary(outcome, out);
-  if (demo) {
-    text += "\n" + FormatFrontierTable(outcome, 8);
-    text +=
-        "\nNext: profile your own pipeline and run\n"
-        "  joulepipe plan --profile prof.csv --schedule 1f1b --stages S --microbatches M \\\n"
-        "      --p-block WATTS --out DIR\n";
-  }
+  const std::string text = FormatPlanSummary(outcome, out);
   std::fputs(text.c_str(), stdout);
 }
 
@@ -246,14 +249,24 @@ int RunPlan(const PlanFlags& f) {
   const PlanRequest request = ToPlanRequest(f);
   CheckPlanRequest(request);  // flags before files: a flag error needs no file
   const model::Profile profile = model::ReadProfileCsv(f.profile);
-  PlanAndReport(request, profile, f.out, /*demo=*/false);
+  PlanAndReport(request, profile, f.out);
   return kExitOk;
 }
 
+// Same order as PlanAndReport: a --out that may not be replaced fails before
+// the work, and nothing is left behind if the work fails.
 int RunDemo(const DemoFlags& f) {
-  const PlanRequest request = DemoRequest();
+  const SimulateRequest request = DemoRequest();
   const model::Profile profile = LoadEmbeddedDemoProfile();
-  PlanAndReport(request, profile, f.out, /*demo=*/true);
+  const std::string out = f.no_files ? std::string() : f.out;
+  if (!out.empty()) StagedDirectory probe(out);
+  const SimulateOutcome outcome = RunSimulation(request, profile, stderr);
+  if (!out.empty()) {
+    StagedDirectory staged(out);
+    WriteDemoOutputs(outcome, &staged);
+  }
+  const std::string text = FormatDemoReport(outcome, out);
+  std::fputs(text.c_str(), stdout);
   return kExitOk;
 }
 
@@ -287,8 +300,12 @@ int RunApp(int argc, char** argv) {
 
   DemoFlags demo_flags;
   CLI::App* demo = app.add_subcommand(
-      "demo", "Plan a built-in GPT-3 175B / A100-SXM profile and explain the result");
-  demo->add_option("--out", demo_flags.out, "Also write the plan outputs to DIR")->type_name("DIR");
+      "demo", "Simulate GPT-3 175B on 1,024 A100-SXM with and without joulepipe (no GPU)");
+  demo->add_option("--out", demo_flags.out,
+                   "Write frontier.svg, simulation.json and the plans to DIR")
+      ->type_name("DIR")
+      ->capture_default_str();
+  demo->add_flag("--no-files", demo_flags.no_files, "Only print; write no files");
   demo->footer(kDemoFooter);
 
   PlanFlags plan_flags;
@@ -302,6 +319,12 @@ int RunApp(int argc, char** argv) {
   AddEvaluateFlags(evaluate, &evaluate_flags);
   evaluate->footer(kEvaluateFooter);
 
+  // `simulate` (simulate_command.hpp) registers its own flags and help.
+  SimulateSubcommand simulate(&app);
+
+  // `profile` (profile_command.hpp) registers its own flags and help.
+  ProfileSubcommand profile(&app);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -313,6 +336,8 @@ int RunApp(int argc, char** argv) {
     if (demo->parsed()) return RunDemo(demo_flags);
     if (plan->parsed()) return RunPlan(plan_flags);
     if (evaluate->parsed()) return RunEvaluate(evaluate_flags);
+    if (simulate.parsed()) return simulate.Run();
+    if (profile.parsed()) return profile.Run();
     return Fail(kExitInternal, "internal error", "no subcommand selected");
   } catch (const InputError& e) {
     return Fail(kExitUsage, "error", e.what());

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "cli_test_support.hpp"
 #include "joulepipe/cli/planning.hpp"
@@ -28,20 +29,43 @@ bool Contains(const std::string& text, const std::string& needle) {
   return text.find(needle) != std::string::npos;
 }
 
-TEST_F(AppTest, DemoPlansTheEmbeddedProfileAndPrintsASaving) {
+TEST_F(AppTest, DemoSimulatesTheEmbeddedJobAndWritesTheFrontier) {
   const fs::path out = root_ / "demo-out";
   const Result r = Run("demo --out " + Quote(out));
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_TRUE(Contains(r.out, "Perseus SOSP'24")) << r.out;
-  EXPECT_TRUE(Contains(r.out, "GPU energy, computed from the profile (not measured)"));
-  EXPECT_TRUE(Contains(r.out, "(saving ")) << r.out;
-  EXPECT_TRUE(Contains(r.out, "bound: ")) << r.out;
-  EXPECT_TRUE(Contains(r.out, "time_s  slowdown")) << r.out;
-  EXPECT_TRUE(Contains(r.out, " *\n")) << "the chosen row is marked:\n" << r.out;
-  for (const char* name : {"frontier.csv", "chosen.json", "chosen.py", "summary.json"}) {
+  for (const char* needle :
+       {"Perseus SOSP'24", "1,024 A100-SXM", "healthy", "straggler 1.2x", "MWh saved",
+        "simulated from the measured profile (not measured here)", "frontier.svg"}) {
+    EXPECT_TRUE(Contains(r.out, needle)) << needle << "\n" << r.out;
+  }
+  for (const char* name :
+       {"frontier.svg", "simulation.json", "intrinsic_plan.json", "straggler_plan.json"}) {
     EXPECT_TRUE(fs::is_regular_file(out / name)) << name;
   }
-  EXPECT_TRUE(Contains(Slurp(out / "summary.json"), "\"microbatches\": 48"));
+  // What users rely on: less energy, never a longer iteration.
+  const nlohmann::json sim = nlohmann::json::parse(Slurp(out / "simulation.json"));
+  const double t_base = sim["baseline"]["time_s"], t_jp = sim["joulepipe"]["time_s"];
+  EXPECT_LE(t_jp, t_base * (1 + 1e-9));
+  EXPECT_GT(sim["saving_pct"].get<double>(), 10.0);
+  EXPECT_LT(sim["joulepipe"]["energy_j"].get<double>(), sim["baseline"]["energy_j"].get<double>());
+  const std::string svg = Slurp(out / "frontier.svg");
+  EXPECT_TRUE(Contains(svg, "intrinsic plan: ")) << svg.substr(0, 400);
+  EXPECT_TRUE(Contains(svg, "straggler plan"));
+
+  // The plans are real plans: `evaluate` replays them on the same profile.
+  const Result replay = Run(
+      "evaluate --json --p-block 83.64 --profile " +
+      Quote(fs::path(JOULEPIPE_SOURCE_DIR) / "data" / "profiles" / "gpt3-175b+a100_sxm_bf16.csv") +
+      " --plan " + Quote(out / "intrinsic_plan.json"));
+  ASSERT_EQ(replay.code, 0) << replay.err;
+}
+
+TEST_F(AppTest, DemoWithNoFilesWritesNothing) {
+  const fs::path out = root_ / "never";
+  const Result r = Run("demo --no-files --out " + Quote(out));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(Contains(r.out, "Wrote "));
+  EXPECT_FALSE(fs::exists(out));
 }
 
 TEST_F(AppTest, HelpTeachesFormatsAndExamples) {

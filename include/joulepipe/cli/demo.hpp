@@ -1,23 +1,38 @@
-// `joulepipe demo`: plans one real configuration on the embedded profile
-// (embedded.hpp) with no input from the user, and explains the result.
+// `joulepipe demo`: a realistic large job, simulated on the measured profile
+// built into the binary, with no input and no GPU.
+//
+// The job: GPT-3 175B on 1,024 A100-SXM GPUs, 16 data-parallel pipelines x 8
+// stages x tensor-parallel 8, 1F1B with 96 microbatches per iteration, the
+// Perseus SOSP'24 stage profile (embedded.hpp), P_block 83.64 W. 20 simulated
+// iterations: 10 healthy, then pipeline 0 runs 1.2x slower for the rest.
+// One frontier solve serves both phases.
 #pragma once
 
 #include <string>
 
-#include "joulepipe/cli/planning.hpp"
+#include "joulepipe/cli/output_dir.hpp"
+#include "joulepipe/cli/simulate_command.hpp"
 
 namespace joulepipe::cli {
 
-// The demo's fixed inputs: GPT-3 175B on A100-SXM, 1F1B, 8 stages, 48
-// microbatches, P_block 83.64 W (Perseus's A100-SXM figure), zero slowdown.
-PlanRequest DemoRequest();
+// Where the demo writes its files unless --out says otherwise.
+inline constexpr char kDemoOutDir[] = "joulepipe-demo";
 
-// What the demo did, in a few sentences; printed before the summary.
-std::string FormatDemoIntro(const PlanOutcome& outcome);
+SimulateRequest DemoRequest();
 
-// A table of up to `rows` frontier points evenly spaced in time (always the
-// fastest, the chosen and the least-energy point): time, slowdown vs the
-// baseline, energy, saving vs the baseline; the chosen row is marked.
-std::string FormatFrontierTable(const PlanOutcome& outcome, int rows);
+// Tokens per iteration (global batch 1,536 sequences x 2,048 tokens) and the
+// length of a full GPT-3 run (300B tokens, Brown et al. 2020), for the
+// projection in MWh.
+inline constexpr double kDemoTokensPerIteration = 1536.0 * 2048.0;
+inline constexpr double kDemoRunTokens = 300e9;
+
+// The report: what was simulated, the table (iteration time, energy per
+// iteration, saving; healthy and straggler phases), the projection for a
+// full run, and how to go on. `out_dir` names the written files ("" = none).
+std::string FormatDemoReport(const SimulateOutcome& outcome, const std::string& out_dir);
+
+// frontier.svg, simulation.json, intrinsic_plan.json, straggler_plan.json;
+// commits `staged`.
+void WriteDemoOutputs(const SimulateOutcome& outcome, StagedDirectory* staged);
 
 }  // namespace joulepipe::cli

@@ -1,0 +1,611 @@
+// `joulepipe simulate`: plan one pipeline's frontier, simulate a data-parallel
+// job under the baseline and the joulepipe policy, and compare.
+//
+// The simulator part (sim) may not depend on the solver, so this file turns
+// frontier points into the simulator's candidate plans: every frontier point,
+// plus the all-max-clock plan as the baseline. The solver is asked for the
+// two deadlines that matter exactly (Options::extra_deadlines_s): T, the
+// all-max-clock time (the intrinsic plan), and T' = slowdown * T (what the
+// non-straggler pipelines may take); the grid between them can stay coarse.
+#include "joulepipe/cli/simulate_command.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "joulepipe/cli/format.hpp"
+#include "joulepipe/cli/inputs.hpp"
+#include "joulepipe/cli/output_dir.hpp"
+#include "joulepipe/model/error.hpp"
+
+namespace joulepipe::cli {
+
+namespace {
+
+using model::InputError;
+
+// Same limit as `plan`: more grid deadlines take minutes and gigabytes.
+constexpr double kMaxGridDeadlines = 100'000;
+// Per-GPU energy is kept for every iteration (SimulationResult::gpu_energy_j).
+constexpr double kMaxGpuRecords = 5e7;
+// Work guard: instructions simulated per policy.
+constexpr double kMaxInstructionSteps = 2e10;
+// The summary lists every iteration of runs up to this long.
+constexpr std::size_t kMaxIterationRows = 30;
+
+void Require(bool ok, const std::string& message) {
+  if (!ok) throw InputError(message);
+}
+
+bool FiniteAtLeast(double value, double low) {
+  return std::isfinite(value) && value >= low;
+}
+
+std::string StageFix(const schedule::Spec& spec, const model::Profile& profile) {
+  if (!MissingStages(profile).empty()) {
+    return "stage ids must be 0..S-1 without gaps; renumber the profile's stages";
+  }
+  if (spec.chunks > 1) return "pass --stages and --chunks that match the profile";
+  return "pass --stages " + std::to_string(profile.num_stages()) +
+         " if the profile is right, or use a profile of " + std::to_string(spec.stages) + " stages";
+}
+
+std::vector<sim::CandidatePlan> ToCandidates(const solver::Frontier& frontier) {
+  std::vector<sim::CandidatePlan> out;
+  out.reserve(frontier.points.size() + 1);
+  for (const solver::FrontierPoint& p : frontier.points)
+    out.push_back({p.mhz, p.time_s, p.energy_j});
+  return out;
+}
+
+double PipelineEnergy(const sim::SimulationResult& r, int pipeline) {
+  double sum = 0;
+  for (std::size_t i = 0; i < r.iterations.size(); ++i) {
+    for (int s = 0; s < r.stages; ++s) sum += r.GpuEnergy(static_cast<int>(i), pipeline, s);
+  }
+  return sum * r.gpus_per_stage / static_cast<double>(r.iterations.size());
+}
+
+std::string StragglerText(const SimulateRequest& r) {
+  const sim::Straggler& g = r.job.straggler;
+  if (g.pipeline < 0 || g.slowdown <= 1) return "none";
+  std::string when;
+  if (g.for_iterations == 0) {
+    when = Printf("from iteration %d on", g.from_iteration);
+  } else if (g.period == 0) {
+    when = Printf("iterations %d..%d", g.from_iteration, g.from_iteration + g.for_iterations - 1);
+  } else {
+    when = Printf("%d of every %d iterations from iteration %d", g.for_iterations, g.period,
+                  g.from_iteration);
+  }
+  return Printf("pipeline %d, T'/T = %g, %s", g.pipeline, g.slowdown, when.c_str());
+}
+
+}  // namespace
+
+void CheckSimulateRequest(const SimulateRequest& r) {
+  schedule::CheckStagesAndMicrobatches(r.spec);
+  CheckPBlock(r.job.p_block_w);
+  const sim::JobSpec& j = r.job;
+  Require(j.pipelines >= 1, "--pipelines must be at least 1 (got " + std::to_string(j.pipelines) +
+                                "): the number of data-parallel pipelines");
+  Require(j.gpus_per_stage >= 1, "--tp must be at least 1 (got " +
+                                     std::to_string(j.gpus_per_stage) +
+                                     "): GPUs per stage (tensor-parallel degree), 1 without TP");
+  Require(j.iterations >= 1,
+          "--iterations must be at least 1 (got " + std::to_string(j.iterations) + ")");
+  const sim::Straggler& g = j.straggler;
+  Require(std::isfinite(g.slowdown) && g.slowdown >= 1,
+          Printf("--straggler-slowdown must be a finite factor >= 1 (got %g): the straggler's "
+                 "iteration time over the normal one, e.g. 1.2; 1 = no straggler",
+                 g.slowdown));
+  if (g.slowdown > 1) {
+    Require(g.pipeline >= 0 && g.pipeline < j.pipelines,
+            "--straggler-pipeline must be 0.." + std::to_string(j.pipelines - 1) + " (got " +
+                std::to_string(g.pipeline) + ") for --pipelines " + std::to_string(j.pipelines));
+  }
+  Require(g.from_iteration >= 0,
+          "--straggler-from must be >= 0 (got " + std::to_string(g.from_iteration) + ")");
+  Require(g.for_iterations >= 0, "--straggler-for must be >= 0 (got " +
+                                     std::to_string(g.for_iterations) + "); 0 = until the end");
+  Require(g.period >= 0, "--straggler-period must be >= 0 (got " + std::to_string(g.period) +
+                             "); 0 = one episode");
+  if (g.period > 0) {
+    Require(g.for_iterations >= 1 && g.for_iterations <= g.period,
+            "--straggler-for must be 1..--straggler-period (" + std::to_string(g.period) +
+                ") when the straggler repeats (got " + std::to_string(g.for_iterations) + ")");
+  }
+  Require(r.detection_lag >= 0,
+          "--detection-lag must be >= 0 iterations (got " + std::to_string(r.detection_lag) + ")");
+  Require(
+      std::isfinite(j.clock_variability) && j.clock_variability >= 0 && j.clock_variability <= 0.2,
+      Printf("--clock-variability must be in [0, 0.2] (got %g): the standard deviation of "
+             "each GPU's time factor, e.g. 0.02 for 2%%",
+             j.clock_variability));
+  Require(
+      std::isfinite(j.stall_probability) && j.stall_probability >= 0 && j.stall_probability <= 1,
+      Printf("--stall-probability must be in [0, 1] (got %g): the chance per iteration and "
+             "pipeline of a data-loader stall",
+             j.stall_probability));
+  Require(FiniteAtLeast(j.stall_s, 0),
+          Printf("--stall-ms must be finite and >= 0 (got %g)", j.stall_s * 1e3));
+  Require(FiniteAtLeast(j.p2p_latency_s, 0),
+          Printf("--p2p-latency-us must be finite and >= 0 (got %g)", j.p2p_latency_s * 1e6));
+  Require(FiniteAtLeast(j.allreduce_s, 0),
+          Printf("--allreduce-ms must be finite and >= 0 (got %g)", j.allreduce_s * 1e3));
+  Require(std::isfinite(r.resolution_s) && r.resolution_s > 0,
+          Printf("--resolution-ms must be a finite number of milliseconds > 0 (got %g)",
+                 r.resolution_s * 1e3));
+  Require(r.timeline_iterations >= 0,
+          "--timeline-iterations must be >= 1 (got " + std::to_string(r.timeline_iterations) + ")");
+  const double records = static_cast<double>(j.iterations) * j.pipelines * r.spec.stages;
+  Require(records <= kMaxGpuRecords,
+          Printf("--iterations %d x --pipelines %d x --stages %d = %.3g per-GPU records; at most "
+                 "%.0e are kept; simulate fewer iterations",
+                 j.iterations, j.pipelines, r.spec.stages, records, kMaxGpuRecords));
+  const double steps = records * r.spec.microbatches * r.spec.chunks * 2;
+  Require(steps <= kMaxInstructionSteps,
+          Printf("--iterations x --pipelines x instructions = %.3g simulated instructions per "
+                 "policy (at most %.0e); simulate fewer iterations or pipelines",
+                 steps, kMaxInstructionSteps));
+}
+
+SimulateOutcome RunSimulation(const SimulateRequest& request, const model::Profile& profile,
+                              std::FILE* progress) {
+  CheckSimulateRequest(request);
+  SimulateOutcome outcome;
+  outcome.request = request;
+  sim::JobSpec& job = outcome.request.job;
+  if (job.straggler.slowdown <= 1) job.straggler.pipeline = -1;
+  outcome.schedule = schedule::Build(request.spec);
+  const schedule::Schedule& schedule = outcome.schedule;
+  CheckProfileFits(profile, request.spec, request.profile_name,
+                   "--stages " + std::to_string(request.spec.stages) +
+                       (request.spec.chunks > 1 ? " --chunks " + std::to_string(request.spec.chunks)
+                                                : std::string()),
+                   StageFix(request.spec, profile));
+
+  const double p_block = job.p_block_w;
+  outcome.max_clock = solver::EvaluateClocks(schedule, profile, p_block,
+                                             solver::UniformClocks(schedule, profile, true));
+  const double t0 = outcome.max_clock.time_s;
+  const double slowest = solver::EvaluateClocks(schedule, profile, p_block,
+                                                solver::UniformClocks(schedule, profile, false))
+                             .time_s;
+  const double deadlines = std::max(0.0, slowest - t0) / request.resolution_s;
+  Require(deadlines <= kMaxGridDeadlines,
+          Printf("--resolution-ms %g would plan about %.0f deadlines (at most %.0f); use "
+                 "--resolution-ms %.3g or more",
+                 request.resolution_s * 1e3, deadlines, kMaxGridDeadlines,
+                 (slowest - t0) / kMaxGridDeadlines * 1e3 * 1.001));
+
+  solver::Options options;
+  options.p_block_w = p_block;
+  options.resolution_s = request.resolution_s;
+  options.extra_deadlines_s = {t0};
+  if (outcome.has_straggler()) options.extra_deadlines_s.push_back(job.straggler.slowdown * t0);
+  const auto started = std::chrono::steady_clock::now();
+  if (progress != nullptr) {
+    // Quiet for short solves; once a second after the first two.
+    auto last = started;
+    const int nodes = schedule.num_nodes();
+    options.progress = [progress, started, last, nodes](const char* phase,
+                                                        double fraction) mutable {
+      const auto now = std::chrono::steady_clock::now();
+      if (now - started < std::chrono::seconds(2) || now - last < std::chrono::seconds(1)) return;
+      last = now;
+      std::fprintf(
+          progress, "joulepipe: planning one pipeline (%d instructions): %s %3.0f%% (%.0f s)\n",
+          nodes, phase, 100 * fraction, std::chrono::duration<double>(now - started).count());
+      std::fflush(progress);
+    };
+  }
+  outcome.frontier = solver::SolveFrontier(schedule, profile, options);
+  const solver::Frontier& frontier = outcome.frontier;
+  outcome.solve_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  outcome.frontier_points = frontier.points.size();
+  const solver::FrontierPoint* intrinsic = frontier.BestWithin(t0);
+  // The all-max-clock plan meets T, and the frontier keeps it or a point
+  // that dominates it.
+  if (intrinsic == nullptr) throw std::logic_error("the frontier has no plan within T");
+  outcome.intrinsic = *intrinsic;
+
+  std::vector<sim::CandidatePlan> candidates = ToCandidates(frontier);
+  const int baseline = static_cast<int>(candidates.size());
+  candidates.push_back(
+      {frontier.max_clock.mhz, frontier.max_clock.time_s, frontier.max_clock.energy_j});
+  const int intrinsic_index = static_cast<int>(intrinsic - frontier.points.data());
+
+  const auto sim_started = std::chrono::steady_clock::now();
+  const sim::Simulator simulator(schedule, profile, job, std::move(candidates), baseline,
+                                 intrinsic_index);
+  sim::RunOptions run;
+  run.detection_lag = request.detection_lag;
+  run.timeline_iterations = request.timeline_iterations;
+  run.max_timeline_events = 500'000;  // each policy: ~75 MB of JSON at most
+  outcome.baseline = simulator.Run(sim::Policy::kBaseline, run);
+  outcome.joulepipe = simulator.Run(sim::Policy::kJoulepipe, run);
+  outcome.simulate_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - sim_started).count();
+
+  // What the non-straggler pipelines run once the straggler is known.
+  outcome.straggler_plan = outcome.intrinsic;
+  outcome.straggler_target_s = outcome.intrinsic.time_s;
+  if (outcome.has_straggler()) {
+    const int when = job.straggler.from_iteration + request.detection_lag;
+    const std::vector<int> chosen = simulator.Choose(
+        sim::Policy::kJoulepipe, when, request.detection_lag, &outcome.straggler_target_s);
+    const int other = job.straggler.pipeline == 0 ? 1 : 0;
+    if (other < job.pipelines) {
+      const sim::CandidatePlan& c = simulator.candidates()[chosen[other]];
+      outcome.straggler_plan = {c.time_s, c.energy_j, c.mhz};
+    }
+  }
+  return outcome;
+}
+
+std::string FormatSimulationSummary(const SimulateOutcome& o) {
+  const SimulateRequest& r = o.request;
+  const sim::JobSpec& j = r.job;
+  const double tb = o.baseline.MeanTime(), eb = o.baseline.MeanEnergy();
+  const double tj = o.joulepipe.MeanTime(), ej = o.joulepipe.MeanEnergy();
+  const double t0 = o.max_clock.time_s;
+  std::string s;
+  s += Printf("Figures are %s.\n", kSimulatedFigures);
+  s += "job\n";
+  s += Printf("  profile       %s\n", r.profile_name.c_str());
+  s += Printf("  schedule      %s (%d instructions per pipeline)\n", ShapeText(r.spec).c_str(),
+              o.schedule.num_nodes());
+  s += Printf("  GPUs          %d = %d pipelines x %d stages x TP %d\n", o.gpus(), j.pipelines,
+              r.spec.stages, j.gpus_per_stage);
+  s += Printf("  P_block       %g W (GPU power while blocked or idle)\n", j.p_block_w);
+  s += Printf("  straggler     %s\n", StragglerText(r).c_str());
+  if (o.has_straggler()) {
+    s += Printf("  detection     %s\n",
+                r.detection_lag == 0 ? "immediate (T' known in the iteration it happens)"
+                                     : Printf("%d iteration(s) late", r.detection_lag).c_str());
+  }
+  s += Printf(
+      "  faults        clock variability %g, data stalls %s, P2P latency %g us, "
+      "all-reduce %g ms\n",
+      j.clock_variability,
+      j.stall_probability > 0 && j.stall_s > 0
+          ? Printf("%g ms with p = %g", j.stall_s * 1e3, j.stall_probability).c_str()
+          : "none",
+      j.p2p_latency_s * 1e6, j.allreduce_s * 1e3);
+  s += Printf("  iterations    %d (seed %llu)\n", j.iterations,
+              static_cast<unsigned long long>(j.seed));
+  s += "plans (one pipeline, noiseless)\n";
+  s += Printf("  max clock     %.6f s, %.1f J\n", t0, o.max_clock.energy_j);
+  s += Printf("  intrinsic     %.6f s, %.1f J (saving %.2f%%): least energy within T\n",
+              o.intrinsic.time_s, o.intrinsic.energy_j,
+              SavingPercent(o.intrinsic.energy_j, o.max_clock.energy_j));
+  if (o.has_straggler()) {
+    s += Printf("  straggler T'  %.6f s; other pipelines run %.6f s = %.3f T, %.1f J\n",
+                o.straggler_target_s, o.straggler_plan.time_s, o.straggler_plan.time_s / t0,
+                o.straggler_plan.energy_j);
+  }
+  s += Printf("  frontier      %zu points, planned in %.2f s (%g ms grid)\n", o.frontier_points,
+              o.solve_seconds, r.resolution_s * 1e3);
+  s += "policies\n";
+  s += "  baseline      every pipeline at its highest clocks\n";
+  s += "  joulepipe     intrinsic plan; while a straggler is known, the others run the\n"
+       "                least-energy plan within its iteration time T'\n";
+  s += Printf("result (mean per iteration, whole job, %d GPUs)\n", o.gpus());
+  s += Printf("  %-12s %16s %20s\n", "", "iteration time", "energy/iteration");
+  s += Printf("  %-12s %14.6f s %18.1f J\n", "baseline", tb, eb);
+  s += Printf("  %-12s %14.6f s %18.1f J\n", "joulepipe", tj, ej);
+  s += Printf("  saving        %.2f%% energy, iteration time %+.3f%%\n", SavingPercent(ej, eb),
+              SlowdownPercent(tj, tb));
+  s += Printf("  simulated in  %.3f s (both policies)\n", o.simulate_seconds);
+  // A short run's iterations show the switch (and, with a lag, its cost).
+  const std::size_t n = o.baseline.iterations.size();
+  if (n > 1 && n <= kMaxIterationRows) {
+    s += "per iteration (whole job)\n";
+    s += Printf("  %4s %-9s %12s %14s %12s %14s %8s\n", "iter", "straggler", "baseline s",
+                "baseline J", "joulepipe s", "joulepipe J", "saving");
+    for (std::size_t i = 0; i < n; ++i) {
+      const sim::IterationResult& b = o.baseline.iterations[i];
+      const sim::IterationResult& q = o.joulepipe.iterations[i];
+      s += Printf("  %4zu %-9s %12.6f %14.1f %12.6f %14.1f %7.2f%%\n", i,
+                  b.straggler_active ? "slow" : "-", b.time_s, b.energy_j, q.time_s, q.energy_j,
+                  SavingPercent(q.energy_j, b.energy_j));
+    }
+  }
+  return s;
+}
+
+std::string SimulationJson(const SimulateOutcome& o) {
+  using nlohmann::ordered_json;
+  const SimulateRequest& r = o.request;
+  const sim::JobSpec& j = r.job;
+  const double eb = o.baseline.MeanEnergy(), ej = o.joulepipe.MeanEnergy();
+  ordered_json root;
+  root["baseline"] = {{"time_s", o.baseline.MeanTime()}, {"energy_j", eb}};
+  root["joulepipe"] = {{"time_s", o.joulepipe.MeanTime()}, {"energy_j", ej}};
+  root["saving_pct"] = SavingPercent(ej, eb);
+  root["figures"] = kSimulatedFigures;
+  root["gpus"] = o.gpus();
+  ordered_json inputs;
+  inputs["profile"] = r.profile_name;
+  inputs["schedule"] = std::string(schedule::KindName(r.spec.kind));
+  inputs["stages"] = r.spec.stages;
+  inputs["microbatches"] = r.spec.microbatches;
+  inputs["chunks"] = r.spec.chunks;
+  inputs["pipelines"] = j.pipelines;
+  inputs["tp"] = j.gpus_per_stage;
+  inputs["p_block_w"] = j.p_block_w;
+  inputs["iterations"] = j.iterations;
+  inputs["straggler_pipeline"] = j.straggler.pipeline;
+  inputs["straggler_slowdown"] = j.straggler.slowdown;
+  inputs["straggler_from"] = j.straggler.from_iteration;
+  inputs["straggler_for"] = j.straggler.for_iterations;
+  inputs["straggler_period"] = j.straggler.period;
+  inputs["detection_lag"] = r.detection_lag;
+  inputs["clock_variability"] = j.clock_variability;
+  inputs["stall_probability"] = j.stall_probability;
+  inputs["stall_s"] = j.stall_s;
+  inputs["p2p_latency_s"] = j.p2p_latency_s;
+  inputs["allreduce_s"] = j.allreduce_s;
+  inputs["seed"] = j.seed;
+  inputs["resolution_s"] = r.resolution_s;
+  root["inputs"] = inputs;
+  root["plans"] = {
+      {"max_clock", {{"time_s", o.max_clock.time_s}, {"energy_j", o.max_clock.energy_j}}},
+      {"intrinsic", {{"time_s", o.intrinsic.time_s}, {"energy_j", o.intrinsic.energy_j}}},
+      {"straggler_response",
+       {{"target_s", o.straggler_target_s},
+        {"time_s", o.straggler_plan.time_s},
+        {"energy_j", o.straggler_plan.energy_j}}},
+      {"frontier_points", o.frontier_points},
+      {"solve_seconds", o.solve_seconds}};
+  ordered_json pipelines = ordered_json::array();
+  for (int p = 0; p < j.pipelines; ++p) {
+    const double b = PipelineEnergy(o.baseline, p), q = PipelineEnergy(o.joulepipe, p);
+    pipelines.push_back({{"pipeline", p},
+                         {"straggler", p == j.straggler.pipeline},
+                         {"baseline_energy_j", b},
+                         {"joulepipe_energy_j", q},
+                         {"saving_pct", SavingPercent(q, b)}});
+  }
+  root["per_pipeline"] = pipelines;
+  ordered_json iterations = ordered_json::array();
+  for (std::size_t i = 0; i < o.baseline.iterations.size(); ++i) {
+    const sim::IterationResult& b = o.baseline.iterations[i];
+    const sim::IterationResult& q = o.joulepipe.iterations[i];
+    iterations.push_back({{"iteration", i},
+                          {"straggler_active", b.straggler_active},
+                          {"target_s", q.target_s},
+                          {"baseline", {{"time_s", b.time_s}, {"energy_j", b.energy_j}}},
+                          {"joulepipe", {{"time_s", q.time_s}, {"energy_j", q.energy_j}}}});
+  }
+  root["per_iteration"] = iterations;
+  root["simulate_seconds"] = o.simulate_seconds;
+  return root.dump() + "\n";
+}
+
+std::string SimulationTimeline(const SimulateOutcome& o) {
+  return sim::TimelineJson(o.schedule,
+                           {{"joulepipe", 0, &o.joulepipe.timeline},
+                            {"baseline", o.request.job.pipelines, &o.baseline.timeline}});
+}
+
+// ---- The subcommand ------------------------------------------------------------
+
+namespace {
+
+constexpr char kSimulateFooter[] =
+    "\nPlans one pipeline's iteration time-energy frontier, then simulates D such\n"
+    "pipelines training in data parallel (gradient all-reduce after every iteration)\n"
+    "under two policies and compares them:\n"
+    "  baseline   every pipeline runs every instruction at its highest clock;\n"
+    "  joulepipe  every pipeline runs the intrinsic plan (least energy at the same\n"
+    "             iteration time T); while a straggler slows its pipeline to T',\n"
+    "             the straggler keeps that plan and the others run the least-energy\n"
+    "             frontier plan whose time is <= T' (they would wait anyway), and\n"
+    "             switch back when it recovers (after --detection-lag iterations).\n"
+    "\n"
+    "Accounting (GPU energy, simulated from the profile): per GPU and iteration\n"
+    "  E = sum of instruction energies + P_block x (iteration time - busy time).\n"
+    "The iteration time is the slowest pipeline's finish plus the all-reduce; every\n"
+    "wait (dependencies, data stalls, all-reduce) is charged at P_block. A slowed\n"
+    "instruction (straggler, slow GPU) does the same work; its extra time counts as\n"
+    "stalled at P_block. --tp multiplies the energy by the GPUs per stage.\n"
+    "\n"
+    "Example (Perseus's emulation: 16 pipelines, one straggler at T'/T = 1.2):\n"
+    "  joulepipe simulate --profile data/profiles/gpt3-175b+a100_sxm_bf16.csv \\\n"
+    "      --p-block 83.64 --pipelines 16 --stages 8 --microbatches 96 --tp 8 \\\n"
+    "      --straggler-slowdown 1.2 --iterations 1\n"
+    "Episodic straggler seen one iteration late, with a timeline for chrome://tracing:\n"
+    "  joulepipe simulate ... --straggler-slowdown 1.3 --straggler-from 3 \\\n"
+    "      --straggler-for 4 --detection-lag 1 --iterations 12 --timeline trace.json";
+
+}  // namespace
+
+struct SimulateFlags {
+  std::string profile;
+  std::string schedule = "1f1b";
+  int stages = 0;
+  int microbatches = 0;
+  int chunks = 2;
+  double p_block_w = 0;
+  int pipelines = 0;
+  int tp = 1;
+  double slowdown = 1;
+  int straggler_pipeline = 0;
+  int straggler_from = 0;
+  int straggler_for = 0;
+  int straggler_period = 0;
+  int detection_lag = 0;
+  double clock_variability = 0;
+  double stall_probability = 0;
+  double stall_ms = 0;
+  double p2p_latency_us = 0;
+  double allreduce_ms = 0;
+  int iterations = 10;
+  std::uint64_t seed = 1;
+  std::string timeline;
+  int timeline_iterations = 1;
+  double resolution_ms = 5;
+  bool json = false;
+  CLI::Option* chunks_option = nullptr;
+};
+
+SimulateSubcommand::SimulateSubcommand(CLI::App* app) : flags_(std::make_unique<SimulateFlags>()) {
+  SimulateFlags* f = flags_.get();
+  CLI::App* c = app->add_subcommand(
+      "simulate", "Simulate data-parallel training with a straggler: baseline vs joulepipe");
+  command_ = c;
+  c->footer(kSimulateFooter);
+  c->add_option("--profile", f->profile, "Stage profile CSV (as for `plan`)")
+      ->required()
+      ->type_name("P.csv");
+  c->add_option("--p-block", f->p_block_w, "GPU power while blocked or idle, watts")
+      ->required()
+      ->type_name("WATTS");
+  c->add_option("--pipelines", f->pipelines, "Data-parallel pipelines D, >= 1")
+      ->required()
+      ->type_name("D");
+  c->add_option("--stages", f->stages, "Pipeline stages S, >= 1")->required()->type_name("S");
+  c->add_option("--microbatches", f->microbatches, "Microbatches per iteration M, >= 1")
+      ->required()
+      ->type_name("M");
+  c->add_option("--schedule", f->schedule, "Pipeline schedule")
+      ->capture_default_str()
+      ->type_name("{gpipe,1f1b,interleaved}");
+  f->chunks_option =
+      c->add_option("--chunks", f->chunks, "Model chunks per stage V (interleaved only; default 2)")
+          ->type_name("V");
+  c->add_option("--tp", f->tp, "GPUs per stage (tensor-parallel degree); multiplies energy")
+      ->capture_default_str()
+      ->type_name("N");
+  c->add_option("--iterations", f->iterations, "Iterations to simulate")
+      ->capture_default_str()
+      ->type_name("N");
+  c->add_option("--straggler-slowdown", f->slowdown,
+                "Straggler's iteration time over normal, T'/T (1 = no straggler)")
+      ->capture_default_str()
+      ->type_name("F");
+  c->add_option("--straggler-pipeline", f->straggler_pipeline, "Which pipeline straggles")
+      ->capture_default_str()
+      ->type_name("P");
+  c->add_option("--straggler-from", f->straggler_from, "First iteration it straggles")
+      ->capture_default_str()
+      ->type_name("I");
+  c->add_option("--straggler-for", f->straggler_for, "Iterations per episode (0 = until the end)")
+      ->capture_default_str()
+      ->type_name("N");
+  c->add_option("--straggler-period", f->straggler_period,
+                "Repeat the episode every P iterations (0 = once)")
+      ->capture_default_str()
+      ->type_name("P");
+  c->add_option("--detection-lag", f->detection_lag,
+                "Iterations before joulepipe knows of a slowdown (0 = immediate)")
+      ->capture_default_str()
+      ->type_name("K");
+  c->add_option("--clock-variability", f->clock_variability,
+                "Std. dev. of each GPU's time factor, drawn once (e.g. 0.02)")
+      ->capture_default_str()
+      ->type_name("SIGMA");
+  c->add_option("--stall-probability", f->stall_probability,
+                "Chance per iteration and pipeline of a data-loader stall")
+      ->capture_default_str()
+      ->type_name("P");
+  c->add_option("--stall-ms", f->stall_ms, "Length of a data-loader stall, ms")
+      ->capture_default_str()
+      ->type_name("MS");
+  c->add_option("--p2p-latency-us", f->p2p_latency_us,
+                "Latency added to every dependency between stages, microseconds")
+      ->capture_default_str()
+      ->type_name("US");
+  c->add_option("--allreduce-ms", f->allreduce_ms, "Gradient all-reduce time per iteration, ms")
+      ->capture_default_str()
+      ->type_name("MS");
+  c->add_option("--seed", f->seed, "Seed of clock variability and stalls")
+      ->capture_default_str()
+      ->type_name("N");
+  c->add_option("--timeline", f->timeline,
+                "Write a Chrome trace (chrome://tracing, Perfetto) of the first iterations")
+      ->type_name("FILE");
+  c->add_option("--timeline-iterations", f->timeline_iterations, "Iterations in --timeline")
+      ->capture_default_str()
+      ->type_name("N");
+  c->add_option("--resolution-ms", f->resolution_ms,
+                "Frontier grid spacing, ms (T and T' are planned exactly)")
+      ->capture_default_str()
+      ->type_name("MS");
+  c->add_flag(
+      "--json", f->json,
+      "Print one JSON object {baseline:{time_s,energy_j}, joulepipe:{...}, saving_pct, ...}");
+}
+
+SimulateSubcommand::~SimulateSubcommand() = default;
+
+bool SimulateSubcommand::parsed() const {
+  return command_ != nullptr && command_->parsed();
+}
+
+int SimulateSubcommand::Run() const {
+  const SimulateFlags& f = *flags_;
+  SimulateRequest request;
+  request.profile_name = f.profile;
+  if (!schedule::ParseKind(f.schedule, &request.spec.kind)) {
+    throw InputError("--schedule '" + f.schedule + "' is not one of gpipe, 1f1b, interleaved");
+  }
+  const bool interleaved = request.spec.kind == schedule::Kind::kInterleaved;
+  if (!interleaved && f.chunks_option->count() > 0) {
+    throw InputError("--chunks applies only to --schedule interleaved (got --schedule " +
+                     f.schedule + "); drop --chunks or use --schedule interleaved");
+  }
+  if (interleaved && f.chunks < 2) {
+    throw InputError("--chunks must be at least 2 for --schedule interleaved (got " +
+                     std::to_string(f.chunks) + ")");
+  }
+  if (f.timeline_iterations < 1) {
+    throw InputError("--timeline-iterations must be at least 1 (got " +
+                     std::to_string(f.timeline_iterations) + ")");
+  }
+  request.spec.stages = f.stages;
+  request.spec.microbatches = f.microbatches;
+  request.spec.chunks = interleaved ? f.chunks : 1;
+  sim::JobSpec& job = request.job;
+  job.pipelines = f.pipelines;
+  job.gpus_per_stage = f.tp;
+  job.p_block_w = f.p_block_w;
+  job.p2p_latency_s = f.p2p_latency_us * 1e-6;
+  job.allreduce_s = f.allreduce_ms * 1e-3;
+  job.iterations = f.iterations;
+  job.straggler.pipeline = f.straggler_pipeline;
+  job.straggler.slowdown = f.slowdown;
+  job.straggler.from_iteration = f.straggler_from;
+  job.straggler.for_iterations = f.straggler_for;
+  job.straggler.period = f.straggler_period;
+  job.clock_variability = f.clock_variability;
+  job.stall_probability = f.stall_probability;
+  job.stall_s = f.stall_ms * 1e-3;
+  job.seed = f.seed;
+  request.detection_lag = f.detection_lag;
+  request.resolution_s = f.resolution_ms * 1e-3;
+  request.timeline_iterations = f.timeline.empty() ? 0 : f.timeline_iterations;
+  CheckSimulateRequest(request);  // flags before files
+
+  const model::Profile profile = model::ReadProfileCsv(f.profile);
+  const SimulateOutcome outcome = RunSimulation(request, profile, stderr);
+  if (!f.timeline.empty()) WriteFileAtomically(f.timeline, SimulationTimeline(outcome));
+  std::string text = f.json ? SimulationJson(outcome) : FormatSimulationSummary(outcome);
+  if (!f.json && !f.timeline.empty()) {
+    const bool cut = outcome.baseline.timeline_truncated || outcome.joulepipe.timeline_truncated;
+    text +=
+        Printf("timeline      %s (first %d iteration(s), both policies%s)\n", f.timeline.c_str(),
+               f.timeline_iterations, cut ? "; cut at 500,000 events each" : "");
+  }
+  std::fputs(text.c_str(), stdout);
+  return 0;
+}
+
+}  // namespace joulepipe::cli

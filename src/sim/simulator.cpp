@@ -1,0 +1,542 @@
+// The discrete-event training simulator (simulator.hpp).
+//
+// The hot loop is one pass over each pipeline's DAG in topological order per
+// iteration: an instruction's end is the latest end of its predecessors (plus
+// the edge's P2P latency) plus its duration. Everything it reads is a flat
+// array indexed by topological position, prepared once per run for each
+// candidate plan that the policy actually deploys; nothing is allocated per
+// instruction. Energy needs no per-instruction work at all: a GPU's energy
+// is sum e + P_block * (T - sum t) (simulator.hpp), so per plan and stage the
+// two sums are precomputed and each GPU costs O(1) per iteration.
+#include "joulepipe/sim/simulator.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <numeric>
+#include <string>
+#include <tuple>
+
+#include "counter_random.hpp"
+#include "joulepipe/model/error.hpp"
+#include "joulepipe/schedule/replay.hpp"
+
+namespace joulepipe::sim {
+
+namespace {
+
+using model::InputError;
+
+constexpr std::uint64_t kSpeedStream = 1;
+constexpr std::uint64_t kStallStream = 2;
+constexpr double kMaxVariability = 0.2;
+constexpr double kTruncation = 3.0;  // |z| <= 3 standard deviations
+// Plan choice tolerates round-off in predicted times (T' * s / s != T').
+constexpr double kTimeTolerance = 1e-12;
+
+std::string Num(double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%g", value);
+  return buffer;
+}
+
+void Require(bool ok, const std::string& message) {
+  if (!ok) throw InputError(message);
+}
+
+bool FiniteAtLeast(double value, double low) {
+  return std::isfinite(value) && value >= low;
+}
+
+void CheckJob(const JobSpec& job) {
+  Require(job.pipelines >= 1, "pipelines must be at least 1 (got " + std::to_string(job.pipelines) +
+                                  "): the number of data-parallel pipelines");
+  Require(job.gpus_per_stage >= 1, "gpus_per_stage must be at least 1 (got " +
+                                       std::to_string(job.gpus_per_stage) +
+                                       "): the tensor-parallel degree, 1 without TP");
+  Require(FiniteAtLeast(job.p_block_w, 0),
+          "p_block_w must be a finite number of watts >= 0 (got " + Num(job.p_block_w) + ")");
+  Require(FiniteAtLeast(job.p2p_latency_s, 0),
+          "p2p_latency_s must be finite and >= 0 seconds (got " + Num(job.p2p_latency_s) + ")");
+  Require(FiniteAtLeast(job.allreduce_s, 0),
+          "allreduce_s must be finite and >= 0 seconds (got " + Num(job.allreduce_s) + ")");
+  Require(job.iterations >= 1,
+          "iterations must be at least 1 (got " + std::to_string(job.iterations) + ")");
+  const Straggler& g = job.straggler;
+  Require(g.pipeline >= -1 && g.pipeline < job.pipelines,
+          "straggler.pipeline must be -1 (none) or 0.." + std::to_string(job.pipelines - 1) +
+              " (got " + std::to_string(g.pipeline) + ")");
+  Require(FiniteAtLeast(g.slowdown, 1),
+          "straggler.slowdown must be a finite factor >= 1 (got " + Num(g.slowdown) +
+              "): T'/T, e.g. 1.2 for a pipeline 20% slower; 1 for none");
+  Require(g.from_iteration >= 0,
+          "straggler.from_iteration must be >= 0 (got " + std::to_string(g.from_iteration) + ")");
+  Require(g.for_iterations >= 0, "straggler.for_iterations must be >= 0 (got " +
+                                     std::to_string(g.for_iterations) + "); 0 = until the end");
+  Require(g.period >= 0,
+          "straggler.period must be >= 0 (got " + std::to_string(g.period) + "); 0 = one episode");
+  if (g.period > 0) {
+    Require(g.for_iterations >= 1 && g.for_iterations <= g.period,
+            "straggler.for_iterations must be 1..straggler.period (" + std::to_string(g.period) +
+                ") when the straggler repeats (got " + std::to_string(g.for_iterations) + ")");
+  }
+  Require(std::isfinite(job.clock_variability) && job.clock_variability >= 0 &&
+              job.clock_variability <= kMaxVariability,
+          "clock_variability must be in [0, " + Num(kMaxVariability) + "] (got " +
+              Num(job.clock_variability) +
+              "): the standard deviation of each GPU's time factor, e.g. 0.02");
+  Require(std::isfinite(job.stall_probability) && job.stall_probability >= 0 &&
+              job.stall_probability <= 1,
+          "stall_probability must be in [0, 1] (got " + Num(job.stall_probability) + ")");
+  Require(FiniteAtLeast(job.stall_s, 0),
+          "stall_s must be finite and >= 0 seconds (got " + Num(job.stall_s) + ")");
+}
+
+}  // namespace
+
+const char* PolicyName(Policy policy) {
+  return policy == Policy::kBaseline ? "baseline" : "joulepipe";
+}
+
+bool Straggler::ActiveAt(int iteration) const {
+  if (pipeline < 0 || iteration < from_iteration) return false;
+  if (for_iterations == 0) return true;
+  const int since = iteration - from_iteration;
+  if (period == 0) return since < for_iterations;
+  return since % period < for_iterations;
+}
+
+double Straggler::SlowdownOf(int p, int iteration) const {
+  return p == pipeline && ActiveAt(iteration) ? slowdown : 1.0;
+}
+
+double SimulationResult::TotalTime() const {
+  double sum = 0;
+  for (const IterationResult& r : iterations) sum += r.time_s;
+  return sum;
+}
+
+double SimulationResult::TotalEnergy() const {
+  double sum = 0;
+  for (const IterationResult& r : iterations) sum += r.energy_j;
+  return sum;
+}
+
+// Per candidate, by topological position: profiled time and energy; per
+// physical stage: their sums.
+struct Simulator::Tables {
+  std::vector<double> time, energy;
+  std::vector<double> stage_time, stage_energy;
+};
+
+Simulator::Simulator(const schedule::Schedule& schedule, const model::Profile& profile,
+                     const JobSpec& job, std::vector<CandidatePlan> candidates, int baseline,
+                     int intrinsic)
+    : schedule_(schedule),
+      profile_(profile),
+      job_(job),
+      candidates_(std::move(candidates)),
+      baseline_(baseline),
+      intrinsic_(intrinsic),
+      stages_(schedule.spec.stages) {
+  CheckJob(job_);
+  const int n = schedule_.num_nodes();
+  Require(n > 0 && stages_ >= 1 &&
+              schedule_.topological_order.size() == static_cast<std::size_t>(n) &&
+              schedule_.predecessors.size() == static_cast<std::size_t>(n),
+          "schedule is empty or inconsistent; build it with schedule::Build");
+  const int count = static_cast<int>(candidates_.size());
+  Require(count >= 1, "candidates must not be empty: pass at least the baseline plan");
+  Require(baseline_ >= 0 && baseline_ < count, "baseline must index the candidates (0.." +
+                                                   std::to_string(count - 1) + ", got " +
+                                                   std::to_string(baseline_) + ")");
+  Require(intrinsic_ >= 0 && intrinsic_ < count, "intrinsic must index the candidates (0.." +
+                                                     std::to_string(count - 1) + ", got " +
+                                                     std::to_string(intrinsic_) + ")");
+
+  // Topological layout.
+  position_of_.assign(n, -1);
+  node_at_ = schedule_.topological_order;
+  for (int pos = 0; pos < n; ++pos) {
+    const int node = node_at_[pos];
+    Require(node >= 0 && node < n && position_of_[node] < 0,
+            "schedule's topological_order is not a permutation of its nodes");
+    position_of_[node] = pos;
+  }
+  stage_at_.resize(n);
+  pred_begin_.assign(1, 0);
+  for (int pos = 0; pos < n; ++pos) {
+    const int node = node_at_[pos];
+    const int stage = schedule_.nodes[node].stage;
+    stage_at_[pos] = stage;
+    for (int q : schedule_.predecessors[node]) {
+      Require(position_of_[q] < pos, "schedule's topological_order puts a node before its input");
+      pred_.push_back(position_of_[q]);
+      pred_latency_.push_back(schedule_.nodes[q].stage != stage ? job_.p2p_latency_s : 0.0);
+    }
+    pred_begin_.push_back(static_cast<int>(pred_.size()));
+  }
+
+  // Dense clock lookup per profile row.
+  const int profile_stages = profile_.num_stages();
+  row_at_.resize(n);
+  row_min_mhz_.assign(2 * static_cast<std::size_t>(std::max(profile_stages, 1)), 0);
+  row_points_.assign(row_min_mhz_.size(), {});
+  for (int pos = 0; pos < n; ++pos) {
+    const model::Instruction& instruction = schedule_.nodes[node_at_[pos]];
+    const int row = schedule::ProfileStage(schedule_.spec, profile_stages, instruction);
+    const std::vector<model::ClockPoint>& points = profile_.Points(row, instruction.kind);
+    Require(row < profile_stages && !points.empty(),
+            "the profile has no " + std::string(model::KindName(instruction.kind)) +
+                " rows for stage " + std::to_string(row) + " (needed by " +
+                model::Describe(instruction) + "); profile every stage the schedule runs");
+    const int id = 2 * row + static_cast<int>(instruction.kind);
+    row_at_[pos] = id;
+    if (!row_points_[id].empty()) continue;
+    const int lo = points.back().mhz, hi = points.front().mhz;  // highest first
+    row_min_mhz_[id] = lo;
+    row_points_[id].assign(static_cast<std::size_t>(hi - lo + 1), nullptr);
+    for (const model::ClockPoint& point : points) row_points_[id][point.mhz - lo] = &point;
+  }
+
+  // Every candidate must be complete and use profiled clocks.
+  for (int c = 0; c < count; ++c) {
+    const CandidatePlan& plan = candidates_[c];
+    const std::string name = "candidate " + std::to_string(c);
+    Require(plan.mhz.size() == static_cast<std::size_t>(n),
+            name + " has " + std::to_string(plan.mhz.size()) + " clocks but the schedule has " +
+                std::to_string(n) + " instructions (one clock per node id)");
+    Require(std::isfinite(plan.time_s) && plan.time_s > 0,
+            name + " time_s must be the predicted iteration time, finite and > 0 (got " +
+                Num(plan.time_s) + ")");
+    for (int pos = 0; pos < n; ++pos) {
+      const int node = node_at_[pos];
+      if (PointAt(pos, plan.mhz[node]) != nullptr) continue;
+      throw InputError(name + " runs " + model::Describe(schedule_.nodes[node]) + " at " +
+                       std::to_string(plan.mhz[node]) +
+                       " MHz, which the profile has not measured; use a profiled clock");
+    }
+  }
+
+  // Least-energy-within lookup.
+  std::vector<int> order(count);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return candidates_[a].time_s < candidates_[b].time_s; });
+  for (int k = 0; k < count; ++k) {
+    const int c = order[k];
+    sorted_time_.push_back(candidates_[c].time_s);
+    const bool better = k == 0 || candidates_[c].energy_j < candidates_[best_upto_[k - 1]].energy_j;
+    best_upto_.push_back(better ? c : best_upto_[k - 1]);
+    if (better) chain_.push_back(c);
+  }
+
+  // Per-GPU speed factors, a pure function of (seed, pipeline, stage).
+  speed_.assign(static_cast<std::size_t>(job_.pipelines) * stages_, 1.0);
+  if (job_.clock_variability > 0) {
+    for (int p = 0; p < job_.pipelines; ++p) {
+      for (int s = 0; s < stages_; ++s) {
+        double z = 0;
+        for (std::uint64_t attempt = 0;; ++attempt) {
+          z = detail::Normal(job_.seed, kSpeedStream, p, s, attempt);
+          if (std::abs(z) <= kTruncation) break;
+        }
+        speed_[static_cast<std::size_t>(p) * stages_ + s] = 1.0 + job_.clock_variability * z;
+      }
+    }
+  }
+
+  // Each pipeline's stretch: its intrinsic-plan time with its own GPUs (and
+  // the P2P latency) over the predicted time. Noiseless pipelines: 1.
+  // With persistent noise the policy measures plans instead of trusting
+  // their predicted times.
+  measure_ = job_.clock_variability > 0 || job_.p2p_latency_s > 0;
+}
+
+const model::ClockPoint* Simulator::PointAt(int position, int mhz) const {
+  const int id = row_at_[position];
+  const int offset = mhz - row_min_mhz_[id];
+  if (offset < 0 || offset >= static_cast<int>(row_points_[id].size())) return nullptr;
+  return row_points_[id][offset];
+}
+
+int Simulator::BestWithin(double time_s) const {
+  const auto end = std::upper_bound(sorted_time_.begin(), sorted_time_.end(), time_s);
+  if (end == sorted_time_.begin()) return -1;
+  return best_upto_[static_cast<std::size_t>(end - sorted_time_.begin()) - 1];
+}
+
+Simulator::Tables Simulator::BuildTables(int candidate) const {
+  const int n = schedule_.num_nodes();
+  const CandidatePlan& plan = candidates_[candidate];
+  Tables t;
+  t.time.resize(n);
+  t.energy.resize(n);
+  t.stage_time.assign(stages_, 0.0);
+  t.stage_energy.assign(stages_, 0.0);
+  // Per stage in execution order, so the sums add in the order Replay does.
+  for (int s = 0; s < stages_; ++s) {
+    for (int node : schedule_.stage_order[s]) {
+      const int pos = position_of_[node];
+      const model::ClockPoint* point = PointAt(pos, plan.mhz[node]);
+      t.time[pos] = point->time_s;
+      t.energy[pos] = point->energy_j;
+      t.stage_time[s] += point->time_s;
+      t.stage_energy[s] += point->energy_j;
+    }
+  }
+  return t;
+}
+
+double Simulator::Walk(const Tables& t, const double* factor, double stall, double* start,
+                       double* finish) const {
+  // Dependencies first, so every predecessor's end is known.
+  const int n = static_cast<int>(node_at_.size());
+  double end = 0;
+  for (int pos = 0; pos < n; ++pos) {
+    double ready = stall;
+    for (int e = pred_begin_[pos]; e < pred_begin_[pos + 1]; ++e) {
+      ready = std::max(ready, finish[pred_[e]] + pred_latency_[e]);
+    }
+    start[pos] = ready;
+    finish[pos] = ready + t.time[pos] * factor[stage_at_[pos]];
+    end = std::max(end, finish[pos]);
+  }
+  return end;
+}
+
+// What one Run (or one Choose) has computed so far: the tables of the
+// candidates it touched, measured plan times and plan choices.
+struct Simulator::Cache {
+  std::vector<int> table_of;  // candidate -> index in tables, or -1
+  std::vector<Tables> tables;
+  std::map<std::tuple<int, int, double>, double> measured;  // (pipeline, candidate, slowdown)
+  std::map<std::tuple<int, double, double>, int> chosen;    // (pipeline, slowdown, T')
+};
+
+const Simulator::Tables& Simulator::TablesOf(int candidate, Cache* cache) const {
+  if (cache->table_of.empty()) cache->table_of.assign(candidates_.size(), -1);
+  if (cache->table_of[candidate] < 0) {
+    cache->table_of[candidate] = static_cast<int>(cache->tables.size());
+    cache->tables.push_back(BuildTables(candidate));
+  }
+  return cache->tables[cache->table_of[candidate]];
+}
+
+double Simulator::Measure(int pipeline, int candidate, double slowdown, Cache* cache) const {
+  const auto key = std::make_tuple(pipeline, candidate, slowdown);
+  const auto found = cache->measured.find(key);
+  if (found != cache->measured.end()) return found->second;
+  std::vector<double> factor(stages_), start(node_at_.size()), finish(node_at_.size());
+  for (int s = 0; s < stages_; ++s) {
+    factor[s] = speed_[static_cast<std::size_t>(pipeline) * stages_ + s] * slowdown;
+  }
+  const double time =
+      Walk(TablesOf(candidate, cache), factor.data(), 0.0, start.data(), finish.data());
+  cache->measured.emplace(key, time);
+  return time;
+}
+
+int Simulator::MeasuredBestWithin(int pipeline, double slowdown, double limit_s,
+                                  Cache* cache) const {
+  const auto key = std::make_tuple(pipeline, slowdown, limit_s);
+  const auto found = cache->chosen.find(key);
+  if (found != cache->chosen.end()) return found->second;
+  // Along the Pareto chain (ascending predicted time, descending energy) the
+  // measured time rises too; binary search for the last one that fits.
+  auto fits = [&](std::size_t k) {
+    return Measure(pipeline, chain_[k], slowdown, cache) <= limit_s * (1 + kTimeTolerance);
+  };
+  // If none does, the baseline does: T' is at least its measured time.
+  int best = baseline_;
+  if (fits(0)) {
+    std::size_t lo = 0, hi = chain_.size();
+    while (hi - lo > 1) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      (fits(mid) ? lo : hi) = mid;
+    }
+    best = chain_[lo];
+  }
+  cache->chosen.emplace(key, best);
+  return best;
+}
+
+std::vector<int> Simulator::Choose(Policy policy, int iteration, int detection_lag,
+                                   double* target_s) const {
+  Cache cache;
+  return Choose(policy, iteration, detection_lag, target_s, &cache);
+}
+
+std::vector<int> Simulator::Choose(Policy policy, int iteration, int detection_lag,
+                                   double* target_s, Cache* cache) const {
+  const int d = job_.pipelines;
+  if (policy == Policy::kBaseline) {
+    if (target_s != nullptr) *target_s = candidates_[baseline_].time_s;
+    return std::vector<int>(d, baseline_);
+  }
+  // Each pipeline's slowdown as the policy knows it.
+  const int known = iteration - detection_lag;
+  std::vector<double> slow(d, 1.0);
+  if (known >= 0) {
+    for (int p = 0; p < d; ++p) slow[p] = job_.straggler.SlowdownOf(p, known);
+  }
+  std::vector<int> plan(d, intrinsic_);
+  if (!measure_) {
+    // Noiseless pipelines: predicted times are exact.
+    const double worst = *std::max_element(slow.begin(), slow.end());
+    const double target = worst * candidates_[intrinsic_].time_s;
+    if (target_s != nullptr) *target_s = target;
+    for (int p = 0; p < d; ++p) {
+      if (slow[p] >= worst) continue;  // the slowest pipeline: zero-slowdown plan
+      const int best = BestWithin(target / slow[p] * (1 + kTimeTolerance));
+      if (best >= 0 && candidates_[best].energy_j <= candidates_[intrinsic_].energy_j) {
+        plan[p] = best;
+      }
+    }
+    return plan;
+  }
+  // Persistent noise: T' is what the job would take at max clocks, measured
+  // on each pipeline's own GPUs; every pipeline runs the least-energy plan
+  // that, measured the same way, fits within it.
+  double target = 0;
+  for (int p = 0; p < d; ++p) target = std::max(target, Measure(p, baseline_, slow[p], cache));
+  if (target_s != nullptr) *target_s = target;
+  for (int p = 0; p < d; ++p) plan[p] = MeasuredBestWithin(p, slow[p], target, cache);
+  return plan;
+}
+
+SimulationResult Simulator::Run(Policy policy, const RunOptions& options) const {
+  Require(options.detection_lag >= 0, "detection_lag must be >= 0 iterations (got " +
+                                          std::to_string(options.detection_lag) + ")");
+  Require(options.timeline_iterations >= 0, "timeline_iterations must be >= 0 (got " +
+                                                std::to_string(options.timeline_iterations) + ")");
+  const int n = schedule_.num_nodes();
+  const int d = job_.pipelines, iterations = job_.iterations, S = stages_;
+  const double pb = job_.p_block_w, g = job_.gpus_per_stage;
+
+  SimulationResult result;
+  result.policy = policy;
+  result.pipelines = d;
+  result.stages = S;
+  result.gpus_per_stage = job_.gpus_per_stage;
+  result.iterations.resize(iterations);
+  result.plan.resize(static_cast<std::size_t>(iterations) * d);
+  result.finish_s.resize(static_cast<std::size_t>(iterations) * d);
+  result.gpu_energy_j.resize(static_cast<std::size_t>(iterations) * d * S);
+
+  // Choices first (they do not depend on simulated outcomes), then tables
+  // for exactly the candidates used.
+  Cache cache;
+  for (int i = 0; i < iterations; ++i) {
+    const std::vector<int> chosen =
+        Choose(policy, i, options.detection_lag, &result.iterations[i].target_s, &cache);
+    for (int p = 0; p < d; ++p) {
+      result.plan[static_cast<std::size_t>(i) * d + p] = chosen[p];
+      TablesOf(chosen[p], &cache);
+    }
+  }
+  const std::vector<Tables>& tables = cache.tables;
+  const std::vector<int>& table_of = cache.table_of;
+
+  std::vector<double> finish(n), start(n);
+  std::vector<double> factor(S);
+  std::vector<double> stage_end(static_cast<std::size_t>(d) * S);  // for the timeline
+  std::vector<double> stall_of(d);
+  double clock = 0;  // job time at the iteration's start
+  bool recording_done = options.timeline_iterations == 0;
+  auto emit = [&](const TimelineEvent& event) {
+    if (result.timeline.size() >= options.max_timeline_events) {
+      result.timeline_truncated = true;
+      recording_done = true;
+      return;
+    }
+    result.timeline.push_back(event);
+  };
+
+  for (int i = 0; i < iterations; ++i) {
+    IterationResult& it = result.iterations[i];
+    const bool record = !recording_done && i < options.timeline_iterations;
+    it.straggler_active = job_.straggler.ActiveAt(i);
+    double compute_end = 0;
+    for (int p = 0; p < d; ++p) {
+      const Tables& t = tables[table_of[result.plan[static_cast<std::size_t>(i) * d + p]]];
+      const double slow = job_.straggler.SlowdownOf(p, i);
+      for (int s = 0; s < S; ++s) factor[s] = speed_[static_cast<std::size_t>(p) * S + s] * slow;
+      double stall = 0;
+      if (job_.stall_probability > 0 && detail::Uniform(detail::Hash(job_.seed, kStallStream, i, p,
+                                                                     0)) < job_.stall_probability) {
+        stall = job_.stall_s;
+      }
+      stall_of[p] = stall;
+      const double end = Walk(t, factor.data(), stall, start.data(), finish.data());
+      result.finish_s[static_cast<std::size_t>(i) * d + p] = end;
+      compute_end = std::max(compute_end, end);
+
+      if (record) {
+        const int c = result.plan[static_cast<std::size_t>(i) * d + p];
+        for (int s = 0; s < S; ++s) {
+          double free = 0;
+          if (stall > 0) {
+            emit({EventKind::kStall, i, p, s, -1, 0, clock, stall, pb * stall});
+            free = stall;
+          }
+          for (int node : schedule_.stage_order[s]) {
+            const int pos = position_of_[node];
+            if (start[pos] > free) {
+              emit({EventKind::kWait, i, p, s, -1, 0, clock + free, start[pos] - free,
+                    pb * (start[pos] - free)});
+            }
+            const double dur = finish[pos] - start[pos];
+            emit({EventKind::kInstruction, i, p, s, node, candidates_[c].mhz[node],
+                  clock + start[pos], dur, t.energy[pos] + pb * (dur - t.time[pos])});
+            free = finish[pos];
+          }
+          stage_end[static_cast<std::size_t>(p) * S + s] = free;
+        }
+      }
+    }
+    it.compute_s = compute_end;
+    it.time_s = compute_end + job_.allreduce_s;
+
+    // Energy: per GPU, sum e + P_block * (T - sum t) with the slowed time
+    // split out (simulator.hpp).
+    double busy = 0, blocking = 0;
+    for (int p = 0; p < d; ++p) {
+      const Tables& t = tables[table_of[result.plan[static_cast<std::size_t>(i) * d + p]]];
+      const double slow = job_.straggler.SlowdownOf(p, i);
+      for (int s = 0; s < S; ++s) {
+        const double k = speed_[static_cast<std::size_t>(p) * S + s] * slow;
+        const double gpu_busy = t.stage_energy[s] + pb * (k - 1) * t.stage_time[s];
+        const double gpu_blocking = pb * (it.time_s - k * t.stage_time[s]);
+        result.gpu_energy_j[(static_cast<std::size_t>(i) * d + p) * S + s] =
+            gpu_busy + gpu_blocking;
+        busy += gpu_busy;
+        blocking += gpu_blocking;
+      }
+    }
+    it.busy_energy_j = g * busy;
+    it.blocking_energy_j = g * blocking;
+    it.energy_j = it.busy_energy_j + it.blocking_energy_j;
+
+    if (record) {
+      for (int p = 0; p < d; ++p) {
+        for (int s = 0; s < S; ++s) {
+          const double free = stage_end[static_cast<std::size_t>(p) * S + s];
+          if (compute_end > free) {
+            emit({EventKind::kWait, i, p, s, -1, 0, clock + free, compute_end - free,
+                  pb * (compute_end - free)});
+          }
+          if (job_.allreduce_s > 0) {
+            emit({EventKind::kAllReduce, i, p, s, -1, 0, clock + compute_end, job_.allreduce_s,
+                  pb * job_.allreduce_s});
+          }
+        }
+      }
+    }
+    clock += it.time_s;
+  }
+  return result;
+}
+
+}  // namespace joulepipe::sim

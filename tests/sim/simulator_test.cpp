@@ -1,0 +1,601 @@
+// Tests of the discrete-event training simulator (sim/simulator.hpp): it
+// agrees with the reference evaluator (schedule::Replay) on one noiseless
+// pipeline, its energy accounting adds up, the straggler response chooses
+// what it promises, and faults, latency and TP behave as documented.
+#include "joulepipe/sim/simulator.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "../schedule/schedule_test_support.hpp"
+#include "../test_support/profiles.hpp"
+#include "joulepipe/model/error.hpp"
+#include "joulepipe/model/plan.hpp"
+#include "joulepipe/schedule/replay.hpp"
+#include "joulepipe/sim/timeline.hpp"
+#include "joulepipe/solver/frontier.hpp"
+
+namespace joulepipe::sim {
+namespace {
+
+using model::Kind;
+using model::testing::Point;
+using schedule::testing::InputErrorOf;
+using schedule::testing::MakeSpec;
+
+constexpr double kPBlock = 80.0;
+
+// A profile of `stages` stages with clocks 900..1500 MHz (step 150): time
+// falls with the clock, energy is U-shaped, and every stage differs.
+model::Profile MakeProfile(int stages, std::uint32_t seed = 7) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> jitter(0.8, 1.2);
+  model::Profile profile;
+  for (int s = 0; s < stages; ++s) {
+    for (Kind kind : {Kind::kForward, Kind::kBackward}) {
+      const double base = (kind == Kind::kForward ? 0.05 : 0.1) * jitter(rng);
+      for (int mhz = 900; mhz <= 1500; mhz += 150) {
+        const double t = base * 1500.0 / mhz;
+        const double power = 150 + 300 * std::pow(mhz / 1500.0, 2.5);
+        const double e = t * power * (1 + 0.3 * std::pow((mhz - 1100) / 600.0, 2));
+        profile.Add(s, kind, Point(mhz, t, e));
+      }
+    }
+  }
+  return profile;
+}
+
+// A random clock per node from its profile row.
+std::vector<std::uint16_t> RandomClocks(const schedule::Schedule& schedule,
+                                        const model::Profile& profile, std::mt19937* rng) {
+  std::vector<std::uint16_t> mhz(schedule.num_nodes());
+  for (int n = 0; n < schedule.num_nodes(); ++n) {
+    const model::Instruction& in = schedule.nodes[n];
+    const auto& points =
+        profile.Points(schedule::ProfileStage(schedule.spec, profile.num_stages(), in), in.kind);
+    mhz[n] = static_cast<std::uint16_t>(
+        points[std::uniform_int_distribution<std::size_t>(0, points.size() - 1)(*rng)].mhz);
+  }
+  return mhz;
+}
+
+model::Plan ToModelPlan(const schedule::Schedule& schedule, const std::vector<std::uint16_t>& mhz) {
+  model::Plan plan;
+  plan.schedule = std::string(schedule::KindName(schedule.spec.kind));
+  plan.num_stages = schedule.spec.stages;
+  plan.num_microbatches = schedule.spec.microbatches;
+  plan.num_chunks = schedule.spec.chunks;
+  plan.stages.resize(schedule.spec.stages);
+  for (int s = 0; s < schedule.spec.stages; ++s) {
+    for (int node : schedule.stage_order[s])
+      plan.stages[s].push_back({schedule.nodes[node], mhz[node]});
+  }
+  return plan;
+}
+
+CandidatePlan Candidate(const schedule::Schedule& schedule, const model::Profile& profile,
+                        std::vector<std::uint16_t> mhz) {
+  const solver::Evaluation e = solver::EvaluateClocks(schedule, profile, kPBlock, mhz);
+  return {std::move(mhz), e.time_s, e.energy_j};
+}
+
+double Relative(double a, double b) {
+  return std::abs(a - b) / std::max(std::abs(b), 1e-300);
+}
+
+// ---- Consistency with the reference evaluator -----------------------------------------
+
+TEST(SimulatorTest, SinglePipelineEqualsReplayForRandomPlans) {
+  std::mt19937 rng(42);
+  const schedule::Spec specs[] = {
+      MakeSpec(schedule::Kind::kGPipe, 3, 5), MakeSpec(schedule::Kind::k1F1B, 4, 7),
+      MakeSpec(schedule::Kind::k1F1B, 1, 3), MakeSpec(schedule::Kind::kInterleaved, 3, 6, 2),
+      MakeSpec(schedule::Kind::kInterleaved, 2, 4, 3)};
+  for (const schedule::Spec& spec : specs) {
+    const schedule::Schedule schedule = schedule::Build(spec);
+    // Interleaved: also with one profile row per virtual stage.
+    for (int rows : {spec.stages, spec.stages * spec.chunks}) {
+      if (rows != spec.stages && spec.chunks == 1) continue;
+      const model::Profile profile = MakeProfile(rows);
+      for (int trial = 0; trial < 10; ++trial) {
+        const std::vector<std::uint16_t> mhz = RandomClocks(schedule, profile, &rng);
+        const schedule::ReplayResult replay =
+            schedule::Replay(schedule, profile, ToModelPlan(schedule, mhz), kPBlock);
+        JobSpec job;
+        job.p_block_w = kPBlock;
+        const Simulator simulator(schedule, profile, job, {{mhz, replay.time_s, replay.energy_j}},
+                                  0, 0);
+        for (Policy policy : {Policy::kBaseline, Policy::kJoulepipe}) {
+          const SimulationResult r = simulator.Run(policy);
+          ASSERT_EQ(r.iterations.size(), 1u);
+          const IterationResult& it = r.iterations[0];
+          EXPECT_LE(Relative(it.time_s, replay.time_s), 1e-12) << schedule::KindName(spec.kind);
+          EXPECT_LE(Relative(it.energy_j, replay.energy_j), 1e-9);
+          EXPECT_LE(Relative(it.busy_energy_j, replay.busy_energy_j), 1e-9);
+          EXPECT_LE(Relative(it.blocking_energy_j, replay.blocking_energy_j), 1e-9);
+        }
+      }
+    }
+  }
+}
+
+TEST(SimulatorTest, NoiselessPipelinesAreIdenticalAndEveryIterationRepeats) {
+  const schedule::Schedule schedule = schedule::Build(MakeSpec(schedule::Kind::k1F1B, 4, 8));
+  const model::Profile profile = MakeProfile(4);
+  std::mt19937 rng(3);
+  const CandidatePlan plan = Candidate(schedule, profile, RandomClocks(schedule, profile, &rng));
+  JobSpec job;
+  job.pipelines = 5;
+  job.iterations = 3;
+  job.p_block_w = kPBlock;
+  const SimulationResult r = Simulator(schedule, profile, job, {plan}, 0, 0).Run(Policy::kBaseline);
+  for (const IterationResult& it : r.iterations) {
+    EXPECT_LE(Relative(it.time_s, plan.time_s), 1e-12);
+    EXPECT_LE(Relative(it.energy_j, 5 * plan.energy_j), 1e-9);
+  }
+  EXPECT_LE(Relative(r.TotalTime(), 3 * plan.time_s), 1e-12);
+}
+
+// ---- Energy accounting ------------------------------------------------------------
+
+TEST(SimulatorTest, EnergyIsBusyPlusBlockingAndTimelineEventsAddUpPerGpu) {
+  const schedule::Schedule schedule = schedule::Build(MakeSpec(schedule::Kind::k1F1B, 3, 6));
+  const model::Profile profile = MakeProfile(3);
+  std::mt19937 rng(5);
+  const CandidatePlan a = Candidate(schedule, profile, RandomClocks(schedule, profile, &rng));
+  const CandidatePlan b = Candidate(schedule, profile, RandomClocks(schedule, profile, &rng));
+  JobSpec job;
+  job.pipelines = 3;
+  job.iterations = 4;
+  job.p_block_w = kPBlock;
+  job.gpus_per_stage = 2;
+  job.allreduce_s = 0.07;
+  job.p2p_latency_s = 0.001;
+  job.clock_variability = 0.05;
+  job.stall_probability = 0.5;
+  job.stall_s = 0.2;
+  job.straggler = {1, 1.3, 1, 2, 0};
+  const Simulator simulator(schedule, profile, job, {a, b}, 0, 1);
+  RunOptions options;
+  options.timeline_iterations = 4;
+  for (Policy policy : {Policy::kBaseline, Policy::kJoulepipe}) {
+    const SimulationResult r = simulator.Run(policy, options);
+    ASSERT_FALSE(r.timeline_truncated);
+    std::vector<double> from_events(r.gpu_energy_j.size(), 0.0);
+    std::vector<double> covered(r.gpu_energy_j.size(), 0.0);
+    for (const TimelineEvent& e : r.timeline) {
+      const std::size_t k = (static_cast<std::size_t>(e.iteration) * 3 + e.pipeline) * 3 + e.stage;
+      from_events[k] += e.energy_j;
+      covered[k] += e.duration_s;
+    }
+    for (int i = 0; i < 4; ++i) {
+      const IterationResult& it = r.iterations[i];
+      EXPECT_NEAR(it.energy_j, it.busy_energy_j + it.blocking_energy_j, 1e-9 * it.energy_j);
+      EXPECT_NEAR(it.time_s, it.compute_s + 0.07, 1e-12);
+      double sum = 0;
+      for (int p = 0; p < 3; ++p) {
+        for (int s = 0; s < 3; ++s) {
+          const std::size_t k = (static_cast<std::size_t>(i) * 3 + p) * 3 + s;
+          sum += r.GpuEnergy(i, p, s);
+          // The GPU's events tile the whole iteration and carry its energy.
+          EXPECT_NEAR(from_events[k], r.GpuEnergy(i, p, s), 1e-9 * r.GpuEnergy(i, p, s));
+          EXPECT_NEAR(covered[k], it.time_s, 1e-9);
+        }
+      }
+      EXPECT_NEAR(2 * sum, it.energy_j, 1e-9 * it.energy_j);
+    }
+  }
+}
+
+TEST(SimulatorTest, GpusPerStageMultipliesEnergyNotTime) {
+  const schedule::Schedule schedule = schedule::Build(MakeSpec(schedule::Kind::k1F1B, 3, 4));
+  const model::Profile profile = MakeProfile(3);
+  const CandidatePlan plan =
+      Candidate(schedule, profile, solver::UniformClocks(schedule, profile, true));
+  JobSpec job;
+  job.pipelines = 2;
+  job.p_block_w = kPBlock;
+  const IterationResult one =
+      Simulator(schedule, profile, job, {plan}, 0, 0).Run(Policy::kBaseline).iterations[0];
+  job.gpus_per_stage = 8;
+  const SimulationResult eight =
+      Simulator(schedule, profile, job, {plan}, 0, 0).Run(Policy::kBaseline);
+  EXPECT_EQ(eight.iterations[0].time_s, one.time_s);
+  EXPECT_NEAR(eight.iterations[0].energy_j, 8 * one.energy_j, 1e-9 * one.energy_j);
+  // Per-GPU figures are for one GPU of the stage.
+  EXPECT_NEAR(eight.GpuEnergy(0, 0, 0) + eight.GpuEnergy(0, 0, 1) + eight.GpuEnergy(0, 0, 2),
+              plan.energy_j, 1e-9 * plan.energy_j);
+}
+
+TEST(SimulatorTest, AllReduceAndDataStallsAreChargedAtBlockingPower) {
+  const schedule::Schedule schedule = schedule::Build(MakeSpec(schedule::Kind::k1F1B, 4, 6));
+  const model::Profile profile = MakeProfile(4);
+  const CandidatePlan plan =
+      Candidate(schedule, profile, solver::UniformClocks(schedule, profile, true));
+  JobSpec job;
+  job.p_block_w = kPBlock;
+  job.gpus_per_stage = 2;
+  const IterationResult quiet =
+      Simulator(schedule, profile, job, {plan}, 0, 0).Run(Policy::kBaseline).iterations[0];
+  job.allreduce_s = 0.25;
+  job.stall_probability = 1;
+  job.stall_s = 0.5;
+  const IterationResult noisy =
+      Simulator(schedule, profile, job, {plan}, 0, 0).Run(Policy::kBaseline).iterations[0];
+  EXPECT_NEAR(noisy.time_s, quiet.time_s + 0.75, 1e-12);
+  EXPECT_NEAR(noisy.compute_s, quiet.time_s + 0.5, 1e-12);
+  const double gpus = 4 * 2;
+  EXPECT_NEAR(noisy.energy_j - quiet.energy_j, gpus * kPBlock * 0.75, 1e-9 * noisy.energy_j);
+  EXPECT_NEAR(noisy.busy_energy_j, quiet.busy_energy_j, 1e-9 * quiet.busy_energy_j);
+}
+
+TEST(SimulatorTest, StallsFollowTheirProbabilityAndTheSeed) {
+  const schedule::Schedule schedule = schedule::Build(MakeSpec(schedule::Kind::kGPipe, 2, 2));
+  const model::Profile profile = MakeProfile(2);
+  const CandidatePlan plan =
+      Candidate(schedule, profile, solver::UniformClocks(schedule, profile, true));
+  JobSpec job;
+  job.p_block_w = kPBlock;
+  job.pipelines = 1;
+  job.iterations = 2000;
+  job.stall_probability = 0.25;
+  job.stall_s = 1.0;
+  const SimulationResult r = Simulator(schedule, profile, job, {plan}, 0, 0).Run(Policy::kBaseline);
+  int stalled = 0;
+  for (const IterationResult& it : r.iterations) stalled += it.compute_s > plan.time_s + 0.5;
+  EXPECT_NEAR(stalled / 2000.0, 0.25, 0.03);
+}
+
+// ---- Straggler response -------------------------------------------------------------
+
+struct FrontierFixture {
+  schedule::Schedule schedule;
+  model::Profile profile;
+  solver::Frontier frontier;
+  std::vector<CandidatePlan> candidates;
+  int baseline = 0, intrinsic = 0;
+
+  explicit FrontierFixture(double straggler_slowdown = 1.3)
+      : schedule(schedule::Build(MakeSpec(schedule::Kind::k1F1B, 4, 8))), profile(MakeProfile(4)) {
+    const double t0 = solver::EvaluateClocks(schedule, profile, kPBlock,
+                                             solver::UniformClocks(schedule, profile, true))
+                          .time_s;
+    solver::Options options;
+    options.p_block_w = kPBlock;
+    options.resolution_s = 0.002;
+    options.extra_deadlines_s = {t0, straggler_slowdown * t0};
+    frontier = solver::SolveFrontier(schedule, profile, options);
+    for (const auto& p : frontier.points) candidates.push_back({p.mhz, p.time_s, p.energy_j});
+    baseline = static_cast<int>(candidates.size());
+    candidates.push_back(
+        {frontier.max_clock.mhz, frontier.max_clock.time_s, frontier.max_clock.energy_j});
+    intrinsic = static_cast<int>(frontier.BestWithin(t0) - frontier.points.data());
+  }
+
+  // Brute force: least-energy candidate with time <= limit.
+  int LeastEnergyWithin(double limit) const {
+    int best = -1;
+    for (int c = 0; c < static_cast<int>(candidates.size()); ++c) {
+      if (candidates[c].time_s > limit * (1 + 1e-12)) continue;
+      if (best < 0 || candidates[c].energy_j < candidates[best].energy_j) best = c;
+    }
+    return best;
+  }
+};
+
+TEST(SimulatorTest, StragglerResponsePicksTheLeastEnergyCandidateWithinTPrime) {
+  for (double slowdown : {1.02, 1.1, 1.3, 1.6}) {
+    const FrontierFixture f(slowdown);
+    JobSpec job;
+    job.pipelines = 4;
+    job.p_block_w = kPBlock;
+    job.iterations = 2;
+    job.straggler = {2, slowdown, 0, 0, 0};
+    const Simulator simulator(f.schedule, f.profile, job, f.candidates, f.baseline, f.intrinsic);
+    const SimulationResult base = simulator.Run(Policy::kBaseline);
+    const SimulationResult ours = simulator.Run(Policy::kJoulepipe);
+    const double target = slowdown * f.candidates[f.intrinsic].time_s;
+    const int expected = f.LeastEnergyWithin(target);
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_NEAR(ours.iterations[i].target_s, target, 1e-12 * target);
+      for (int p = 0; p < 4; ++p) {
+        const int plan = ours.plan[i * 4 + p];
+        if (p == 2) {
+          EXPECT_EQ(plan, f.intrinsic) << "the straggler keeps its zero-slowdown plan";
+        } else {
+          EXPECT_EQ(f.candidates[plan].energy_j, f.candidates[expected].energy_j) << slowdown;
+          EXPECT_LE(f.candidates[plan].time_s, target * (1 + 1e-12));
+        }
+        EXPECT_EQ(base.plan[i * 4 + p], f.baseline);
+      }
+      EXPECT_LE(ours.iterations[i].time_s, base.iterations[i].time_s * (1 + 1e-12));
+      EXPECT_LT(ours.iterations[i].energy_j, base.iterations[i].energy_j);
+    }
+  }
+}
+
+TEST(SimulatorTest, WithoutStragglerEveryPipelineRunsTheIntrinsicPlan) {
+  const FrontierFixture f;
+  JobSpec job;
+  job.pipelines = 3;
+  job.p_block_w = kPBlock;
+  const SimulationResult r =
+      Simulator(f.schedule, f.profile, job, f.candidates, f.baseline, f.intrinsic)
+          .Run(Policy::kJoulepipe);
+  for (int p = 0; p < 3; ++p) EXPECT_EQ(r.plan[p], f.intrinsic);
+  EXPECT_LE(r.iterations[0].time_s, f.frontier.max_clock.time_s * (1 + 1e-12));
+}
+
+TEST(SimulatorTest, EpisodicStragglerSwitchesAndSwitchesBack) {
+  const FrontierFixture f;
+  JobSpec job;
+  job.pipelines = 3;
+  job.p_block_w = kPBlock;
+  job.iterations = 9;
+  job.straggler = {0, 1.3, 2, 3, 0};  // iterations 2, 3, 4
+  const Simulator simulator(f.schedule, f.profile, job, f.candidates, f.baseline, f.intrinsic);
+  const SimulationResult base = simulator.Run(Policy::kBaseline);
+  const SimulationResult ours = simulator.Run(Policy::kJoulepipe);
+  for (int i = 0; i < 9; ++i) {
+    const bool active = i >= 2 && i <= 4;
+    EXPECT_EQ(ours.iterations[i].straggler_active, active);
+    EXPECT_EQ(ours.plan[i * 3 + 0], f.intrinsic);
+    if (active) {
+      EXPECT_NE(ours.plan[i * 3 + 1], f.intrinsic) << i;
+      EXPECT_GT(f.candidates[ours.plan[i * 3 + 1]].time_s, f.candidates[f.intrinsic].time_s);
+    } else {
+      EXPECT_EQ(ours.plan[i * 3 + 1], f.intrinsic) << "switched back in iteration " << i;
+    }
+    EXPECT_LE(ours.iterations[i].time_s, base.iterations[i].time_s * (1 + 1e-12)) << i;
+  }
+  // A repeating episode: 2 of every 4 iterations from iteration 1.
+  const Straggler repeating{0, 1.3, 1, 2, 4};
+  const std::vector<bool> want = {false, true, true, false, false, true, true, false, false};
+  for (int i = 0; i < 9; ++i) EXPECT_EQ(repeating.ActiveAt(i), want[i]) << i;
+}
+
+TEST(SimulatorTest, DetectionLagDelaysBothTheSwitchAndTheSwitchBack) {
+  const FrontierFixture f;
+  JobSpec job;
+  job.pipelines = 2;
+  job.p_block_w = kPBlock;
+  job.iterations = 9;
+  job.straggler = {1, 1.3, 2, 3, 0};  // slow in iterations 2..4
+  const Simulator simulator(f.schedule, f.profile, job, f.candidates, f.baseline, f.intrinsic);
+  RunOptions options;
+  options.detection_lag = 2;  // known in iterations 4..6
+  const SimulationResult base = simulator.Run(Policy::kBaseline);
+  const SimulationResult ours = simulator.Run(Policy::kJoulepipe, options);
+  for (int i = 0; i < 9; ++i) {
+    const bool known = i >= 4 && i <= 6;
+    EXPECT_EQ(ours.plan[i * 2 + 0] != f.intrinsic, known) << i;
+    EXPECT_EQ(ours.plan[i * 2 + 1], f.intrinsic);
+  }
+  // Iterations 2..3: slow but unknown, everyone on the intrinsic plan; the
+  // iteration is the straggler's and the same as the baseline's.
+  EXPECT_NEAR(ours.iterations[2].time_s, base.iterations[2].time_s, 1e-9);
+  // Iterations 5..6: recovered but still believed slow: the slowed plan makes
+  // the iteration longer than the baseline's. That is the cost of the lag.
+  EXPECT_GT(ours.iterations[5].time_s, base.iterations[5].time_s * 1.01);
+  EXPECT_NEAR(ours.iterations[7].time_s, f.candidates[f.intrinsic].time_s, 1e-9);
+}
+
+TEST(SimulatorTest, WithVariabilityAndLatencyTheResponseIsMeasuredAndNeverSlower) {
+  const FrontierFixture f(1.2);
+  JobSpec job;
+  job.pipelines = 12;
+  job.p_block_w = kPBlock;
+  job.iterations = 6;
+  job.clock_variability = 0.04;
+  job.p2p_latency_s = 0.0005;
+  job.straggler = {3, 1.2, 2, 2, 0};
+  for (std::uint64_t seed : {1, 2, 3}) {
+    job.seed = seed;
+    const Simulator simulator(f.schedule, f.profile, job, f.candidates, f.baseline, f.intrinsic);
+    const SimulationResult base = simulator.Run(Policy::kBaseline);
+    const SimulationResult ours = simulator.Run(Policy::kJoulepipe);
+    for (int i = 0; i < 6; ++i) {
+      EXPECT_LE(ours.iterations[i].time_s, base.iterations[i].time_s * (1 + 1e-9)) << seed;
+      EXPECT_LT(ours.iterations[i].energy_j, base.iterations[i].energy_j) << seed;
+      // T' is the baseline's compute time: the slowest pipeline at max clocks.
+      EXPECT_NEAR(ours.iterations[i].target_s, base.iterations[i].compute_s, 1e-9);
+    }
+  }
+}
+
+// ---- Faults and latency --------------------------------------------------------------
+
+TEST(SimulatorTest, P2PLatencyIsAddedOnEveryCrossStageEdge) {
+  // GPipe, 2 stages, 1 microbatch: F(0) -> F(1) -> B(1) -> B(0); two edges
+  // cross stages, so the critical path gains exactly two latencies.
+  const schedule::Schedule schedule = schedule::Build(MakeSpec(schedule::Kind::kGPipe, 2, 1));
+  const model::Profile profile = MakeProfile(2);
+  const CandidatePlan plan =
+      Candidate(schedule, profile, solver::UniformClocks(schedule, profile, true));
+  JobSpec job;
+  job.p_block_w = kPBlock;
+  const double t =
+      Simulator(schedule, profile, job, {plan}, 0, 0).Run(Policy::kBaseline).iterations[0].time_s;
+  job.p2p_latency_s = 0.003;
+  const IterationResult slow =
+      Simulator(schedule, profile, job, {plan}, 0, 0).Run(Policy::kBaseline).iterations[0];
+  EXPECT_NEAR(slow.time_s, t + 0.006, 1e-12);
+  // Latency on a longer pipeline never shortens it.
+  const schedule::Schedule big = schedule::Build(MakeSpec(schedule::Kind::k1F1B, 4, 8));
+  const model::Profile big_profile = MakeProfile(4);
+  const CandidatePlan big_plan =
+      Candidate(big, big_profile, solver::UniformClocks(big, big_profile, true));
+  JobSpec big_job;
+  big_job.p_block_w = kPBlock;
+  const double base = Simulator(big, big_profile, big_job, {big_plan}, 0, 0)
+                          .Run(Policy::kBaseline)
+                          .iterations[0]
+                          .time_s;
+  big_job.p2p_latency_s = 0.002;
+  EXPECT_GT(Simulator(big, big_profile, big_job, {big_plan}, 0, 0)
+                .Run(Policy::kBaseline)
+                .iterations[0]
+                .time_s,
+            base + 0.002 * 2 * 3);
+}
+
+TEST(SimulatorTest, ClockVariabilityIsDeterministicPerSeed) {
+  const schedule::Schedule schedule = schedule::Build(MakeSpec(schedule::Kind::k1F1B, 4, 6));
+  const model::Profile profile = MakeProfile(4);
+  const CandidatePlan plan =
+      Candidate(schedule, profile, solver::UniformClocks(schedule, profile, true));
+  JobSpec job;
+  job.pipelines = 16;
+  job.p_block_w = kPBlock;
+  job.iterations = 2;
+  job.clock_variability = 0.05;
+  job.seed = 11;
+  const Simulator a(schedule, profile, job, {plan}, 0, 0);
+  const Simulator b(schedule, profile, job, {plan}, 0, 0);
+  job.seed = 12;
+  const Simulator c(schedule, profile, job, {plan}, 0, 0);
+  double sum = 0, differ = 0;
+  for (int p = 0; p < 16; ++p) {
+    for (int s = 0; s < 4; ++s) {
+      EXPECT_EQ(a.SpeedFactor(p, s), b.SpeedFactor(p, s));
+      EXPECT_GE(a.SpeedFactor(p, s), 1 - 3 * 0.05);
+      EXPECT_LE(a.SpeedFactor(p, s), 1 + 3 * 0.05);
+      differ += a.SpeedFactor(p, s) != c.SpeedFactor(p, s);
+      sum += a.SpeedFactor(p, s);
+    }
+  }
+  EXPECT_EQ(differ, 64);
+  EXPECT_NEAR(sum / 64, 1.0, 0.03);
+  const SimulationResult ra = a.Run(Policy::kBaseline), rb = b.Run(Policy::kBaseline);
+  EXPECT_EQ(ra.iterations[0].time_s, rb.iterations[0].time_s);
+  EXPECT_EQ(ra.iterations[1].energy_j, rb.iterations[1].energy_j);
+  EXPECT_EQ(ra.gpu_energy_j, rb.gpu_energy_j);
+  EXPECT_NE(ra.iterations[0].time_s, c.Run(Policy::kBaseline).iterations[0].time_s);
+  // The slowest GPU sets the pace: the iteration is longer than noiseless.
+  EXPECT_GT(ra.iterations[0].time_s, plan.time_s);
+}
+
+TEST(SimulatorTest, StragglerExtraTimeIsChargedAtBlockingPower) {
+  const schedule::Schedule schedule = schedule::Build(MakeSpec(schedule::Kind::k1F1B, 3, 5));
+  const model::Profile profile = MakeProfile(3);
+  const CandidatePlan plan =
+      Candidate(schedule, profile, solver::UniformClocks(schedule, profile, true));
+  JobSpec job;
+  job.p_block_w = kPBlock;
+  job.straggler = {0, 1.5, 0, 0, 0};
+  const IterationResult r =
+      Simulator(schedule, profile, job, {plan}, 0, 0).Run(Policy::kBaseline).iterations[0];
+  // Every duration scales, so the makespan scales; the work energy stays and
+  // the extra 0.5 T on each of the 3 GPUs is blocking.
+  EXPECT_NEAR(r.time_s, 1.5 * plan.time_s, 1e-12);
+  EXPECT_NEAR(r.energy_j, plan.energy_j + 3 * kPBlock * 0.5 * plan.time_s, 1e-9 * r.energy_j);
+}
+
+// ---- Timeline ----------------------------------------------------------------------------
+
+TEST(SimulatorTest, TimelineIsChromeTraceJson) {
+  const FrontierFixture f;
+  JobSpec job;
+  job.pipelines = 2;
+  job.p_block_w = kPBlock;
+  job.iterations = 3;
+  job.allreduce_s = 0.01;
+  job.straggler = {1, 1.2, 0, 0, 0};
+  const Simulator simulator(f.schedule, f.profile, job, f.candidates, f.baseline, f.intrinsic);
+  RunOptions options;
+  options.timeline_iterations = 1;
+  const SimulationResult r = simulator.Run(Policy::kJoulepipe, options);
+  const nlohmann::json trace =
+      nlohmann::json::parse(TimelineJson(f.schedule, {{"joulepipe", 0, &r.timeline}}));
+  int instructions = 0, allreduce = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    if (e["cat"] == "instruction") {
+      ++instructions;
+      EXPECT_GT(e["args"]["mhz"].get<int>(), 0);
+      EXPECT_GT(e["args"]["energy_j"].get<double>(), 0);
+    }
+    allreduce += e["cat"] == "allreduce";
+    EXPECT_EQ(e["args"]["iteration"], 0);
+  }
+  EXPECT_EQ(instructions, 2 * f.schedule.num_nodes());
+  EXPECT_EQ(allreduce, 2 * 4);
+  options.max_timeline_events = 10;
+  const SimulationResult cut = simulator.Run(Policy::kJoulepipe, options);
+  EXPECT_EQ(cut.timeline.size(), 10u);
+  EXPECT_TRUE(cut.timeline_truncated);
+}
+
+// ---- Bad input ------------------------------------------------------------------------------
+
+TEST(SimulatorTest, BadInputThrowsInputErrorNamingTheField) {
+  const schedule::Schedule schedule = schedule::Build(MakeSpec(schedule::Kind::k1F1B, 2, 3));
+  const model::Profile profile = MakeProfile(2);
+  const CandidatePlan plan =
+      Candidate(schedule, profile, solver::UniformClocks(schedule, profile, true));
+  auto error = [&](auto edit, std::vector<CandidatePlan> candidates = {}, int base = 0,
+                   int intrinsic = 0) {
+    JobSpec job;
+    job.p_block_w = kPBlock;
+    job.pipelines = 2;
+    edit(&job);
+    if (candidates.empty()) candidates = {plan};
+    return InputErrorOf([&] { Simulator(schedule, profile, job, candidates, base, intrinsic); });
+  };
+  EXPECT_NE(error([](JobSpec* j) { j->pipelines = 0; }).find("pipelines must be at least 1"),
+            std::string::npos);
+  EXPECT_NE(error([](JobSpec* j) { j->gpus_per_stage = 0; }).find("gpus_per_stage"),
+            std::string::npos);
+  EXPECT_NE(error([](JobSpec* j) { j->p_block_w = -1; }).find("p_block_w"), std::string::npos);
+  EXPECT_NE(error([](JobSpec* j) { j->iterations = 0; }).find("iterations"), std::string::npos);
+  EXPECT_NE(error([](JobSpec* j) {
+              j->straggler = {0, 0.9, 0, 0, 0};
+            }).find("straggler.slowdown"),
+            std::string::npos);
+  EXPECT_NE(error([](JobSpec* j) {
+              j->straggler = {2, 1.2, 0, 0, 0};
+            }).find("straggler.pipeline"),
+            std::string::npos);
+  EXPECT_NE(error([](JobSpec* j) {
+              j->straggler = {0, 1.2, 0, 5, 3};
+            }).find("straggler.for"),
+            std::string::npos);
+  EXPECT_NE(error([](JobSpec* j) { j->clock_variability = 0.5; }).find("clock_variability"),
+            std::string::npos);
+  EXPECT_NE(error([](JobSpec* j) { j->stall_probability = 2; }).find("stall_probability"),
+            std::string::npos);
+  EXPECT_NE(error([](JobSpec* j) { j->stall_s = NAN; }).find("stall_s"), std::string::npos);
+  EXPECT_NE(error([](JobSpec* j) { j->p2p_latency_s = -1; }).find("p2p_latency_s"),
+            std::string::npos);
+  EXPECT_NE(error([](JobSpec* j) { j->allreduce_s = INFINITY; }).find("allreduce_s"),
+            std::string::npos);
+  auto none = [](JobSpec*) {};
+  EXPECT_NE(error(none, {plan}, 1, 0).find("baseline must index"), std::string::npos);
+  EXPECT_NE(error(none, {plan}, 0, -1).find("intrinsic must index"), std::string::npos);
+  CandidatePlan short_plan = plan;
+  short_plan.mhz.pop_back();
+  EXPECT_NE(error(none, {plan, short_plan}).find("candidate 1 has"), std::string::npos);
+  CandidatePlan odd_clock = plan;
+  odd_clock.mhz[3] = 1234;
+  EXPECT_NE(error(none, {odd_clock}).find("1234 MHz"), std::string::npos);
+  CandidatePlan no_time = plan;
+  no_time.time_s = 0;
+  EXPECT_NE(error(none, {no_time}).find("candidate 0 time_s"), std::string::npos);
+
+  JobSpec job;
+  job.p_block_w = kPBlock;
+  const Simulator simulator(schedule, profile, job, {plan}, 0, 0);
+  RunOptions options;
+  options.detection_lag = -1;
+  EXPECT_NE(InputErrorOf([&] { simulator.Run(Policy::kJoulepipe, options); }).find("detection_lag"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace joulepipe::sim
