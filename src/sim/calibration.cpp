@@ -335,4 +335,39 @@ DvfsFit FitDvfs(const GpuSpec& gpu, const std::vector<model::Profile>& profiles,
   return fit;
 }
 
+ErrorStats CompareClockResponse(const model::Profile& measured, const model::Profile& simulated,
+                                int min_mhz) {
+  std::vector<double> t, e;
+  for (int stage = 0; stage < measured.num_stages(); ++stage) {
+    for (Kind kind : {Kind::kForward, Kind::kBackward}) {
+      const std::vector<ClockPoint>& points = measured.Points(stage, kind);
+      if (points.empty()) continue;
+      const ClockPoint& top = points.front();
+      const ClockPoint* sim_top = simulated.Find(stage, kind, top.mhz);
+      if (sim_top == nullptr) {
+        throw model::InputError("the simulated profile has no " +
+                                std::string(model::KindName(kind)) + " row for stage " +
+                                std::to_string(stage) + " at " + std::to_string(top.mhz) +
+                                " MHz, the measured profile's highest clock");
+      }
+      for (const ClockPoint& m : points) {
+        const ClockPoint* s = simulated.Find(stage, kind, m.mhz);
+        if (m.mhz < min_mhz || s == nullptr) continue;
+        t.push_back((s->time_s / sim_top->time_s) / (m.time_s / top.time_s) - 1);
+        e.push_back((s->energy_j / sim_top->energy_j) / (m.energy_j / top.energy_j) - 1);
+      }
+    }
+  }
+  if (t.empty()) {
+    throw model::InputError(
+        "the measured and simulated profiles share no (stage, kind, clock) >= " +
+        std::to_string(min_mhz) + " MHz");
+  }
+  ErrorStats s;
+  s.points = static_cast<int>(t.size());
+  Stats(t, &s.median_time, &s.p90_time, &s.max_time);
+  Stats(e, &s.median_energy, &s.p90_energy, &s.max_energy);
+  return s;
+}
+
 }  // namespace joulepipe::sim

@@ -96,4 +96,14 @@ struct DvfsFit {
 DvfsFit FitDvfs(const GpuSpec& gpu, const std::vector<model::Profile>& profiles,
                 const CalibrationOptions& options = {});
 
+// End-to-end check of a simulated profile (workload model x GPU model, no
+// fitting) against a measured profile of the same configuration: for every
+// (stage, kind) and clock >= min_mhz in both, the relative errors of the
+// clock response t(f)/t(fmax) and E(f)/E(fmax), fmax = the measured row's
+// highest clock. Absolute scale is not compared: a measured profile may be of
+// a reduced stage slice (Perseus's are). Throws model::InputError if no
+// (stage, kind, clock) is shared or the simulated profile lacks an fmax.
+ErrorStats CompareClockResponse(const model::Profile& measured, const model::Profile& simulated,
+                                int min_mhz);
+
 }  // namespace joulepipe::sim
