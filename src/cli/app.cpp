@@ -199,21 +199,8 @@ void AddEvaluateFlags(CLI::App* command, EvaluateFlags* f) {
 PlanRequest ToPlanRequest(const PlanFlags& f) {
   PlanRequest request;
   request.profile_name = f.profile;
-  if (!schedule::ParseKind(f.schedule, &request.spec.kind)) {
-    throw InputError("--schedule '" + f.schedule + "' is not one of gpipe, 1f1b, interleaved");
-  }
-  const bool interleaved = request.spec.kind == schedule::Kind::kInterleaved;
-  if (!interleaved && f.chunks_option->count() > 0) {
-    throw InputError("--chunks applies only to --schedule interleaved (got --schedule " +
-                     f.schedule + "); drop --chunks or use --schedule interleaved");
-  }
-  if (interleaved && f.chunks < 2) {
-    throw InputError("--chunks must be at least 2 for --schedule interleaved (got " +
-                     std::to_string(f.chunks) + "); use --schedule 1f1b for one chunk per stage");
-  }
-  request.spec.stages = f.stages;
-  request.spec.microbatches = f.microbatches;
-  request.spec.chunks = interleaved ? f.chunks : 1;
+  request.spec = ScheduleFromFlags(f.schedule, f.stages, f.microbatches, f.chunks,
+                                   f.chunks_option->count() > 0);
   request.p_block_w = f.p_block_w;
   request.slowdown = f.slowdown;
   request.resolution_s = f.resolution_ms * 1e-3;

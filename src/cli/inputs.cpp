@@ -1,6 +1,7 @@
 // Checks on user input shared by the joulepipe subcommands.
 #include "joulepipe/cli/inputs.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "joulepipe/cli/format.hpp"
@@ -86,6 +87,56 @@ void CheckProfileFits(const model::Profile& profile, const schedule::Spec& spec,
   }
   message += "; " + fix;
   throw InputError(message);
+}
+
+schedule::Spec ScheduleFromFlags(const std::string& name, int stages, int microbatches, int chunks,
+                                 bool chunks_given) {
+  schedule::Spec spec;
+  if (!schedule::ParseKind(name, &spec.kind)) {
+    throw model::InputError("--schedule '" + name + "' is not one of gpipe, 1f1b, interleaved");
+  }
+  const bool interleaved = spec.kind == schedule::Kind::kInterleaved;
+  if (!interleaved && chunks_given) {
+    throw model::InputError("--chunks applies only to --schedule interleaved (got --schedule " +
+                            name + "); drop --chunks or use --schedule interleaved");
+  }
+  if (interleaved && chunks < 2) {
+    throw model::InputError("--chunks must be at least 2 for --schedule interleaved (got " +
+                            std::to_string(chunks) +
+                            "); use --schedule 1f1b for one chunk per stage");
+  }
+  spec.stages = stages;
+  spec.microbatches = microbatches;
+  spec.chunks = interleaved ? chunks : 1;
+  return spec;
+}
+
+void CheckProfileFitsFlags(const model::Profile& profile, const schedule::Spec& spec,
+                           const std::string& profile_name) {
+  std::string fix;
+  if (!MissingStages(profile).empty()) {
+    fix = "stage ids must be 0..S-1 without gaps; renumber the profile's stages";
+  } else if (spec.chunks > 1) {
+    fix = "pass --stages and --chunks that match the profile, or use a profile of this pipeline";
+  } else {
+    fix = "pass --stages " + std::to_string(profile.num_stages()) +
+          " if the profile is right, or use a profile of " + std::to_string(spec.stages) +
+          " stages";
+  }
+  const std::string shape =
+      "--stages " + std::to_string(spec.stages) +
+      (spec.chunks > 1 ? " --chunks " + std::to_string(spec.chunks) : std::string());
+  CheckProfileFits(profile, spec, profile_name, shape, fix);
+}
+
+void CheckGridSize(double fastest_s, double slowest_s, double resolution_s) {
+  const double deadlines = std::max(0.0, slowest_s - fastest_s) / resolution_s;
+  if (deadlines <= kMaxGridDeadlines) return;
+  const double finest_ms = (slowest_s - fastest_s) / kMaxGridDeadlines * 1e3;
+  throw model::InputError(Printf(
+      "--resolution-ms %g would plan about %.0f deadlines between %.6f s and "
+      "%.6f s (at most %.0f); use --resolution-ms %.3g or more",
+      resolution_s * 1e3, deadlines, fastest_s, slowest_s, kMaxGridDeadlines, finest_ms * 1.001));
 }
 
 }  // namespace joulepipe::cli

@@ -28,40 +28,6 @@ namespace {
 
 using model::InputError;
 
-// More grid deadlines than this would take minutes and gigabytes; a coarser
-// --resolution-ms gives the same chosen plan (its deadline is planned exactly).
-constexpr double kMaxGridDeadlines = 100'000;
-
-// The grid spans at most from the all-max-clock time to the all-min-clock
-// time; refuses a resolution that would make it absurdly fine.
-void CheckGridSize(const PlanRequest& request, const schedule::Schedule& schedule,
-                   const model::Profile& profile, double fastest_s) {
-  const double slowest_s =
-      solver::EvaluateClocks(schedule, profile, request.p_block_w,
-                             solver::UniformClocks(schedule, profile, /*highest=*/false))
-          .time_s;
-  const double deadlines = std::max(0.0, slowest_s - fastest_s) / request.resolution_s;
-  if (deadlines <= kMaxGridDeadlines) return;
-  const double finest_ms = (slowest_s - fastest_s) / kMaxGridDeadlines * 1e3;
-  throw InputError(
-      Printf("--resolution-ms %g would plan about %.0f deadlines between %.6f s and "
-             "%.6f s (at most %.0f); use --resolution-ms %.3g or more",
-             request.resolution_s * 1e3, deadlines, fastest_s, slowest_s, kMaxGridDeadlines,
-             finest_ms * 1.001));
-}
-
-// What to tell the user when the profile's stage count differs from --stages.
-std::string StageFix(const schedule::Spec& spec, const model::Profile& profile) {
-  if (!MissingStages(profile).empty()) {
-    return "stage ids must be 0..S-1 without gaps; renumber the profile's stages";
-  }
-  if (spec.chunks > 1) {
-    return "pass --stages and --chunks that match the profile, or use a profile of this pipeline";
-  }
-  return "pass --stages " + std::to_string(profile.num_stages()) +
-         " if the profile is right, or use a profile of " + std::to_string(spec.stages) + " stages";
-}
-
 // Index of the nearest point to `target` (by time) not yet selected, or
 // points.size() if every point is selected. `points` ascend in time.
 std::size_t NearestUnselected(const std::vector<solver::FrontierPoint>& points,
@@ -108,17 +74,17 @@ PlanOutcome PreparePlan(const PlanRequest& request, const model::Profile& profil
   outcome.request = request;
   outcome.schedule = schedule::Build(request.spec);
   const schedule::Schedule& schedule = outcome.schedule;
-  CheckProfileFits(profile, request.spec, request.profile_name,
-                   "--stages " + std::to_string(request.spec.stages) +
-                       (request.spec.chunks > 1 ? " --chunks " + std::to_string(request.spec.chunks)
-                                                : std::string()),
-                   StageFix(request.spec, profile));
+  CheckProfileFitsFlags(profile, request.spec, request.profile_name);
   // The deadline must be known before solving so the solver plans for it.
   outcome.baseline =
       solver::EvaluateClocks(schedule, profile, request.p_block_w,
                              solver::UniformClocks(schedule, profile, /*highest=*/true));
   outcome.deadline_s = (1 + request.slowdown) * outcome.baseline.time_s;
-  CheckGridSize(request, schedule, profile, outcome.baseline.time_s);
+  CheckGridSize(outcome.baseline.time_s,
+                solver::EvaluateClocks(schedule, profile, request.p_block_w,
+                                       solver::UniformClocks(schedule, profile, /*highest=*/false))
+                    .time_s,
+                request.resolution_s);
   return outcome;
 }
 

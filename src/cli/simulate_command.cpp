@@ -28,8 +28,6 @@ namespace {
 
 using model::InputError;
 
-// Same limit as `plan`: more grid deadlines take minutes and gigabytes.
-constexpr double kMaxGridDeadlines = 100'000;
 // Per-GPU energy is kept for every iteration (SimulationResult::gpu_energy_j).
 constexpr double kMaxGpuRecords = 5e7;
 // Work guard: instructions simulated per policy.
@@ -43,15 +41,6 @@ void Require(bool ok, const std::string& message) {
 
 bool FiniteAtLeast(double value, double low) {
   return std::isfinite(value) && value >= low;
-}
-
-std::string StageFix(const schedule::Spec& spec, const model::Profile& profile) {
-  if (!MissingStages(profile).empty()) {
-    return "stage ids must be 0..S-1 without gaps; renumber the profile's stages";
-  }
-  if (spec.chunks > 1) return "pass --stages and --chunks that match the profile";
-  return "pass --stages " + std::to_string(profile.num_stages()) +
-         " if the profile is right, or use a profile of " + std::to_string(spec.stages) + " stages";
 }
 
 std::vector<sim::CandidatePlan> ToCandidates(const solver::Frontier& frontier) {
@@ -163,11 +152,7 @@ SimulateOutcome RunSimulation(const SimulateRequest& request, const model::Profi
   if (job.straggler.slowdown <= 1) job.straggler.pipeline = -1;
   outcome.schedule = schedule::Build(request.spec);
   const schedule::Schedule& schedule = outcome.schedule;
-  CheckProfileFits(profile, request.spec, request.profile_name,
-                   "--stages " + std::to_string(request.spec.stages) +
-                       (request.spec.chunks > 1 ? " --chunks " + std::to_string(request.spec.chunks)
-                                                : std::string()),
-                   StageFix(request.spec, profile));
+  CheckProfileFitsFlags(profile, request.spec, request.profile_name);
 
   const double p_block = job.p_block_w;
   outcome.max_clock = solver::EvaluateClocks(schedule, profile, p_block,
@@ -176,12 +161,7 @@ SimulateOutcome RunSimulation(const SimulateRequest& request, const model::Profi
   const double slowest = solver::EvaluateClocks(schedule, profile, p_block,
                                                 solver::UniformClocks(schedule, profile, false))
                              .time_s;
-  const double deadlines = std::max(0.0, slowest - t0) / request.resolution_s;
-  Require(deadlines <= kMaxGridDeadlines,
-          Printf("--resolution-ms %g would plan about %.0f deadlines (at most %.0f); use "
-                 "--resolution-ms %.3g or more",
-                 request.resolution_s * 1e3, deadlines, kMaxGridDeadlines,
-                 (slowest - t0) / kMaxGridDeadlines * 1e3 * 1.001));
+  CheckGridSize(t0, slowest, request.resolution_s);
 
   solver::Options options;
   options.p_block_w = p_block;
@@ -554,25 +534,12 @@ int SimulateSubcommand::Run() const {
   const SimulateFlags& f = *flags_;
   SimulateRequest request;
   request.profile_name = f.profile;
-  if (!schedule::ParseKind(f.schedule, &request.spec.kind)) {
-    throw InputError("--schedule '" + f.schedule + "' is not one of gpipe, 1f1b, interleaved");
-  }
-  const bool interleaved = request.spec.kind == schedule::Kind::kInterleaved;
-  if (!interleaved && f.chunks_option->count() > 0) {
-    throw InputError("--chunks applies only to --schedule interleaved (got --schedule " +
-                     f.schedule + "); drop --chunks or use --schedule interleaved");
-  }
-  if (interleaved && f.chunks < 2) {
-    throw InputError("--chunks must be at least 2 for --schedule interleaved (got " +
-                     std::to_string(f.chunks) + ")");
-  }
+  request.spec = ScheduleFromFlags(f.schedule, f.stages, f.microbatches, f.chunks,
+                                   f.chunks_option->count() > 0);
   if (f.timeline_iterations < 1) {
     throw InputError("--timeline-iterations must be at least 1 (got " +
                      std::to_string(f.timeline_iterations) + ")");
   }
-  request.spec.stages = f.stages;
-  request.spec.microbatches = f.microbatches;
-  request.spec.chunks = interleaved ? f.chunks : 1;
   sim::JobSpec& job = request.job;
   job.pipelines = f.pipelines;
   job.gpus_per_stage = f.tp;

@@ -30,4 +30,22 @@ void CheckProfileFits(const model::Profile& profile, const schedule::Spec& spec,
                       const std::string& profile_name, const std::string& shape,
                       const std::string& fix);
 
+// The schedule flags (--schedule, --stages, --microbatches, --chunks) as a
+// Spec. --chunks is only for interleaved (then >= 2); `chunks_given` says
+// whether the user passed it. Throws InputError naming the flag.
+schedule::Spec ScheduleFromFlags(const std::string& schedule, int stages, int microbatches,
+                                 int chunks, bool chunks_given);
+
+// CheckProfileFits for a spec that came from the command line: the message
+// names --stages (and --chunks) and says how to fix the profile or the flags.
+void CheckProfileFitsFlags(const model::Profile& profile, const schedule::Spec& spec,
+                           const std::string& profile_name);
+
+// A frontier grid from fastest_s to slowest_s at resolution_s may have at most
+// this many deadlines (more take minutes and gigabytes; the plans that matter
+// are planned exactly anyway). Throws InputError naming --resolution-ms and
+// the finest value that fits.
+inline constexpr double kMaxGridDeadlines = 100'000;
+void CheckGridSize(double fastest_s, double slowest_s, double resolution_s);
+
 }  // namespace joulepipe::cli
