@@ -13,9 +13,12 @@
 #include "joulepipe/cli/demo.hpp"
 #include "joulepipe/cli/embedded.hpp"
 #include "joulepipe/cli/evaluate.hpp"
+#include "joulepipe/cli/gpus_command.hpp"
 #include "joulepipe/cli/inputs.hpp"
+#include "joulepipe/cli/measure_command.hpp"
 #include "joulepipe/cli/output_dir.hpp"
 #include "joulepipe/cli/planning.hpp"
+#include "joulepipe/cli/power_command.hpp"
 #include "joulepipe/cli/profile_command.hpp"
 #include "joulepipe/cli/simulate_command.hpp"
 #include "joulepipe/model/error.hpp"
@@ -312,6 +315,14 @@ int RunApp(int argc, char** argv) {
   // `profile` (profile_command.hpp) registers its own flags and help.
   ProfileSubcommand profile(&app);
 
+  // `gpus` (gpus_command.hpp) registers its own flags and help.
+  GpusSubcommand gpus(&app);
+
+  // `measure` and `power` (measure_command.hpp, power_command.hpp) register
+  // their own flags and help.
+  MeasureSubcommand measure(&app);
+  PowerSubcommand power(&app);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -325,6 +336,9 @@ int RunApp(int argc, char** argv) {
     if (evaluate->parsed()) return RunEvaluate(evaluate_flags);
     if (simulate.parsed()) return simulate.Run();
     if (profile.parsed()) return profile.Run();
+    if (gpus.parsed()) return gpus.Run();
+    if (measure.parsed()) return measure.Run();
+    if (power.parsed()) return power.Run();
     return Fail(kExitInternal, "internal error", "no subcommand selected");
   } catch (const InputError& e) {
     return Fail(kExitUsage, "error", e.what());

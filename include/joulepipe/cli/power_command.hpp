@@ -1,0 +1,38 @@
+// `joulepipe power [--gpus 0,1] [--interval-ms N]`
+//
+// Streams GPU power until SIGINT or SIGTERM: a header line, then one line
+// per interval on stdout,
+//   time_s  GPU0_W  GPU1_W  total_W
+// (instant power, as sampled by the monitor's sampler thread), flushed per
+// line. On the signal it prints a summary (duration; per GPU mean power =
+// energy / duration, max sampled power, energy from the energy counter
+// where the GPU has one, else the sampled integral; total) and the
+// methodology, and exits 0. GPU energy only. Exit 2 without NVML or for a
+// bad flag.
+#pragma once
+
+#include <memory>
+
+namespace CLI {
+class App;
+}
+
+namespace joulepipe::cli {
+
+struct PowerFlags;
+class PowerSubcommand {
+ public:
+  explicit PowerSubcommand(CLI::App* app);
+  ~PowerSubcommand();
+  PowerSubcommand(const PowerSubcommand&) = delete;
+  PowerSubcommand& operator=(const PowerSubcommand&) = delete;
+
+  bool parsed() const;
+  int Run() const;  // the exit code
+
+ private:
+  std::unique_ptr<PowerFlags> flags_;
+  CLI::App* command_ = nullptr;
+};
+
+}  // namespace joulepipe::cli

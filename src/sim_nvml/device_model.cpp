@@ -1,0 +1,158 @@
+#include "device_model.hpp"
+
+#include <algorithm>
+
+namespace joulepipe::sim_nvml {
+namespace {
+
+// The load segment in force at t (absolute), or null: the last covering one.
+const LoadSegment* SegmentAt(const DeviceConfig& dev, double epoch, double t) {
+  const LoadSegment* found = nullptr;
+  for (const LoadSegment& s : dev.load)
+    if (t >= epoch + s.start_s && t < epoch + s.end_s) found = &s;
+  return found;
+}
+
+}  // namespace
+
+const Settings& DeviceHistory::At(double t) const {
+  const Settings* s = &base;
+  for (const SettingsChange& c : changes) {
+    if (c.t > t) break;
+    s = &c.settings;
+  }
+  return *s;
+}
+
+void DeviceHistory::Set(double t, const Settings& s) {
+  if (s == Current()) return;
+  if (!changes.empty()) t = std::max(t, changes.back().t);
+  if (!std::isnan(base_t)) t = std::max(t, base_t);
+  changes.push_back({t, s});
+}
+
+double SnapDown(const sim::GpuSpec& gpu, double mhz) {
+  const double hi = gpu.max_sm_mhz, step = gpu.sm_step_mhz > 0 ? gpu.sm_step_mhz : 1;
+  if (mhz >= hi) return hi;
+  const double lowest = hi - std::floor((hi - gpu.min_sm_mhz) / step) * step;
+  if (mhz <= lowest) return lowest;
+  return hi - std::ceil((hi - mhz) / step - 1e-9) * step;
+}
+
+ClockRange AllowedClocks(const sim::GpuSpec& gpu, const Settings& s) {
+  ClockRange r;
+  const double step = gpu.sm_step_mhz > 0 ? gpu.sm_step_mhz : 1;
+  const double lowest = SnapDown(gpu, gpu.min_sm_mhz);
+  r.max_mhz = s.locked ? SnapDown(gpu, s.locked_max_mhz) : gpu.max_sm_mhz;
+  if (!s.locked) {
+    r.min_mhz = lowest;
+  } else {
+    double m = SnapDown(gpu, s.locked_min_mhz);
+    if (m < s.locked_min_mhz && m + step <= gpu.max_sm_mhz) m += step;  // round up
+    r.min_mhz = std::clamp(m, lowest, r.max_mhz);
+  }
+  return r;
+}
+
+double PowerLimitW(const sim::GpuSpec& gpu, const Settings& s) {
+  return s.power_limit_mw > 0 ? s.power_limit_mw / 1000.0 : gpu.tdp_w;
+}
+
+Operating OperatingAt(const DeviceConfig& dev, double epoch, const Settings& s, double t) {
+  const sim::GpuSpec& gpu = *dev.gpu;
+  const ClockRange range = AllowedClocks(gpu, s);
+  Operating op;
+  op.locked = s.locked;
+  const LoadSegment* seg = SegmentAt(dev, epoch, t);
+  if (!seg) {
+    // Idle: the clock falls to the lowest allowed one; the board draws idle_w.
+    op.sm_mhz = range.min_mhz;
+    op.power_w = gpu.idle_w;
+    return op;
+  }
+  op.idle = false;
+  op.utilization = seg->utilization;
+  op.compute_fraction = seg->compute_fraction;
+  const sim::Work work{1.0, seg->compute_fraction, seg->activity};
+  const sim::OperatingPoint point = sim::Run(gpu, work, range.max_mhz, PowerLimitW(gpu, s));
+  op.sm_mhz = range.max_mhz;
+  if (point.power_capped) {
+    op.power_capped = true;
+    op.sm_mhz = SnapDown(gpu, point.effective_mhz);
+  }
+  const double busy_w = sim::Power(gpu, seg->activity, op.sm_mhz);
+  op.power_w = seg->utilization * busy_w + (1.0 - seg->utilization) * gpu.p_block_w;
+  return op;
+}
+
+namespace {
+
+// Integral of power over [a, b] (a <= b) with the settings of h.
+double Integrate(const DeviceConfig& dev, double epoch, const DeviceHistory& h, double a,
+                 double b) {
+  if (b <= a) return 0;
+  std::vector<double> cuts{a, b};
+  for (const LoadSegment& s : dev.load) {
+    for (double x : {epoch + s.start_s, epoch + s.end_s})
+      if (x > a && x < b) cuts.push_back(x);
+  }
+  for (const SettingsChange& c : h.changes)
+    if (c.t > a && c.t < b) cuts.push_back(c.t);
+  std::sort(cuts.begin(), cuts.end());
+  double joules = 0;
+  for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+    const double x = cuts[i], y = cuts[i + 1];
+    if (y <= x) continue;
+    // Power is constant on (x, y); sample it at the piece's start (segments
+    // and settings are right-continuous: in force from their start on).
+    joules += OperatingAt(dev, epoch, h.At(x), x).power_w * (y - x);
+  }
+  return joules;
+}
+
+}  // namespace
+
+double EnergyJ(const DeviceConfig& dev, double epoch, const DeviceHistory& h, double t) {
+  if (!std::isnan(h.base_t) && h.base_t >= epoch && t >= h.base_t)
+    return h.base_energy_j + Integrate(dev, epoch, h, h.base_t, t);
+  if (t <= epoch) return 0;
+  return Integrate(dev, epoch, h, epoch, t);
+}
+
+unsigned long long CounterMj(const DeviceConfig& dev, double epoch, double period_s,
+                             const DeviceHistory& h, double t) {
+  if (t <= epoch) return 0;
+  const double tick = epoch + std::floor((t - epoch) / period_s) * period_s;
+  return static_cast<unsigned long long>(std::floor(EnergyJ(dev, epoch, h, tick) * 1000.0));
+}
+
+double AveragePowerW(const DeviceConfig& dev, double epoch, const DeviceHistory& h, double t,
+                     double window_s) {
+  if (t - window_s < epoch) return OperatingAt(dev, epoch, h.At(t), t).power_w;
+  return (EnergyJ(dev, epoch, h, t) - EnergyJ(dev, epoch, h, t - window_s)) / window_s;
+}
+
+void Compact(const DeviceConfig& dev, double epoch, DeviceHistory& h, size_t max_changes,
+             double keep_after) {
+  if (h.changes.size() <= max_changes) return;
+  size_t fold = 0;
+  while (fold < h.changes.size() && h.changes[fold].t < keep_after &&
+         h.changes.size() - fold > max_changes / 2)
+    ++fold;
+  if (fold == 0) return;
+  const SettingsChange last = h.changes[fold - 1];
+  if (last.t <= epoch) {
+    // Before the epoch only the settings in force matter.
+    h.base = last.settings;
+    h.base_t = NAN;
+    h.base_energy_j = 0;
+  } else {
+    const double e = EnergyJ(dev, epoch, h, last.t);
+    h.base = last.settings;
+    h.base_t = last.t;
+    h.base_energy_j = e;
+  }
+  h.changes.erase(h.changes.begin(), h.changes.begin() + static_cast<long>(fold));
+}
+
+}  // namespace joulepipe::sim_nvml

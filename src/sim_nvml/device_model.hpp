@@ -1,0 +1,102 @@
+// What one simulated device does at a point in time, and the energy it has
+// used since the config epoch (docs/sim-nvml.md, "What is modelled").
+//
+// Times are absolute seconds on CLOCK_REALTIME (Unix time), so every process
+// that reads the same configuration and state file computes the same values.
+//
+//   Settings. The device settings (locked clocks, power limit) form a step
+//             function of time: a base (settings in force from base_t, with
+//             the exact energy used up to then) and the changes after it.
+//   Power.    Idle (no load segment): idle_w at the idle clock. Under a load
+//             segment {u, beta, a}: the busy clock is the locked max clock
+//             (or the GPU's max), capped by the power limit through
+//             sim::Run and rounded down to a supported clock; the power is
+//             u * sim::Power(gpu, a, clock) + (1 - u) * p_block_w (between
+//             kernels the GPU waits at its clock, like a P2P wait).
+//   Energy.   The exact integral of that piecewise-constant power from the
+//             epoch (or the base) to t; the NVML counter publishes it at the
+//             last update tick epoch + k * period.
+#pragma once
+
+#include <cmath>
+#include <vector>
+
+#include "config.hpp"
+
+namespace joulepipe::sim_nvml {
+
+struct Settings {
+  bool locked = false;          // locked graphics clocks set
+  unsigned locked_min_mhz = 0;  // as requested (min <= max); used only if locked
+  unsigned locked_max_mhz = 0;
+  unsigned power_limit_mw = 0;  // 0 = the GPU's default limit (tdp_w)
+
+  bool operator==(const Settings&) const = default;
+};
+
+struct SettingsChange {
+  double t = 0;  // Unix time from which `settings` is in force
+  Settings settings;
+};
+
+// The settings history of one device (what the state file stores).
+// Invariant: changes are sorted by t and all are later than base_t.
+struct DeviceHistory {
+  double base_t = NAN;       // NaN: no base; the integral starts at the epoch
+  double base_energy_j = 0;  // energy from the epoch to base_t (when base_t is set)
+  Settings base;             // settings in force before the first change
+  std::vector<SettingsChange> changes;
+
+  const Settings& Current() const { return changes.empty() ? base : changes.back().settings; }
+  const Settings& At(double t) const;
+  // Records `s` from time t (t >= the last change; equal settings are dropped).
+  void Set(double t, const Settings& s);
+};
+
+// The device's state at one instant.
+struct Operating {
+  bool idle = true;        // no load segment covers the instant
+  double utilization = 0;  // of the load segment
+  double compute_fraction = 0;
+  double sm_mhz = 0;          // current SM (= graphics) clock
+  double power_w = 0;         // instantaneous power
+  bool power_capped = false;  // the power limit holds the clock below the requested one
+  bool locked = false;
+};
+
+// Clock range the settings allow, snapped to supported clocks: max is the
+// highest supported clock <= the locked max (or the GPU's max), min the
+// lowest supported clock >= the locked min (or the GPU's min), <= max.
+struct ClockRange {
+  double min_mhz = 0;
+  double max_mhz = 0;
+};
+ClockRange AllowedClocks(const sim::GpuSpec& gpu, const Settings& s);
+
+// Highest supported SM clock <= mhz (the lowest supported clock if none).
+double SnapDown(const sim::GpuSpec& gpu, double mhz);
+
+double PowerLimitW(const sim::GpuSpec& gpu, const Settings& s);
+
+Operating OperatingAt(const DeviceConfig& dev, double epoch_unix_s, const Settings& s, double t);
+
+// Exact energy (J) used between the epoch and t (0 for t <= epoch).
+double EnergyJ(const DeviceConfig& dev, double epoch_unix_s, const DeviceHistory& h, double t);
+
+// The counter value published at t: EnergyJ at the last tick
+// epoch + floor((t - epoch) / period) * period, in whole millijoules.
+unsigned long long CounterMj(const DeviceConfig& dev, double epoch_unix_s, double period_s,
+                             const DeviceHistory& h, double t);
+
+// Mean power (W) over [t - window, t] (the instant power when that starts
+// before the epoch).
+double AveragePowerW(const DeviceConfig& dev, double epoch_unix_s, const DeviceHistory& h, double t,
+                     double window_s);
+
+// Bounds the history: when it holds more than `max_changes`, folds the
+// changes older than `keep_after` into the base (exact energy up to the
+// newest folded change). Energy for times >= the new base_t is unchanged.
+void Compact(const DeviceConfig& dev, double epoch_unix_s, DeviceHistory& h, size_t max_changes,
+             double keep_after);
+
+}  // namespace joulepipe::sim_nvml
