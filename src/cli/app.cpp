@@ -34,17 +34,22 @@ using model::InputError;
 // ---- Help texts --------------------------------------------------------------
 
 constexpr char kAppDescription[] =
-    "joulepipe plans per-instruction GPU SM clocks for pipeline-parallel training.\n"
-    "Forward and backward computations off the critical path run at lower clocks,\n"
-    "so an iteration uses less GPU energy without taking longer. Energy figures are\n"
-    "computed from a measured profile (not measured by joulepipe).";
+    "joulepipe cuts the GPU energy of pipeline-parallel training without slowing it:\n"
+    "it measures energy, plans one SM clock per forward/backward (instructions off\n"
+    "the critical path run slower instead of waiting) and simulates whole jobs.\n"
+    "Every figure says whether it was measured (NVML, RAPL), computed from a\n"
+    "measured profile, or simulated.";
 
 constexpr char kAppFooter[] =
-    "\nStart with `joulepipe demo` (no input needed), then plan your own pipeline:\n"
-    "  joulepipe demo\n"
+    "\nStart with `joulepipe demo` (no input, no GPU), then:\n"
+    "  joulepipe measure --json -- python train.py     # a baseline: energy of a run\n"
+    "  joulepipe profile --simulate --model gpt3-175b --gpu a100-sxm --tp 8 --pp 8 \\\n"
+    "                    --out prof.csv                # or a measured profile\n"
     "  joulepipe plan --profile prof.csv --schedule 1f1b --stages 8 --microbatches 48 \\\n"
     "                 --p-block 83.64 --out plan-out\n"
     "  joulepipe evaluate --profile prof.csv --plan plan-out/chosen.json --p-block 83.64\n"
+    "  joulepipe simulate --profile prof.csv --p-block 83.64 --pipelines 16 --stages 8 \\\n"
+    "                     --microbatches 48 --straggler-slowdown 1.2\n"
     "\n"
     "Profile CSV (Perseus/Zeus format): a header with at least the columns\n"
     "  stage,instruction,frequency,time,energy\n"
@@ -52,7 +57,11 @@ constexpr char kAppFooter[] =
     "forward|backward, frequency = SM clock in MHz, time (s) and energy (J) of one\n"
     "instruction at that clock. Extra columns (rank, dp_rank, ...) are ignored.\n"
     "\n"
-    "Exit codes: 0 ok, 2 bad input or usage, 1 internal error.\n"
+    "Without a GPU, gpus/measure/power run against the simulated driver:\n"
+    "  export JOULEPIPE_NVML_LIBRARY=build/sim-nvml/libnvidia-ml.so.1\n"
+    "\n"
+    "Exit codes: 0 ok, 2 bad input, usage or environment (no NVML, ...), 1 internal\n"
+    "error; `measure` passes its command's exit code through.\n"
     "Run `joulepipe <command> --help` for a command; docs/cli.md has the details.";
 
 constexpr char kPlanFooter[] =

@@ -100,12 +100,10 @@ std::string LoadedPath(void* handle, const std::string& requested) {
   return ignored || canonical.empty() ? path : canonical.string();
 }
 
-// The simulated library (src/sim_nvml) is recognised by where CMake builds
-// it: a file named libnvidia-ml.so.1 (or a version of it) in a sim-nvml/
-// directory.
-bool IsSimulated(const std::string& path) {
-  const std::filesystem::path p(path);
-  return p.parent_path().filename() == "sim-nvml";
+// The simulated library (src/sim_nvml) exports a marker function that no
+// NVIDIA driver has; a copy of it anywhere is recognised.
+bool IsSimulated(void* handle) {
+  return dlsym(handle, "nvmlJoulepipeSimulated") != nullptr;
 }
 
 std::string SystemString(nvmlReturn_t (*fn)(char*, unsigned int)) {
@@ -157,7 +155,7 @@ LoadedNvml* Load() {
   auto loaded = std::make_unique<LoadedNvml>();
   loaded->info.requested = requested;
   loaded->info.path = LoadedPath(handle.get(), requested);
-  loaded->info.simulated = IsSimulated(loaded->info.path);
+  loaded->info.simulated = IsSimulated(handle.get());
   loaded->api = ResolveAll(handle.get(), loaded->info.path);
   const nvmlReturn_t code = loaded->api.init_v2();
   if (code != NVML_SUCCESS) {

@@ -88,7 +88,10 @@ std::vector<LoadSegment> ParseLoad(const json& j, const std::string& source,
 }
 
 Faults ParseFaults(const json& j, const std::string& source, const std::string& where) {
-  CheckKeys(j, {"gpu_lost_at_s", "unknown_error", "energy_counter_not_supported"}, source, where);
+  CheckKeys(j,
+            {"gpu_lost_at_s", "unknown_error", "energy_counter_not_supported",
+             "field_values_not_supported"},
+            source, where);
   Faults f;
   if (j.contains("gpu_lost_at_s")) f.gpu_lost_at_s = Number(j, "gpu_lost_at_s", 0, source, where);
   if (j.contains("unknown_error")) {
@@ -101,6 +104,7 @@ Faults ParseFaults(const json& j, const std::string& source, const std::string& 
     }
   }
   f.energy_counter_not_supported = Bool(j, "energy_counter_not_supported", false, source, where);
+  f.field_values_not_supported = Bool(j, "field_values_not_supported", false, source, where);
   return f;
 }
 

@@ -35,6 +35,7 @@ struct Faults {
   std::optional<double> gpu_lost_at_s;        // from then on: NVML_ERROR_GPU_IS_LOST
   std::set<std::string> unknown_error;        // function names -> NVML_ERROR_UNKNOWN
   bool energy_counter_not_supported = false;  // as before Volta
+  bool field_values_not_supported = false;    // every field NOT_SUPPORTED, as on old drivers
 };
 
 struct DeviceConfig {

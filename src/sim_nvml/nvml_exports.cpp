@@ -42,8 +42,11 @@ nvmlReturn_t FillList(const std::vector<unsigned>& values, unsigned* count, unsi
 std::string ArgsJson(std::initializer_list<std::pair<const char*, unsigned>> args) {
   std::string s = "{";
   for (const auto& [k, v] : args) {
-    if (s.size() > 1) s += ",";
-    s += "\"" + std::string(k) + "\":" + std::to_string(v);
+    if (s.size() > 1) s += ',';
+    s += '"';
+    s += k;
+    s += "\":";
+    s += std::to_string(v);
   }
   return s + "}";
 }
@@ -253,6 +256,10 @@ SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int v
       v.latencyUsec = 0;
       v.valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
       std::memset(&v.value, 0, sizeof v.value);
+      if (c.device().faults.field_values_not_supported) {
+        v.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        continue;
+      }
       switch (v.fieldId) {
         case NVML_FI_DEV_POWER_AVERAGE:
           v.value.uiVal = Mw(AverageW(c));
@@ -493,4 +500,10 @@ SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceResetGpuLockedClocks(nvmlDevice_t device)
     c.SetSettings(s);
     return NVML_SUCCESS;
   });
+}
+
+// Not part of NVML: lets a client tell this library from a real driver
+// without relying on where it was loaded from (gpu::NvmlInfo::simulated).
+SIM_NVML_EXPORT int nvmlJoulepipeSimulated(void) {
+  return 1;
 }

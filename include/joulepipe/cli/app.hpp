@@ -1,8 +1,11 @@
-// The `joulepipe` command line: subcommands demo, plan and evaluate.
+// The `joulepipe` command line: subcommands demo, plan, evaluate, profile,
+// simulate, gpus, measure and power.
 //
-// Exit codes: 0 success; 2 bad input or usage (a message on stderr names the
-// flag, file, line or field at fault; no output directory is left behind);
-// 1 an unexpected internal error.
+// Exit codes: 0 success; 2 bad input or usage, or an environment that cannot
+// serve the command (no NVML library, a MIG instance, a lost GPU): a message
+// on stderr names the flag, file, line, field or device at fault and says
+// what to do; no output directory is left behind; 1 an unexpected internal
+// error. `measure` passes its command's exit code through instead.
 #pragma once
 
 namespace joulepipe::cli {

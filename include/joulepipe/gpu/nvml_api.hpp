@@ -4,7 +4,7 @@
 //
 // Two users, who must agree bit for bit:
 //   * the NVML backend (src/gpu/), which loads the real library with dlopen
-//     and looks every function up by the names in kNvmlSymbols;
+//     and looks every function up by name (src/gpu/nvml_library.hpp, NvmlApi);
 //   * the simulated library (src/sim_nvml/), which exports these functions
 //     with C linkage so that any NVML client (pynvml included) can load it.
 // Units are NVML's: power in milliwatts, energy in millijoules, clocks in MHz.
