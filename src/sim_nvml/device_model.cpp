@@ -1,6 +1,7 @@
 #include "device_model.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 namespace joulepipe::sim_nvml {
 namespace {
@@ -63,7 +64,21 @@ Operating OperatingAt(const DeviceConfig& dev, double epoch, const Settings& s, 
   const ClockRange range = AllowedClocks(gpu, s);
   Operating op;
   op.locked = s.locked;
-  const LoadSegment* seg = SegmentAt(dev, epoch, t);
+  LoadSegment override_segment;
+  const LoadSegment* seg = nullptr;
+  if (s.load_state < 0) {
+    seg = SegmentAt(dev, epoch, t);
+  } else if (s.load_state == sim::kLoadBlocked) {
+    // Waiting on a peer at the clock it would run at: p_block_w (the clock
+    // as under load, uncapped since p_block_w is below every limit).
+    op.idle = false;
+    op.sm_mhz = range.max_mhz;
+    op.power_w = gpu.p_block_w;
+    return op;
+  } else if (s.load_state == sim::kLoadBusy) {
+    override_segment = {0, 0, 1.0, s.load_compute_fraction, s.load_activity};
+    seg = &override_segment;
+  }
   if (!seg) {
     // Idle: the clock falls to the lowest allowed one; the board draws idle_w.
     op.sm_mhz = range.min_mhz;
@@ -87,7 +102,9 @@ Operating OperatingAt(const DeviceConfig& dev, double epoch, const Settings& s, 
 
 namespace {
 
-// Integral of power over [a, b] (a <= b) with the settings of h.
+// Integral of power over [a, b] (a <= b) with the settings of h. Linear in
+// the number of changes (the in-process load override may record thousands
+// of changes per second, docs/sim-nvml.md).
 double Integrate(const DeviceConfig& dev, double epoch, const DeviceHistory& h, double a,
                  double b) {
   if (b <= a) return 0;
@@ -96,16 +113,22 @@ double Integrate(const DeviceConfig& dev, double epoch, const DeviceHistory& h, 
     for (double x : {epoch + s.start_s, epoch + s.end_s})
       if (x > a && x < b) cuts.push_back(x);
   }
-  for (const SettingsChange& c : h.changes)
-    if (c.t > a && c.t < b) cuts.push_back(c.t);
+  // Changes are sorted by t: the first one after a, and the settings in
+  // force at a.
+  const auto first = std::upper_bound(h.changes.begin(), h.changes.end(), a,
+                                      [](double t, const SettingsChange& c) { return t < c.t; });
+  for (auto it = first; it != h.changes.end() && it->t < b; ++it) cuts.push_back(it->t);
   std::sort(cuts.begin(), cuts.end());
+  const Settings* settings = first == h.changes.begin() ? &h.base : &std::prev(first)->settings;
+  auto next = first;
   double joules = 0;
   for (size_t i = 0; i + 1 < cuts.size(); ++i) {
     const double x = cuts[i], y = cuts[i + 1];
+    while (next != h.changes.end() && next->t <= x) settings = &(next++)->settings;
     if (y <= x) continue;
     // Power is constant on (x, y); sample it at the piece's start (segments
     // and settings are right-continuous: in force from their start on).
-    joules += OperatingAt(dev, epoch, h.At(x), x).power_w * (y - x);
+    joules += OperatingAt(dev, epoch, *settings, x).power_w * (y - x);
   }
   return joules;
 }
@@ -113,6 +136,14 @@ double Integrate(const DeviceConfig& dev, double epoch, const DeviceHistory& h, 
 }  // namespace
 
 double EnergyJ(const DeviceConfig& dev, double epoch, const DeviceHistory& h, double t) {
+  // From the latest change strictly before t, when its energy is cached.
+  const auto next = std::lower_bound(h.changes.begin(), h.changes.end(), t,
+                                     [](const SettingsChange& c, double x) { return c.t < x; });
+  if (next != h.changes.begin()) {
+    const SettingsChange& c = *std::prev(next);
+    if (!std::isnan(c.energy_j) && c.t >= epoch)
+      return c.energy_j + Integrate(dev, epoch, h, c.t, t);
+  }
   if (!std::isnan(h.base_t) && h.base_t >= epoch && t >= h.base_t)
     return h.base_energy_j + Integrate(dev, epoch, h, h.base_t, t);
   if (t <= epoch) return 0;
@@ -132,14 +163,23 @@ double AveragePowerW(const DeviceConfig& dev, double epoch, const DeviceHistory&
   return (EnergyJ(dev, epoch, h, t) - EnergyJ(dev, epoch, h, t - window_s)) / window_s;
 }
 
+void CacheLastEnergy(const DeviceConfig& dev, double epoch, DeviceHistory& h) {
+  if (h.changes.empty() || !std::isnan(h.changes.back().energy_j)) return;
+  // EnergyJ at the change's own time does not include the change's piece.
+  h.changes.back().energy_j = EnergyJ(dev, epoch, h, h.changes.back().t);
+}
+
 void Compact(const DeviceConfig& dev, double epoch, DeviceHistory& h, size_t max_changes,
              double keep_after) {
   if (h.changes.size() <= max_changes) return;
-  size_t fold = 0;
-  while (fold < h.changes.size() && h.changes[fold].t < keep_after &&
-         h.changes.size() - fold > max_changes / 2)
-    ++fold;
-  if (fold == 0) return;
+  // Changes older than keep_after, keeping at least max_changes / 2.
+  const size_t old_ones = static_cast<size_t>(
+      std::lower_bound(h.changes.begin(), h.changes.end(), keep_after,
+                       [](const SettingsChange& c, double x) { return c.t < x; }) -
+      h.changes.begin());
+  const size_t fold = std::min(old_ones, h.changes.size() - max_changes / 2);
+  // Erasing from the front is O(n): do it only when it removes at least half.
+  if (fold == 0 || 2 * fold < h.changes.size()) return;
   const SettingsChange last = h.changes[fold - 1];
   if (last.t <= epoch) {
     // Before the epoch only the settings in force matter.

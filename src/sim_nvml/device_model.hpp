@@ -13,6 +13,9 @@
 //             sim::Run and rounded down to a supported clock; the power is
 //             u * sim::Power(gpu, a, clock) + (1 - u) * p_block_w (between
 //             kernels the GPU waits at its clock, like a P2P wait).
+//             A load override in the settings (nvmlJoulepipeSimSetLoad)
+//             replaces the schedule: idle; blocked (p_block_w at the busy
+//             clock); busy with {1, beta, a}.
 //   Energy.   The exact integral of that piecewise-constant power from the
 //             epoch (or the base) to t; the NVML counter publishes it at the
 //             last update tick epoch + k * period.
@@ -22,6 +25,7 @@
 #include <vector>
 
 #include "config.hpp"
+#include "joulepipe/sim/sim_nvml_ext.hpp"
 
 namespace joulepipe::sim_nvml {
 
@@ -30,6 +34,13 @@ struct Settings {
   unsigned locked_min_mhz = 0;  // as requested (min <= max); used only if locked
   unsigned locked_max_mhz = 0;
   unsigned power_limit_mw = 0;  // 0 = the GPU's default limit (tdp_w)
+  // In-process load override (nvmlJoulepipeSimSetLoad): -1 follows the
+  // config's load schedule; otherwise sim::kLoadIdle, kLoadBlocked or
+  // kLoadBusy (joulepipe/sim/sim_nvml_ext.hpp), with the work's beta and
+  // activity when busy.
+  int load_state = -1;
+  double load_compute_fraction = 1;
+  double load_activity = 1;
 
   bool operator==(const Settings&) const = default;
 };
@@ -37,6 +48,11 @@ struct Settings {
 struct SettingsChange {
   double t = 0;  // Unix time from which `settings` is in force
   Settings settings;
+  // Cache: the exact energy from the epoch to t (J), filled in when the
+  // change is recorded in process (DeviceCall::SetSettings); NaN when
+  // unknown (e.g. read back from the state file). Readings start from the
+  // latest cached change before them, so they cost O(log n), not O(n).
+  double energy_j = NAN;
 };
 
 // The settings history of one device (what the state file stores).
@@ -93,9 +109,15 @@ unsigned long long CounterMj(const DeviceConfig& dev, double epoch_unix_s, doubl
 double AveragePowerW(const DeviceConfig& dev, double epoch_unix_s, const DeviceHistory& h, double t,
                      double window_s);
 
+// Fills in changes.back().energy_j (the exact energy up to its time) if it
+// is not known yet.
+void CacheLastEnergy(const DeviceConfig& dev, double epoch_unix_s, DeviceHistory& h);
+
 // Bounds the history: when it holds more than `max_changes`, folds the
 // changes older than `keep_after` into the base (exact energy up to the
-// newest folded change). Energy for times >= the new base_t is unchanged.
+// newest folded change), keeping at least max_changes / 2. Energy for times
+// >= the new base_t is unchanged. Amortised O(1) per change at any change
+// rate: it folds only once the foldable changes are at least half of them.
 void Compact(const DeviceConfig& dev, double epoch_unix_s, DeviceHistory& h, size_t max_changes,
              double keep_after);
 

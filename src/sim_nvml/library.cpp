@@ -48,6 +48,10 @@ void DeviceCall::SetSettings(const Settings& s) {
   lib_.store->Modify([&](DeviceHistories& all) {
     DeviceHistory& h = all[dev.uuid];
     h.Set(now, s);
+    // In-process histories cache each change's energy (cheap readings at
+    // high change rates); with a state file every process integrates the
+    // same way, so all read the same counter.
+    if (config().state_file.empty()) CacheLastEnergy(dev, epoch, h);
     // Bounded history: once there are many changes, fold those older than
     // any reading still needs (the 1 s power average, the last counter
     // tick, a 1 s margin) into the base (docs/sim-nvml.md, "State file").

@@ -20,6 +20,7 @@ using nlohmann::json;
 json SettingsJson(const Settings& s) {
   json j{{"power_limit_mw", s.power_limit_mw}};
   if (s.locked) j["locked_mhz"] = {s.locked_min_mhz, s.locked_max_mhz};
+  if (s.load_state >= 0) j["load"] = {s.load_state, s.load_compute_fraction, s.load_activity};
   return j;
 }
 
@@ -30,6 +31,11 @@ Settings SettingsFrom(const json& j) {
     s.locked = true;
     s.locked_min_mhz = j["locked_mhz"].at(0).get<unsigned>();
     s.locked_max_mhz = j["locked_mhz"].at(1).get<unsigned>();
+  }
+  if (j.contains("load")) {
+    s.load_state = j["load"].at(0).get<int>();
+    s.load_compute_fraction = j["load"].at(1).get<double>();
+    s.load_activity = j["load"].at(2).get<double>();
   }
   return s;
 }

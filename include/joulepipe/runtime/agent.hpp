@@ -1,0 +1,167 @@
+// Agent: the per-rank runtime behind the training hooks. One per training
+// process (rank), driving one GPU.
+//
+//   runtime::AgentOptions options;
+//   options.nvml_index = device.nvml_index();
+//   options.control = gpu::MakeNvmlClockControl();  // or MakeDaemonClockControl
+//   runtime::Agent agent(std::move(options));
+//   agent.SetPlan(plan.stages[my_stage]);
+//   for (each iteration) {
+//     agent.OnStepBegin();
+//     for (each forward/backward of this stage, in schedule order) {
+//       agent.OnInstructionBegin(kind, microbatch, chunk);
+//       ...launch the instruction's kernels...
+//       agent.OnInstructionEnd(kind, microbatch, chunk);
+//     }
+//     agent.OnStepEnd();
+//   }
+//
+// Modes:
+//   kOff      hooks are no-ops; the GPU runs at default clocks. The state
+//             after Disable() and after a fallback.
+//   kProfile  SetProfiler(source): each instruction's clock comes from
+//             source->ClockFor(kind); the agent measures every instruction
+//             and the wait before it and reports them to the source.
+//   kExecute  SetPlan(stage_plan): the agent walks the plan in order and
+//             requests each planned instruction's clock.
+//
+// Clock changes never happen on the training thread: the hooks post the
+// wanted clock to the ClockController (controller.hpp), whose thread applies
+// it through gpu::ClockControl (direct NVML or the joulepiped daemon).
+//
+// Fail-safe (DESIGN.md): any error — the executed instruction sequence does
+// not match the plan, the daemon is gone, an NVML error, a clock rejected, a
+// ClockSource that throws, a null control — makes the agent fall back: the
+// default clocks are restored (off the training thread), the reason is
+// logged once and kept in fallback_reason(), mode() becomes kOff and the
+// hooks become no-ops until a new SetPlan/SetProfiler. Nothing here throws
+// into the training loop.
+//
+// Threads: the hooks (OnStep*, OnInstruction*) are called from one training
+// thread. SetPlan, SetProfiler and Disable must not run concurrently with the
+// hooks (call them between iterations, from the training thread). mode(),
+// fallback_reason() and stats() may be called from any thread.
+//
+// Cost: execute-mode hooks do no I/O, no allocation, no NVML call and take
+// no lock: an atomic mode load, the plan comparison and a few atomic
+// operations to post the clock (the controller polls; controller.hpp).
+// About 0.05 µs median, < 0.7 µs p99 (bench/runtime_hooks.cpp,
+// docs/runtime.md). Profile-mode hooks additionally read the GPU's energy
+// counter or instant power through NVML on the training thread (tens of µs;
+// profiling runs are short and not the steady state).
+//
+// Restoring clocks: the destructor restores the default clocks. A crash
+// skips the destructor: with the daemon, the daemon restores the GPU when
+// the connection closes; with direct NVML the clocks stay locked until
+// `nvidia-smi -rgc` (or the next joulepipe run) resets them.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "joulepipe/gpu/clock_control.hpp"
+#include "joulepipe/model/instruction.hpp"
+#include "joulepipe/model/plan.hpp"
+#include "joulepipe/runtime/clock_source.hpp"
+#include "joulepipe/runtime/controller.hpp"
+
+namespace joulepipe::runtime {
+
+enum class Mode { kOff, kProfile, kExecute };
+const char* ModeName(Mode mode);  // "off", "profile", "execute"
+
+// How profile mode measures a GPU's energy. Tests and benchmarks may supply
+// their own; the default reads gpu::Device (the NVML index of the agent).
+class EnergyMeter {
+ public:
+  virtual ~EnergyMeter() = default;
+  // The total energy counter in mJ; nullopt when the GPU has none.
+  virtual std::optional<std::uint64_t> ReadEnergyMj() = 0;
+  virtual double ReadPowerW() = 0;  // instantaneous power
+};
+
+struct AgentOptions {
+  int nvml_index = 0;                          // the GPU this rank drives
+  std::shared_ptr<gpu::ClockControl> control;  // direct NVML or daemon
+  // Applied between instructions (requested at every instruction end; the
+  // next begin requests the instruction's clock, and a burst coalesces).
+  std::optional<int> idle_clock_mhz;
+  // One line per event (a fallback, SetPlan/SetProfiler); default: stderr
+  // with a "joulepipe runtime: " prefix. Called from the training thread
+  // (SetPlan, SetProfiler, a fallback it finds) or the controller thread (a
+  // fallback on a ClockControl error); a fallback is logged once.
+  std::function<void(const std::string&)> log;
+  // Profile mode only: the energy meter; nullptr = the GPU nvml_index
+  // through NVML (opened on the first SetProfiler).
+  std::shared_ptr<EnergyMeter> meter;
+  // Profile mode: NVML's energy counter update period. Instructions shorter
+  // than this get instant power x duration (approximate).
+  double counter_period_s = 0.1;
+  // The controller thread's polling (controller.hpp).
+  ControllerOptions controller;
+};
+
+struct Stats {
+  // Controller (clock changes).
+  std::uint64_t requested = 0;  // clocks posted by the hooks
+  std::uint64_t applied = 0;    // SetLockedClocks calls that succeeded
+  std::uint64_t restores = 0;   // default clocks restored (Disable, fallback)
+  std::uint64_t skipped = 0;    // requests equal to the clock already applied
+  std::uint64_t coalesced = 0;  // requests overwritten before the thread saw them
+  std::uint64_t failed = 0;     // ClockControl calls that threw (each one a fallback)
+  // Hooks (counted while the mode is not kOff).
+  std::uint64_t step_begins = 0;
+  std::uint64_t step_ends = 0;
+  std::uint64_t instruction_begins = 0;
+  std::uint64_t instruction_ends = 0;
+  int last_applied_mhz = 0;  // 0: default clocks
+};
+
+class Agent {
+ public:
+  // Starts the controller thread. Never throws for GPU errors: a null
+  // control falls back at once (fallback_reason() says so).
+  explicit Agent(AgentOptions options);
+  ~Agent();  // restores default clocks, joins the controller thread
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // Execute mode: this rank's stage plan — its instructions in execution
+  // order with clocks (model::Plan::stages[stage]). Clears a fallback. An
+  // empty plan falls back. Not a hook: may allocate.
+  void SetPlan(std::vector<model::PlannedInstruction> stage_plan);
+  // Profile mode: clocks come from `source`, measurements go to it. Clears
+  // a fallback. nullptr = Disable().
+  void SetProfiler(std::shared_ptr<ClockSource> source);
+  // kOff: default clocks restored (asynchronously), hooks become no-ops.
+  void Disable();
+
+  // Hooks, called on the training thread: never throw, never block on the
+  // GPU, no allocation (execute mode).
+  void OnStepBegin() noexcept;
+  // Execute mode: the whole plan must have run; a step that ended early
+  // falls back. Resets the plan position.
+  void OnStepEnd() noexcept;
+  void OnInstructionBegin(model::Kind kind, int microbatch, int chunk) noexcept;
+  void OnInstructionEnd(model::Kind kind, int microbatch, int chunk) noexcept;
+
+  Mode mode() const;
+  // Set once the agent fell back; cleared by SetPlan/SetProfiler.
+  std::optional<std::string> fallback_reason() const;
+  Stats stats() const;
+
+  // Blocks until the controller has handled every posted clock (tests,
+  // benchmarks). Returns false on timeout.
+  bool WaitIdle(double timeout_s = 5.0) const;
+
+  struct State;  // agent.cpp
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace joulepipe::runtime

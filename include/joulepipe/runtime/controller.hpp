@@ -1,0 +1,129 @@
+// ClockController: applies SM clocks to one GPU from a thread of its own, so
+// the training thread never waits for NVML or the daemon.
+//
+// The training thread posts the clock it wants with Request(); the
+// controller thread applies it through gpu::ClockControl. The request is a
+// single slot, latest wins:
+//   * coalescing — a request that replaces one the thread has not taken yet
+//     counts as coalesced and is never applied (e.g. idle clock at an
+//     instruction's end, then the next instruction's clock at its begin);
+//   * no-op skipping — a request equal to the clock last applied is skipped;
+//   * kDefaultClocks — restores the device's default clocks
+//     (ClockControl::Restore: reset everything that object changed).
+//
+// Failure: when a ClockControl call throws, the controller restores the
+// default clocks (Restore), enters the failed state, in which every further
+// request is dropped, and calls on_failure(reason) once from its thread.
+// Clear() leaves the failed state (the next request is applied again).
+//
+// Waking up without costing the training thread: waking a sleeping thread
+// takes a system call (futex wake, several µs — more than the hook budget).
+// So while requests keep coming the controller does not block: it polls the
+// slot every poll_period_s (a plain sleep, no lock), and Request() is then a
+// few atomic operations. Only after deep_sleep_after_s without a request
+// does it block on a condition variable; the first Request after that pays
+// one wake-up (once per long pause, e.g. a checkpoint). A change is applied
+// within poll_period_s of its request (plus the ClockControl call itself);
+// the polling costs about 1/poll_period_s short wake-ups per second of a
+// CPU core while training runs (5,000/s at the default 200 µs).
+//
+// Threads and cost: Request() may be called from one thread at a time (the
+// training thread); it never blocks on a GPU call, takes no lock unless the
+// controller thread is in deep sleep, never allocates, never throws. Every
+// other member may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "joulepipe/gpu/clock_control.hpp"
+
+namespace joulepipe::runtime {
+
+struct ControllerStats {
+  std::uint64_t requested = 0;  // Request calls accepted (not failed)
+  std::uint64_t applied = 0;    // SetLockedClocks calls that succeeded
+  std::uint64_t restores = 0;   // Restore calls (back to default clocks)
+  std::uint64_t skipped = 0;    // requests equal to the clock in force
+  std::uint64_t coalesced = 0;  // requests replaced before they were taken
+  std::uint64_t failed = 0;     // ClockControl calls that threw
+  int last_applied_mhz = 0;     // the clock in force: 0 = default clocks
+};
+
+struct ControllerOptions {
+  double poll_period_s = 200e-6;    // slot polling while requests come
+  double deep_sleep_after_s = 1.0;  // block (and need a wake-up) after this idle time
+};
+
+class ClockController {
+ public:
+  // Request(kDefaultClocks): back to the default clocks.
+  static constexpr int kDefaultClocks = 0;
+
+  // `control` must not be null. Starts the thread.
+  ClockController(std::shared_ptr<gpu::ClockControl> control, int nvml_index,
+                  std::function<void(const std::string&)> on_failure,
+                  ControllerOptions options = {});
+  // Restores the default clocks if any were applied (synchronously, on the
+  // controller thread), then joins it.
+  ~ClockController();
+  ClockController(const ClockController&) = delete;
+  ClockController& operator=(const ClockController&) = delete;
+
+  // Wants the GPU locked at `mhz` (min = max = mhz), or its default clocks
+  // for kDefaultClocks (or any value <= 0). Dropped while failed.
+  void Request(int mhz) noexcept;
+
+  // Leaves the failed state.
+  void Clear();
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+
+  // Blocks until no request is pending and none is being applied; false on
+  // timeout.
+  bool WaitIdle(double timeout_s) const;
+
+  ControllerStats stats() const;
+
+ private:
+  static constexpr std::int64_t kEmpty = INT64_MIN;
+
+  void Run();
+  void Apply(int mhz);
+
+  const std::shared_ptr<gpu::ClockControl> control_;
+  const int nvml_index_;
+  const std::function<void(const std::string&)> on_failure_;
+  const ControllerOptions options_;
+
+  // The slot: kEmpty or the wanted clock. Written by Request, taken
+  // (exchanged with kEmpty) by the thread.
+  std::atomic<std::int64_t> slot_{kEmpty};
+  // True while the thread is in deep sleep (or about to be) on wake_.
+  // Request notifies only then; the seq_cst store/load pairs with slot_ so
+  // no wake-up is lost.
+  std::atomic<bool> sleeping_{false};
+  std::atomic<bool> busy_{false};  // applying a taken request
+  std::atomic<bool> failed_{false};
+  std::atomic<bool> stop_{false};
+
+  std::atomic<std::uint64_t> requested_{0};
+  std::atomic<std::uint64_t> applied_{0};
+  std::atomic<std::uint64_t> restores_{0};
+  std::atomic<std::uint64_t> skipped_{0};
+  std::atomic<std::uint64_t> coalesced_{0};
+  std::atomic<std::uint64_t> failed_calls_{0};
+  std::atomic<int> last_applied_mhz_{0};  // written by the thread only
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  mutable std::condition_variable idle_;
+  std::thread thread_;
+};
+
+}  // namespace joulepipe::runtime

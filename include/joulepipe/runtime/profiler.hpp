@@ -1,0 +1,171 @@
+// In-situ profiler: measures one pipeline stage's instructions at a sweep of
+// SM clocks during the first iterations of the real job, and turns the
+// measurements into the profile `joulepipe plan` reads (docs/profiling.md).
+//
+//   auto profiler = std::make_shared<runtime::InSituProfiler>(options);
+//   agent.SetProfiler(profiler);           // the agent drives it (agent.hpp)
+//   ... train until profiler->done() ...
+//   runtime::ProfileReport report = profiler->Report();
+//   // rank 0: MergeReports(all ranks' reports) -> WriteProfileCsv / ToProfile
+//
+// Sweep (one clock per kind per iteration, so clocks change only at the
+// first instruction of each kind in an iteration):
+//   * warm-up: the first `warmup_iterations` run at the highest clock and are
+//     discarded;
+//   * then the clocks of `clocks` are visited from the highest down; a clock
+//     of a kind is finished once `samples_per_clock` samples of that kind
+//     were kept (the first sample of each kind after its clock changed is
+//     dropped: on real GPUs the clock switch may land inside it);
+//   * early stop per kind: once the kind's robust energy has been above its
+//     lowest so far for `stop_after_rises` consecutive clocks, lower clocks
+//     cannot be on the time-energy Pareto frontier (they are slower and cost
+//     more), so the kind stops and from then on runs at the highest clock;
+//   * done() once both kinds stopped or ran out of clocks.
+//
+// Noise: each row's time and energy are the trimmed mean of its samples
+// (the `trim` share dropped at each end: the interquartile mean by
+// default); its spread is the relative median absolute deviation (MAD /
+// median, scaled by 1.4826 to a standard deviation), and its 95 %
+// confidence half-width 1.96 * spread / sqrt(n). A clock whose confidence
+// is worse than `repeat_above` is repeated (more samples) up to
+// `max_repeats` more iterations.
+//
+// P_block: the waits the agent reports (gaps between instructions) of at
+// least `min_wait_s` give one power each (J / s); P_block is their median.
+//
+// Threads: the ClockSource calls come from the rank's training thread (the
+// agent's hooks); they never throw; OnInstruction and OnWait never
+// allocate (OnStepEnd may, once per iteration). done() may be read from any
+// thread. Report() must not run concurrently with the hooks (call it between
+// iterations or after the agent left profile mode).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "joulepipe/model/profile.hpp"
+#include "joulepipe/runtime/clock_source.hpp"
+
+namespace joulepipe::runtime {
+
+struct ProfilerOptions {
+  int stage = 0;  // the pipeline stage this rank runs (the profile's stage id)
+  // Clocks to sweep, highest first (e.g. CandidateClocks below). Must not be
+  // empty; the first is the "max clock" used for warm-up and stopped kinds.
+  std::vector<int> clocks;
+  // Samples kept per (kind, clock); 0 = one iteration's worth (every
+  // instruction of that kind in one iteration, less the dropped first one).
+  int samples_per_clock = 0;
+  int warmup_iterations = 1;  // at clocks[0], discarded
+  int stop_after_rises = 3;   // early stop per kind (see top); 0 = never
+  double trim = 0.25;         // share trimmed at each end for the mean, [0, 0.5)
+  // Repeats: a clock whose energy confidence (relative 95 % half-width) is
+  // above repeat_above stays for another iteration, collecting more samples,
+  // at most max_repeats times (a noisy iteration does not decide a row).
+  double repeat_above = 0.02;
+  int max_repeats = 2;
+  double min_wait_s = 1e-3;  // shorter waits do not count toward P_block
+  bool drop_first_after_change = true;
+};
+
+// Candidate clocks: those of `supported` (any order) in
+// [max(floor_fraction * max, floor_mhz), max], taking every
+// `stride_mhz / step`-th one from the max down, highest first. With the
+// defaults: every supported clock from the max down to 0.6 x max.
+std::vector<int> CandidateClocks(const std::vector<int>& supported, double floor_fraction = 0.6,
+                                 int stride_mhz = 0, int floor_mhz = 0);
+
+// One profiled (stage, kind, clock).
+struct ProfileRow {
+  int stage = 0;
+  model::Kind kind = model::Kind::kForward;
+  int mhz = 0;
+  double time_s = 0;         // trimmed mean per instruction
+  double energy_j = 0;       // trimmed mean per instruction (GPU only)
+  int samples = 0;           // samples kept
+  double time_spread = 0;    // relative robust standard deviation (1.4826 MAD / median)
+  double energy_spread = 0;  // same for energy
+  double confidence = 0;     // 95 % half-width of the energy mean, relative
+  bool approximate = false;  // some energy samples were instant power x time
+};
+
+struct ProfileReport {
+  std::vector<ProfileRow> rows;  // by stage, kind, clock descending
+  double p_block_w = 0;          // median wait power; 0 when no wait qualified
+  int p_block_samples = 0;       // waits behind p_block_w
+  int iterations = 0;            // iterations seen (max over merged ranks)
+  // Worst row confidence (relative 95 % half-width of energy) and worst
+  // relative time spread: the profile's overall confidence.
+  double max_confidence = 0;
+  double max_time_spread = 0;
+  int approximate_rows = 0;
+};
+
+class InSituProfiler : public ClockSource {
+ public:
+  // Throws model::InputError on invalid options (empty clocks, clocks not
+  // descending, trim out of range, negative counts).
+  explicit InSituProfiler(ProfilerOptions options);
+
+  // ClockSource (agent hooks; never throw).
+  int ClockFor(model::Kind kind) override;
+  void OnInstruction(model::Kind kind, int mhz, double seconds, double joules,
+                     bool approximate) override;
+  void OnWait(double seconds, double joules) override;
+  void OnStepEnd() override;
+
+  // Both kinds finished sweeping.
+  bool done() const { return done_.load(std::memory_order_acquire); }
+  int iterations() const { return iterations_; }
+
+  // The rows measured so far (finished clocks only) and P_block.
+  ProfileReport Report() const;
+
+ private:
+  struct KindState {
+    size_t clock_index = 0;       // into options_.clocks
+    bool finished = false;        // stopped early or ran out of clocks
+    bool seen_this_step = false;  // a sample of this kind arrived this iteration
+    int dropped = 0;              // samples dropped at this clock
+    int repeats = 0;              // extra iterations spent at this clock
+    int rises = 0;                // consecutive clocks above the lowest energy
+    double lowest_energy_j = 0;   // lowest robust energy so far (0: none yet)
+    bool approximate = false;     // at the current clock
+    std::vector<double> times, energies;
+  };
+
+  void FinishClock(model::Kind kind, KindState& k);
+
+  ProfilerOptions options_;
+  std::array<KindState, 2> kinds_;
+  std::vector<double> scratch_;  // deviations for the spread
+  std::vector<ProfileRow> rows_;
+  static constexpr size_t kWaitCapacity = 4096;
+  std::vector<double> wait_powers_;  // J/s of qualifying waits, a ring of the latest
+  size_t waits_seen_ = 0;
+  int iterations_ = 0;
+  std::atomic<bool> done_{false};
+};
+
+// Combines the reports of several ranks (one stage each; a stage reported
+// twice, e.g. by data-parallel replicas, is averaged per (kind, clock) over
+// the replicas that have it, weighting by samples). P_block is the median
+// of the ranks' values (ranks without waits are skipped).
+ProfileReport MergeReports(const std::vector<ProfileReport>& reports);
+
+// The planner's view: time and energy per (stage, kind, clock). Throws
+// model::InputError as model::Profile::Add does.
+model::Profile ToProfile(const ProfileReport& report);
+
+// The Perseus/Zeus profile CSV (DESIGN.md "Formats"): columns
+// stage,instruction,frequency,time,energy (what model::ReadProfileCsv needs)
+// then samples,time_spread,energy_spread,confidence,approximate.
+std::string ProfileCsv(const ProfileReport& report);
+
+// Writes ProfileCsv atomically (a temporary file in the same directory,
+// then rename). Throws model::InputError naming the path on failure.
+void WriteProfileCsv(const std::string& path, const ProfileReport& report);
+
+}  // namespace joulepipe::runtime

@@ -1,0 +1,130 @@
+// joulepiped: the privileged clock daemon (docs/daemon.md).
+//
+// Signals: SIGTERM, SIGINT and SIGHUP are blocked and read through a
+// signalfd that the server polls, so shutdown (restoring every GPU) runs in
+// the normal flow of the program, not in a signal handler. SIGPIPE is
+// ignored (replies use MSG_NOSIGNAL; the audit log may be a pipe).
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "joulepipe/daemon/audit_log.hpp"
+#include "joulepipe/daemon/config.hpp"
+#include "joulepipe/daemon/handler.hpp"
+#include "joulepipe/daemon/server.hpp"
+#include "joulepipe/gpu/daemon_protocol.hpp"
+#include "joulepipe/gpu/nvml.hpp"
+#include "joulepipe/model/error.hpp"
+
+namespace {
+
+using joulepipe::daemon::Config;
+
+int Serve(const Config& config, const std::string& config_source) {
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);
+  if (::sigprocmask(SIG_BLOCK, &stop_signals, nullptr) != 0) {
+    std::perror("joulepiped: sigprocmask");
+    return 1;
+  }
+  ::signal(SIGPIPE, SIG_IGN);
+  const int stop_fd = ::signalfd(-1, &stop_signals, SFD_CLOEXEC);
+  if (stop_fd < 0) {
+    std::perror("joulepiped: signalfd");
+    return 1;
+  }
+
+  joulepipe::daemon::AuditLog audit(config.audit_log);
+  const joulepipe::gpu::NvmlInfo& nvml = joulepipe::gpu::Nvml();
+  joulepipe::daemon::Handler handler(&audit);
+  {
+    joulepipe::daemon::Server server(config, config_source, &handler);
+    std::fprintf(stderr,
+                 "joulepiped: listening on %s (mode %04o, protocol %d), %zu GPU(s) via %s%s; "
+                 "audit log %s\n",
+                 config.socket.c_str(), config.socket_mode, joulepipe::gpu::kDaemonProtocolVersion,
+                 handler.device_count(), nvml.path.c_str(), nvml.simulated ? " (simulated)" : "",
+                 config.audit_log.empty() ? "stderr" : config.audit_log.c_str());
+    std::fflush(stderr);
+    server.Run(stop_fd);
+  }  // the Server's destructor restores remaining GPUs and unlinks the socket
+  handler.RestoreAll("daemon shutdown");
+  signalfd_siginfo info{};
+  const bool got_signal = ::read(stop_fd, &info, sizeof(info)) == sizeof(info);
+  std::fprintf(stderr, "joulepiped: %s; every GPU changed through it was restored\n",
+               got_signal
+                   ? (std::string("stopped by signal ") + std::to_string(info.ssi_signo)).c_str()
+                   : "stopped");
+  ::close(stop_fd);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "joulepiped: lets unprivileged training jobs set GPU SM clocks and power limits.\n"
+      "Listens on a Unix socket; clients allowed by --allow-user/--allow-group (root always)\n"
+      "may lock clocks and set power limits; every change is restored to the default when\n"
+      "the client's connection closes (exit, crash, kill -9) and when the daemon stops.\n"
+      "See docs/daemon.md.",
+      "joulepiped"};
+  std::string config_path = joulepipe::daemon::kDefaultConfigPath;
+  std::string socket;
+  std::vector<std::string> allow_users;
+  std::vector<std::string> allow_groups;
+  std::string audit_log;
+  std::string socket_mode;
+  std::string socket_group;
+  int max_clients = 0;
+  auto* config_option =
+      app.add_option("--config", config_path,
+                     "JSON configuration file (fields: socket, socket_mode, socket_group, "
+                     "allow_users, allow_groups, audit_log, max_clients); flags override it")
+          ->capture_default_str();
+  app.add_option("--socket", socket, "Unix socket path (default /run/joulepiped.sock)");
+  app.add_option("--allow-user", allow_users,
+                 "user name or uid allowed to connect (repeatable; adds to the file's list)");
+  app.add_option("--allow-group", allow_groups,
+                 "group name or gid whose members may connect (repeatable; adds to the file's)");
+  app.add_option("--audit-log", audit_log,
+                 "append one line per GPU change to this file (default: stderr)");
+  app.add_option("--socket-mode", socket_mode, "octal mode of the socket file (default 0660)");
+  app.add_option("--socket-group", socket_group, "group owning the socket file");
+  app.add_option("--max-clients", max_clients, "most clients served at once (default 64)")
+      ->check(CLI::Range(1, 4096));
+  app.footer(
+      "Environment: JOULEPIPE_NVML_LIBRARY selects the NVML library (e.g. build/sim-nvml/"
+      "libnvidia-ml.so.1 to run against simulated GPUs).\n"
+      "Example: joulepiped --socket /run/joulepiped.sock --allow-group joulepipe "
+      "--audit-log /var/log/joulepiped.log");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    Config config;
+    joulepipe::daemon::LoadConfigFile(config_path, config_option->count() > 0, &config);
+    if (!socket.empty()) config.socket = socket;
+    for (const auto& user : allow_users) config.allow_users.push_back(user);
+    for (const auto& group : allow_groups) config.allow_groups.push_back(group);
+    if (!audit_log.empty()) config.audit_log = audit_log;
+    if (!socket_mode.empty()) config.socket_mode = joulepipe::daemon::ParseSocketMode(socket_mode);
+    if (!socket_group.empty()) config.socket_group = socket_group;
+    if (max_clients > 0) config.max_clients = max_clients;
+    return Serve(config, config_path);
+  } catch (const joulepipe::model::InputError& e) {
+    std::fprintf(stderr, "joulepiped: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "joulepiped: internal error: %s\n", e.what());
+    return 1;
+  }
+}

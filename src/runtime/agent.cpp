@@ -1,0 +1,426 @@
+#include "joulepipe/runtime/agent.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <mutex>
+#include <utility>
+
+#include "joulepipe/gpu/device.hpp"
+#include "joulepipe/gpu/error.hpp"
+#include "joulepipe/runtime/controller.hpp"
+
+namespace joulepipe::runtime {
+
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+inline void Bump(std::atomic<std::uint64_t>& counter) {
+  counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
+// "forward mb 4 chunk 0"
+std::string Name(model::Kind kind, int microbatch, int chunk) {
+  return std::string(model::KindName(kind)) + " mb " + std::to_string(microbatch) + " chunk " +
+         std::to_string(chunk);
+}
+
+// Profile mode's default meter: the agent's GPU through NVML.
+class DeviceMeter : public EnergyMeter {
+ public:
+  explicit DeviceMeter(gpu::Device device) : device_(std::move(device)) {}
+  std::optional<std::uint64_t> ReadEnergyMj() override {
+    const std::optional<gpu::EnergyReading> reading = device_.ReadEnergy();
+    if (!reading) return std::nullopt;
+    return reading->millijoules;
+  }
+  double ReadPowerW() override { return device_.InstantPower().watts(); }
+
+ private:
+  gpu::Device device_;
+};
+
+std::shared_ptr<EnergyMeter> OpenDeviceMeter(int nvml_index) {
+  for (const gpu::Device& device : gpu::ListAllDevices()) {
+    if (static_cast<int>(device.nvml_index()) == nvml_index) {
+      return std::make_shared<DeviceMeter>(device);
+    }
+  }
+  throw gpu::GpuArgumentError("no GPU with NVML index " + std::to_string(nvml_index));
+}
+
+// A point in time with the GPU's energy counter then (nullopt: no counter).
+struct Mark {
+  SteadyClock::time_point time;
+  std::optional<std::uint64_t> energy_mj;
+};
+
+}  // namespace
+
+const char* ModeName(Mode mode) {
+  switch (mode) {
+    case Mode::kOff:
+      return "off";
+    case Mode::kProfile:
+      return "profile";
+    case Mode::kExecute:
+      return "execute";
+  }
+  return "unknown";
+}
+
+struct Agent::State {
+  AgentOptions options;
+  std::unique_ptr<ClockController> controller;  // null when options.control is null
+  std::atomic<Mode> mode{Mode::kOff};
+
+  // The fallback: set once (until SetPlan/SetProfiler clear it); logged once.
+  mutable std::mutex reason_mutex;
+  std::optional<std::string> reason;
+  bool fell_back = false;  // guarded by reason_mutex
+
+  // Hook counters: one writer (the training thread).
+  std::atomic<std::uint64_t> step_begins{0};
+  std::atomic<std::uint64_t> step_ends{0};
+  std::atomic<std::uint64_t> instruction_begins{0};
+  std::atomic<std::uint64_t> instruction_ends{0};
+
+  // Instruction tracking (training thread only).
+  std::vector<model::PlannedInstruction> plan;  // execute mode
+  std::size_t position = 0;                     // next plan entry
+  bool in_instruction = false;
+  model::Kind current_kind = model::Kind::kForward;
+  int current_microbatch = 0;
+  int current_chunk = 0;
+
+  // Profile mode (training thread only).
+  std::shared_ptr<ClockSource> source;
+  std::shared_ptr<EnergyMeter> meter;
+  int current_mhz = 0;
+  Mark begin;                      // of the current instruction
+  std::optional<Mark> wait_start;  // previous instruction's end, or the step's begin
+
+  void Log(const std::string& line) noexcept {
+    try {
+      if (options.log) {
+        options.log(line);
+      } else {
+        std::fprintf(stderr, "joulepipe runtime: %s\n", line.c_str());
+      }
+    } catch (...) {
+    }
+  }
+
+  // Falls back to default clocks: hooks become no-ops, the reason is kept
+  // and logged once. `restore`: ask the controller to restore (false when
+  // the controller failed and already did).
+  void FallBack(const std::string& why, bool restore) noexcept {
+    mode.store(Mode::kOff, std::memory_order_release);
+    if (restore && controller) controller->Request(ClockController::kDefaultClocks);
+    bool first = false;
+    try {
+      std::lock_guard<std::mutex> lock(reason_mutex);
+      if (!fell_back) {
+        fell_back = true;
+        first = true;
+        reason = why;
+      }
+    } catch (...) {
+    }
+    if (first) {
+      try {
+        Log("fell back to default clocks: " + why);
+      } catch (...) {
+      }
+    }
+  }
+
+  void ClearFallback() {
+    std::lock_guard<std::mutex> lock(reason_mutex);
+    fell_back = false;
+    reason.reset();
+  }
+
+  void ResetTracking() {
+    position = 0;
+    in_instruction = false;
+    wait_start.reset();
+  }
+
+  // Energy (J) between `from` and `to`: a counter delta when the window is
+  // at least one counter period long and both ends have the counter, else
+  // instant power x duration (approximate).
+  double Energy(const Mark& from, const Mark& to, double seconds, bool* approximate) {
+    if (seconds >= options.counter_period_s && from.energy_mj && to.energy_mj &&
+        *to.energy_mj >= *from.energy_mj) {
+      *approximate = false;
+      return static_cast<double>(*to.energy_mj - *from.energy_mj) * 1e-3;
+    }
+    *approximate = true;
+    return meter->ReadPowerW() * seconds;
+  }
+
+  Mark Now() { return Mark{SteadyClock::now(), meter->ReadEnergyMj()}; }
+
+  void ProfileBegin(model::Kind kind) {
+    const Mark now = Now();
+    if (wait_start) {
+      const double seconds = std::chrono::duration<double>(now.time - wait_start->time).count();
+      bool approximate = false;
+      const double joules = Energy(*wait_start, now, seconds, &approximate);
+      source->OnWait(seconds, joules);
+    }
+    current_mhz = source->ClockFor(kind);
+    if (current_mhz > 0 && controller) controller->Request(current_mhz);
+    begin = now;
+  }
+
+  void ProfileEnd(model::Kind kind) {
+    const Mark now = Now();
+    const double seconds = std::chrono::duration<double>(now.time - begin.time).count();
+    bool approximate = false;
+    const double joules = Energy(begin, now, seconds, &approximate);
+    source->OnInstruction(kind, current_mhz, seconds, joules, approximate);
+    wait_start = now;
+  }
+};
+
+Agent::Agent(AgentOptions options) : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  s.options = std::move(options);
+  if (!s.options.control) {
+    s.FallBack("no clock control given (AgentOptions::control is null); running at default clocks",
+               /*restore=*/false);
+    return;
+  }
+  State* raw = state_.get();
+  try {
+    s.controller = std::make_unique<ClockController>(
+        s.options.control, s.options.nvml_index,
+        [raw](const std::string& why) { raw->FallBack(why, /*restore=*/false); },
+        s.options.controller);
+  } catch (const std::exception& e) {
+    s.FallBack(std::string("could not start the clock controller: ") + e.what(), false);
+  }
+}
+
+Agent::~Agent() {
+  // The controller's destructor restores the default clocks and joins.
+  state_->mode.store(Mode::kOff, std::memory_order_release);
+  state_->controller.reset();
+}
+
+void Agent::SetPlan(std::vector<model::PlannedInstruction> stage_plan) {
+  State& s = *state_;
+  s.mode.store(Mode::kOff, std::memory_order_release);
+  s.plan = std::move(stage_plan);
+  s.source.reset();
+  s.ResetTracking();
+  if (!s.controller) return;  // fell back at construction; reason kept
+  s.ClearFallback();
+  s.controller->Clear();
+  if (s.plan.empty()) {
+    s.FallBack("the stage plan is empty", /*restore=*/true);
+    return;
+  }
+  s.Log("executing a plan of " + std::to_string(s.plan.size()) + " instructions per step on GPU " +
+        std::to_string(s.options.nvml_index));
+  s.mode.store(Mode::kExecute, std::memory_order_release);
+}
+
+void Agent::SetProfiler(std::shared_ptr<ClockSource> source) {
+  State& s = *state_;
+  if (!source) {
+    Disable();
+    return;
+  }
+  s.mode.store(Mode::kOff, std::memory_order_release);
+  s.plan.clear();
+  s.source = std::move(source);
+  s.ResetTracking();
+  if (!s.controller) return;
+  s.ClearFallback();
+  s.controller->Clear();
+  if (!s.meter) {
+    try {
+      s.meter = s.options.meter ? s.options.meter : OpenDeviceMeter(s.options.nvml_index);
+    } catch (const std::exception& e) {
+      s.FallBack(std::string("cannot measure GPU energy for profiling: ") + e.what(), true);
+      return;
+    }
+  }
+  s.Log("profiling on GPU " + std::to_string(s.options.nvml_index));
+  s.mode.store(Mode::kProfile, std::memory_order_release);
+}
+
+void Agent::Disable() {
+  State& s = *state_;
+  s.mode.store(Mode::kOff, std::memory_order_release);
+  s.ResetTracking();
+  if (s.controller) s.controller->Request(ClockController::kDefaultClocks);
+}
+
+void Agent::OnStepBegin() noexcept {
+  State& s = *state_;
+  const Mode mode = s.mode.load(std::memory_order_acquire);
+  if (mode == Mode::kOff) return;
+  Bump(s.step_begins);
+  try {
+    if (s.position != 0 || s.in_instruction) {
+      s.FallBack("step began after " + std::to_string(s.position) + " of " +
+                     std::to_string(s.plan.size()) + " planned instructions without a step end",
+                 true);
+      return;
+    }
+    if (mode == Mode::kProfile) s.wait_start = s.Now();
+  } catch (const std::exception& e) {
+    s.FallBack(std::string("step begin failed: ") + e.what(), true);
+  } catch (...) {
+    s.FallBack("step begin failed: unknown exception", true);
+  }
+}
+
+void Agent::OnStepEnd() noexcept {
+  State& s = *state_;
+  const Mode mode = s.mode.load(std::memory_order_acquire);
+  if (mode == Mode::kOff) return;
+  Bump(s.step_ends);
+  try {
+    if (s.in_instruction) {
+      s.FallBack("step ended inside " +
+                     Name(s.current_kind, s.current_microbatch, s.current_chunk) +
+                     " (no instruction end)",
+                 true);
+      return;
+    }
+    if (mode == Mode::kExecute) {
+      if (s.position != s.plan.size()) {
+        const model::Instruction& next = s.plan[s.position].instruction;
+        s.FallBack("step ended after " + std::to_string(s.position) + " of " +
+                       std::to_string(s.plan.size()) + " planned instructions (plan expected " +
+                       Name(next.kind, next.microbatch, next.chunk) + " at position " +
+                       std::to_string(s.position) + ")",
+                   true);
+        return;
+      }
+      s.position = 0;
+    } else {
+      s.wait_start.reset();
+      s.source->OnStepEnd();
+    }
+  } catch (const std::exception& e) {
+    s.FallBack(std::string("step end failed: ") + e.what(), true);
+  } catch (...) {
+    s.FallBack("step end failed: unknown exception", true);
+  }
+}
+
+void Agent::OnInstructionBegin(model::Kind kind, int microbatch, int chunk) noexcept {
+  State& s = *state_;
+  const Mode mode = s.mode.load(std::memory_order_acquire);
+  if (mode == Mode::kOff) return;
+  Bump(s.instruction_begins);
+  try {
+    if (s.in_instruction) {
+      s.FallBack("training began " + Name(kind, microbatch, chunk) + " before " +
+                     Name(s.current_kind, s.current_microbatch, s.current_chunk) + " ended",
+                 true);
+      return;
+    }
+    if (mode == Mode::kExecute) {
+      if (s.position >= s.plan.size()) {
+        s.FallBack("plan has " + std::to_string(s.plan.size()) +
+                       " instructions per step, training ran a further " +
+                       Name(kind, microbatch, chunk) + " (missing step end?)",
+                   true);
+        return;
+      }
+      const model::PlannedInstruction& expected = s.plan[s.position];
+      const model::Instruction& e = expected.instruction;
+      if (e.kind != kind || e.microbatch != microbatch || e.chunk != chunk) {
+        s.FallBack("plan expected " + Name(e.kind, e.microbatch, e.chunk) + " at position " +
+                       std::to_string(s.position) + ", training ran " +
+                       Name(kind, microbatch, chunk),
+                   true);
+        return;
+      }
+      s.controller->Request(expected.mhz);
+    } else {
+      s.ProfileBegin(kind);
+    }
+    s.in_instruction = true;
+    s.current_kind = kind;
+    s.current_microbatch = microbatch;
+    s.current_chunk = chunk;
+  } catch (const std::exception& e) {
+    s.FallBack(std::string("instruction begin failed: ") + e.what(), true);
+  } catch (...) {
+    s.FallBack("instruction begin failed: unknown exception", true);
+  }
+}
+
+void Agent::OnInstructionEnd(model::Kind kind, int microbatch, int chunk) noexcept {
+  State& s = *state_;
+  const Mode mode = s.mode.load(std::memory_order_acquire);
+  if (mode == Mode::kOff) return;
+  Bump(s.instruction_ends);
+  try {
+    if (!s.in_instruction || s.current_kind != kind || s.current_microbatch != microbatch ||
+        s.current_chunk != chunk) {
+      s.FallBack("training ended " + Name(kind, microbatch, chunk) + " but " +
+                     (s.in_instruction ? "had begun " + Name(s.current_kind, s.current_microbatch,
+                                                             s.current_chunk)
+                                       : std::string("no instruction had begun")),
+                 true);
+      return;
+    }
+    s.in_instruction = false;
+    if (mode == Mode::kExecute) {
+      ++s.position;
+    } else {
+      s.ProfileEnd(kind);
+    }
+    if (s.options.idle_clock_mhz && s.controller) s.controller->Request(*s.options.idle_clock_mhz);
+  } catch (const std::exception& e) {
+    s.FallBack(std::string("instruction end failed: ") + e.what(), true);
+  } catch (...) {
+    s.FallBack("instruction end failed: unknown exception", true);
+  }
+}
+
+Mode Agent::mode() const {
+  return state_->mode.load(std::memory_order_acquire);
+}
+
+std::optional<std::string> Agent::fallback_reason() const {
+  std::lock_guard<std::mutex> lock(state_->reason_mutex);
+  return state_->reason;
+}
+
+Stats Agent::stats() const {
+  const State& s = *state_;
+  Stats out;
+  if (s.controller) {
+    const ControllerStats c = s.controller->stats();
+    out.requested = c.requested;
+    out.applied = c.applied;
+    out.restores = c.restores;
+    out.skipped = c.skipped;
+    out.coalesced = c.coalesced;
+    out.failed = c.failed;
+    out.last_applied_mhz = c.last_applied_mhz;
+  }
+  out.step_begins = s.step_begins.load(std::memory_order_relaxed);
+  out.step_ends = s.step_ends.load(std::memory_order_relaxed);
+  out.instruction_begins = s.instruction_begins.load(std::memory_order_relaxed);
+  out.instruction_ends = s.instruction_ends.load(std::memory_order_relaxed);
+  return out;
+}
+
+bool Agent::WaitIdle(double timeout_s) const {
+  return !state_->controller || state_->controller->WaitIdle(timeout_s);
+}
+
+}  // namespace joulepipe::runtime

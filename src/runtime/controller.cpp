@@ -1,0 +1,166 @@
+#include "joulepipe/runtime/controller.hpp"
+
+#include <chrono>
+#include <exception>
+#include <utility>
+
+namespace joulepipe::runtime {
+
+namespace {
+
+// Relaxed increment of a counter with one writer (no locked instruction).
+inline void Bump(std::atomic<std::uint64_t>& counter) {
+  counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+ClockController::ClockController(std::shared_ptr<gpu::ClockControl> control, int nvml_index,
+                                 std::function<void(const std::string&)> on_failure,
+                                 ControllerOptions options)
+    : control_(std::move(control)),
+      nvml_index_(nvml_index),
+      on_failure_(std::move(on_failure)),
+      options_(options) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+ClockController::~ClockController() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_.store(true, std::memory_order_seq_cst);
+  }
+  wake_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+void ClockController::Request(int mhz) noexcept {
+  if (failed_.load(std::memory_order_acquire)) return;
+  if (mhz < 0) mhz = kDefaultClocks;
+  // requested_ and coalesced_ have one writer: the thread calling Request.
+  Bump(requested_);
+  const std::int64_t previous = slot_.exchange(mhz, std::memory_order_seq_cst);
+  if (previous != kEmpty) Bump(coalesced_);
+  if (sleeping_.load(std::memory_order_seq_cst)) {
+    // The thread is waiting or about to: taking the mutex orders this notify
+    // after its predicate check, so the wake-up cannot be lost.
+    { std::lock_guard<std::mutex> lock(mutex_); }
+    wake_.notify_one();
+  }
+}
+
+void ClockController::Clear() {
+  failed_.store(false, std::memory_order_release);
+}
+
+bool ClockController::WaitIdle(double timeout_s) const {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (true) {
+    // slot_ before busy_: Run sets busy_ before it empties the slot.
+    if (slot_.load(std::memory_order_seq_cst) == kEmpty && !busy_.load(std::memory_order_seq_cst)) {
+      return true;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+ControllerStats ClockController::stats() const {
+  ControllerStats s;
+  s.requested = requested_.load(std::memory_order_relaxed);
+  s.applied = applied_.load(std::memory_order_relaxed);
+  s.restores = restores_.load(std::memory_order_relaxed);
+  s.skipped = skipped_.load(std::memory_order_relaxed);
+  s.coalesced = coalesced_.load(std::memory_order_relaxed);
+  s.failed = failed_calls_.load(std::memory_order_relaxed);
+  s.last_applied_mhz = last_applied_mhz_.load(std::memory_order_relaxed);
+  return s;
+}
+
+void ClockController::Run() {
+  using Steady = std::chrono::steady_clock;
+  const auto poll = std::chrono::duration_cast<Steady::duration>(
+      std::chrono::duration<double>(options_.poll_period_s));
+  const auto deep_sleep_after = std::chrono::duration_cast<Steady::duration>(
+      std::chrono::duration<double>(options_.deep_sleep_after_s));
+  Steady::time_point last_request = Steady::now();
+  while (true) {
+    busy_.store(true, std::memory_order_seq_cst);
+    const std::int64_t wanted = slot_.exchange(kEmpty, std::memory_order_seq_cst);
+    if (wanted != kEmpty) {
+      if (!failed_.load(std::memory_order_acquire)) Apply(static_cast<int>(wanted));
+      busy_.store(false, std::memory_order_seq_cst);
+      last_request = Steady::now();
+      continue;
+    }
+    busy_.store(false, std::memory_order_seq_cst);
+    if (stop_.load(std::memory_order_seq_cst)) break;
+    if (Steady::now() - last_request < deep_sleep_after) {
+      std::this_thread::sleep_for(poll);  // polling: Request needs no wake-up
+      continue;
+    }
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (stop_.load(std::memory_order_seq_cst)) break;
+    // Dekker with Request: publish "sleeping", then re-check the slot.
+    sleeping_.store(true, std::memory_order_seq_cst);
+    wake_.wait(lock, [this] {
+      return slot_.load(std::memory_order_seq_cst) != kEmpty ||
+             stop_.load(std::memory_order_seq_cst);
+    });
+    sleeping_.store(false, std::memory_order_seq_cst);
+    last_request = Steady::now();
+  }
+  // Leave the GPU as we found it.
+  if (last_applied_mhz_.load(std::memory_order_relaxed) != kDefaultClocks) {
+    control_->Restore();
+    restores_.fetch_add(1, std::memory_order_relaxed);
+    last_applied_mhz_.store(kDefaultClocks, std::memory_order_relaxed);
+  }
+}
+
+void ClockController::Apply(int mhz) {
+  if (mhz == last_applied_mhz_.load(std::memory_order_relaxed)) {
+    skipped_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (mhz == kDefaultClocks) {
+    control_->Restore();  // noexcept by contract
+    restores_.fetch_add(1, std::memory_order_relaxed);
+    last_applied_mhz_.store(kDefaultClocks, std::memory_order_relaxed);
+    return;
+  }
+  std::string reason;
+  try {
+    control_->SetLockedClocks(nvml_index_, mhz, mhz);
+    applied_.fetch_add(1, std::memory_order_relaxed);
+    last_applied_mhz_.store(mhz, std::memory_order_relaxed);
+    return;
+  } catch (const std::exception& e) {
+    reason = e.what();
+  } catch (...) {
+    reason = "unknown exception";
+  }
+  // The failure path: allocation and logging are fine here (once).
+  failed_calls_.fetch_add(1, std::memory_order_relaxed);
+  failed_.store(true, std::memory_order_release);
+  slot_.store(kEmpty, std::memory_order_seq_cst);
+  control_->Restore();
+  restores_.fetch_add(1, std::memory_order_relaxed);
+  last_applied_mhz_.store(kDefaultClocks, std::memory_order_relaxed);
+  std::string described;
+  try {
+    described = control_->Describe();
+  } catch (...) {
+    described = "the clock control";
+  }
+  if (on_failure_) {
+    try {
+      on_failure_("could not lock GPU " + std::to_string(nvml_index_) + " at " +
+                  std::to_string(mhz) + " MHz through " + described + ": " + reason);
+    } catch (...) {
+      // Never let a callback kill the controller thread.
+    }
+  }
+}
+
+}  // namespace joulepipe::runtime

@@ -1,0 +1,316 @@
+#include "joulepipe/runtime/profiler.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <tuple>
+#include <utility>
+
+#include "joulepipe/model/error.hpp"
+
+namespace joulepipe::runtime {
+namespace {
+
+constexpr double kMadToSigma = 1.4826;  // MAD -> standard deviation (normal)
+constexpr double kZ95 = 1.96;
+
+// Median of v (sorts it). 0 for an empty vector.
+double MedianInPlace(std::vector<double>& v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Trimmed mean of sorted v: drops floor(trim * n) values at each end.
+double TrimmedMeanSorted(const std::vector<double>& v, double trim) {
+  const size_t n = v.size();
+  const size_t cut = static_cast<size_t>(std::floor(trim * static_cast<double>(n)));
+  double sum = 0;
+  for (size_t i = cut; i < n - cut; ++i) sum += v[i];
+  return sum / static_cast<double>(n - 2 * cut);
+}
+
+// Robust relative standard deviation of v: 1.4826 * MAD / median. Sorts v;
+// `scratch` holds the deviations.
+double RelativeSpread(std::vector<double>& v, std::vector<double>& scratch) {
+  const double median = MedianInPlace(v);
+  if (v.size() < 2 || median <= 0) return 0;
+  scratch.clear();
+  for (double x : v) scratch.push_back(std::fabs(x - median));
+  return kMadToSigma * MedianInPlace(scratch) / median;
+}
+
+double Confidence(double spread, size_t samples) {
+  return kZ95 * spread / std::sqrt(static_cast<double>(samples));
+}
+
+void SortRows(std::vector<ProfileRow>& rows) {
+  std::sort(rows.begin(), rows.end(), [](const ProfileRow& a, const ProfileRow& b) {
+    if (a.stage != b.stage) return a.stage < b.stage;
+    if (a.kind != b.kind) return a.kind < b.kind;
+    return a.mhz > b.mhz;
+  });
+}
+
+void Summarise(ProfileReport& report) {
+  report.max_confidence = report.max_time_spread = 0;
+  report.approximate_rows = 0;
+  for (const ProfileRow& r : report.rows) {
+    report.max_confidence = std::max(report.max_confidence, r.confidence);
+    report.max_time_spread = std::max(report.max_time_spread, r.time_spread);
+    report.approximate_rows += r.approximate ? 1 : 0;
+  }
+}
+
+}  // namespace
+
+std::vector<int> CandidateClocks(const std::vector<int>& supported, double floor_fraction,
+                                 int stride_mhz, int floor_mhz) {
+  std::vector<int> all = supported;
+  std::sort(all.begin(), all.end(), std::greater<>());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  if (all.empty()) return {};
+  const int max = all.front();
+  const double floor = std::max(floor_fraction * max, static_cast<double>(floor_mhz));
+  std::vector<int> out;
+  for (int mhz : all) {
+    if (mhz < floor) break;
+    // Keep a clock once it is at least `stride_mhz` below the last kept one.
+    if (out.empty() || stride_mhz <= 0 || out.back() - mhz >= stride_mhz) out.push_back(mhz);
+  }
+  return out;
+}
+
+InSituProfiler::InSituProfiler(ProfilerOptions options) : options_(std::move(options)) {
+  const auto& c = options_.clocks;
+  if (c.empty()) throw model::InputError("in-situ profiler: no clocks to sweep");
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (c[i] <= 0 || (i > 0 && c[i] >= c[i - 1]))
+      throw model::InputError(
+          "in-situ profiler: clocks must be positive and strictly descending (highest first)");
+  }
+  if (!(options_.trim >= 0 && options_.trim < 0.5))
+    throw model::InputError("in-situ profiler: trim must be in [0, 0.5)");
+  if (options_.samples_per_clock < 0 || options_.warmup_iterations < 0 ||
+      options_.stop_after_rises < 0 || options_.stage < 0 || options_.max_repeats < 0 ||
+      !(options_.min_wait_s >= 0) || !(options_.repeat_above >= 0))
+    throw model::InputError("in-situ profiler: negative count, stage or wait threshold");
+  const size_t capacity = std::max<size_t>(256, static_cast<size_t>(options_.samples_per_clock));
+  for (KindState& k : kinds_) {
+    k.times.reserve(capacity);
+    k.energies.reserve(capacity);
+  }
+  wait_powers_.reserve(kWaitCapacity);
+  scratch_.reserve(capacity);
+}
+
+int InSituProfiler::ClockFor(model::Kind kind) {
+  const KindState& k = kinds_[static_cast<size_t>(kind)];
+  if (iterations_ < options_.warmup_iterations || k.finished) return options_.clocks.front();
+  return options_.clocks[k.clock_index];
+}
+
+void InSituProfiler::OnInstruction(model::Kind kind, int mhz, double seconds, double joules,
+                                   bool approximate) {
+  KindState& k = kinds_[static_cast<size_t>(kind)];
+  if (iterations_ < options_.warmup_iterations || k.finished) return;
+  // A sample at another clock (the agent fell back, or a request was
+  // overridden) says nothing about this clock.
+  if (mhz != options_.clocks[k.clock_index]) return;
+  if (!(seconds > 0) || !(joules > 0) || !std::isfinite(seconds) || !std::isfinite(joules)) return;
+  if (!k.seen_this_step) {
+    k.seen_this_step = true;
+    // The clock of this kind changed at this instruction (every iteration
+    // after a finished clock starts on a new one); drop the first sample.
+    if (options_.drop_first_after_change && k.dropped == 0) {
+      k.dropped = 1;
+      return;
+    }
+  }
+  if (k.times.size() == k.times.capacity()) return;  // enough; never reallocate here
+  k.times.push_back(seconds);
+  k.energies.push_back(joules);
+  k.approximate = k.approximate || approximate;
+}
+
+void InSituProfiler::OnWait(double seconds, double joules) {
+  if (!(seconds >= options_.min_wait_s) || !(joules > 0) || !std::isfinite(joules)) return;
+  // A bounded ring of the latest waits (no allocation after the first
+  // kWaitCapacity).
+  if (wait_powers_.size() < kWaitCapacity) {
+    wait_powers_.push_back(joules / seconds);
+  } else {
+    wait_powers_[waits_seen_ % kWaitCapacity] = joules / seconds;
+  }
+  ++waits_seen_;
+}
+
+void InSituProfiler::FinishClock(model::Kind kind, KindState& k) {
+  ProfileRow row;
+  row.stage = options_.stage;
+  row.kind = kind;
+  row.mhz = options_.clocks[k.clock_index];
+  row.samples = static_cast<int>(k.times.size());
+  row.approximate = k.approximate;
+  row.time_spread = RelativeSpread(k.times, scratch_);  // sorts
+  row.energy_spread = RelativeSpread(k.energies, scratch_);
+  row.time_s = TrimmedMeanSorted(k.times, options_.trim);
+  row.energy_j = TrimmedMeanSorted(k.energies, options_.trim);
+  row.confidence = Confidence(row.energy_spread, k.times.size());
+  rows_.push_back(row);
+
+  // Early stop: energy above the lowest so far for stop_after_rises
+  // consecutive clocks.
+  if (k.lowest_energy_j == 0 || row.energy_j < k.lowest_energy_j) {
+    k.lowest_energy_j = row.energy_j;
+    k.rises = 0;
+  } else {
+    ++k.rises;
+  }
+  k.times.clear();
+  k.energies.clear();
+  k.approximate = false;
+  k.dropped = 0;
+  k.repeats = 0;
+  if ((options_.stop_after_rises > 0 && k.rises >= options_.stop_after_rises) ||
+      k.clock_index + 1 >= options_.clocks.size()) {
+    k.finished = true;
+  } else {
+    ++k.clock_index;
+  }
+}
+
+void InSituProfiler::OnStepEnd() {
+  const bool warmup = iterations_ < options_.warmup_iterations;
+  ++iterations_;
+  for (size_t i = 0; i < kinds_.size(); ++i) {
+    KindState& k = kinds_[i];
+    k.seen_this_step = false;
+    if (warmup || k.finished) continue;
+    const size_t wanted = options_.samples_per_clock > 0
+                              ? static_cast<size_t>(options_.samples_per_clock)
+                              : size_t{1};
+    if (k.times.size() < wanted) continue;
+    if (k.repeats < options_.max_repeats) {
+      std::vector<double> energies = k.energies;  // once per kind per iteration
+      if (Confidence(RelativeSpread(energies, scratch_), energies.size()) > options_.repeat_above) {
+        ++k.repeats;
+        continue;
+      }
+    }
+    FinishClock(static_cast<model::Kind>(i), k);
+  }
+  if (kinds_[0].finished && kinds_[1].finished) done_.store(true, std::memory_order_release);
+}
+
+ProfileReport InSituProfiler::Report() const {
+  ProfileReport report;
+  report.rows = rows_;
+  SortRows(report.rows);
+  std::vector<double> powers = wait_powers_;
+  report.p_block_samples = static_cast<int>(powers.size());
+  report.p_block_w = MedianInPlace(powers);
+  report.iterations = iterations_;
+  Summarise(report);
+  return report;
+}
+
+ProfileReport MergeReports(const std::vector<ProfileReport>& reports) {
+  ProfileReport merged;
+  // (stage, kind, mhz) -> the rows reported for it.
+  std::map<std::tuple<int, model::Kind, int>, std::vector<const ProfileRow*>> by_key;
+  std::vector<double> p_blocks;
+  for (const ProfileReport& r : reports) {
+    for (const ProfileRow& row : r.rows) by_key[{row.stage, row.kind, row.mhz}].push_back(&row);
+    if (r.p_block_samples > 0) p_blocks.push_back(r.p_block_w);
+    merged.p_block_samples += r.p_block_samples;
+    merged.iterations = std::max(merged.iterations, r.iterations);
+  }
+  for (const auto& [key, rows] : by_key) {
+    if (rows.size() == 1) {
+      merged.rows.push_back(*rows.front());
+      continue;
+    }
+    // Replicas of one stage: sample-weighted means; spreads and confidence
+    // from the worst replica (conservative).
+    ProfileRow m = *rows.front();
+    double n = 0, t = 0, e = 0;
+    m.time_spread = m.energy_spread = m.confidence = 0;
+    m.approximate = false;
+    for (const ProfileRow* row : rows) {
+      const double w = std::max(1, row->samples);
+      n += w;
+      t += w * row->time_s;
+      e += w * row->energy_j;
+      m.time_spread = std::max(m.time_spread, row->time_spread);
+      m.energy_spread = std::max(m.energy_spread, row->energy_spread);
+      m.confidence = std::max(m.confidence, row->confidence);
+      m.approximate = m.approximate || row->approximate;
+    }
+    m.samples = static_cast<int>(n);
+    m.time_s = t / n;
+    m.energy_j = e / n;
+    merged.rows.push_back(m);
+  }
+  SortRows(merged.rows);
+  merged.p_block_w = MedianInPlace(p_blocks);
+  Summarise(merged);
+  return merged;
+}
+
+model::Profile ToProfile(const ProfileReport& report) {
+  model::Profile profile;
+  for (const ProfileRow& r : report.rows)
+    profile.Add(r.stage, r.kind, {r.mhz, r.time_s, r.energy_j}, "in-situ profile");
+  return profile;
+}
+
+std::string ProfileCsv(const ProfileReport& report) {
+  std::ostringstream out;
+  out << "stage,instruction,frequency,time,energy,samples,time_spread,energy_spread,confidence,"
+         "approximate\n";
+  char line[256];
+  for (const ProfileRow& r : report.rows) {
+    std::snprintf(line, sizeof line, "%d,%s,%d,%.9g,%.9g,%d,%.4g,%.4g,%.4g,%d\n", r.stage,
+                  std::string(model::KindName(r.kind)).c_str(), r.mhz, r.time_s, r.energy_j,
+                  r.samples, r.time_spread, r.energy_spread, r.confidence, r.approximate ? 1 : 0);
+    out << line;
+  }
+  return out.str();
+}
+
+void WriteProfileCsv(const std::string& path, const ProfileReport& report) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const fs::path tmp =
+      dir / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()));
+  {
+    std::ofstream file(tmp, std::ios::binary | std::ios::trunc);
+    file << ProfileCsv(report);
+    file.flush();
+    if (!file) {
+      std::error_code ignored;
+      fs::remove(tmp, ignored);
+      throw model::InputError("cannot write the profile " + path + " (temporary file " +
+                              tmp.string() + ")");
+    }
+  }
+  std::error_code error;
+  fs::rename(tmp, target, error);
+  if (error) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    throw model::InputError("cannot write the profile " + path + ": " + error.message());
+  }
+}
+
+}  // namespace joulepipe::runtime

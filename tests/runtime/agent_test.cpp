@@ -1,0 +1,368 @@
+// Agent against a fake ClockControl: execute mode, idle clock, the fail-safe
+// rules, disabled mode and profile mode.
+#include "joulepipe/runtime/agent.hpp"
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "runtime_test_support.hpp"
+
+namespace joulepipe::runtime {
+namespace {
+
+using model::Kind;
+using testing::FakeControl;
+using testing::FakeMeter;
+using testing::RecordingSource;
+using testing::RunStep;
+using testing::SimplePlan;
+using Calls = std::vector<std::string>;
+
+#define EXPECT_CONTAINS(text, needle)                          \
+  EXPECT_NE(std::string(text).find(needle), std::string::npos) \
+      << "\"" << (needle) << "\" not in: " << (text)
+
+struct Fixture {
+  explicit Fixture(std::optional<int> idle = std::nullopt) {
+    AgentOptions options;
+    options.nvml_index = 2;
+    options.control = control;
+    options.idle_clock_mhz = idle;
+    options.log = [this](const std::string& line) { log.push_back(line); };
+    options.meter = meter;
+    options.counter_period_s = 0.01;
+    agent = std::make_unique<Agent>(std::move(options));
+  }
+  int Fallbacks() const {
+    int n = 0;
+    for (const std::string& line : log) n += line.find("fell back") != std::string::npos;
+    return n;
+  }
+  std::shared_ptr<FakeControl> control = std::make_shared<FakeControl>();
+  std::shared_ptr<FakeMeter> meter = std::make_shared<FakeMeter>();
+  std::vector<std::string> log;
+  std::unique_ptr<Agent> agent;
+};
+
+TEST(AgentTest, StartsOffAndHooksAreNoOps) {
+  Fixture f;
+  EXPECT_EQ(f.agent->mode(), Mode::kOff);
+  RunStep(*f.agent, SimplePlan(2, 1000, 1200));
+  ASSERT_TRUE(f.agent->WaitIdle());
+  EXPECT_TRUE(f.control->calls().empty());
+  EXPECT_EQ(f.agent->stats().instruction_begins, 0u);
+  EXPECT_FALSE(f.agent->fallback_reason());
+}
+
+TEST(AgentTest, ExecutesThePlanClockPerInstruction) {
+  Fixture f;
+  const auto plan = SimplePlan(2, 1000, 1200);
+  f.agent->SetPlan(plan);
+  EXPECT_EQ(f.agent->mode(), Mode::kExecute);
+  f.agent->OnStepBegin();
+  f.agent->OnInstructionBegin(Kind::kForward, 0, 0);
+  ASSERT_TRUE(f.agent->WaitIdle());
+  EXPECT_EQ(f.agent->stats().last_applied_mhz, 1000);
+  f.agent->OnInstructionEnd(Kind::kForward, 0, 0);
+  f.agent->OnInstructionBegin(Kind::kForward, 1, 0);
+  f.agent->OnInstructionEnd(Kind::kForward, 1, 0);
+  f.agent->OnInstructionBegin(Kind::kBackward, 0, 0);
+  ASSERT_TRUE(f.agent->WaitIdle());
+  EXPECT_EQ(f.agent->stats().last_applied_mhz, 1200);
+  f.agent->OnInstructionEnd(Kind::kBackward, 0, 0);
+  f.agent->OnInstructionBegin(Kind::kBackward, 1, 0);
+  f.agent->OnInstructionEnd(Kind::kBackward, 1, 0);
+  f.agent->OnStepEnd();
+  // Step end resets the position: the next step runs the same plan.
+  RunStep(*f.agent, plan);
+  ASSERT_TRUE(f.agent->WaitIdle());
+  EXPECT_EQ(f.agent->mode(), Mode::kExecute);
+  EXPECT_FALSE(f.agent->fallback_reason());
+  const Stats s = f.agent->stats();
+  EXPECT_EQ(s.requested, 8u);
+  EXPECT_EQ(s.applied + s.skipped + s.coalesced, 8u);
+  EXPECT_EQ(s.step_begins, 2u);
+  EXPECT_EQ(s.step_ends, 2u);
+  EXPECT_EQ(s.instruction_begins, 8u);
+  EXPECT_EQ(s.instruction_ends, 8u);
+  for (const std::string& call : f.control->calls()) {
+    EXPECT_TRUE(call == "lock 2 1000 1000" || call == "lock 2 1200 1200") << call;
+  }
+  f.agent.reset();  // the destructor restores
+  EXPECT_EQ(f.control->calls().back(), "restore");
+}
+
+TEST(AgentTest, IdleClockBetweenInstructions) {
+  Fixture f(600);
+  f.agent->SetPlan(SimplePlan(1, 1000, 1200));
+  f.agent->OnStepBegin();
+  f.agent->OnInstructionBegin(Kind::kForward, 0, 0);
+  ASSERT_TRUE(f.agent->WaitIdle());
+  EXPECT_EQ(f.agent->stats().last_applied_mhz, 1000);
+  f.agent->OnInstructionEnd(Kind::kForward, 0, 0);
+  ASSERT_TRUE(f.agent->WaitIdle());
+  EXPECT_EQ(f.agent->stats().last_applied_mhz, 600);
+  f.agent->OnInstructionBegin(Kind::kBackward, 0, 0);
+  ASSERT_TRUE(f.agent->WaitIdle());
+  EXPECT_EQ(f.agent->stats().last_applied_mhz, 1200);
+  f.agent->OnInstructionEnd(Kind::kBackward, 0, 0);
+  f.agent->OnStepEnd();
+  ASSERT_TRUE(f.agent->WaitIdle());
+  EXPECT_EQ(f.control->calls(),
+            Calls({"lock 2 1000 1000", "lock 2 600 600", "lock 2 1200 1200", "lock 2 600 600"}));
+}
+
+TEST(AgentTest, IdleClockAndNextClockCoalesceWhileTheControlIsBusy) {
+  Fixture f(600);
+  f.agent->SetPlan(SimplePlan(2, 1000, 1200));
+  f.control->Hold();
+  f.agent->OnStepBegin();
+  f.agent->OnInstructionBegin(Kind::kForward, 0, 0);
+  f.control->WaitEntered();
+  f.agent->OnInstructionEnd(Kind::kForward, 0, 0);    // idle 600: replaced
+  f.agent->OnInstructionBegin(Kind::kForward, 1, 0);  // 1000
+  f.control->Release();
+  ASSERT_TRUE(f.agent->WaitIdle());
+  EXPECT_EQ(f.control->calls(), Calls({"lock 2 1000 1000"}));
+  EXPECT_EQ(f.agent->stats().coalesced, 1u);
+  EXPECT_EQ(f.agent->stats().skipped, 1u);
+}
+
+TEST(AgentTest, PlanMismatchFallsBackNamingBoth) {
+  Fixture f;
+  f.agent->SetPlan(SimplePlan(2, 1000, 1200));
+  f.agent->OnStepBegin();
+  f.agent->OnInstructionBegin(Kind::kForward, 0, 0);
+  ASSERT_TRUE(f.agent->WaitIdle());  // else the restore may coalesce with the 1000
+  f.agent->OnInstructionEnd(Kind::kForward, 0, 0);
+  f.agent->OnInstructionBegin(Kind::kBackward, 0, 0);
+  EXPECT_EQ(f.agent->mode(), Mode::kOff);
+  ASSERT_TRUE(f.agent->fallback_reason());
+  EXPECT_EQ(*f.agent->fallback_reason(),
+            "plan expected forward mb 1 chunk 0 at position 1, training ran backward mb 0 chunk 0");
+  ASSERT_TRUE(f.agent->WaitIdle());
+  EXPECT_EQ(f.control->calls(), Calls({"lock 2 1000 1000", "restore"}));
+  // Training goes on; the hooks are no-ops now and nothing is logged again.
+  const Stats before = f.agent->stats();
+  f.agent->OnInstructionEnd(Kind::kBackward, 0, 0);
+  f.agent->OnInstructionBegin(Kind::kBackward, 7, 3);
+  f.agent->OnStepEnd();
+  EXPECT_EQ(f.agent->stats().instruction_begins, before.instruction_begins);
+  EXPECT_EQ(f.Fallbacks(), 1);
+  EXPECT_CONTAINS(f.log.back(), "plan expected forward mb 1");
+}
+
+TEST(AgentTest, ChunkMismatchFallsBack) {
+  Fixture f;
+  f.agent->SetPlan(SimplePlan(1, 1000, 1200));
+  f.agent->OnStepBegin();
+  f.agent->OnInstructionBegin(Kind::kForward, 0, 1);
+  ASSERT_TRUE(f.agent->fallback_reason());
+  EXPECT_CONTAINS(*f.agent->fallback_reason(), "training ran forward mb 0 chunk 1");
+}
+
+TEST(AgentTest, StepThatEndedEarlyFallsBack) {
+  Fixture f;
+  f.agent->SetPlan(SimplePlan(2, 1000, 1200));
+  f.agent->OnStepBegin();
+  f.agent->OnInstructionBegin(Kind::kForward, 0, 0);
+  f.agent->OnInstructionEnd(Kind::kForward, 0, 0);
+  f.agent->OnStepEnd();
+  EXPECT_EQ(f.agent->mode(), Mode::kOff);
+  ASSERT_TRUE(f.agent->fallback_reason());
+  EXPECT_CONTAINS(*f.agent->fallback_reason(), "step ended after 1 of 4 planned instructions");
+  EXPECT_CONTAINS(*f.agent->fallback_reason(), "plan expected forward mb 1 chunk 0 at position 1");
+}
+
+TEST(AgentTest, ExtraInstructionAndUnmatchedEndFallBack) {
+  {
+    Fixture f;
+    const auto plan = SimplePlan(1, 1000, 1200);
+    f.agent->SetPlan(plan);
+    f.agent->OnStepBegin();
+    for (const auto& p : plan) {
+      f.agent->OnInstructionBegin(p.instruction.kind, p.instruction.microbatch, 0);
+      f.agent->OnInstructionEnd(p.instruction.kind, p.instruction.microbatch, 0);
+    }
+    f.agent->OnInstructionBegin(Kind::kForward, 1, 0);
+    ASSERT_TRUE(f.agent->fallback_reason());
+    EXPECT_CONTAINS(*f.agent->fallback_reason(),
+                    "plan has 2 instructions per step, training ran a further forward mb 1");
+  }
+  {
+    Fixture f;
+    f.agent->SetPlan(SimplePlan(1, 1000, 1200));
+    f.agent->OnStepBegin();
+    f.agent->OnInstructionBegin(Kind::kForward, 0, 0);
+    f.agent->OnInstructionEnd(Kind::kBackward, 0, 0);
+    ASSERT_TRUE(f.agent->fallback_reason());
+    EXPECT_CONTAINS(*f.agent->fallback_reason(),
+                    "training ended backward mb 0 chunk 0 but had begun forward mb 0 chunk 0");
+  }
+}
+
+TEST(AgentTest, ControlErrorRestoresLogsOnceAndTrainingGoesOn) {
+  Fixture f;
+  f.control->FailAt(1200);
+  const auto plan = SimplePlan(2, 1000, 1200);
+  f.agent->SetPlan(plan);
+  f.agent->OnStepBegin();
+  for (const auto& p : plan) {
+    f.agent->OnInstructionBegin(p.instruction.kind, p.instruction.microbatch, 0);
+    ASSERT_TRUE(f.agent->WaitIdle());  // let the controller see each clock
+    f.agent->OnInstructionEnd(p.instruction.kind, p.instruction.microbatch, 0);
+  }
+  f.agent->OnStepEnd();
+  for (int i = 0; i < 3; ++i) RunStep(*f.agent, plan);  // no-ops
+  ASSERT_TRUE(f.agent->WaitIdle());
+  EXPECT_EQ(f.agent->mode(), Mode::kOff);
+  ASSERT_TRUE(f.agent->fallback_reason());
+  EXPECT_EQ(*f.agent->fallback_reason(),
+            "could not lock GPU 2 at 1200 MHz through fake: fake: clock 1200 rejected");
+  EXPECT_EQ(f.control->calls(), Calls({"lock 2 1000 1000", "fail 1200", "restore"}));
+  EXPECT_EQ(f.Fallbacks(), 1);
+  EXPECT_EQ(f.agent->stats().failed, 1u);
+
+  // A new plan re-arms the agent (and a new failure would log again).
+  f.agent->SetPlan(SimplePlan(1, 800, 800));
+  EXPECT_EQ(f.agent->mode(), Mode::kExecute);
+  EXPECT_FALSE(f.agent->fallback_reason());
+  RunStep(*f.agent, SimplePlan(1, 800, 800));
+  ASSERT_TRUE(f.agent->WaitIdle());
+  EXPECT_EQ(f.control->calls().back(), "lock 2 800 800");
+}
+
+TEST(AgentTest, NullControlFallsBackWithoutThrowing) {
+  std::vector<std::string> log;
+  AgentOptions options;
+  options.log = [&](const std::string& line) { log.push_back(line); };
+  Agent agent(std::move(options));
+  EXPECT_EQ(agent.mode(), Mode::kOff);
+  ASSERT_TRUE(agent.fallback_reason());
+  EXPECT_CONTAINS(*agent.fallback_reason(), "no clock control");
+  agent.SetPlan(SimplePlan(1, 1000, 1200));
+  EXPECT_EQ(agent.mode(), Mode::kOff);
+  RunStep(agent, SimplePlan(1, 1000, 1200));
+  EXPECT_EQ(agent.stats().instruction_begins, 0u);
+  EXPECT_EQ(log.size(), 1u);
+}
+
+TEST(AgentTest, DisableRestoresAndMakesHooksNoOps) {
+  Fixture f;
+  const auto plan = SimplePlan(1, 1000, 1200);
+  f.agent->SetPlan(plan);
+  RunStep(*f.agent, plan);
+  ASSERT_TRUE(f.agent->WaitIdle());
+  f.agent->Disable();
+  EXPECT_EQ(f.agent->mode(), Mode::kOff);
+  const Stats before = f.agent->stats();
+  RunStep(*f.agent, plan);
+  ASSERT_TRUE(f.agent->WaitIdle());
+  EXPECT_EQ(f.agent->stats().instruction_begins, before.instruction_begins);
+  EXPECT_EQ(f.control->calls().back(), "restore");
+  EXPECT_FALSE(f.agent->fallback_reason());  // disabling is not a failure
+}
+
+TEST(AgentTest, EmptyPlanFallsBack) {
+  Fixture f;
+  f.agent->SetPlan({});
+  EXPECT_EQ(f.agent->mode(), Mode::kOff);
+  ASSERT_TRUE(f.agent->fallback_reason());
+  EXPECT_CONTAINS(*f.agent->fallback_reason(), "empty");
+}
+
+// ---- Profile mode ---------------------------------------------------------------
+
+TEST(AgentProfileTest, ClocksFromTheSourceAndMeasurementsBack) {
+  Fixture f;
+  auto source = std::make_shared<RecordingSource>();
+  f.agent->SetProfiler(source);
+  EXPECT_EQ(f.agent->mode(), Mode::kProfile);
+
+  f.agent->OnStepBegin();
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));  // a short wait
+  f.agent->OnInstructionBegin(Kind::kForward, 0, 0);
+  ASSERT_TRUE(f.agent->WaitIdle());
+  EXPECT_EQ(f.agent->stats().last_applied_mhz, 1200);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1));  // shorter than the 10 ms period
+  f.agent->OnInstructionEnd(Kind::kForward, 0, 0);
+
+  f.agent->OnInstructionBegin(Kind::kBackward, 0, 0);
+  f.meter->energy_mj += 5000;  // 5 J over a window longer than the period
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  f.agent->OnInstructionEnd(Kind::kBackward, 0, 0);
+  f.agent->OnStepEnd();
+  ASSERT_TRUE(f.agent->WaitIdle());
+
+  ASSERT_EQ(source->waits.size(), 2u);
+  EXPECT_GE(source->waits[0].first, 0.002);
+  EXPECT_NEAR(source->waits[0].second, 100 * source->waits[0].first, 1e-9);  // power x time
+  ASSERT_EQ(source->instructions.size(), 2u);
+  const auto& fwd = source->instructions[0];
+  EXPECT_EQ(fwd.kind, Kind::kForward);
+  EXPECT_EQ(fwd.mhz, 1200);
+  EXPECT_GE(fwd.seconds, 0.001);
+  EXPECT_TRUE(fwd.approximate);
+  EXPECT_NEAR(fwd.joules, 100 * fwd.seconds, 1e-9);
+  const auto& bwd = source->instructions[1];
+  EXPECT_EQ(bwd.kind, Kind::kBackward);
+  EXPECT_EQ(bwd.mhz, 1000);
+  EXPECT_GE(bwd.seconds, 0.02);
+  EXPECT_FALSE(bwd.approximate);
+  EXPECT_DOUBLE_EQ(bwd.joules, 5.0);
+  EXPECT_EQ(source->step_ends, 1);
+  EXPECT_EQ(f.control->calls(), Calls({"lock 2 1200 1200", "lock 2 1000 1000"}));
+
+  // The gap between steps (optimizer step, data loading) is not a wait.
+  f.agent->OnInstructionBegin(Kind::kForward, 1, 0);
+  EXPECT_EQ(source->waits.size(), 2u);
+}
+
+TEST(AgentProfileTest, CounterlessGpuIsAlwaysApproximate) {
+  Fixture f;
+  f.meter->has_counter = false;
+  auto source = std::make_shared<RecordingSource>();
+  f.agent->SetProfiler(source);
+  f.agent->OnStepBegin();
+  f.agent->OnInstructionBegin(Kind::kForward, 0, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(15));
+  f.agent->OnInstructionEnd(Kind::kForward, 0, 0);
+  ASSERT_EQ(source->instructions.size(), 1u);
+  EXPECT_TRUE(source->instructions[0].approximate);
+  EXPECT_NEAR(source->instructions[0].joules, 100 * source->instructions[0].seconds, 1e-9);
+}
+
+TEST(AgentProfileTest, ThrowingSourceFallsBack) {
+  Fixture f;
+  auto source = std::make_shared<RecordingSource>();
+  source->throw_in_clock_for = true;
+  f.agent->SetProfiler(source);
+  f.agent->OnStepBegin();
+  f.agent->OnInstructionBegin(Kind::kForward, 0, 0);  // must not throw
+  EXPECT_EQ(f.agent->mode(), Mode::kOff);
+  ASSERT_TRUE(f.agent->fallback_reason());
+  EXPECT_CONTAINS(*f.agent->fallback_reason(), "profiler broke");
+  EXPECT_EQ(f.Fallbacks(), 1);
+}
+
+TEST(AgentProfileTest, SwitchingToAPlanAfterProfiling) {
+  Fixture f;
+  auto source = std::make_shared<RecordingSource>();
+  f.agent->SetProfiler(source);
+  RunStep(*f.agent, SimplePlan(1, 0, 0));
+  const auto plan = SimplePlan(1, 800, 800);
+  f.agent->SetPlan(plan);
+  EXPECT_EQ(f.agent->mode(), Mode::kExecute);
+  RunStep(*f.agent, plan);
+  ASSERT_TRUE(f.agent->WaitIdle());
+  EXPECT_EQ(f.agent->stats().last_applied_mhz, 800);
+  EXPECT_EQ(source->instructions.size(), 2u);  // only from the profiling step
+}
+
+}  // namespace
+}  // namespace joulepipe::runtime

@@ -1,0 +1,128 @@
+// ClockController against a fake ClockControl: coalescing, no-op skipping,
+// restore on failure and at destruction.
+#include "joulepipe/runtime/controller.hpp"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "runtime_test_support.hpp"
+
+namespace joulepipe::runtime {
+namespace {
+
+using testing::FakeControl;
+using Calls = std::vector<std::string>;
+
+TEST(ClockControllerTest, AppliesLockedClocksMinEqualsMax) {
+  auto control = std::make_shared<FakeControl>();
+  ClockController controller(control, 3, nullptr);
+  controller.Request(1200);
+  ASSERT_TRUE(controller.WaitIdle(5));
+  EXPECT_EQ(control->calls(), Calls({"lock 3 1200 1200"}));
+  EXPECT_EQ(controller.stats().applied, 1u);
+  EXPECT_EQ(controller.stats().last_applied_mhz, 1200);
+}
+
+TEST(ClockControllerTest, SkipsTheClockAlreadyApplied) {
+  auto control = std::make_shared<FakeControl>();
+  ClockController controller(control, 0, nullptr);
+  controller.Request(1000);
+  ASSERT_TRUE(controller.WaitIdle(5));
+  controller.Request(1000);
+  ASSERT_TRUE(controller.WaitIdle(5));
+  controller.Request(ClockController::kDefaultClocks);  // restores
+  ASSERT_TRUE(controller.WaitIdle(5));
+  controller.Request(ClockController::kDefaultClocks);
+  ASSERT_TRUE(controller.WaitIdle(5));
+  EXPECT_EQ(control->calls(), Calls({"lock 0 1000 1000", "restore"}));
+  const ControllerStats s = controller.stats();
+  EXPECT_EQ(s.requested, 4u);
+  EXPECT_EQ(s.applied, 1u);
+  EXPECT_EQ(s.restores, 1u);
+  EXPECT_EQ(s.skipped, 2u);
+}
+
+TEST(ClockControllerTest, CoalescesABurstLatestWins) {
+  auto control = std::make_shared<FakeControl>();
+  ClockController controller(control, 0, nullptr);
+  control->Hold();
+  controller.Request(600);
+  control->WaitEntered();  // the thread is inside SetLockedClocks(600)
+  controller.Request(800);
+  controller.Request(1000);
+  controller.Request(1200);
+  control->Release();
+  ASSERT_TRUE(controller.WaitIdle(5));
+  EXPECT_EQ(control->calls(), Calls({"lock 0 600 600", "lock 0 1200 1200"}));
+  EXPECT_EQ(controller.stats().coalesced, 2u);
+  EXPECT_EQ(controller.stats().applied, 2u);
+}
+
+TEST(ClockControllerTest, FailureRestoresReportsOnceAndDropsLaterRequests) {
+  auto control = std::make_shared<FakeControl>();
+  control->FailAt(1410);
+  std::vector<std::string> failures;
+  ClockController controller(control, 0, [&](const std::string& why) { failures.push_back(why); });
+  controller.Request(1000);
+  ASSERT_TRUE(controller.WaitIdle(5));
+  controller.Request(1410);
+  ASSERT_TRUE(controller.WaitIdle(5));
+  EXPECT_TRUE(controller.failed());
+  controller.Request(1200);  // dropped
+  controller.Request(1410);  // dropped: no second failure
+  ASSERT_TRUE(controller.WaitIdle(5));
+  EXPECT_EQ(control->calls(), Calls({"lock 0 1000 1000", "fail 1410", "restore"}));
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0],
+            "could not lock GPU 0 at 1410 MHz through fake: fake: clock 1410 rejected");
+  EXPECT_EQ(controller.stats().failed, 1u);
+  EXPECT_EQ(controller.stats().last_applied_mhz, 0);
+
+  controller.Clear();
+  controller.Request(1200);
+  ASSERT_TRUE(controller.WaitIdle(5));
+  EXPECT_EQ(control->calls().back(), "lock 0 1200 1200");
+}
+
+TEST(ClockControllerTest, DestructorRestoresOnlyWhenClocksWereChanged) {
+  auto control = std::make_shared<FakeControl>();
+  { ClockController controller(control, 0, nullptr); }
+  EXPECT_TRUE(control->calls().empty());
+  {
+    ClockController controller(control, 0, nullptr);
+    controller.Request(800);
+    ASSERT_TRUE(controller.WaitIdle(5));
+  }
+  EXPECT_EQ(control->calls(), Calls({"lock 0 800 800", "restore"}));
+}
+
+TEST(ClockControllerTest, WakesFromDeepSleep) {
+  auto control = std::make_shared<FakeControl>();
+  ControllerOptions options;
+  options.deep_sleep_after_s = 0;  // block on the condition variable at once
+  ClockController controller(control, 0, nullptr, options);
+  for (int i = 0; i < 200; ++i) {
+    controller.Request(i % 2 == 0 ? 600 : 1200);
+    ASSERT_TRUE(controller.WaitIdle(5));
+  }
+  EXPECT_EQ(controller.stats().applied, 200u);
+  EXPECT_EQ(control->calls().back(), "lock 0 1200 1200");
+}
+
+TEST(ClockControllerTest, ManyRequestsFromAnotherThreadEndAtTheLatest) {
+  auto control = std::make_shared<FakeControl>();
+  ClockController controller(control, 0, nullptr);
+  for (int i = 0; i < 20000; ++i) controller.Request(i % 2 == 0 ? 600 : 1200);
+  controller.Request(1000);
+  ASSERT_TRUE(controller.WaitIdle(5));
+  EXPECT_EQ(control->calls().back(), "lock 0 1000 1000");
+  const ControllerStats s = controller.stats();
+  EXPECT_EQ(s.requested, 20001u);
+  EXPECT_EQ(s.applied + s.skipped + s.coalesced, s.requested);
+}
+
+}  // namespace
+}  // namespace joulepipe::runtime

@@ -1,0 +1,200 @@
+#include "joulepipe/runtime/profiler.hpp"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "joulepipe/model/error.hpp"
+#include "joulepipe/model/profile.hpp"
+
+namespace joulepipe::runtime {
+namespace {
+
+using model::Kind;
+
+// Energy per instruction as a function of clock: lowest at `best_mhz`.
+double BowlEnergy(int mhz, int best_mhz) {
+  return 1.0 + 1e-5 * (mhz - best_mhz) * (mhz - best_mhz);
+}
+
+// Drives `p` like the agent for one iteration of `per_kind` forwards and
+// backwards; `energy(kind, mhz, i)` gives each sample's energy.
+void Iteration(InSituProfiler& p, int per_kind,
+               const std::function<double(Kind, int, int)>& energy) {
+  for (int i = 0; i < per_kind; ++i) {
+    for (Kind kind : {Kind::kForward, Kind::kBackward}) {
+      p.OnWait(0.002, 0.002 * 80.0);
+      const int mhz = p.ClockFor(kind);
+      const double t = 0.01 * 1410.0 / mhz * (kind == Kind::kBackward ? 2 : 1);
+      p.OnInstruction(kind, mhz, t, energy(kind, mhz, i), /*approximate=*/true);
+    }
+  }
+  p.OnStepEnd();
+}
+
+TEST(CandidateClocksTest, FromMaxDownToTheFloorWithStride) {
+  std::vector<int> supported;
+  for (int f = 1410; f >= 210; f -= 15) supported.push_back(f);
+  const std::vector<int> all = CandidateClocks(supported);
+  EXPECT_EQ(all.front(), 1410);
+  EXPECT_GE(all.back(), 846);
+  EXPECT_LT(all.back(), 861);
+  EXPECT_EQ(all[1], 1395);
+  const std::vector<int> coarse = CandidateClocks(supported, 0.6, 30);
+  EXPECT_EQ(coarse[1], 1380);
+  EXPECT_EQ(CandidateClocks(supported, 0.6, 0, 1200).back(), 1200);
+  EXPECT_TRUE(CandidateClocks({}).empty());
+}
+
+TEST(InSituProfilerTest, RejectsBadOptions) {
+  EXPECT_THROW(InSituProfiler(ProfilerOptions{}), model::InputError);
+  ProfilerOptions o;
+  o.clocks = {1200, 1410};
+  EXPECT_THROW(InSituProfiler{o}, model::InputError);
+  o.clocks = {1410, 1200};
+  o.trim = 0.5;
+  EXPECT_THROW(InSituProfiler{o}, model::InputError);
+}
+
+TEST(InSituProfilerTest, SweepsHighToLowAndStopsAfterConsecutiveRises) {
+  ProfilerOptions o;
+  o.stage = 2;
+  for (int f = 1410; f >= 810; f -= 60) o.clocks.push_back(f);  // 11 clocks
+  o.stop_after_rises = 3;
+  InSituProfiler p(o);
+  // Warm-up at max.
+  EXPECT_EQ(p.ClockFor(Kind::kForward), 1410);
+  Iteration(p, 4, [](Kind, int mhz, int) { return BowlEnergy(mhz, 1170); });
+  EXPECT_TRUE(p.Report().rows.empty());
+  std::vector<int> seen;
+  for (int it = 0; it < 30 && !p.done(); ++it) {
+    seen.push_back(p.ClockFor(Kind::kForward));
+    Iteration(p, 4, [](Kind, int mhz, int) { return BowlEnergy(mhz, 1170); });
+  }
+  ASSERT_TRUE(p.done());
+  // 1410 .. 1170 (minimum) then three rises: 1110, 1050, 990.
+  EXPECT_EQ(seen, (std::vector<int>{1410, 1350, 1290, 1230, 1170, 1110, 1050, 990}));
+  EXPECT_EQ(p.ClockFor(Kind::kForward), 1410);  // stopped kinds run at max
+  const ProfileReport r = p.Report();
+  ASSERT_EQ(r.rows.size(), 16u);
+  EXPECT_EQ(r.rows[0].stage, 2);
+  EXPECT_EQ(r.rows[0].kind, Kind::kForward);
+  EXPECT_EQ(r.rows[0].mhz, 1410);
+  EXPECT_EQ(r.rows[0].samples, 3);  // the first after the change is dropped
+  EXPECT_TRUE(r.rows[0].approximate);
+  EXPECT_NEAR(r.rows[0].time_s, 0.01, 1e-12);
+  EXPECT_EQ(r.rows[8].kind, Kind::kBackward);
+  EXPECT_NEAR(r.rows[8].time_s, 0.02, 1e-12);
+  EXPECT_NEAR(r.p_block_w, 80.0, 1e-9);
+  EXPECT_EQ(r.iterations, 9);
+}
+
+TEST(InSituProfilerTest, RobustToOutliersAndReportsSpread) {
+  ProfilerOptions o;
+  o.clocks = {1410};
+  o.warmup_iterations = 0;
+  o.drop_first_after_change = false;
+  InSituProfiler p(o);
+  // 10 samples per kind at ~1 J, one 10x outlier.
+  Iteration(p, 10, [](Kind, int, int i) { return i == 3 ? 10.0 : 1.0 + 0.01 * (i % 3 - 1); });
+  ASSERT_TRUE(p.done());
+  const ProfileReport r = p.Report();
+  ASSERT_EQ(r.rows.size(), 2u);
+  EXPECT_NEAR(r.rows[0].energy_j, 1.0, 0.005);
+  EXPECT_GT(r.rows[0].energy_spread, 0);
+  EXPECT_LT(r.rows[0].energy_spread, 0.02);
+  EXPECT_GT(r.max_confidence, 0);
+  EXPECT_EQ(r.approximate_rows, 2);
+}
+
+TEST(InSituProfilerTest, RepeatsANoisyClockForMoreSamples) {
+  ProfilerOptions o;
+  o.clocks = {1410, 1200};
+  o.warmup_iterations = 0;
+  o.drop_first_after_change = false;
+  o.repeat_above = 0.02;
+  o.max_repeats = 2;
+  InSituProfiler p(o);
+  // +-30 % noise: the 1410 MHz row is repeated twice, then kept.
+  const auto noisy = [](Kind, int, int i) { return 1.0 + 0.3 * ((i % 3) - 1); };
+  Iteration(p, 6, noisy);
+  EXPECT_EQ(p.ClockFor(Kind::kForward), 1410);
+  Iteration(p, 6, noisy);
+  EXPECT_EQ(p.ClockFor(Kind::kForward), 1410);
+  Iteration(p, 6, noisy);
+  EXPECT_EQ(p.ClockFor(Kind::kForward), 1200);
+  const ProfileReport r = p.Report();
+  ASSERT_EQ(r.rows.size(), 2u);
+  EXPECT_EQ(r.rows[0].samples, 18);
+  EXPECT_GT(r.max_confidence, 0.02);
+  // A quiet clock is not repeated.
+  Iteration(p, 6, [](Kind, int, int) { return 1.0; });
+  EXPECT_TRUE(p.done());
+}
+
+TEST(InSituProfilerTest, IgnoresSamplesAtOtherClocksAndShortWaits) {
+  ProfilerOptions o;
+  o.clocks = {1410, 1200};
+  o.warmup_iterations = 0;
+  o.drop_first_after_change = false;
+  InSituProfiler p(o);
+  p.OnWait(1e-5, 1.0);                                      // too short
+  p.OnInstruction(Kind::kForward, 1000, 0.01, 3.0, false);  // not the wanted clock
+  p.OnInstruction(Kind::kForward, 1410, 0.01, 3.0, false);
+  p.OnInstruction(Kind::kBackward, 1410, 0.02, 6.0, false);
+  p.OnStepEnd();
+  const ProfileReport r = p.Report();
+  ASSERT_EQ(r.rows.size(), 2u);
+  EXPECT_DOUBLE_EQ(r.rows[0].energy_j, 3.0);
+  EXPECT_EQ(r.p_block_samples, 0);
+  EXPECT_EQ(p.ClockFor(Kind::kForward), 1200);
+}
+
+TEST(InSituProfilerTest, MergeWritesACsvThePlannerReads) {
+  std::vector<ProfileReport> reports;
+  for (int stage = 0; stage < 2; ++stage) {
+    ProfilerOptions o;
+    o.stage = stage;
+    o.clocks = {1410, 1200};
+    o.warmup_iterations = 0;
+    InSituProfiler p(o);
+    for (int it = 0; it < 3; ++it)
+      Iteration(p, 3, [stage](Kind, int mhz, int) { return (stage + 1) * mhz / 1000.0; });
+    reports.push_back(p.Report());
+  }
+  reports[1].p_block_w = 90;
+  // A data-parallel replica of stage 1 with other figures: averaged.
+  ProfileReport replica = reports[1];
+  for (ProfileRow& row : replica.rows) row.energy_j *= 2;
+  replica.p_block_w = 100;
+  reports.push_back(replica);
+
+  const ProfileReport merged = MergeReports(reports);
+  ASSERT_EQ(merged.rows.size(), 8u);
+  EXPECT_DOUBLE_EQ(merged.p_block_w, 90);  // median of 80, 90, 100
+  EXPECT_NEAR(merged.rows[4].energy_j, 1.5 * reports[1].rows[0].energy_j, 1e-9);
+
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("joulepipe-profile-" + std::to_string(::getpid()) + ".csv"))
+                               .string();
+  WriteProfileCsv(path, merged);
+  const model::Profile read = model::ReadProfileCsv(path);
+  std::filesystem::remove(path);
+  read.Validate(2, path);
+  const model::ClockPoint* point = read.Find(1, Kind::kBackward, 1200);
+  ASSERT_NE(point, nullptr);
+  const model::Profile direct = ToProfile(merged);
+  EXPECT_NEAR(point->energy_j, direct.Find(1, Kind::kBackward, 1200)->energy_j, 1e-6);
+  EXPECT_NEAR(point->time_s, direct.Find(1, Kind::kBackward, 1200)->time_s, 1e-9);
+  EXPECT_NE(ProfileCsv(merged).find("samples,time_spread,energy_spread,confidence,approximate"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace joulepipe::runtime
