@@ -182,9 +182,9 @@ struct Holder {
 std::string CodeHint(nvmlReturn_t code, const std::string& function) {
   switch (code) {
     case NVML_ERROR_NO_PERMISSION:
-      return "changing GPU clocks and power limits needs root: run joulepipe as root (as "
-             "`nvidia-smi -lgc` and `nvidia-smi -pl` need root); the joulepiped daemon, which "
-             "lets training run unprivileged, comes in a later release";
+      return "changing GPU clocks and power limits needs root: run as root (as "
+             "`nvidia-smi -lgc` and `nvidia-smi -pl` need root), or run the joulepiped daemon "
+             "(docs/daemon.md) and control clocks through it unprivileged";
     case NVML_ERROR_GPU_IS_LOST:
       return "the GPU fell off the bus or stopped responding: check `nvidia-smi` and the "
              "kernel log (dmesg); it needs a reset or a reboot";

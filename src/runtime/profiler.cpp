@@ -1,12 +1,8 @@
 #include "joulepipe/runtime/profiler.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <random>
 #include <sstream>
@@ -14,6 +10,7 @@
 #include <utility>
 
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/output_files.hpp"
 
 namespace joulepipe::runtime {
 namespace {
@@ -288,29 +285,7 @@ std::string ProfileCsv(const ProfileReport& report) {
 }
 
 void WriteProfileCsv(const std::string& path, const ProfileReport& report) {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  const fs::path tmp =
-      dir / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()));
-  {
-    std::ofstream file(tmp, std::ios::binary | std::ios::trunc);
-    file << ProfileCsv(report);
-    file.flush();
-    if (!file) {
-      std::error_code ignored;
-      fs::remove(tmp, ignored);
-      throw model::InputError("cannot write the profile " + path + " (temporary file " +
-                              tmp.string() + ")");
-    }
-  }
-  std::error_code error;
-  fs::rename(tmp, target, error);
-  if (error) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    throw model::InputError("cannot write the profile " + path + ": " + error.message());
-  }
+  model::WriteFileAtomically(path, ProfileCsv(report));
 }
 
 }  // namespace joulepipe::runtime

@@ -385,9 +385,9 @@ TEST(DeviceControlTest, SettersWithoutPermissionSayHowToGetIt) {
         EXPECT_EQ(e.device(), std::string("GPU 1 (") + kUuid1 + ")");
         EXPECT_CONTAINS(e.what(), std::string(function) + " failed on GPU 1 (" + kUuid1 + "): ");
         EXPECT_CONTAINS(e.what(), "(NVML error 4)");
-        EXPECT_CONTAINS(e.what(), "run joulepipe as root");
+        EXPECT_CONTAINS(e.what(), "run as root");
         EXPECT_CONTAINS(e.what(), "nvidia-smi -lgc");
-        EXPECT_CONTAINS(e.what(), "joulepiped");
+        EXPECT_CONTAINS(e.what(), "joulepiped daemon (docs/daemon.md)");
       }
     };
     expect_permission([&] { d.SetLockedClocks(1000, 1500); }, "nvmlDeviceSetGpuLockedClocks");

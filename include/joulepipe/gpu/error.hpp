@@ -57,8 +57,8 @@ class NvmlError : public GpuError {
 };
 
 // NVML_ERROR_NO_PERMISSION: what() adds how to get the permission (run as
-// root, as `nvidia-smi -lgc` / `-pl` need root; the joulepiped daemon, which
-// lets training run unprivileged, comes in a later release).
+// root, as `nvidia-smi -lgc` / `-pl` need root, or go through the joulepiped
+// daemon, which lets training run unprivileged).
 class NvmlPermissionError : public NvmlError {
  public:
   using NvmlError::NvmlError;

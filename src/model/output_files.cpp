@@ -2,7 +2,7 @@
 //
 // Both rely on rename(2) being atomic within one filesystem, which is why the
 // staging directory and temporary files are siblings of their destination.
-#include "joulepipe/cli/output_dir.hpp"
+#include "joulepipe/model/output_files.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -17,10 +17,9 @@
 
 #include "joulepipe/model/error.hpp"
 
-namespace joulepipe::cli {
+namespace joulepipe::model {
 
 namespace fs = std::filesystem;
-using model::InputError;
 
 namespace {
 
@@ -246,4 +245,4 @@ void WriteFileAtomically(const fs::path& path, std::string_view contents) {
   SyncDirectory(path.parent_path().empty() ? fs::path(".") : path.parent_path());
 }
 
-}  // namespace joulepipe::cli
+}  // namespace joulepipe::model
