@@ -32,7 +32,7 @@ constexpr ErrorInfo kErrors[] = {
     {NVML_ERROR_LIBRARY_NOT_FOUND, "NVML_ERROR_LIBRARY_NOT_FOUND",
      "A required shared library was not found"},
     {NVML_ERROR_FUNCTION_NOT_FOUND, "NVML_ERROR_FUNCTION_NOT_FOUND",
-     "The function is not implemented by this library"},
+     "The requested function was not found in this library"},
     {NVML_ERROR_CORRUPTED_INFOROM, "NVML_ERROR_CORRUPTED_INFOROM",
      "The device's infoROM is corrupt"},
     {NVML_ERROR_GPU_IS_LOST, "NVML_ERROR_GPU_IS_LOST",
