@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_stats.hpp"
 #include "joulepipe/gpu/clock_control.hpp"
 #include "joulepipe/gpu/device.hpp"
 #include "joulepipe/gpu/nvml.hpp"
@@ -39,9 +40,9 @@ struct Stats {
   double median_us, p99_us, max_us;
 };
 
-Stats Summarise(std::vector<double> us) {
-  std::sort(us.begin(), us.end());
-  return {us[us.size() / 2], us[std::min(us.size() - 1, us.size() * 99 / 100)], us.back()};
+Stats Summarise(const std::vector<double>& us) {
+  using joulepipe::bench::Percentile;
+  return {Percentile(us, 0.5), Percentile(us, 0.99), Percentile(us, 1.0)};
 }
 
 template <typename F>

@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_stats.hpp"
 #include "joulepipe/gpu/clock_control.hpp"
 #include "joulepipe/gpu/nvml.hpp"
 #include "joulepipe/model/plan.hpp"
@@ -49,11 +50,7 @@ using joulepipe::runtime::Agent;
 using joulepipe::runtime::AgentOptions;
 using SteadyClock = std::chrono::steady_clock;
 
-double Percentile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  const std::size_t i = std::min(v.size() - 1, static_cast<std::size_t>(q * (v.size() - 1) + 0.5));
-  return v[i];
-}
+using joulepipe::bench::Percentile;
 
 // A control that accepts everything at once (the hooks' own cost).
 class NullControl : public joulepipe::gpu::ClockControl {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_stats.hpp"
 #include "joulepipe/gpu/nvml.hpp"
 #include "joulepipe/monitor/monitor.hpp"
 
@@ -27,11 +28,7 @@ using joulepipe::monitor::Measurement;
 using joulepipe::monitor::Monitor;
 using joulepipe::monitor::MonitorOptions;
 
-double Percentile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  const std::size_t i = std::min(v.size() - 1, static_cast<std::size_t>(q * (v.size() - 1) + 0.5));
-  return v[i];
-}
+using joulepipe::bench::Percentile;
 
 void Run(int gpus, int windows) {
   MonitorOptions o;

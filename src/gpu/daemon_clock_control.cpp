@@ -20,6 +20,7 @@
 #include <map>
 #include <set>
 
+#include "clock_range.hpp"
 #include "joulepipe/gpu/clock_control.hpp"
 #include "joulepipe/gpu/daemon_protocol.hpp"
 #include "joulepipe/gpu/error.hpp"
@@ -71,17 +72,7 @@ class DaemonClockControl final : public ClockControl {
 
   void SetLockedClocks(int nvml_index, int min_mhz, int max_mhz) override {
     const DeviceInfo& info = Info(nvml_index, "lock the clocks of");
-    const auto supported = [&](int mhz) {
-      return std::find(info.clocks.begin(), info.clocks.end(), mhz) != info.clocks.end();
-    };
-    if (min_mhz <= 0 || max_mhz < min_mhz || !supported(min_mhz) || !supported(max_mhz)) {
-      throw GpuArgumentError("cannot lock the SM clock of GPU " + std::to_string(nvml_index) +
-                             " to [" + std::to_string(min_mhz) + ", " + std::to_string(max_mhz) +
-                             "] MHz: need 0 < min <= max, both supported clocks (" +
-                             std::to_string(info.clocks.empty() ? 0 : info.clocks.back()) + "-" +
-                             std::to_string(info.clocks.empty() ? 0 : info.clocks.front()) +
-                             " MHz, see SupportedSmClocks)");
-    }
+    CheckLockableRange("GPU " + std::to_string(nvml_index), info.clocks, min_mhz, max_mhz);
     DaemonRequest request;
     request.op = DaemonOp::kSetLockedClocks;
     request.device = static_cast<unsigned>(nvml_index);

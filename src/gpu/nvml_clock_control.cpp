@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "clock_range.hpp"
 #include "joulepipe/gpu/clock_control.hpp"
 #include "joulepipe/gpu/device.hpp"
 #include "joulepipe/gpu/error.hpp"
@@ -32,16 +33,8 @@ class NvmlClockControl : public ClockControl {
 
   void SetLockedClocks(int nvml_index, int min_mhz, int max_mhz) override {
     Entry& entry = Open(nvml_index);
-    for (const int mhz : {min_mhz, max_mhz}) {
-      if (!std::binary_search(entry.supported.rbegin(), entry.supported.rend(), mhz)) {
-        throw GpuArgumentError(std::to_string(mhz) + " MHz is not a supported SM clock of " +
-                               entry.device.Describe() +
-                               " (supported: " + std::to_string(entry.supported.back()) + ".." +
-                               std::to_string(entry.supported.front()) + " MHz, " +
-                               std::to_string(entry.supported.size()) + " steps)");
-      }
-    }
-    entry.device.SetLockedClocks(min_mhz, max_mhz);  // checks min <= max
+    CheckLockableRange(entry.device.Describe(), entry.supported, min_mhz, max_mhz);
+    entry.device.SetLockedClocks(min_mhz, max_mhz);
     clocks_changed_.insert(nvml_index);
   }
 
