@@ -10,6 +10,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,8 +25,21 @@ struct ClockPoint {
   double energy_j = 0;  // joules per instruction at this clock (GPU only)
 };
 
+// What a profile says about itself; every field is optional. The CSV carries
+// it as "# key: value" lines before the header (docs/formats.md), which
+// Perseus/Zeus CSVs simply lack.
+struct ProfileMetadata {
+  std::string gpu;                  // GPU name, e.g. "NVIDIA A100-SXM4-80GB"
+  std::optional<double> p_block_w;  // GPU power while blocked or idle (W)
+  std::string source;               // "measured" (in situ), "simulated" or "imported"
+  std::string date;                 // when it was made, ISO 8601 UTC
+  std::string joulepipe_version;    // the joulepipe that wrote it
+};
+
 class Profile {
  public:
+  ProfileMetadata metadata;
+
   // Adds one measurement. Throws InputError on a duplicate or a non-finite or
   // non-positive value; `where` prefixes the message (e.g. "P.csv line 7").
   void Add(int stage, Kind kind, ClockPoint point, const std::string& where = "profile");
