@@ -16,14 +16,15 @@
 
 #include "../src/solver/activity_graph.hpp"
 #include "../src/solver/relaxation.hpp"
+#include "../tests/solver/oracle/min_cut_lemon.hpp"
 #include "joulepipe/model/profile.hpp"
 #include "joulepipe/schedule/schedule.hpp"
 
-using joulepipe::solver::CutBackend;
+using joulepipe::solver::MinCutFunction;
 
 namespace {
 
-double MedianSeconds(const joulepipe::solver::ActivityGraph& g, double p_block, CutBackend backend,
+double MedianSeconds(const joulepipe::solver::ActivityGraph& g, double p_block, MinCutFunction backend,
                      int repeat, double* bound) {
   std::vector<double> seconds;
   for (int r = 0; r < repeat; ++r) {
@@ -70,8 +71,8 @@ int main(int argc, char** argv) {
       const auto schedule = joulepipe::schedule::Build({joulepipe::schedule::Kind::k1F1B, 8, m, 1});
       const auto g = joulepipe::solver::BuildActivityGraph(schedule, profile, w.p_block);
       double dinic_bound = 0, lemon_bound = 0;
-      const double dinic = MedianSeconds(g, w.p_block, CutBackend::kDinic, repeat, &dinic_bound);
-      const double lemon = MedianSeconds(g, w.p_block, CutBackend::kLemon, repeat, &lemon_bound);
+      const double dinic = MedianSeconds(g, w.p_block, joulepipe::solver::MinCutWithLowerBounds, repeat, &dinic_bound);
+      const double lemon = MedianSeconds(g, w.p_block, joulepipe::solver::MinCutWithLowerBoundsLemon, repeat, &lemon_bound);
       std::printf("%-15s %4d %10.3f %10.3f %7.1fx %s\n", w.label, m, dinic, lemon, lemon / dinic,
                   std::abs(dinic_bound - lemon_bound) <= 1e-6 * lemon_bound ? "yes" : "NO");
     }

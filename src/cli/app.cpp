@@ -6,13 +6,17 @@
 #include <cstdio>
 #include <exception>
 #include <new>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include <CLI/CLI.hpp>
 
+#include "flag_names.hpp"
 #include "joulepipe/cli/demo.hpp"
 #include "joulepipe/cli/embedded.hpp"
 #include "joulepipe/cli/evaluate.hpp"
+#include "joulepipe/cli/format.hpp"
 #include "joulepipe/cli/gpus_command.hpp"
 #include "joulepipe/cli/inputs.hpp"
 #include "joulepipe/cli/measure_command.hpp"
@@ -21,9 +25,13 @@
 #include "joulepipe/cli/power_command.hpp"
 #include "joulepipe/cli/profile_command.hpp"
 #include "joulepipe/cli/simulate_command.hpp"
+#include "joulepipe/model/energy.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/plan.hpp"
 #include "joulepipe/model/profile.hpp"
+#include "joulepipe/schedule/evaluate_plan.hpp"
+#include "joulepipe/sim/simulate_job.hpp"
+#include "joulepipe/solver/plan_pipeline.hpp"
 
 namespace joulepipe::cli {
 
@@ -73,7 +81,9 @@ constexpr char kPlanFooter[] =
     "Profile CSV: columns stage,instruction,frequency,time,energy (any order, extra\n"
     "columns ignored); stage ids 0..S-1 (interleaved: S, or S*V one per virtual\n"
     "stage with id chunk*S+stage); instruction forward|backward; frequency in MHz;\n"
-    "time (s) and energy (J) per instruction.\n"
+    "time (s) and energy (J) per instruction. A profile written by joulepipe\n"
+    "records P_block in a '# p_block_w: W' line before the header; --p-block\n"
+    "overrides it and is needed for profiles without one (Perseus/Zeus CSVs).\n"
     "\n"
     "Writes DIR atomically (nothing is left behind on error; an earlier joulepipe\n"
     "output at DIR is replaced, any other existing directory is refused):\n"
@@ -130,20 +140,28 @@ struct PlanFlags {
   int stages = 0;
   int microbatches = 0;
   int chunks = 2;  // only read for --schedule interleaved
-  double p_block_w = 0;
+  double p_block_w = 0;  // only read when --p-block was given
   double slowdown = 0;
   double resolution_ms = 1.0;
   int max_plans = 256;
   std::string out;
-  CLI::Option* chunks_option = nullptr;  // tells whether --chunks was given
+  CLI::Option* chunks_option = nullptr;   // tells whether --chunks was given
+  CLI::Option* p_block_option = nullptr;  // tells whether --p-block was given
 };
 
 struct EvaluateFlags {
   std::string profile;
   std::string plan;
-  double p_block_w = 0;
+  double p_block_w = 0;  // only read when --p-block was given
   bool json = false;
+  CLI::Option* p_block_option = nullptr;
 };
+
+// The value of an optional flag, if it was given.
+std::optional<double> IfGiven(const CLI::Option* option, double value) {
+  if (option->count() == 0) return std::nullopt;
+  return value;
+}
 
 struct DemoFlags {
   std::string out = kDemoOutDir;
@@ -167,11 +185,11 @@ void AddPlanFlags(CLI::App* command, PlanFlags* f) {
                          ->add_option("--chunks", f->chunks,
                                       "Model chunks per stage V (interleaved only; default 2)")
                          ->type_name("V");
-  command
-      ->add_option("--p-block", f->p_block_w,
-                   "GPU power while blocked or idle, watts (e.g. 83.64 for A100-SXM)")
-      ->required()
-      ->type_name("WATTS");
+  f->p_block_option = command
+                          ->add_option("--p-block", f->p_block_w,
+                                       "GPU power while blocked or idle, watts (e.g. 83.64 for "
+                                       "A100-SXM); default: the profile's p_block_w")
+                          ->type_name("WATTS");
   command
       ->add_option("--slowdown", f->slowdown,
                    "Allowed iteration-time increase as a fraction (0.05 = 5%)")
@@ -199,67 +217,71 @@ void AddEvaluateFlags(CLI::App* command, EvaluateFlags* f) {
   command->add_option("--plan", f->plan, "Plan JSON (e.g. chosen.json from `plan`)")
       ->required()
       ->type_name("plan.json");
-  command->add_option("--p-block", f->p_block_w, "GPU power while blocked or idle, watts")
-      ->required()
-      ->type_name("WATTS");
+  f->p_block_option = command
+                          ->add_option("--p-block", f->p_block_w,
+                                       "GPU power while blocked or idle, watts; default: the "
+                                       "profile's p_block_w")
+                          ->type_name("WATTS");
   command->add_flag("--json", f->json,
                     "Print one JSON object {time_s, energy_j, busy_energy_j, blocking_energy_j}");
 }
 
 // ---- Commands -------------------------------------------------------------------
 
-PlanRequest ToPlanRequest(const PlanFlags& f) {
-  PlanRequest request;
+solver::PlanRequest ToPlanRequest(const PlanFlags& f) {
+  solver::PlanRequest request;
   request.profile_name = f.profile;
   request.spec = ScheduleFromFlags(f.schedule, f.stages, f.microbatches, f.chunks,
                                    f.chunks_option->count() > 0);
-  request.p_block_w = f.p_block_w;
+  request.p_block_w = IfGiven(f.p_block_option, f.p_block_w);
   request.slowdown = f.slowdown;
   request.resolution_s = f.resolution_ms * 1e-3;
-  request.max_plans = f.max_plans;
   return request;
 }
 
-// Checks, solves, writes `out` (if given) and prints the summary.
+// Checks, plans, writes `out` (if given) and prints the summary.
 //
 // Order matters for what a failure leaves behind: every input error is found
-// by PreparePlan before anything is created. A probe StagedDirectory then
-// refuses an --out joulepipe may not replace before the (possibly long)
+// by PreparePipelinePlan before anything is created. A probe StagedDirectory
+// then refuses an --out joulepipe may not replace before the (possibly long)
 // solve, and removes its staging directory at once, so that an interrupted
 // solve leaves nothing beside --out. The real one exists only while writing.
-void PlanAndReport(const PlanRequest& request, const model::Profile& profile,
-                   const std::string& out) {
-  PlanOutcome outcome = PreparePlan(request, profile);
-  if (!out.empty()) {
+int RunPlan(const PlanFlags& f) {
+  solver::PlanRequest request = ToPlanRequest(f);
+  CheckMaxPlans(f.max_plans);
+  solver::CheckPlanRequest(request);  // flags before files: a flag error needs no file
+  const model::Profile profile = model::ReadProfileCsv(f.profile);
+  // solver::PlanPipeline, in its two halves.
+  solver::PipelinePlan plan = solver::PreparePipelinePlan(profile, request);
+  if (!f.out.empty()) {
     // Throws now if --out may not be replaced; removes its (empty) staging
     // directory at the end of this block.
-    StagedDirectory probe(out);
+    StagedDirectory probe(f.out);
   }
-  SolvePlan(profile, stderr, &outcome);
-  if (!out.empty()) {
-    StagedDirectory staged(out);
+  std::fprintf(stderr, "joulepipe: planning %d instructions (%s) on a %g ms grid...\n",
+               plan.schedule.num_nodes(), ShapeText(request.spec).c_str(), f.resolution_ms);
+  std::fflush(stderr);
+  plan.request.progress = ProgressLines(stderr, "");
+  solver::SolvePipelinePlan(profile, &plan);
+  const PlanOutcome outcome = ToPlanOutcome(std::move(plan), f.max_plans);
+  if (!f.out.empty()) {
+    StagedDirectory staged(f.out);
     WritePlanOutputs(outcome, &staged);
   }
-  const std::string text = FormatPlanSummary(outcome, out);
+  const std::string text = FormatPlanSummary(outcome, f.out);
   std::fputs(text.c_str(), stdout);
-}
-
-int RunPlan(const PlanFlags& f) {
-  const PlanRequest request = ToPlanRequest(f);
-  CheckPlanRequest(request);  // flags before files: a flag error needs no file
-  const model::Profile profile = model::ReadProfileCsv(f.profile);
-  PlanAndReport(request, profile, f.out);
   return kExitOk;
 }
 
-// Same order as PlanAndReport: a --out that may not be replaced fails before
-// the work, and nothing is left behind if the work fails.
+// Same order as RunPlan: a --out that may not be replaced fails before the
+// work, and nothing is left behind if the work fails.
 int RunDemo(const DemoFlags& f) {
-  const SimulateRequest request = DemoRequest();
+  sim::SimulateRequest request = DemoRequest();
   const model::Profile profile = LoadEmbeddedDemoProfile();
   const std::string out = f.no_files ? std::string() : f.out;
   if (!out.empty()) StagedDirectory probe(out);
-  const SimulateOutcome outcome = RunSimulation(request, profile, stderr);
+  request.progress = ProgressLines(stderr, "demo: ");
+  const sim::SimulateOutcome outcome = sim::SimulateJob(profile, request);
   if (!out.empty()) {
     StagedDirectory staged(out);
     WriteDemoOutputs(outcome, &staged);
@@ -270,13 +292,22 @@ int RunDemo(const DemoFlags& f) {
 }
 
 int RunEvaluate(const EvaluateFlags& f) {
-  CheckPBlock(f.p_block_w);
+  schedule::EvaluateRequest request;
+  request.p_block_w = IfGiven(f.p_block_option, f.p_block_w);
+  request.profile_name = f.profile;
+  request.plan_name = f.plan;
+  // The flag before the files; the profile's value is checked where it is used.
+  if (request.p_block_w) model::CheckPBlock(*request.p_block_w, "EvaluateRequest::p_block_w");
   const model::Profile profile = model::ReadProfileCsv(f.profile);
   const model::Plan plan = model::ReadPlanFile(f.plan);
-  const PlanEvaluation evaluation = EvaluatePlan(profile, f.profile, plan, f.plan, f.p_block_w);
-  const std::string text = f.json
-                               ? EvaluationJson(evaluation.replay)
-                               : FormatEvaluation(evaluation, plan, f.plan, f.profile, f.p_block_w);
+  const schedule::PlanEvaluation evaluation = schedule::EvaluatePlan(profile, plan, request);
+  if (f.json) {
+    for (const std::string& note : evaluation.notes) {
+      std::fprintf(stderr, "joulepipe: note: %s\n", WithFlagNames(note).c_str());
+    }
+  }
+  const std::string text =
+      f.json ? EvaluationJson(evaluation.replay) : FormatEvaluation(evaluation, plan, request);
   std::fputs(text.c_str(), stdout);
   return kExitOk;
 }
@@ -350,7 +381,8 @@ int RunApp(int argc, char** argv) {
     if (power.parsed()) return power.Run();
     return Fail(kExitInternal, "internal error", "no subcommand selected");
   } catch (const InputError& e) {
-    return Fail(kExitUsage, "error", e.what());
+    // Library messages name fields ("Spec::stages"); users know flags.
+    return Fail(kExitUsage, "error", WithFlagNames(e.what()).c_str());
   } catch (const std::bad_alloc&) {
     return Fail(kExitInternal, "error", "out of memory; try a coarser --resolution-ms");
   } catch (const std::exception& e) {

@@ -61,8 +61,8 @@ std::string WithCommas(long long value) {
 
 }  // namespace
 
-SimulateRequest DemoRequest() {
-  SimulateRequest r;
+sim::SimulateRequest DemoRequest() {
+  sim::SimulateRequest r;
   r.profile_name = std::string(kEmbeddedDemoProfileName);
   r.spec.kind = schedule::Kind::k1F1B;
   r.spec.stages = 8;
@@ -81,8 +81,8 @@ SimulateRequest DemoRequest() {
   return r;
 }
 
-std::string FormatDemoReport(const SimulateOutcome& o, const std::string& out_dir) {
-  const SimulateRequest& r = o.request;
+std::string FormatDemoReport(const sim::SimulateOutcome& o, const std::string& out_dir) {
+  const sim::SimulateRequest& r = o.request;
   const Phase base_ok = Mean(o.baseline, false), jp_ok = Mean(o.joulepipe, false);
   const Phase base_slow = Mean(o.baseline, true), jp_slow = Mean(o.joulepipe, true);
   const double iterations = std::ceil(kDemoRunTokens / kDemoTokensPerIteration);
@@ -151,7 +151,7 @@ std::string FormatDemoReport(const SimulateOutcome& o, const std::string& out_di
   return s;
 }
 
-void WriteDemoOutputs(const SimulateOutcome& o, StagedDirectory* staged) {
+void WriteDemoOutputs(const sim::SimulateOutcome& o, StagedDirectory* staged) {
   const double scale = static_cast<double>(o.request.job.pipelines) * o.request.job.gpus_per_stage;
   const std::vector<LabelledPoint> labelled = {
       {Printf("intrinsic plan: %.1f%% less energy, same time",

@@ -23,10 +23,47 @@ constexpr std::pair<std::string_view, std::string_view> kFlagNames[] = {
     {"PlanRequest::slowdown", "--slowdown"},
     {"PlanRequest::resolution_s", "--resolution-ms"},
     {"PlanRequest::max_plans", "--max-plans"},
+    // sim::SimulateRequest, sim::JobSpec, sim::Straggler (simulate, demo)
+    {"SimulateRequest::detection_lag", "--detection-lag"},
+    {"SimulateRequest::resolution_s", "--resolution-ms"},
+    {"SimulateRequest::timeline_iterations", "--timeline-iterations"},
+    {"JobSpec::p_block_w", "--p-block"},
+    {"JobSpec::pipelines", "--pipelines"},
+    {"JobSpec::gpus_per_stage", "--tp"},
+    {"JobSpec::iterations", "--iterations"},
+    {"JobSpec::clock_variability", "--clock-variability"},
+    {"JobSpec::stall_probability", "--stall-probability"},
+    {"JobSpec::stall_s", "--stall-ms"},
+    {"JobSpec::p2p_latency_s", "--p2p-latency-us"},
+    {"JobSpec::allreduce_s", "--allreduce-ms"},
+    {"JobSpec::seed", "--seed"},
+    {"Straggler::slowdown", "--straggler-slowdown"},
+    {"Straggler::pipeline", "--straggler-pipeline"},
+    {"Straggler::from_iteration", "--straggler-from"},
+    {"Straggler::for_iterations", "--straggler-for"},
+    {"Straggler::period", "--straggler-period"},
+    // schedule::EvaluateRequest (evaluate)
+    {"EvaluateRequest::p_block_w", "--p-block"},
     // physics: workload and simulated profiles
-
+    {"Parallelism::tp", "--tp"},
+    {"Parallelism::pp", "--pp"},
+    {"Parallelism::dp", "--dp"},
+    {"Parallelism::layer_split", "--layer-split"},
+    // The library's name for the balanced split is the function that makes
+    // it; the CLI asks for it with "--layer-split balanced".
+    {"BalancedLayerSplit", "--layer-split balanced"},
+    {"WorkloadSpec::microbatch_size", "--microbatch-size"},
+    {"WorkloadSpec::seq_length", "--seq"},
+    {"WorkloadSpec::recompute", "--recompute"},
+    {"ProfileOptions::power_limit_w", "--power-limit"},
+    {"ProfileOptions::min_mhz", "--min-mhz"},
+    // solver::Options and sim::RunOptions: the planner's and the simulator's
+    // own checks, for values that reach them unchecked
+    {"Options::p_block_w", "--p-block"},
+    {"RunOptions::detection_lag", "--detection-lag"},
+    {"RunOptions::timeline_iterations", "--timeline-iterations"},
     // model: output directories and files
-
+    {"OutputDirectory", "--out"},
 };
 
 bool IdentifierChar(char c) {

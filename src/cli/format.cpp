@@ -1,9 +1,11 @@
 // Number (and schedule shape) formatting shared by the joulepipe subcommands.
 #include "joulepipe/cli/format.hpp"
-#include <cmath>
 
+#include <chrono>
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <utility>
 
 namespace joulepipe::cli {
 
@@ -49,6 +51,20 @@ std::string ShapeText(const schedule::Spec& spec) {
                      std::to_string(spec.microbatches) + " microbatches";
   if (spec.chunks > 1) text += " x " + std::to_string(spec.chunks) + " chunks";
   return text;
+}
+
+std::function<void(const char*, double)> ProgressLines(std::FILE* out, std::string prefix) {
+  const auto started = std::chrono::steady_clock::now();
+  auto last = started;
+  return [out, prefix = std::move(prefix), started, last](const char* phase,
+                                                          double fraction) mutable {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - started < std::chrono::seconds(2) || now - last < std::chrono::seconds(1)) return;
+    last = now;
+    std::fprintf(out, "joulepipe: %s%s %3.0f%% (%.0f s)\n", prefix.c_str(), phase,
+                 100 * fraction, std::chrono::duration<double>(now - started).count());
+    std::fflush(out);
+  };
 }
 
 }  // namespace joulepipe::cli

@@ -1,26 +1,18 @@
-// The `plan` command's work: solve, choose, thin, write, summarise.
-//
-// The chosen plan is the least-energy frontier point whose EXACT time is
-// within the deadline (1 + slowdown) * T_maxclock. The solver is asked to plan
-// for that deadline exactly (Options::extra_deadlines_s), so the choice does
-// not depend on where the grid happens to fall.
+// The `plan` command's files and summary, from a solver::PipelinePlan.
 #include "joulepipe/cli/planning.hpp"
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstdint>
-#include <stdexcept>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
 #include "joulepipe/cli/format.hpp"
 #include "joulepipe/cli/frontier_chart.hpp"
-#include "joulepipe/cli/inputs.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/plan.hpp"
 #include "joulepipe/report/line_chart.hpp"
-#include "joulepipe/schedule/replay.hpp"
+#include "flag_names.hpp"
 
 namespace joulepipe::cli {
 
@@ -48,84 +40,24 @@ std::size_t NearestUnselected(const std::vector<solver::FrontierPoint>& points,
 
 }  // namespace
 
-void CheckPlanRequest(const PlanRequest& request) {
-  schedule::CheckStagesAndMicrobatches(request.spec);
-  CheckPBlock(request.p_block_w);
-  if (!std::isfinite(request.slowdown) || request.slowdown < 0) {
-    throw InputError(
-        Printf("--slowdown must be a finite fraction >= 0 (got %g); e.g. --slowdown "
-               "0.05 allows iterations 5%% longer than at full clock",
-               request.slowdown));
-  }
-  if (!std::isfinite(request.resolution_s) || request.resolution_s <= 0) {
-    throw InputError(Printf("--resolution-ms must be a finite number of milliseconds > 0 (got %g)",
-                            request.resolution_s * 1e3));
-  }
-  if (request.max_plans < 0 || request.max_plans == 1 || request.max_plans == 2) {
+void CheckMaxPlans(int max_plans) {
+  if (max_plans < 0 || max_plans == 1 || max_plans == 2) {
     throw InputError("--max-plans must be 0 (write every frontier plan) or at least 3 (got " +
-                     std::to_string(request.max_plans) +
+                     std::to_string(max_plans) +
                      "): the fastest, the chosen and the least-energy plans are always written");
   }
 }
 
-PlanOutcome PreparePlan(const PlanRequest& request, const model::Profile& profile) {
-  CheckPlanRequest(request);
+PlanOutcome ToPlanOutcome(solver::PipelinePlan plan, int max_plans) {
   PlanOutcome outcome;
-  outcome.request = request;
-  outcome.schedule = schedule::Build(request.spec);
-  const schedule::Schedule& schedule = outcome.schedule;
-  CheckProfileFitsFlags(profile, request.spec, request.profile_name);
-  // The deadline must be known before solving so the solver plans for it.
-  outcome.baseline =
-      solver::EvaluateClocks(schedule, profile, request.p_block_w,
-                             solver::UniformClocks(schedule, profile, /*highest=*/true));
-  outcome.deadline_s = (1 + request.slowdown) * outcome.baseline.time_s;
-  CheckGridSize(outcome.baseline.time_s,
-                solver::EvaluateClocks(schedule, profile, request.p_block_w,
-                                       solver::UniformClocks(schedule, profile, /*highest=*/false))
-                    .time_s,
-                request.resolution_s);
+  outcome.plan = std::move(plan);
+  outcome.max_plans = max_plans;
+  outcome.written = SelectPoints(outcome.plan.frontier.points, outcome.plan.chosen, max_plans);
   return outcome;
 }
 
-void SolvePlan(const model::Profile& profile, std::FILE* progress, PlanOutcome* outcome) {
-  const PlanRequest& request = outcome->request;
-  if (progress != nullptr) {
-    std::fprintf(progress, "joulepipe: planning %d instructions (%s) on a %g ms grid...\n",
-                 outcome->schedule.num_nodes(), ShapeText(request.spec).c_str(),
-                 request.resolution_s * 1e3);
-    std::fflush(progress);
-  }
-  solver::Options options;
-  options.p_block_w = request.p_block_w;
-  options.resolution_s = request.resolution_s;
-  options.extra_deadlines_s = {outcome->deadline_s};
-  const auto started = std::chrono::steady_clock::now();
-  // Long solves report where they are, at most once a second and only after
-  // the first two seconds, so short runs stay quiet.
-  if (progress != nullptr) {
-    auto last = started;
-    options.progress = [progress, started, last](const char* phase, double fraction) mutable {
-      const auto now = std::chrono::steady_clock::now();
-      if (now - started < std::chrono::seconds(2) || now - last < std::chrono::seconds(1)) return;
-      last = now;
-      std::fprintf(progress, "joulepipe: %s %3.0f%% (%.0f s)\n", phase, 100 * fraction,
-                   std::chrono::duration<double>(now - started).count());
-      std::fflush(progress);
-    };
-  }
-  outcome->frontier = solver::SolveFrontier(outcome->schedule, profile, options);
-  outcome->solve_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-
-  const std::vector<solver::FrontierPoint>& points = outcome->frontier.points;
-  const solver::FrontierPoint* best = outcome->frontier.BestWithin(outcome->deadline_s);
-  // The all-max-clock plan meets the deadline, and the frontier keeps it or a
-  // point that dominates it, so there is always a choice.
-  if (best == nullptr) throw std::logic_error("the frontier has no plan within the deadline");
-  outcome->chosen = static_cast<std::size_t>(best - points.data());
-  outcome->written = SelectPoints(points, outcome->chosen, request.max_plans);
-  outcome->bound_energy_j = outcome->frontier.BoundAt(outcome->baseline.time_s);
+std::string PBlockOrigin(const std::string& p_block_source) {
+  return p_block_source == "profile" ? "from the profile" : "from --p-block";
 }
 
 std::vector<std::size_t> SelectPoints(const std::vector<solver::FrontierPoint>& points,
@@ -164,9 +96,10 @@ std::string PlanFileName(std::size_t j) {
 }
 
 std::string FrontierCsv(const PlanOutcome& outcome) {
+  const solver::PipelinePlan& plan = outcome.plan;
   std::string out = "time_s,energy_j,plan_file\n";
   for (std::size_t j = 0; j < outcome.written.size(); ++j) {
-    const solver::FrontierPoint& p = outcome.frontier.points[outcome.written[j]];
+    const solver::FrontierPoint& p = plan.frontier.points[outcome.written[j]];
     out += Exact(p.time_s) + "," + Exact(p.energy_j) + "," + PlanFileName(j) + "\n";
   }
   return out;
@@ -174,11 +107,12 @@ std::string FrontierCsv(const PlanOutcome& outcome) {
 
 std::string SummaryJson(const PlanOutcome& outcome) {
   using nlohmann::ordered_json;
-  const PlanRequest& r = outcome.request;
-  const solver::FrontierPoint& chosen = outcome.chosen_point();
-  const double t0 = outcome.baseline.time_s, e0 = outcome.baseline.energy_j;
+  const solver::PipelinePlan& plan = outcome.plan;
+  const solver::PlanRequest& r = plan.request;
+  const solver::FrontierPoint& chosen = plan.chosen_point();
+  const double t0 = plan.baseline.time_s, e0 = plan.baseline.energy_j;
   const auto chosen_slot =
-      std::lower_bound(outcome.written.begin(), outcome.written.end(), outcome.chosen) -
+      std::lower_bound(outcome.written.begin(), outcome.written.end(), plan.chosen) -
       outcome.written.begin();
 
   ordered_json inputs;
@@ -187,57 +121,66 @@ std::string SummaryJson(const PlanOutcome& outcome) {
   inputs["stages"] = r.spec.stages;
   inputs["microbatches"] = r.spec.microbatches;
   inputs["chunks"] = r.spec.chunks;
-  inputs["instructions"] = outcome.schedule.num_nodes();
-  inputs["p_block_w"] = r.p_block_w;
+  inputs["instructions"] = plan.schedule.num_nodes();
+  inputs["p_block_w"] = plan.p_block_w;
+  // "profile" (its metadata) or "--p-block".
+  inputs["p_block_from"] = plan.p_block_source == "profile" ? "profile" : "--p-block";
   inputs["slowdown"] = r.slowdown;
   inputs["resolution_s"] = r.resolution_s;
-  inputs["max_plans"] = r.max_plans;
+  inputs["max_plans"] = outcome.max_plans;
+
+  ordered_json notes = ordered_json::array();
+  for (const std::string& note : plan.notes) notes.push_back(WithFlagNames(note));
 
   ordered_json root;
   root["version"] = 1;
   root["figures"] = kFiguresSource;
   root["inputs"] = inputs;
+  root["notes"] = notes;
   root["baseline"] = {{"time_s", t0}, {"energy_j", e0}};
-  root["deadline_s"] = outcome.deadline_s;
+  root["deadline_s"] = plan.deadline_s;
   root["chosen"] = {{"time_s", chosen.time_s},
                     {"energy_j", chosen.energy_j},
                     {"saving_pct", SavingPercent(chosen.energy_j, e0)},
                     {"slowdown_pct", SlowdownPercent(chosen.time_s, t0)},
                     {"plan_file", PlanFileName(static_cast<std::size_t>(chosen_slot))}};
   root["bound_at_baseline"] = {{"time_s", t0},
-                               {"energy_j", outcome.bound_energy_j},
-                               {"saving_pct", SavingPercent(outcome.bound_energy_j, e0)}};
-  root["frontier"] = {{"points", outcome.frontier.points.size()},
+                               {"energy_j", plan.bound_energy_j},
+                               {"saving_pct", SavingPercent(plan.bound_energy_j, e0)}};
+  const solver::Frontier& frontier = plan.frontier;
+  root["frontier"] = {{"points", frontier.points.size()},
                       {"plans_written", outcome.written.size()},
-                      {"fastest_time_s", outcome.frontier.points.front().time_s},
-                      {"slowest_time_s", outcome.frontier.points.back().time_s},
-                      {"least_energy_j", outcome.frontier.points.back().energy_j},
-                      {"relaxation_steps", outcome.frontier.stats.relaxation_steps},
-                      {"deadlines", outcome.frontier.stats.deadlines},
-                      {"refined_deadlines", outcome.frontier.stats.refined},
-                      {"relaxation_seconds", outcome.frontier.stats.relaxation_seconds},
-                      {"rounding_seconds", outcome.frontier.stats.rounding_seconds}};
-  root["solve_seconds"] = outcome.solve_seconds;
+                      {"fastest_time_s", frontier.points.front().time_s},
+                      {"slowest_time_s", frontier.points.back().time_s},
+                      {"least_energy_j", frontier.points.back().energy_j},
+                      {"relaxation_steps", frontier.stats.relaxation_steps},
+                      {"deadlines", frontier.stats.deadlines},
+                      {"refined_deadlines", frontier.stats.refined},
+                      {"relaxation_seconds", frontier.stats.relaxation_seconds},
+                      {"rounding_seconds", frontier.stats.rounding_seconds}};
+  root["solve_seconds"] = plan.solve_seconds;
   return root.dump(2) + "\n";
 }
 
 std::string FrontierSvg(const PlanOutcome& outcome) {
-  const PlanRequest& r = outcome.request;
-  const solver::FrontierPoint& chosen = outcome.chosen_point();
-  const std::string label = Printf("chosen: %.1f%% less energy",
-                                   SavingPercent(chosen.energy_j, outcome.baseline.energy_j));
+  const solver::PipelinePlan& plan = outcome.plan;
+  const solver::PlanRequest& r = plan.request;
+  const solver::FrontierPoint& chosen = plan.chosen_point();
+  const std::string label =
+      Printf("chosen: %.1f%% less energy", SavingPercent(chosen.energy_j, plan.baseline.energy_j));
   return report::RenderSvg(
-      FrontierChart(outcome.frontier, outcome.baseline, {{label, chosen.time_s, chosen.energy_j}},
-                    1.0, "Iteration time-energy frontier, " + ShapeText(r.spec),
-                    r.profile_name + Printf(", P_block %g W; ", r.p_block_w) + kFiguresSource));
+      FrontierChart(plan.frontier, plan.baseline, {{label, chosen.time_s, chosen.energy_j}}, 1.0,
+                    "Iteration time-energy frontier, " + ShapeText(r.spec),
+                    r.profile_name + Printf(", P_block %g W; ", plan.p_block_w) + kFiguresSource));
 }
 
 void WritePlanOutputs(const PlanOutcome& outcome, StagedDirectory* staged) {
+  const solver::PipelinePlan& plan = outcome.plan;
   for (std::size_t j = 0; j < outcome.written.size(); ++j) {
-    const solver::FrontierPoint& point = outcome.frontier.points[outcome.written[j]];
-    staged->WriteFile(PlanFileName(j), model::PlanToJson(solver::ToPlan(outcome.schedule, point)));
+    const solver::FrontierPoint& point = plan.frontier.points[outcome.written[j]];
+    staged->WriteFile(PlanFileName(j), model::PlanToJson(solver::ToPlan(plan.schedule, point)));
   }
-  const model::Plan chosen = solver::ToPlan(outcome.schedule, outcome.chosen_point());
+  const model::Plan chosen = solver::ToPlan(plan.schedule, plan.chosen_point());
   staged->WriteFile("chosen.json", model::PlanToJson(chosen));
   staged->WriteFile("chosen.py", model::PlanToPointSolution(chosen) + "\n");
   staged->WriteFile("frontier.csv", FrontierCsv(outcome));
@@ -247,18 +190,23 @@ void WritePlanOutputs(const PlanOutcome& outcome, StagedDirectory* staged) {
 }
 
 std::string FormatPlanSummary(const PlanOutcome& outcome, const std::string& out_dir) {
-  const PlanRequest& r = outcome.request;
-  const solver::FrontierPoint& chosen = outcome.chosen_point();
-  const double t0 = outcome.baseline.time_s, e0 = outcome.baseline.energy_j;
+  const solver::PipelinePlan& plan = outcome.plan;
+  const solver::PlanRequest& r = plan.request;
+  const solver::Frontier& frontier = plan.frontier;
+  const solver::FrontierPoint& chosen = plan.chosen_point();
+  const double t0 = plan.baseline.time_s, e0 = plan.baseline.energy_j;
   std::string s;
   s += Printf("Figures are %s.\n", kFiguresSource);
   s += "inputs\n";
   s += Printf("  profile     %s\n", r.profile_name.c_str());
   s += Printf("  schedule    %s (%d instructions)\n", ShapeText(r.spec).c_str(),
-              outcome.schedule.num_nodes());
-  s += Printf("  P_block     %g W (GPU power while blocked or idle)\n", r.p_block_w);
-  s +=
-      Printf("  slowdown    %g%% allowed: deadline %.6f s\n", 100 * r.slowdown, outcome.deadline_s);
+              plan.schedule.num_nodes());
+  s += Printf("  P_block     %g W %s (GPU power while blocked or idle)\n", plan.p_block_w,
+              PBlockOrigin(plan.p_block_source).c_str());
+  s += Printf("  slowdown    %g%% allowed: deadline %.6f s\n", 100 * r.slowdown, plan.deadline_s);
+  for (const std::string& note : plan.notes) {
+    s += Printf("  note        %s\n", WithFlagNames(note).c_str());
+  }
   s += "baseline (every instruction at its highest clock)\n";
   s += Printf("  time        %.6f s\n", t0);
   s += Printf("  energy      %.1f J\n", e0);
@@ -268,23 +216,23 @@ std::string FormatPlanSummary(const PlanOutcome& outcome, const std::string& out
   s += Printf("  energy      %.1f J (saving %.2f%%)\n", chosen.energy_j,
               SavingPercent(chosen.energy_j, e0));
   s += Printf("  bound: %.2f%% saving (no plan can beat the linear relaxation)\n",
-              SavingPercent(outcome.bound_energy_j, e0));
+              SavingPercent(plan.bound_energy_j, e0));
   if (r.slowdown > 0) {
     s += Printf("  bound at the deadline: %.2f%% saving\n",
-                SavingPercent(outcome.frontier.BoundAt(outcome.deadline_s), e0));
+                SavingPercent(frontier.BoundAt(plan.deadline_s), e0));
   }
   s += "frontier\n";
   if (out_dir.empty()) {
     s += Printf("  points      %zu computed (no files written; pass --out DIR)\n",
-                outcome.frontier.points.size());
+                frontier.points.size());
   } else {
-    s += Printf("  points      %zu computed, %zu plans written\n", outcome.frontier.points.size(),
+    s += Printf("  points      %zu computed, %zu plans written\n", frontier.points.size(),
                 outcome.written.size());
   }
-  s += Printf("  range       %.6f s .. %.6f s, %.1f J .. %.1f J\n",
-              outcome.frontier.points.front().time_s, outcome.frontier.points.back().time_s,
-              outcome.frontier.points.front().energy_j, outcome.frontier.points.back().energy_j);
-  s += Printf("  solve time  %.3f s\n", outcome.solve_seconds);
+  s += Printf("  range       %.6f s .. %.6f s, %.1f J .. %.1f J\n", frontier.points.front().time_s,
+              frontier.points.back().time_s, frontier.points.front().energy_j,
+              frontier.points.back().energy_j);
+  s += Printf("  solve time  %.3f s\n", plan.solve_seconds);
   if (!out_dir.empty()) {
     const char* slash = out_dir.back() == '/' ? "" : "/";
     s += Printf(

@@ -12,6 +12,7 @@
 #include "joulepipe/cli/format.hpp"
 #include "joulepipe/cli/output_dir.hpp"
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/version.hpp"
 
 namespace joulepipe::cli {
 
@@ -69,19 +70,21 @@ std::string Footer() {
          "balanced (fewer layers where the embedding or LM head cost most), or a list\n"
          "such as 15,16,16,16,16,16,16,15 (pp entries summing to the model's layers).\n"
          "\n"
-         "Output CSV (the profile `plan` reads; extra column source=simulated):\n"
-         "  stage,instruction,frequency,time,energy,source\n"
-         "  0,forward,1980,0.050285698917243507,30.672959935673806,simulated\n"
+         "Output CSV (the profile `plan` reads; docs/formats.md): '# key: value' lines\n"
+         "(gpu, p_block_w = the GPU's P_block, source: simulated, date, joulepipe_version),\n"
+         "then\n"
+         "  stage,instruction,frequency,time,energy\n"
+         "  0,forward,1980,0.050285698917243507,30.672959935673806\n"
          "one row per stage x {forward, backward} x SM clock (MHz), time in s and energy\n"
          "in J of one microbatch. Without --out the CSV goes to stdout, the summary to\n"
          "stderr; with --out the file is replaced atomically and the summary goes to\n"
          "stdout.\n"
          "\n"
-         "Example, then plan with the P_block the summary suggests:\n"
+         "Example, then plan (P_block comes from the profile):\n"
          "  joulepipe profile --simulate --model llama3-70b --gpu h100-sxm --tp 8 --pp 8 \\\n"
          "      --microbatch-size 1 --seq 8192 --out P.csv\n"
          "  joulepipe plan --profile P.csv --schedule 1f1b --stages 8 --microbatches 16 \\\n"
-         "      --p-block 106 --out plan-out       # h100-sxm's P_block (listed above)";
+         "      --out plan-out";
 }
 
 std::string JoinSplit(const std::vector<int>& split) {
@@ -115,7 +118,7 @@ ProfileRequest ToRequest(const ProfileFlags& f) {
     throw InputError("--seq must be >= 1 (got " + std::to_string(f.seq) + ")");
   }
   r.spec.seq_length = f.seq;
-  r.spec.recompute = sim::ParseRecompute(f.recompute, "--recompute");
+  r.spec.recompute = sim::ParseRecompute(f.recompute);
   r.options.power_limit_w = f.power_limit_w;
   if (f.min_mhz < 0)
     throw InputError("--min-mhz must be a clock in MHz (got " + std::to_string(f.min_mhz) + ")");
@@ -132,7 +135,7 @@ ProfileRequest ToRequest(const ProfileFlags& f) {
   if (f.layer_split == "balanced") {
     r.spec.parallel.layer_split = sim::BalancedLayerSplit(r.spec, *r.gpu);
   } else if (f.layer_split != "even") {
-    r.spec.parallel.layer_split = sim::ParseLayerSplit(f.layer_split, "--layer-split");
+    r.spec.parallel.layer_split = sim::ParseLayerSplit(f.layer_split);
   }
   return r;
 }
@@ -143,19 +146,14 @@ std::string Ms(double seconds) {
 
 }  // namespace
 
-std::string SimulatedProfileCsv(const sim::SimulatedWorkload& w) {
-  std::string out = "stage,instruction,frequency,time,energy,source\n";
-  for (const sim::SimulatedStage& s : w.stages) {
-    for (int mhz : w.clocks) {
-      for (model::Kind kind : {model::Kind::kForward, model::Kind::kBackward}) {
-        const model::ClockPoint* p = w.profile.Find(s.cost.stage, kind, mhz);
-        out += std::to_string(s.cost.stage) + "," + std::string(model::KindName(kind)) + "," +
-               std::to_string(mhz) + "," + Exact(p->time_s) + "," + Exact(p->energy_j) +
-               ",simulated\n";
-      }
-    }
-  }
-  return out;
+std::string SimulatedProfileCsv(const sim::SimulatedWorkload& w, const sim::GpuSpec& gpu) {
+  model::Profile profile = w.profile;
+  profile.metadata.gpu = gpu.name;
+  profile.metadata.p_block_w = gpu.p_block_w;
+  profile.metadata.source = "simulated";
+  profile.metadata.date = model::IsoUtcNow();
+  profile.metadata.joulepipe_version = std::string(model::Version());
+  return model::ProfileToCsv(profile);
 }
 
 std::string FormatProfileSummary(const sim::SimulatedWorkload& w, const ProfileRequest& r,
@@ -236,13 +234,15 @@ std::string FormatProfileSummary(const sim::SimulatedWorkload& w, const ProfileR
   } else {
     t += "  DP sync      none (--dp 1)\n";
   }
-  t += Printf("  P_block      %g W (%s's p_block_w: power while blocked on communication)\n",
-              gpu.p_block_w, gpu.id.c_str());
+  t += Printf(
+      "  P_block      %g W (%s's p_block_w: power while blocked on communication; recorded in "
+      "the profile)\n",
+      gpu.p_block_w, gpu.id.c_str());
   t += "next\n";
   t += Printf(
       "  joulepipe plan --profile %s --schedule 1f1b --stages %d --microbatches %d \\\n"
-      "      --p-block %g --out plan-out\n",
-      csv_name.c_str(), p.pp, r.microbatches > 0 ? r.microbatches : 4 * p.pp, gpu.p_block_w);
+      "      --out plan-out\n",
+      csv_name.c_str(), p.pp, r.microbatches > 0 ? r.microbatches : 4 * p.pp);
   return t;
 }
 
@@ -296,7 +296,7 @@ int ProfileSubcommand::Run() const {
   const ProfileRequest request = ToRequest(*flags_);
   const sim::SimulatedWorkload workload =
       sim::SimulateWorkload(request.spec, *request.gpu, request.options);
-  const std::string csv = SimulatedProfileCsv(workload);
+  const std::string csv = SimulatedProfileCsv(workload, *request.gpu);
   const std::string summary =
       FormatProfileSummary(workload, request, flags_->out.empty() ? "P.csv" : flags_->out);
   if (flags_->out.empty()) {

@@ -1,12 +1,4 @@
-// `joulepipe simulate`: plan one pipeline's frontier, simulate a data-parallel
-// job under the baseline and the joulepipe policy, and compare.
-//
-// The simulator part (sim) may not depend on the solver, so this file turns
-// frontier points into the simulator's candidate plans: every frontier point,
-// plus the all-max-clock plan as the baseline. The solver is asked for the
-// two deadlines that matter exactly (Options::extra_deadlines_s): T, the
-// all-max-clock time (the intrinsic plan), and T' = slowdown * T (what the
-// non-straggler pipelines may take); the grid between them can stay coarse.
+// `joulepipe simulate`: flags, one sim::SimulateJob call, and printing.
 #include "joulepipe/cli/simulate_command.hpp"
 
 #include <algorithm>
@@ -17,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "flag_names.hpp"
 #include "joulepipe/cli/format.hpp"
 #include "joulepipe/cli/inputs.hpp"
 #include "joulepipe/cli/output_dir.hpp"
@@ -28,28 +21,8 @@ namespace {
 
 using model::InputError;
 
-// Per-GPU energy is kept for every iteration (SimulationResult::gpu_energy_j).
-constexpr double kMaxGpuRecords = 5e7;
-// Work guard: instructions simulated per policy.
-constexpr double kMaxInstructionSteps = 2e10;
 // The summary lists every iteration of runs up to this long.
 constexpr std::size_t kMaxIterationRows = 30;
-
-void Require(bool ok, const std::string& message) {
-  if (!ok) throw InputError(message);
-}
-
-bool FiniteAtLeast(double value, double low) {
-  return std::isfinite(value) && value >= low;
-}
-
-std::vector<sim::CandidatePlan> ToCandidates(const solver::Frontier& frontier) {
-  std::vector<sim::CandidatePlan> out;
-  out.reserve(frontier.points.size() + 1);
-  for (const solver::FrontierPoint& p : frontier.points)
-    out.push_back({p.mhz, p.time_s, p.energy_j});
-  return out;
-}
 
 double PipelineEnergy(const sim::SimulationResult& r, int pipeline) {
   double sum = 0;
@@ -59,7 +32,7 @@ double PipelineEnergy(const sim::SimulationResult& r, int pipeline) {
   return sum * r.gpus_per_stage / static_cast<double>(r.iterations.size());
 }
 
-std::string StragglerText(const SimulateRequest& r) {
+std::string StragglerText(const sim::SimulateRequest& r) {
   const sim::Straggler& g = r.job.straggler;
   if (g.pipeline < 0 || g.slowdown <= 1) return "none";
   std::string when;
@@ -76,161 +49,8 @@ std::string StragglerText(const SimulateRequest& r) {
 
 }  // namespace
 
-void CheckSimulateRequest(const SimulateRequest& r) {
-  schedule::CheckStagesAndMicrobatches(r.spec);
-  CheckPBlock(r.job.p_block_w);
-  const sim::JobSpec& j = r.job;
-  Require(j.pipelines >= 1, "--pipelines must be at least 1 (got " + std::to_string(j.pipelines) +
-                                "): the number of data-parallel pipelines");
-  Require(j.gpus_per_stage >= 1, "--tp must be at least 1 (got " +
-                                     std::to_string(j.gpus_per_stage) +
-                                     "): GPUs per stage (tensor-parallel degree), 1 without TP");
-  Require(j.iterations >= 1,
-          "--iterations must be at least 1 (got " + std::to_string(j.iterations) + ")");
-  const sim::Straggler& g = j.straggler;
-  Require(std::isfinite(g.slowdown) && g.slowdown >= 1,
-          Printf("--straggler-slowdown must be a finite factor >= 1 (got %g): the straggler's "
-                 "iteration time over the normal one, e.g. 1.2; 1 = no straggler",
-                 g.slowdown));
-  if (g.slowdown > 1) {
-    Require(g.pipeline >= 0 && g.pipeline < j.pipelines,
-            "--straggler-pipeline must be 0.." + std::to_string(j.pipelines - 1) + " (got " +
-                std::to_string(g.pipeline) + ") for --pipelines " + std::to_string(j.pipelines));
-  }
-  Require(g.from_iteration >= 0,
-          "--straggler-from must be >= 0 (got " + std::to_string(g.from_iteration) + ")");
-  Require(g.for_iterations >= 0, "--straggler-for must be >= 0 (got " +
-                                     std::to_string(g.for_iterations) + "); 0 = until the end");
-  Require(g.period >= 0, "--straggler-period must be >= 0 (got " + std::to_string(g.period) +
-                             "); 0 = one episode");
-  if (g.period > 0) {
-    Require(g.for_iterations >= 1 && g.for_iterations <= g.period,
-            "--straggler-for must be 1..--straggler-period (" + std::to_string(g.period) +
-                ") when the straggler repeats (got " + std::to_string(g.for_iterations) + ")");
-  }
-  Require(r.detection_lag >= 0,
-          "--detection-lag must be >= 0 iterations (got " + std::to_string(r.detection_lag) + ")");
-  Require(
-      std::isfinite(j.clock_variability) && j.clock_variability >= 0 && j.clock_variability <= 0.2,
-      Printf("--clock-variability must be in [0, 0.2] (got %g): the standard deviation of "
-             "each GPU's time factor, e.g. 0.02 for 2%%",
-             j.clock_variability));
-  Require(
-      std::isfinite(j.stall_probability) && j.stall_probability >= 0 && j.stall_probability <= 1,
-      Printf("--stall-probability must be in [0, 1] (got %g): the chance per iteration and "
-             "pipeline of a data-loader stall",
-             j.stall_probability));
-  Require(FiniteAtLeast(j.stall_s, 0),
-          Printf("--stall-ms must be finite and >= 0 (got %g)", j.stall_s * 1e3));
-  Require(FiniteAtLeast(j.p2p_latency_s, 0),
-          Printf("--p2p-latency-us must be finite and >= 0 (got %g)", j.p2p_latency_s * 1e6));
-  Require(FiniteAtLeast(j.allreduce_s, 0),
-          Printf("--allreduce-ms must be finite and >= 0 (got %g)", j.allreduce_s * 1e3));
-  Require(std::isfinite(r.resolution_s) && r.resolution_s > 0,
-          Printf("--resolution-ms must be a finite number of milliseconds > 0 (got %g)",
-                 r.resolution_s * 1e3));
-  Require(r.timeline_iterations >= 0,
-          "--timeline-iterations must be >= 1 (got " + std::to_string(r.timeline_iterations) + ")");
-  const double records = static_cast<double>(j.iterations) * j.pipelines * r.spec.stages;
-  Require(records <= kMaxGpuRecords,
-          Printf("--iterations %d x --pipelines %d x --stages %d = %.3g per-GPU records; at most "
-                 "%.0e are kept; simulate fewer iterations",
-                 j.iterations, j.pipelines, r.spec.stages, records, kMaxGpuRecords));
-  const double steps = records * r.spec.microbatches * r.spec.chunks * 2;
-  Require(steps <= kMaxInstructionSteps,
-          Printf("--iterations x --pipelines x instructions = %.3g simulated instructions per "
-                 "policy (at most %.0e); simulate fewer iterations or pipelines",
-                 steps, kMaxInstructionSteps));
-}
-
-SimulateOutcome RunSimulation(const SimulateRequest& request, const model::Profile& profile,
-                              std::FILE* progress) {
-  CheckSimulateRequest(request);
-  SimulateOutcome outcome;
-  outcome.request = request;
-  sim::JobSpec& job = outcome.request.job;
-  if (job.straggler.slowdown <= 1) job.straggler.pipeline = -1;
-  outcome.schedule = schedule::Build(request.spec);
-  const schedule::Schedule& schedule = outcome.schedule;
-  CheckProfileFitsFlags(profile, request.spec, request.profile_name);
-
-  const double p_block = job.p_block_w;
-  outcome.max_clock = solver::EvaluateClocks(schedule, profile, p_block,
-                                             solver::UniformClocks(schedule, profile, true));
-  const double t0 = outcome.max_clock.time_s;
-  const double slowest = solver::EvaluateClocks(schedule, profile, p_block,
-                                                solver::UniformClocks(schedule, profile, false))
-                             .time_s;
-  CheckGridSize(t0, slowest, request.resolution_s);
-
-  solver::Options options;
-  options.p_block_w = p_block;
-  options.resolution_s = request.resolution_s;
-  options.extra_deadlines_s = {t0};
-  if (outcome.has_straggler()) options.extra_deadlines_s.push_back(job.straggler.slowdown * t0);
-  const auto started = std::chrono::steady_clock::now();
-  if (progress != nullptr) {
-    // Quiet for short solves; once a second after the first two.
-    auto last = started;
-    const int nodes = schedule.num_nodes();
-    options.progress = [progress, started, last, nodes](const char* phase,
-                                                        double fraction) mutable {
-      const auto now = std::chrono::steady_clock::now();
-      if (now - started < std::chrono::seconds(2) || now - last < std::chrono::seconds(1)) return;
-      last = now;
-      std::fprintf(
-          progress, "joulepipe: planning one pipeline (%d instructions): %s %3.0f%% (%.0f s)\n",
-          nodes, phase, 100 * fraction, std::chrono::duration<double>(now - started).count());
-      std::fflush(progress);
-    };
-  }
-  outcome.frontier = solver::SolveFrontier(schedule, profile, options);
-  const solver::Frontier& frontier = outcome.frontier;
-  outcome.solve_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  outcome.frontier_points = frontier.points.size();
-  const solver::FrontierPoint* intrinsic = frontier.BestWithin(t0);
-  // The all-max-clock plan meets T, and the frontier keeps it or a point
-  // that dominates it.
-  if (intrinsic == nullptr) throw std::logic_error("the frontier has no plan within T");
-  outcome.intrinsic = *intrinsic;
-
-  std::vector<sim::CandidatePlan> candidates = ToCandidates(frontier);
-  const int baseline = static_cast<int>(candidates.size());
-  candidates.push_back(
-      {frontier.max_clock.mhz, frontier.max_clock.time_s, frontier.max_clock.energy_j});
-  const int intrinsic_index = static_cast<int>(intrinsic - frontier.points.data());
-
-  const auto sim_started = std::chrono::steady_clock::now();
-  const sim::Simulator simulator(schedule, profile, job, std::move(candidates), baseline,
-                                 intrinsic_index);
-  sim::RunOptions run;
-  run.detection_lag = request.detection_lag;
-  run.timeline_iterations = request.timeline_iterations;
-  run.max_timeline_events = 500'000;  // each policy: ~75 MB of JSON at most
-  outcome.baseline = simulator.Run(sim::Policy::kBaseline, run);
-  outcome.joulepipe = simulator.Run(sim::Policy::kJoulepipe, run);
-  outcome.simulate_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - sim_started).count();
-
-  // What the non-straggler pipelines run once the straggler is known.
-  outcome.straggler_plan = outcome.intrinsic;
-  outcome.straggler_target_s = outcome.intrinsic.time_s;
-  if (outcome.has_straggler()) {
-    const int when = job.straggler.from_iteration + request.detection_lag;
-    const std::vector<int> chosen = simulator.Choose(
-        sim::Policy::kJoulepipe, when, request.detection_lag, &outcome.straggler_target_s);
-    const int other = job.straggler.pipeline == 0 ? 1 : 0;
-    if (other < job.pipelines) {
-      const sim::CandidatePlan& c = simulator.candidates()[chosen[other]];
-      outcome.straggler_plan = {c.time_s, c.energy_j, c.mhz};
-    }
-  }
-  return outcome;
-}
-
-std::string FormatSimulationSummary(const SimulateOutcome& o) {
-  const SimulateRequest& r = o.request;
+std::string FormatSimulationSummary(const sim::SimulateOutcome& o) {
+  const sim::SimulateRequest& r = o.request;
   const sim::JobSpec& j = r.job;
   const double tb = o.baseline.MeanTime(), eb = o.baseline.MeanEnergy();
   const double tj = o.joulepipe.MeanTime(), ej = o.joulepipe.MeanEnergy();
@@ -244,6 +64,9 @@ std::string FormatSimulationSummary(const SimulateOutcome& o) {
   s += Printf("  GPUs          %d = %d pipelines x %d stages x TP %d\n", o.gpus(), j.pipelines,
               r.spec.stages, j.gpus_per_stage);
   s += Printf("  P_block       %g W (GPU power while blocked or idle)\n", j.p_block_w);
+  for (const std::string& note : o.notes) {
+    s += Printf("  note          %s\n", WithFlagNames(note).c_str());
+  }
   s += Printf("  straggler     %s\n", StragglerText(r).c_str());
   if (o.has_straggler()) {
     s += Printf("  detection     %s\n",
@@ -300,9 +123,9 @@ std::string FormatSimulationSummary(const SimulateOutcome& o) {
   return s;
 }
 
-std::string SimulationJson(const SimulateOutcome& o) {
+std::string SimulationJson(const sim::SimulateOutcome& o) {
   using nlohmann::ordered_json;
-  const SimulateRequest& r = o.request;
+  const sim::SimulateRequest& r = o.request;
   const sim::JobSpec& j = r.job;
   const double eb = o.baseline.MeanEnergy(), ej = o.joulepipe.MeanEnergy();
   ordered_json root;
@@ -335,6 +158,9 @@ std::string SimulationJson(const SimulateOutcome& o) {
   inputs["seed"] = j.seed;
   inputs["resolution_s"] = r.resolution_s;
   root["inputs"] = inputs;
+  ordered_json notes = ordered_json::array();
+  for (const std::string& note : o.notes) notes.push_back(WithFlagNames(note));
+  root["notes"] = notes;
   root["plans"] = {
       {"max_clock", {{"time_s", o.max_clock.time_s}, {"energy_j", o.max_clock.energy_j}}},
       {"intrinsic", {{"time_s", o.intrinsic.time_s}, {"energy_j", o.intrinsic.energy_j}}},
@@ -369,7 +195,7 @@ std::string SimulationJson(const SimulateOutcome& o) {
   return root.dump() + "\n";
 }
 
-std::string SimulationTimeline(const SimulateOutcome& o) {
+std::string SimulationTimeline(const sim::SimulateOutcome& o) {
   return sim::TimelineJson(o.schedule,
                            {{"joulepipe", 0, &o.joulepipe.timeline},
                             {"baseline", o.request.job.pipelines, &o.baseline.timeline}});
@@ -532,7 +358,7 @@ bool SimulateSubcommand::parsed() const {
 
 int SimulateSubcommand::Run() const {
   const SimulateFlags& f = *flags_;
-  SimulateRequest request;
+  sim::SimulateRequest request;
   request.profile_name = f.profile;
   request.spec = ScheduleFromFlags(f.schedule, f.stages, f.microbatches, f.chunks,
                                    f.chunks_option->count() > 0);
@@ -559,10 +385,11 @@ int SimulateSubcommand::Run() const {
   request.detection_lag = f.detection_lag;
   request.resolution_s = f.resolution_ms * 1e-3;
   request.timeline_iterations = f.timeline.empty() ? 0 : f.timeline_iterations;
-  CheckSimulateRequest(request);  // flags before files
+  sim::CheckSimulateRequest(request);  // flags before files
 
   const model::Profile profile = model::ReadProfileCsv(f.profile);
-  const SimulateOutcome outcome = RunSimulation(request, profile, stderr);
+  request.progress = ProgressLines(stderr, "simulate: ");
+  const sim::SimulateOutcome outcome = sim::SimulateJob(profile, request);
   if (!f.timeline.empty()) WriteFileAtomically(f.timeline, SimulationTimeline(outcome));
   std::string text = f.json ? SimulationJson(outcome) : FormatSimulationSummary(outcome);
   if (!f.json && !f.timeline.empty()) {

@@ -47,8 +47,10 @@ AuditLog::AuditLog(const std::string& path) : path_(path) {
   if (path.empty()) return;
   fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
   if (fd_ < 0) {
-    throw model::InputError("cannot open the audit log " + path + " for appending: " +
-                            std::strerror(errno) + "; fix the path (--audit-log) or its directory");
+    throw model::InputError("Config::audit_log",
+                            "cannot open the audit log " + path + " for appending: " +
+                                std::strerror(errno) +
+                                "; fix the \"audit_log\" path or its directory");
   }
 }
 

@@ -109,7 +109,7 @@ std::string Authorise(const Peer& peer, const Config& config, const std::string&
   return "uid " + std::to_string(peer.uid) + " (" + peer.user +
          ") is not allowed to use joulepiped: add the user to \"allow_users\" or one of its "
          "groups to \"allow_groups\" in " +
-         config_source + " (or pass --allow-user/--allow-group) and restart joulepiped";
+         config_source + " and restart joulepiped";
 }
 
 }  // namespace joulepipe::daemon

@@ -28,8 +28,9 @@ sockaddr_un Address(const std::string& path) {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   if (path.size() >= sizeof(address.sun_path)) {
-    throw InputError("socket path " + path + " is longer than " +
-                     std::to_string(sizeof(address.sun_path) - 1) + " bytes; choose a shorter one");
+    throw InputError("Config::socket", "the \"socket\" path " + path + " is longer than " +
+                                           std::to_string(sizeof(address.sun_path) - 1) +
+                                           " bytes; choose a shorter \"socket\" path");
   }
   std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
   return address;
@@ -41,7 +42,9 @@ void RemoveStale(const std::string& path) {
   struct stat info {};
   if (::lstat(path.c_str(), &info) != 0) return;  // nothing there
   if (!S_ISSOCK(info.st_mode)) {
-    throw InputError(path + " exists and is not a socket; remove it or choose another --socket");
+    throw InputError("Config::socket", "the \"socket\" path " + path +
+                                           " exists and is not a socket; remove it or choose "
+                                           "another \"socket\" path");
   }
   const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (probe >= 0) {
@@ -50,12 +53,15 @@ void RemoveStale(const std::string& path) {
         ::connect(probe, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
     ::close(probe);
     if (live) {
-      throw InputError("another joulepiped is already listening on " + path +
-                       "; stop it (`systemctl stop joulepiped`) or choose another --socket");
+      throw InputError("Config::socket", "another joulepiped is already listening on " + path +
+                                             "; stop it (`systemctl stop joulepiped`) or choose "
+                                             "another \"socket\" path");
     }
   }
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-    throw InputError("cannot remove the stale socket " + path + ": " + Errno());
+    throw InputError("Config::socket",
+                     "cannot remove the stale socket " + path + ": " + Errno() +
+                         "; remove it or choose another \"socket\" path");
   }
 }
 
@@ -67,8 +73,9 @@ gid_t GroupOf(const std::string& group) {
   struct group entry {};
   struct group* result = nullptr;
   if (::getgrnam_r(group.c_str(), &entry, buffer.data(), buffer.size(), &result) != 0 || !result) {
-    throw InputError("socket group \"" + group + "\" does not exist; create it (`groupadd " +
-                     group + "`) or change \"socket_group\" / --socket-group");
+    throw InputError("Config::socket_group",
+                     "the \"socket_group\" \"" + group + "\" does not exist; create it "
+                         "(`groupadd " + group + "`) or change \"socket_group\"");
   }
   return result->gr_gid;
 }
@@ -91,9 +98,10 @@ Server::Server(const Config& config, std::string config_source, Handler* handler
   if (bound != 0) {
     const std::string reason = std::strerror(bind_errno);
     ::close(listen_fd_);
-    throw InputError("cannot bind " + config_.socket + ": " + reason +
-                     "; check that its directory exists and is writable (systemd: "
-                     "RuntimeDirectory)");
+    throw InputError("Config::socket",
+                     "cannot bind " + config_.socket + ": " + reason +
+                         "; check that its directory exists and is writable (systemd: "
+                         "RuntimeDirectory), or choose another \"socket\" path");
   }
   struct stat info {};
   if (::stat(config_.socket.c_str(), &info) == 0) {
@@ -103,8 +111,9 @@ Server::Server(const Config& config, std::string config_source, Handler* handler
   try {
     if (!config_.socket_group.empty() && ::chown(config_.socket.c_str(), static_cast<uid_t>(-1),
                                                  GroupOf(config_.socket_group)) != 0) {
-      throw InputError("cannot give " + config_.socket + " to group " + config_.socket_group +
-                       ": " + Errno());
+      throw InputError("Config::socket_group", "cannot give " + config_.socket +
+                                                   " to the \"socket_group\" " +
+                                                   config_.socket_group + ": " + Errno());
     }
     if (::chmod(config_.socket.c_str(), config_.socket_mode) != 0) {
       throw InputError("cannot set the mode of " + config_.socket + ": " + Errno());
@@ -156,7 +165,7 @@ void Server::Accept() {
       connection.output = gpu::EncodeErrorReply(
           "joulepiped serves at most " + std::to_string(config_.max_clients) +
           " clients at once and all are taken; retry later or raise \"max_clients\" in " +
-          config_source_ + " (--max-clients)");
+          config_source_);
       connection.close_after_flush = true;
     } else {
       const std::string refusal = Authorise(connection.peer, config_, config_source_);

@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include <CLI/CLI.hpp>
 
@@ -25,6 +27,24 @@
 namespace {
 
 using joulepipe::daemon::Config;
+
+// The daemon library names its configuration fields ("Config::socket"); the
+// file calls them "socket" and joulepiped's flags override them. An error
+// about one names both places it can be set.
+std::string WhereSet(const std::string& field) {
+  static const std::pair<const char*, const char*> kFlags[] = {
+      {"Config::socket", "--socket"},           {"Config::socket_group", "--socket-group"},
+      {"Config::socket_mode", "--socket-mode"}, {"Config::audit_log", "--audit-log"},
+      {"Config::max_clients", "--max-clients"},
+  };
+  for (const auto& [name, flag] : kFlags) {
+    if (field == name) {
+      return std::string(" (\"") + (name + std::string_view("Config::").size()) +
+             "\" in the configuration file, or " + flag + ")";
+    }
+  }
+  return "";
+}
 
 int Serve(const Config& config, const std::string& config_source) {
   sigset_t stop_signals;
@@ -121,7 +141,7 @@ int main(int argc, char** argv) {
     if (max_clients > 0) config.max_clients = max_clients;
     return Serve(config, config_path);
   } catch (const joulepipe::model::InputError& e) {
-    std::fprintf(stderr, "joulepiped: error: %s\n", e.what());
+    std::fprintf(stderr, "joulepiped: error: %s%s\n", e.what(), WhereSet(e.field()).c_str());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "joulepiped: internal error: %s\n", e.what());

@@ -23,6 +23,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The field an output-directory error is about: the directory a caller chose.
+// Messages say "the output directory '<path>'"; front ends may map the field
+// to their own name for that choice (src/cli/flag_names.cpp).
+constexpr char kOutputDirectoryField[] = "OutputDirectory";
+
 // "<name><tag>-<pid>-<random hex>": unique among concurrent runs.
 std::string UniqueSuffix(std::string_view tag) {
   std::random_device device;
@@ -39,13 +44,20 @@ fs::path Sibling(const fs::path& path, std::string_view tag) {
 // Absolute and without a trailing separator, so that filename() is the
 // directory's own name ("out/" and "./out" both become "<cwd>/out").
 fs::path Normalize(const fs::path& path, const std::string& display) {
-  if (path.empty()) throw InputError("the output path is empty; pass a directory name");
+  if (path.empty()) {
+    throw InputError(kOutputDirectoryField, "the output directory is empty; name a directory");
+  }
   std::error_code ec;
   fs::path out = fs::absolute(path, ec).lexically_normal();
-  if (ec) throw InputError("cannot use output path '" + display + "': " + ec.message());
+  if (ec) {
+    throw InputError(kOutputDirectoryField,
+                     "cannot use the output directory '" + display + "': " + ec.message());
+  }
   if (out.filename().empty()) out = out.parent_path();
   if (out.filename().empty() || out == out.root_path()) {
-    throw InputError("cannot use '" + display + "' as an output path; name a directory");
+    throw InputError(kOutputDirectoryField, "cannot use '" + display +
+                                                "' as the output directory; name a directory "
+                                                "below it");
   }
   return out;
 }
@@ -115,13 +127,19 @@ void CheckReplaceable(const fs::path& final_path, const std::string& display) {
   std::error_code ec;
   const fs::file_status status = fs::symlink_status(final_path, ec);
   if (status.type() == fs::file_type::not_found) return;
-  if (ec) throw InputError("cannot inspect '" + display + "': " + ec.message());
-  const std::string refuse = "refusing to overwrite '" + display + "': ";
-  const std::string advice = "; choose another --out or remove it";
-  if (fs::is_symlink(status)) throw InputError(refuse + "it is a symbolic link" + advice);
-  if (!fs::is_directory(status)) throw InputError(refuse + "it is not a directory" + advice);
+  if (ec) {
+    throw InputError(kOutputDirectoryField,
+                     "cannot inspect the output directory '" + display + "': " + ec.message());
+  }
+  const std::string refuse = "refusing to overwrite the output directory '" + display + "': ";
+  const std::string advice = "; choose another output directory or remove it";
+  auto refuse_because = [&](const std::string& reason) {
+    throw InputError(kOutputDirectoryField, refuse + reason + advice);
+  };
+  if (fs::is_symlink(status)) refuse_because("it is a symbolic link");
+  if (!fs::is_directory(status)) refuse_because("it is not a directory");
   if (!IsOurOutput(final_path) && !IsEmptyDirectory(final_path)) {
-    throw InputError(refuse + "it exists and was not written by joulepipe" + advice);
+    refuse_because("it exists and was not written by joulepipe");
   }
 }
 
@@ -149,12 +167,16 @@ void ReplaceDirectory(const fs::path& staging, const fs::path& final_path,
   }
   const fs::path aside = Sibling(final_path, ".old");
   fs::rename(final_path, aside, ec);
-  if (ec) throw InputError("cannot replace '" + display + "': " + ec.message());
+  if (ec) {
+    throw InputError(kOutputDirectoryField,
+                     "cannot replace the output directory '" + display + "': " + ec.message());
+  }
   fs::rename(staging, final_path, ec);
   if (ec) {
     std::error_code restore_ec;
     fs::rename(aside, final_path, restore_ec);
-    throw InputError("cannot replace '" + display + "': " + ec.message());
+    throw InputError(kOutputDirectoryField,
+                     "cannot replace the output directory '" + display + "': " + ec.message());
   }
   fs::remove_all(aside, ec);
 }
@@ -172,12 +194,15 @@ StagedDirectory::StagedDirectory(const fs::path& final_path)
     std::error_code ec;
     if (fs::create_directory(candidate, ec)) staging_ = candidate;
     if (ec) {
-      throw InputError("cannot create a staging directory next to '" + display_ +
-                       "': " + ec.message());
+      throw InputError(kOutputDirectoryField,
+                       "cannot create a staging directory next to the output directory '" +
+                           display_ + "': " + ec.message());
     }
   }
   if (staging_.empty()) {
-    throw InputError("cannot create a staging directory next to '" + display_ + "'");
+    throw InputError(kOutputDirectoryField,
+                     "cannot create a staging directory next to the output directory '" +
+                         display_ + "'");
   }
 }
 
@@ -210,8 +235,8 @@ void StagedDirectory::WriteFile(const fs::path& relative_path, std::string_view 
 void StagedDirectory::Commit() {
   if (committed_) throw std::logic_error("StagedDirectory::Commit called twice");
   WriteFile(fs::path(kOutputMarker),
-            "This directory was written by joulepipe. A later run with the same --out\n"
-            "replaces it as a whole; keep anything you want to preserve elsewhere.\n");
+            "This directory was written by joulepipe. A later run writing to the same\n"
+            "directory replaces it as a whole; keep anything you want to preserve elsewhere.\n");
   SyncTree(staging_);
   // Re-check: the path may have changed since the constructor looked.
   CheckReplaceable(final_, display_);
@@ -223,7 +248,10 @@ void StagedDirectory::Commit() {
     if (ec == std::errc::directory_not_empty || ec == std::errc::file_exists) {
       CheckReplaceable(final_, display_);  // created meanwhile: explain why we stop
     }
-    if (ec) throw InputError("cannot create '" + display_ + "': " + ec.message());
+    if (ec) {
+      throw InputError(kOutputDirectoryField,
+                       "cannot create the output directory '" + display_ + "': " + ec.message());
+    }
   }
   committed_ = true;
   SyncDirectory(final_.parent_path());

@@ -1,10 +1,11 @@
-// Profile storage and the Perseus/Zeus profile CSV reader.
+// Profile storage and the profile CSV reader and writer (docs/formats.md).
 //
 // The reader is strict about values (a bad measurement silently accepted would
 // silently skew every plan) and lenient about layout: any column order, extra
-// columns, CRLF, a UTF-8 BOM, blank lines and spaces around fields are fine.
-// Every error is an InputError that names the file, the 1-based line, the
-// column and the offending text, and says how to fix it.
+// columns, CRLF, a UTF-8 BOM, blank lines, '#' comment lines and spaces around
+// fields are fine. Every error is an InputError that names the file, the
+// 1-based line, the column or metadata key and the offending text, and says
+// how to fix it. The writer writes only what the reader reads back exactly.
 #include "joulepipe/model/profile.hpp"
 
 #include <algorithm>
@@ -12,22 +13,52 @@
 #include <charconv>
 #include <climits>
 #include <cmath>
+#include <cstdio>
 #include <optional>
 #include <stdexcept>
 #include <tuple>
 
+#include "joulepipe/model/energy.hpp"
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/output_files.hpp"
 #include "read_file.hpp"
 
 namespace joulepipe::model {
 
 namespace {
 
-// Columns the reader needs, in the order the canonical header lists them.
-enum Column { kStage, kInstruction, kFrequency, kTime, kEnergy, kNumColumns };
-constexpr std::array<std::string_view, kNumColumns> kColumnNames = {"stage", "instruction",
-                                                                    "frequency", "time", "energy"};
+// Columns: the five a profile needs (in the order the canonical header lists
+// them), the optional statistics (in the order the writer writes them), and
+// the legacy per-row `source` of joulepipe 0.1's simulated profiles.
+enum Column {
+  kStage,
+  kInstruction,
+  kFrequency,
+  kTime,
+  kEnergy,
+  kNumRequired,
+  kSamples = kNumRequired,
+  kTimeSpread,
+  kEnergySpread,
+  kConfidence,
+  kApproximate,
+  kSourceColumn,
+  kNumColumns
+};
+constexpr std::array<std::string_view, kNumColumns> kColumnNames = {
+    "stage",       "instruction",   "frequency",  "time",        "energy", "samples",
+    "time_spread", "energy_spread", "confidence", "approximate", "source"};
 constexpr std::string_view kCanonicalHeader = "stage,instruction,frequency,time,energy";
+
+// Metadata keys, in the order the writer writes them.
+enum MetaKey { kGpu, kPBlock, kSource, kDate, kVersion, kNumKeys };
+constexpr std::array<std::string_view, kNumKeys> kMetaKeys = {"gpu", "p_block_w", "source", "date",
+                                                              "joulepipe_version"};
+constexpr std::array<std::string_view, kNumKeys> kMetaFields = {
+    "ProfileMetadata::gpu", "ProfileMetadata::p_block_w", "ProfileMetadata::source",
+    "ProfileMetadata::date", "ProfileMetadata::joulepipe_version"};
+constexpr std::string_view kIdentifyingLine = "# joulepipe profile";
+constexpr std::array<std::string_view, 3> kSources = {"measured", "simulated", "imported"};
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -79,6 +110,14 @@ std::string ToLower(std::string_view s) {
   return out;
 }
 
+// The shortest text that reads back to the same bits (83.64, not
+// 83.640000000000001).
+std::string Exact(double value) {
+  char text[40];
+  const std::to_chars_result r = std::to_chars(text, text + sizeof text, value);
+  return std::string(text, r.ptr);
+}
+
 // Parses a whole field as a double (locale-independent). Accepts a leading
 // '+'; NaN and infinities parse and are left for the caller to reject.
 bool ParseDouble(std::string_view s, double* value) {
@@ -100,6 +139,48 @@ bool ParseInteger(std::string_view s, long long* value) {
   *value = static_cast<long long>(d);
   return true;
 }
+
+// ---- Metadata values: one check for the reader and the writer ----------------
+
+bool KnownSource(std::string_view value) {
+  return std::find(kSources.begin(), kSources.end(), value) != kSources.end();
+}
+
+// ISO 8601: a calendar date YYYY-MM-DD, optionally followed by 'T' and a time
+// ("2025-03-01", "2025-03-01T14:05:09Z"). The time is not parsed further: the
+// date is a record for people, nothing computes with it.
+bool IsoDate(std::string_view value) {
+  auto digits = [&](size_t at, size_t n) {
+    for (size_t i = at; i < at + n; ++i) {
+      if (i >= value.size() || value[i] < '0' || value[i] > '9') return false;
+    }
+    return true;
+  };
+  if (!digits(0, 4) || value.size() < 10 || value[4] != '-' || !digits(5, 2) || value[7] != '-' ||
+      !digits(8, 2)) {
+    return false;
+  }
+  const int month = (value[5] - '0') * 10 + (value[6] - '0');
+  const int day = (value[8] - '0') * 10 + (value[9] - '0');
+  if (month < 1 || month > 12 || day < 1 || day > 31) return false;
+  return value.size() == 10 || value[10] == 'T';
+}
+
+constexpr std::string_view kDateExample = "2025-03-01T14:05:09Z";
+
+// What is wrong with a text metadata value, or "" when it is fine.
+std::string TextValueProblem(MetaKey key, std::string_view value) {
+  if (key == kSource && !KnownSource(value)) {
+    return Quote(value) + " is not a profile source; use measured, simulated or imported";
+  }
+  if (key == kDate && !IsoDate(value)) {
+    return Quote(value) + " is not an ISO 8601 date; write the UTC time as e.g. " +
+           std::string(kDateExample);
+  }
+  return "";
+}
+
+// ---- Reading -------------------------------------------------------------------
 
 [[noreturn]] void FieldError(const std::string& where, Column column, std::string_view value,
                              const std::string& problem) {
@@ -155,7 +236,97 @@ double ParseMeasurement(const std::string& where, Column column, std::string_vie
   return value;
 }
 
-// Where each required column sits in a row, from the header.
+// The statistics columns: an empty field means "not recorded for this row".
+std::optional<int> ParseSamples(const std::string& where, std::string_view text) {
+  if (text.empty()) return std::nullopt;
+  long long value = 0;
+  if (!ParseInteger(text, &value) || value < 0) {
+    FieldError(where, kSamples, text,
+               "is not a sample count; give a whole number >= 0 or leave the field empty");
+  }
+  return static_cast<int>(value);
+}
+
+std::optional<double> ParseStatistic(const std::string& where, Column column,
+                                     std::string_view text) {
+  if (text.empty()) return std::nullopt;
+  double value = 0;
+  if (!ParseDouble(text, &value) || !std::isfinite(value) || value < 0) {
+    FieldError(where, column, text,
+               "is not a relative spread; give a finite number >= 0 (0.01 = 1 %) or leave the "
+               "field empty");
+  }
+  return value;
+}
+
+std::optional<bool> ParseApproximate(const std::string& where, std::string_view text) {
+  if (text.empty()) return std::nullopt;
+  const std::string lower = ToLower(text);
+  if (lower == "1" || lower == "true") return true;
+  if (lower == "0" || lower == "false") return false;
+  FieldError(where, kApproximate, text, "is not a flag; use 1 or 0 (or leave the field empty)");
+}
+
+// One "# key: value" line before the header; unknown keys and lines without a
+// colon are comments. `first_line` remembers where each key was given.
+void ParseMetadataLine(const std::string& source, int line, std::string_view raw,
+                       std::array<int, kNumKeys>* first_line, ProfileMetadata* metadata) {
+  std::string_view body = Trim(raw);
+  body.remove_prefix(1);  // '#'
+  const size_t colon = body.find(':');
+  if (colon == std::string_view::npos) return;
+  const std::string_view name = Trim(body.substr(0, colon));
+  const auto known = std::find(kMetaKeys.begin(), kMetaKeys.end(), name);
+  if (known == kMetaKeys.end()) return;  // a later version's key, or prose
+  const MetaKey key = static_cast<MetaKey>(known - kMetaKeys.begin());
+  const std::string_view value = Trim(body.substr(colon + 1));
+  const std::string where =
+      LineWhere(source, line) + ", metadata '" + std::string(kMetaKeys[key]) + "'";
+  if ((*first_line)[key] != 0) {
+    throw InputError(where + ": given twice (first on line " + std::to_string((*first_line)[key]) +
+                     "); keep one");
+  }
+  (*first_line)[key] = line;
+  if (value.empty())
+    throw InputError(where + ": the value is empty; fill it in or delete the line");
+  if (key == kPBlock) {
+    double watts = 0;
+    if (!ParseDouble(value, &watts)) {
+      throw InputError(where + ": " + Quote(value) +
+                       " is not a number; give the GPU's power while blocked or idle in watts, "
+                       "e.g. 83.64");
+    }
+    try {
+      CheckPBlock(watts, "the value");  // the one range check (model/energy.hpp)
+    } catch (const InputError& e) {
+      throw InputError(where + ": " + e.what());
+    }
+    metadata->p_block_w = watts;
+    return;
+  }
+  const std::string problem = TextValueProblem(key, value);
+  if (!problem.empty()) throw InputError(where + ": " + problem);
+  switch (key) {
+    case kGpu:
+      metadata->gpu = value;
+      break;
+    case kSource:
+      metadata->source = value;
+      break;
+    case kDate:
+      metadata->date = value;
+      break;
+    case kVersion:
+      metadata->joulepipe_version = value;
+      break;
+    case kPBlock:
+    case kNumKeys:
+      break;
+  }
+}
+
+// Where each column sits in a row, from the header (kAbsent: not there).
+constexpr size_t kAbsent = static_cast<size_t>(-1);
 struct Header {
   std::array<size_t, kNumColumns> index{};
   size_t num_fields = 0;
@@ -171,7 +342,6 @@ std::string JoinFields(const std::vector<std::string_view>& fields) {
 }
 
 Header ParseHeader(const std::string& where, const std::vector<std::string_view>& fields) {
-  constexpr size_t kAbsent = static_cast<size_t>(-1);
   Header header;
   header.index.fill(kAbsent);
   header.num_fields = fields.size();
@@ -187,7 +357,7 @@ Header ParseHeader(const std::string& where, const std::vector<std::string_view>
       header.index[c] = i;
     }
   }
-  for (int c = 0; c < kNumColumns; ++c) {
+  for (int c = 0; c < kNumRequired; ++c) {
     if (header.index[c] != kAbsent) continue;
     throw InputError(where + ": missing required column '" + std::string(kColumnNames[c]) +
                      "'; the header found is " + Quote(JoinFields(fields)) +
@@ -211,13 +381,26 @@ std::string FormatStages(const std::vector<int>& stages) {
   return out;
 }
 
+// The legacy `source` column: the one value every row gives, if they agree.
+struct LegacySource {
+  std::string value;
+  bool consistent = true;
+  bool seen = false;
+
+  void Add(std::string_view v) {
+    if (!seen) value = v;
+    consistent = consistent && value == v;
+    seen = true;
+  }
+};
+
 // Reads one data row into `profile`. `first_line` remembers the line of
 // every (stage, kind, clock) so that a duplicate names both lines.
 using RowKey = std::tuple<int, Kind, int>;
 
 void ParseRow(const std::string& source, int line, const Header& header,
               const std::vector<std::string_view>& fields, std::string_view raw,
-              std::map<RowKey, int>* first_line, Profile* profile) {
+              std::map<RowKey, int>* first_line, LegacySource* legacy, Profile* profile) {
   const std::string where = LineWhere(source, line);
   if (fields.size() != header.num_fields) {
     throw InputError(where + ": expected " + std::to_string(header.num_fields) +
@@ -225,18 +408,27 @@ void ParseRow(const std::string& source, int line, const Header& header,
                      std::to_string(fields.size()) + " in " + Quote(Trim(raw)) +
                      "; fix the row or the header");
   }
-  for (int c = 0; c < kNumColumns; ++c) {
+  for (int c = 0; c < kNumRequired; ++c) {
     if (fields[header.index[c]].empty()) {
       throw InputError(where + ", column '" + std::string(kColumnNames[c]) +
                        "': the field is empty; fill it in or delete the row");
     }
   }
-  const int stage = ParseStage(where, fields[header.index[kStage]]);
-  const Kind kind = ParseInstruction(where, fields[header.index[kInstruction]]);
+  auto field = [&](Column c) {
+    return header.index[c] == kAbsent ? std::string_view() : fields[header.index[c]];
+  };
+  const int stage = ParseStage(where, field(kStage));
+  const Kind kind = ParseInstruction(where, field(kInstruction));
   ClockPoint point;
-  point.mhz = ParseFrequency(where, fields[header.index[kFrequency]]);
-  point.time_s = ParseMeasurement(where, kTime, fields[header.index[kTime]]);
-  point.energy_j = ParseMeasurement(where, kEnergy, fields[header.index[kEnergy]]);
+  point.mhz = ParseFrequency(where, field(kFrequency));
+  point.time_s = ParseMeasurement(where, kTime, field(kTime));
+  point.energy_j = ParseMeasurement(where, kEnergy, field(kEnergy));
+  point.samples = ParseSamples(where, field(kSamples));
+  point.time_spread = ParseStatistic(where, kTimeSpread, field(kTimeSpread));
+  point.energy_spread = ParseStatistic(where, kEnergySpread, field(kEnergySpread));
+  point.confidence = ParseStatistic(where, kConfidence, field(kConfidence));
+  point.approximate = ParseApproximate(where, field(kApproximate));
+  if (header.index[kSourceColumn] != kAbsent) legacy->Add(field(kSourceColumn));
 
   auto [it, inserted] = first_line->emplace(RowKey{stage, kind, point.mhz}, line);
   if (!inserted) {
@@ -248,25 +440,98 @@ void ParseRow(const std::string& source, int line, const Header& header,
   profile->Add(stage, kind, point, where);
 }
 
+// ---- Writing -------------------------------------------------------------------
+
+// A metadata value as the writer will write it (trimmed, as the reader trims
+// it), after checking that the reader will accept it. "" = not written.
+std::string WritableText(MetaKey key, const std::string& value) {
+  const std::string field(kMetaFields[key]);
+  if (value.find_first_of("\r\n") != std::string::npos) {
+    throw InputError(field, field + " contains a line break; a profile metadata value is one line");
+  }
+  const std::string trimmed(Trim(value));
+  if (trimmed.empty()) return trimmed;
+  const std::string problem = TextValueProblem(key, trimmed);
+  if (!problem.empty()) throw InputError(field, field + ": " + problem);
+  return trimmed;
+}
+
+std::string MetadataLines(const ProfileMetadata& m) {
+  std::array<std::string, kNumKeys> values;
+  values[kGpu] = WritableText(kGpu, m.gpu);
+  if (m.p_block_w) {
+    CheckPBlock(*m.p_block_w, std::string(kMetaFields[kPBlock]));
+    values[kPBlock] = Exact(*m.p_block_w);
+  }
+  values[kSource] = WritableText(kSource, m.source);
+  values[kDate] = WritableText(kDate, m.date);
+  values[kVersion] = WritableText(kVersion, m.joulepipe_version);
+  std::string out;
+  for (int k = 0; k < kNumKeys; ++k) {
+    if (!values[k].empty()) out += "# " + std::string(kMetaKeys[k]) + ": " + values[k] + "\n";
+  }
+  // No metadata, no '#' lines: the file is a plain Perseus/Zeus CSV that
+  // readers without comment support take as it is.
+  return out.empty() ? out : std::string(kIdentifyingLine) + "\n" + out;
+}
+
+void AppendRow(int stage, Kind kind, const ClockPoint& p, const std::array<bool, kNumColumns>& has,
+               std::string* out) {
+  *out += std::to_string(stage) + "," + std::string(KindName(kind)) + "," + std::to_string(p.mhz) +
+          "," + Exact(p.time_s) + "," + Exact(p.energy_j);
+  auto optional = [&](Column c, const auto& value, auto format) {
+    if (!has[c]) return;
+    *out += ',';
+    if (value) *out += format(*value);
+  };
+  const auto exact = [](double v) { return Exact(v); };
+  optional(kSamples, p.samples, [](int v) { return std::to_string(v); });
+  optional(kTimeSpread, p.time_spread, exact);
+  optional(kEnergySpread, p.energy_spread, exact);
+  optional(kConfidence, p.confidence, exact);
+  optional(kApproximate, p.approximate, [](bool v) { return std::string(v ? "1" : "0"); });
+  *out += '\n';
+}
+
 }  // namespace
 
 void Profile::Add(int stage, Kind kind, ClockPoint point, const std::string& where) {
   const std::string what = "stage " + std::to_string(stage) + " " + std::string(KindName(kind)) +
                            " at " + std::to_string(point.mhz) + " MHz";
-  if (stage < 0) throw InputError(where + ": stage " + std::to_string(stage) + " is negative");
-  if (point.mhz <= 0) throw InputError(where + ": " + what + ": clock must be > 0 MHz");
-  if (!std::isfinite(point.time_s) || point.time_s <= 0) {
-    throw InputError(where + ": " + what + ": time must be finite and > 0 seconds");
+  if (stage < 0) {
+    throw InputError(where + ": stage " + std::to_string(stage) +
+                     " is negative; stage ids start at 0");
   }
-  if (!std::isfinite(point.energy_j) || point.energy_j <= 0) {
-    throw InputError(where + ": " + what + ": energy must be finite and > 0 joules");
+  if (point.mhz <= 0) {
+    throw InputError("ClockPoint::mhz",
+                     where + ": " + what + ": ClockPoint::mhz must be a clock > 0 MHz");
+  }
+  auto check = [&](const char* field, double value, bool ok, const char* rule) {
+    if (ok) return;
+    char got[64];
+    std::snprintf(got, sizeof got, "%g", value);
+    throw InputError(
+        field, where + ": " + what + ": " + field + " must be " + rule + " (got " + got + ")");
+  };
+  check("ClockPoint::time_s", point.time_s, std::isfinite(point.time_s) && point.time_s > 0,
+        "finite and > 0 seconds");
+  check("ClockPoint::energy_j", point.energy_j, std::isfinite(point.energy_j) && point.energy_j > 0,
+        "finite and > 0 joules");
+  if (point.samples) {
+    check("ClockPoint::samples", *point.samples, *point.samples >= 0, ">= 0");
+  }
+  for (auto [field, value] : {std::pair{"ClockPoint::time_spread", point.time_spread},
+                              std::pair{"ClockPoint::energy_spread", point.energy_spread},
+                              std::pair{"ClockPoint::confidence", point.confidence}}) {
+    if (value) check(field, *value, std::isfinite(*value) && *value >= 0, "finite and >= 0");
   }
   std::vector<ClockPoint>& points = points_[{stage, kind}];
   // Highest clock first; lower_bound finds the first clock <= point.mhz.
   auto pos = std::lower_bound(points.begin(), points.end(), point.mhz,
                               [](const ClockPoint& p, int mhz) { return p.mhz > mhz; });
   if (pos != points.end() && pos->mhz == point.mhz) {
-    throw InputError(where + ": duplicate measurement for " + what);
+    throw InputError(where + ": duplicate measurement for " + what +
+                     "; keep one measurement per (stage, instruction, clock)");
   }
   points.insert(pos, point);
 }
@@ -278,8 +543,9 @@ int Profile::num_stages() const {
 
 void Profile::Validate(int expected_stages, const std::string& source) const {
   if (expected_stages < 1) {
-    throw InputError(source + ": the pipeline needs at least 1 stage, got --stages " +
-                     std::to_string(expected_stages));
+    throw InputError("Spec::stages", "Spec::stages must be at least 1 (got " +
+                                         std::to_string(expected_stages) + ") to check " + source +
+                                         " against it; a pipeline has one stage or more");
   }
   if (points_.empty()) {
     throw InputError(source +
@@ -299,7 +565,7 @@ void Profile::Validate(int expected_stages, const std::string& source) const {
       if (!std::binary_search(stages.begin(), stages.end(), s)) missing.push_back(s);
     }
     std::string message = source + ": profile has stages " + FormatStages(stages) +
-                          " but --stages is " + std::to_string(expected_stages);
+                          " but Spec::stages is " + std::to_string(expected_stages);
     if (!missing.empty()) {
       message += (missing.size() == 1 ? "; stage " : "; stages ") + FormatStages(missing) +
                  (missing.size() == 1 ? " is missing" : " are missing");
@@ -307,8 +573,8 @@ void Profile::Validate(int expected_stages, const std::string& source) const {
     message += "; profile every stage 0.." + std::to_string(expected_stages - 1);
     const bool contiguous =
         stages.front() == 0 && stages.back() + 1 == static_cast<int>(stages.size());
-    if (contiguous) message += " or pass --stages " + std::to_string(stages.size());
-    throw InputError(message);
+    if (contiguous) message += " or set Spec::stages to " + std::to_string(stages.size());
+    throw InputError("Spec::stages", message);
   }
   for (int s = 0; s < expected_stages; ++s) {
     for (Kind kind : {Kind::kForward, Kind::kBackward}) {
@@ -349,25 +615,36 @@ Profile ParseProfileCsv(const std::string& text, const std::string& source) {
   Profile profile;
   std::optional<Header> header;
   std::map<RowKey, int> first_line;
+  std::array<int, kNumKeys> metadata_line{};  // 0: not given
+  LegacySource legacy;
   std::vector<std::string_view> fields;
   int header_line = 0;
   int rows = 0;
+  bool comments = false;
   for (int line = 1; !rest.empty(); ++line) {
     const size_t newline = rest.find('\n');
     const std::string_view raw = rest.substr(0, newline);
     rest.remove_prefix(newline == std::string_view::npos ? rest.size() : newline + 1);
-    if (Trim(raw).empty()) continue;  // blank lines (including trailing ones) carry nothing
+    const std::string_view trimmed = Trim(raw);
+    if (trimmed.empty()) continue;  // blank lines (including trailing ones) carry nothing
+    if (trimmed.front() == '#') {
+      // Before the header: metadata (or a comment); after it: a comment.
+      if (!header) ParseMetadataLine(source, line, raw, &metadata_line, &profile.metadata);
+      comments = true;
+      continue;
+    }
     SplitFields(raw, &fields);
     if (!header) {
       header = ParseHeader(LineWhere(source, line), fields);
       header_line = line;
       continue;
     }
-    ParseRow(source, line, *header, fields, raw, &first_line, &profile);
+    ParseRow(source, line, *header, fields, raw, &first_line, &legacy, &profile);
     ++rows;
   }
   if (!header) {
-    throw InputError(source + ": the file is empty; a profile is a CSV with the header " +
+    const std::string what = comments ? "has only '#' lines, no CSV header" : "is empty";
+    throw InputError(source + ": the file " + what + "; a profile is a CSV with the header " +
                      std::string(kCanonicalHeader) +
                      " and one row per (stage, instruction, frequency)");
   }
@@ -376,11 +653,60 @@ Profile ParseProfileCsv(const std::string& text, const std::string& source) {
                      std::to_string(header_line) +
                      "; add one row per (stage, instruction, frequency)");
   }
+  if (profile.metadata.source.empty() && legacy.seen && legacy.consistent &&
+      KnownSource(legacy.value)) {
+    profile.metadata.source = legacy.value;
+  }
   return profile;
 }
 
 Profile ReadProfileCsv(const std::string& path) {
   return ParseProfileCsv(ReadWholeFile(path, "profile"), path);
+}
+
+std::string ProfileToCsv(const Profile& profile) {
+  std::string out = MetadataLines(profile.metadata);
+  // Statistics columns: those some point has.
+  std::array<bool, kNumColumns> has{};
+  const int stages = profile.num_stages();
+  for (int s = 0; s < stages; ++s) {
+    for (Kind kind : {Kind::kForward, Kind::kBackward}) {
+      for (const ClockPoint& p : profile.Points(s, kind)) {
+        has[kSamples] = has[kSamples] || p.samples.has_value();
+        has[kTimeSpread] = has[kTimeSpread] || p.time_spread.has_value();
+        has[kEnergySpread] = has[kEnergySpread] || p.energy_spread.has_value();
+        has[kConfidence] = has[kConfidence] || p.confidence.has_value();
+        has[kApproximate] = has[kApproximate] || p.approximate.has_value();
+      }
+    }
+  }
+  out += kCanonicalHeader;
+  for (int c = kNumRequired; c < kNumColumns; ++c) {
+    if (has[c]) out += "," + std::string(kColumnNames[c]);
+  }
+  out += '\n';
+  // Per stage, clocks from the highest down, forward before backward; the
+  // two kinds' clock lists (each highest first) are merged.
+  for (int s = 0; s < stages; ++s) {
+    const std::vector<ClockPoint>& forward = profile.Points(s, Kind::kForward);
+    const std::vector<ClockPoint>& backward = profile.Points(s, Kind::kBackward);
+    size_t f = 0, b = 0;
+    while (f < forward.size() || b < backward.size()) {
+      const int mhz = std::max(f < forward.size() ? forward[f].mhz : 0,
+                               b < backward.size() ? backward[b].mhz : 0);
+      if (f < forward.size() && forward[f].mhz == mhz) {
+        AppendRow(s, Kind::kForward, forward[f++], has, &out);
+      }
+      if (b < backward.size() && backward[b].mhz == mhz) {
+        AppendRow(s, Kind::kBackward, backward[b++], has, &out);
+      }
+    }
+  }
+  return out;
+}
+
+void WriteProfileCsv(const std::string& path, const Profile& profile) {
+  WriteFileAtomically(path, ProfileToCsv(profile));
 }
 
 }  // namespace joulepipe::model

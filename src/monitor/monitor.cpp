@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "joulepipe/gpu/device.hpp"
+#include "joulepipe/gpu/error.hpp"
 
 namespace joulepipe::monitor {
 
@@ -67,6 +68,15 @@ const char* EnergySourceName(EnergySource source) {
 
 bool Measurement::approximate() const {
   return std::any_of(gpus.begin(), gpus.end(), [](const GpuEnergy& g) { return g.approximate; });
+}
+
+std::unique_ptr<GpuMeter> NvmlGpuMeterByNvmlIndex(int nvml_index) {
+  for (const gpu::Device& device : gpu::ListAllDevices()) {
+    if (static_cast<int>(device.nvml_index()) == nvml_index) {
+      return std::make_unique<NvmlGpuMeter>(device);
+    }
+  }
+  throw gpu::GpuArgumentError("no GPU with NVML index " + std::to_string(nvml_index));
 }
 
 std::vector<std::unique_ptr<GpuMeter>> NvmlGpuMeters(

@@ -5,10 +5,12 @@
 #include <cstdio>
 #include <exception>
 #include <mutex>
+#include <string_view>
 #include <utility>
 
 #include "joulepipe/gpu/device.hpp"
 #include "joulepipe/gpu/error.hpp"
+#include "joulepipe/monitor/monitor.hpp"
 #include "joulepipe/runtime/controller.hpp"
 
 namespace joulepipe::runtime {
@@ -27,35 +29,22 @@ std::string Name(model::Kind kind, int microbatch, int chunk) {
          std::to_string(chunk);
 }
 
-// Profile mode's default meter: the agent's GPU through NVML.
-class DeviceMeter : public EnergyMeter {
+// Lends the agent's shared meter to the Monitor, which owns its meters.
+class SharedMeter final : public monitor::GpuMeter {
  public:
-  explicit DeviceMeter(gpu::Device device) : device_(std::move(device)) {}
-  std::optional<std::uint64_t> ReadEnergyMj() override {
-    const std::optional<gpu::EnergyReading> reading = device_.ReadEnergy();
-    if (!reading) return std::nullopt;
-    return reading->millijoules;
-  }
-  double ReadPowerW() override { return device_.InstantPower().watts(); }
+  explicit SharedMeter(std::shared_ptr<monitor::GpuMeter> meter) : meter_(std::move(meter)) {}
+  int index() const override { return meter_->index(); }
+  std::string name() const override { return meter_->name(); }
+  std::optional<std::uint64_t> ReadEnergyMj() const override { return meter_->ReadEnergyMj(); }
+  double ReadPowerW() const override { return meter_->ReadPowerW(); }
 
  private:
-  gpu::Device device_;
+  std::shared_ptr<monitor::GpuMeter> meter_;
 };
 
-std::shared_ptr<EnergyMeter> OpenDeviceMeter(int nvml_index) {
-  for (const gpu::Device& device : gpu::ListAllDevices()) {
-    if (static_cast<int>(device.nvml_index()) == nvml_index) {
-      return std::make_shared<DeviceMeter>(device);
-    }
-  }
-  throw gpu::GpuArgumentError("no GPU with NVML index " + std::to_string(nvml_index));
-}
-
-// A point in time with the GPU's energy counter then (nullopt: no counter).
-struct Mark {
-  SteadyClock::time_point time;
-  std::optional<std::uint64_t> energy_mj;
-};
+// Window names of profile mode; at most one of them is open at a time.
+constexpr std::string_view kInstructionWindow = "instruction";
+constexpr std::string_view kWaitWindow = "wait";
 
 }  // namespace
 
@@ -95,12 +84,14 @@ struct Agent::State {
   int current_microbatch = 0;
   int current_chunk = 0;
 
-  // Profile mode (training thread only).
+  // Profile mode (training thread only). Energy is measured through
+  // monitor's windows: the instruction's, and the wait before it (from the
+  // previous instruction's end, or the step's begin).
   std::shared_ptr<ClockSource> source;
-  std::shared_ptr<EnergyMeter> meter;
+  std::unique_ptr<monitor::Monitor> monitor;
+  monitor::Measurement measurement;  // reused: no allocation once warm
   int current_mhz = 0;
-  Mark begin;                      // of the current instruction
-  std::optional<Mark> wait_start;  // previous instruction's end, or the step's begin
+  bool waiting = false;  // kWaitWindow is open
 
   void Log(const std::string& line) noexcept {
     try {
@@ -146,44 +137,55 @@ struct Agent::State {
   void ResetTracking() {
     position = 0;
     in_instruction = false;
-    wait_start.reset();
+    CloseWindows();
   }
 
-  // Energy (J) between `from` and `to`: a counter delta when the window is
-  // at least one counter period long and both ends have the counter, else
-  // instant power x duration (approximate).
-  double Energy(const Mark& from, const Mark& to, double seconds, bool* approximate) {
-    if (seconds >= options.counter_period_s && from.energy_mj && to.energy_mj &&
-        *to.energy_mj >= *from.energy_mj) {
-      *approximate = false;
-      return static_cast<double>(*to.energy_mj - *from.energy_mj) * 1e-3;
+  // Ends whatever profile window a fallback or a mode change left open, so the
+  // next Begin finds none; the readings are dropped.
+  void CloseWindows() {
+    waiting = false;
+    if (!monitor) return;
+    for (std::string_view name : {kInstructionWindow, kWaitWindow}) {
+      try {
+        if (monitor->IsOpen(name)) monitor->End(name, &measurement);
+      } catch (const std::exception&) {
+        // A failing GPU read leaves the window closed anyway (End erases it
+        // first); the fallback that follows reports the failure.
+      }
     }
-    *approximate = true;
-    return meter->ReadPowerW() * seconds;
   }
 
-  Mark Now() { return Mark{SteadyClock::now(), meter->ReadEnergyMj()}; }
+  // Closes the wait window, if one is open, and reports it.
+  void EndWait() {
+    if (!waiting) return;
+    waiting = false;
+    monitor->End(kWaitWindow, &measurement);
+    source->OnWait(measurement.duration_s, measurement.gpu_energy_j);
+  }
+
+  void BeginWait() {
+    if (waiting) monitor->End(kWaitWindow, &measurement);  // restart it
+    monitor->Begin(kWaitWindow);
+    waiting = true;
+  }
+
+  void StopWait() {
+    if (waiting) monitor->End(kWaitWindow, &measurement);
+    waiting = false;
+  }
 
   void ProfileBegin(model::Kind kind) {
-    const Mark now = Now();
-    if (wait_start) {
-      const double seconds = std::chrono::duration<double>(now.time - wait_start->time).count();
-      bool approximate = false;
-      const double joules = Energy(*wait_start, now, seconds, &approximate);
-      source->OnWait(seconds, joules);
-    }
+    EndWait();
     current_mhz = source->ClockFor(kind);
     if (current_mhz > 0 && controller) controller->Request(current_mhz);
-    begin = now;
+    monitor->Begin(kInstructionWindow);
   }
 
   void ProfileEnd(model::Kind kind) {
-    const Mark now = Now();
-    const double seconds = std::chrono::duration<double>(now.time - begin.time).count();
-    bool approximate = false;
-    const double joules = Energy(begin, now, seconds, &approximate);
-    source->OnInstruction(kind, current_mhz, seconds, joules, approximate);
-    wait_start = now;
+    monitor->End(kInstructionWindow, &measurement);
+    source->OnInstruction(kind, current_mhz, measurement.duration_s, measurement.gpu_energy_j,
+                          measurement.approximate());
+    BeginWait();
   }
 };
 
@@ -243,9 +245,18 @@ void Agent::SetProfiler(std::shared_ptr<ClockSource> source) {
   if (!s.controller) return;
   s.ClearFallback();
   s.controller->Clear();
-  if (!s.meter) {
+  if (!s.monitor) {
     try {
-      s.meter = s.options.meter ? s.options.meter : OpenDeviceMeter(s.options.nvml_index);
+      std::vector<std::unique_ptr<monitor::GpuMeter>> meters;
+      if (s.options.meter) {
+        meters.push_back(std::make_unique<SharedMeter>(s.options.meter));
+      } else {
+        meters.push_back(monitor::NvmlGpuMeterByNvmlIndex(s.options.nvml_index));
+      }
+      monitor::MonitorOptions options;
+      options.cpu = monitor::CpuMode::kOff;
+      options.counter_period_s = s.options.counter_period_s;
+      s.monitor = std::make_unique<monitor::Monitor>(std::move(meters), options);
     } catch (const std::exception& e) {
       s.FallBack(std::string("cannot measure GPU energy for profiling: ") + e.what(), true);
       return;
@@ -274,7 +285,7 @@ void Agent::OnStepBegin() noexcept {
                  true);
       return;
     }
-    if (mode == Mode::kProfile) s.wait_start = s.Now();
+    if (mode == Mode::kProfile) s.BeginWait();
   } catch (const std::exception& e) {
     s.FallBack(std::string("step begin failed: ") + e.what(), true);
   } catch (...) {
@@ -307,7 +318,7 @@ void Agent::OnStepEnd() noexcept {
       }
       s.position = 0;
     } else {
-      s.wait_start.reset();
+      s.StopWait();
       s.source->OnStepEnd();
     }
   } catch (const std::exception& e) {

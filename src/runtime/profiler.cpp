@@ -2,15 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <map>
 #include <random>
-#include <sstream>
 #include <tuple>
 #include <utility>
 
+#include "joulepipe/model/energy.hpp"
 #include "joulepipe/model/error.hpp"
-#include "joulepipe/model/output_files.hpp"
+#include "joulepipe/model/version.hpp"
 
 namespace joulepipe::runtime {
 namespace {
@@ -216,6 +215,7 @@ ProfileReport InSituProfiler::Report() const {
   report.p_block_samples = static_cast<int>(powers.size());
   report.p_block_w = MedianInPlace(powers);
   report.iterations = iterations_;
+  report.gpu = options_.gpu;
   Summarise(report);
   return report;
 }
@@ -225,12 +225,18 @@ ProfileReport MergeReports(const std::vector<ProfileReport>& reports) {
   // (stage, kind, mhz) -> the rows reported for it.
   std::map<std::tuple<int, model::Kind, int>, std::vector<const ProfileRow*>> by_key;
   std::vector<double> p_blocks;
+  std::vector<std::string> gpus;  // distinct, in order of appearance
   for (const ProfileReport& r : reports) {
     for (const ProfileRow& row : r.rows) by_key[{row.stage, row.kind, row.mhz}].push_back(&row);
     if (r.p_block_samples > 0) p_blocks.push_back(r.p_block_w);
     merged.p_block_samples += r.p_block_samples;
     merged.iterations = std::max(merged.iterations, r.iterations);
+    if (!r.gpu.empty() && std::find(gpus.begin(), gpus.end(), r.gpu) == gpus.end()) {
+      gpus.push_back(r.gpu);
+    }
   }
+  // Ranks of one job normally share a GPU type; a mixed job names them all.
+  for (const std::string& name : gpus) merged.gpu += (merged.gpu.empty() ? "" : ", ") + name;
   for (const auto& [key, rows] : by_key) {
     if (rows.size() == 1) {
       merged.rows.push_back(*rows.front());
@@ -265,27 +271,37 @@ ProfileReport MergeReports(const std::vector<ProfileReport>& reports) {
 
 model::Profile ToProfile(const ProfileReport& report) {
   model::Profile profile;
-  for (const ProfileRow& r : report.rows)
-    profile.Add(r.stage, r.kind, {r.mhz, r.time_s, r.energy_j}, "in-situ profile");
+  for (const ProfileRow& r : report.rows) {
+    model::ClockPoint point{r.mhz, r.time_s, r.energy_j};
+    point.samples = r.samples;
+    point.time_spread = r.time_spread;
+    point.energy_spread = r.energy_spread;
+    point.confidence = r.confidence;
+    point.approximate = r.approximate;
+    profile.Add(r.stage, r.kind, point, "in-situ profile");
+  }
+  model::ProfileMetadata& m = profile.metadata;
+  m.gpu = report.gpu;
+  if (report.p_block_samples > 0) {
+    try {
+      model::CheckPBlock(report.p_block_w, "ProfileReport::p_block_w");
+      m.p_block_w = report.p_block_w;
+    } catch (const model::InputError&) {
+      // Implausible (a broken power reading): the profile goes without it.
+    }
+  }
+  m.source = "measured";
+  m.date = model::IsoUtcNow();
+  m.joulepipe_version = std::string(model::Version());
   return profile;
 }
 
 std::string ProfileCsv(const ProfileReport& report) {
-  std::ostringstream out;
-  out << "stage,instruction,frequency,time,energy,samples,time_spread,energy_spread,confidence,"
-         "approximate\n";
-  char line[256];
-  for (const ProfileRow& r : report.rows) {
-    std::snprintf(line, sizeof line, "%d,%s,%d,%.9g,%.9g,%d,%.4g,%.4g,%.4g,%d\n", r.stage,
-                  std::string(model::KindName(r.kind)).c_str(), r.mhz, r.time_s, r.energy_j,
-                  r.samples, r.time_spread, r.energy_spread, r.confidence, r.approximate ? 1 : 0);
-    out << line;
-  }
-  return out.str();
+  return model::ProfileToCsv(ToProfile(report));
 }
 
 void WriteProfileCsv(const std::string& path, const ProfileReport& report) {
-  model::WriteFileAtomically(path, ProfileCsv(report));
+  model::WriteProfileCsv(path, ToProfile(report));
 }
 
 }  // namespace joulepipe::runtime

@@ -37,9 +37,12 @@ std::string Short(const Spec& spec, const Instruction& instruction) {
          std::to_string(instruction.microbatch);
 }
 
+// The plan was made for another schedule than the one being replayed.
 std::string ReplanHint(const Spec& spec) {
-  return std::string("re-plan with the same --schedule/--stages/--microbatches") +
-         (spec.kind == Kind::kInterleaved ? "/--chunks" : "");
+  return spec.kind == Kind::kInterleaved
+             ? "re-plan with the same Spec::kind, Spec::stages, Spec::microbatches and "
+               "Spec::chunks"
+             : "re-plan with the same Spec::kind, Spec::stages and Spec::microbatches";
 }
 
 std::string Where(const std::string& source, int stage, std::size_t position) {
@@ -144,7 +147,7 @@ std::vector<std::vector<model::ClockPoint>> ResolveClocks(const Spec& spec,
           std::to_string(planned.mhz) + " MHz but the profile has no " + kind + " measurement at " +
           std::to_string(planned.mhz) + " MHz for profile stage " + std::to_string(row);
       if (available.empty()) {
-        message += " (none at any clock); profile every stage, or check --stages";
+        message += " (none at any clock); profile every stage, or check Spec::stages";
       } else {
         message += "; use a profiled clock (" + std::to_string(available.back().mhz) + ".." +
                    std::to_string(available.front().mhz) + " MHz)";

@@ -49,42 +49,54 @@ int CanonicalId(const Spec& spec, const Instruction& instruction) {
                           KindIndex(instruction.kind));
 }
 
+// "4 stages (Spec::stages), 8 microbatches (Spec::microbatches) and 2 chunks
+// (Spec::chunks)": the shape, each count with the field it came from.
+std::string Shape(const Spec& spec) {
+  return std::to_string(spec.stages) + " stages (Spec::stages), " +
+         std::to_string(spec.microbatches) + " microbatches (Spec::microbatches) and " +
+         std::to_string(spec.chunks) + " chunks (Spec::chunks)";
+}
+
 void ValidateSpec(const Spec& spec) {
   const std::string name(KindName(spec.kind));
   if (name.empty()) {
-    throw InputError("unknown schedule kind " + std::to_string(static_cast<int>(spec.kind)) +
-                     "; use --schedule gpipe, 1f1b or interleaved");
+    throw InputError("Spec::kind", "Spec::kind " + std::to_string(static_cast<int>(spec.kind)) +
+                                       " is not a schedule; use gpipe, 1f1b or interleaved");
   }
   CheckStagesAndMicrobatches(spec);
   if (spec.kind != Kind::kInterleaved) {
     if (spec.chunks != 1) {
-      throw InputError("--chunks " + std::to_string(spec.chunks) + " does not apply to the " +
-                       name + " schedule; use --chunks 1, or --schedule interleaved for " +
-                       "virtual model chunks");
+      throw InputError("Spec::chunks", "Spec::chunks must be 1 for the " + name +
+                                           " schedule (got " + std::to_string(spec.chunks) +
+                                           "); use 1, or set Spec::kind to interleaved for "
+                                           "virtual model chunks");
     }
   } else {
     if (spec.chunks < 2) {
-      throw InputError("the interleaved schedule needs --chunks of at least 2 (got " +
-                       std::to_string(spec.chunks) +
-                       "); use --chunks 2 or more, or --schedule 1f1b for one chunk per stage");
+      throw InputError("Spec::chunks",
+                       "Spec::chunks must be at least 2 for the interleaved schedule (got " +
+                           std::to_string(spec.chunks) +
+                           "); use 2 or more, or set Spec::kind to 1f1b for one chunk per stage");
     }
     if (spec.microbatches % spec.stages != 0) {
       const int lower = spec.microbatches / spec.stages * spec.stages;
       const int upper = lower + spec.stages;
-      std::string suggestion = "--microbatches " + std::to_string(upper);
-      if (lower > 0) suggestion = "--microbatches " + std::to_string(lower) + " or " + suggestion;
-      throw InputError("the interleaved schedule needs --microbatches to be a multiple of " +
-                       std::string("--stages (got ") + std::to_string(spec.microbatches) +
-                       " microbatches for " + std::to_string(spec.stages) + " stages); use " +
-                       suggestion);
+      std::string suggestion = std::to_string(upper);
+      if (lower > 0) suggestion = std::to_string(lower) + " or " + suggestion;
+      throw InputError("Spec::microbatches",
+                       "Spec::microbatches must be a multiple of Spec::stages for the "
+                       "interleaved schedule (got " +
+                           std::to_string(spec.microbatches) + " microbatches for " +
+                           std::to_string(spec.stages) + " stages); set Spec::microbatches to " +
+                           suggestion);
     }
   }
   const std::int64_t nodes = std::int64_t{2} * spec.stages * spec.chunks * spec.microbatches;
   if (spec.chunks < 1 || nodes > kMaxNodes) {
-    throw InputError("the " + name + " schedule with --stages " + std::to_string(spec.stages) +
-                     " --microbatches " + std::to_string(spec.microbatches) + " --chunks " +
-                     std::to_string(spec.chunks) + " has more than " + std::to_string(kMaxNodes) +
-                     " instructions; use fewer stages, microbatches or chunks");
+    throw InputError("Spec::microbatches", "the " + name + " schedule with " + Shape(spec) +
+                                               " has more than " + std::to_string(kMaxNodes) +
+                                               " instructions; use fewer stages, microbatches "
+                                               "or chunks");
   }
 }
 
@@ -218,12 +230,11 @@ void SortTopologically(Schedule* schedule) {
     const Spec& spec = schedule->spec;
     int stuck = 0;
     while (pending[stuck] == 0) ++stuck;
-    throw InputError(
-        "the " + std::string(KindName(spec.kind)) + " schedule with --stages " +
-        std::to_string(spec.stages) + " --microbatches " + std::to_string(spec.microbatches) +
-        " --chunks " + std::to_string(spec.chunks) + " deadlocks (" +
-        model::Describe(schedule->nodes[stuck]) +
-        " waits on itself through a dependency cycle); change --microbatches or " + "--chunks");
+    throw InputError("Spec::microbatches",
+                     "the " + std::string(KindName(spec.kind)) + " schedule with " + Shape(spec) +
+                         " deadlocks (" + model::Describe(schedule->nodes[stuck]) +
+                         " waits on itself through a dependency cycle); change "
+                         "Spec::microbatches or Spec::chunks");
   }
 }
 
@@ -268,12 +279,15 @@ int Schedule::Find(const model::Instruction& instruction) const {
 
 void CheckStagesAndMicrobatches(const Spec& spec) {
   if (spec.stages < 1) {
-    throw InputError("--stages must be at least 1 (got " + std::to_string(spec.stages) +
-                     "); pass the number of pipeline stages (GPUs)");
+    throw InputError("Spec::stages", "Spec::stages must be at least 1 (got " +
+                                         std::to_string(spec.stages) +
+                                         "); set it to the number of pipeline stages (GPUs)");
   }
   if (spec.microbatches < 1) {
-    throw InputError("--microbatches must be at least 1 (got " + std::to_string(spec.microbatches) +
-                     "); pass the number of microbatches per iteration");
+    throw InputError("Spec::microbatches",
+                     "Spec::microbatches must be at least 1 (got " +
+                         std::to_string(spec.microbatches) +
+                         "); set it to the number of microbatches per iteration");
   }
 }
 

@@ -20,15 +20,19 @@ std::string Num(double value) {
 
 double LimitOf(const GpuSpec& gpu, const ProfileOptions& options) {
   if (!std::isfinite(options.power_limit_w) || options.power_limit_w < 0) {
-    throw InputError("--power-limit must be a finite number of watts > 0 (got " +
-                     Num(options.power_limit_w) + "); omit it for the default " + Num(gpu.tdp_w) +
-                     " W");
+    throw InputError("ProfileOptions::power_limit_w",
+                     "ProfileOptions::power_limit_w must be a finite number of watts >= 0 (got " +
+                         Num(options.power_limit_w) + "); use 0 for " + gpu.id +
+                         "'s default, its TDP of " + Num(gpu.tdp_w) + " W");
   }
   if (options.power_limit_w == 0) return gpu.tdp_w;
   const double lo = gpu.power_limit_min_w, hi = gpu.power_limit_max_w;
   if ((lo > 0 && options.power_limit_w < lo) || (hi > 0 && options.power_limit_w > hi)) {
-    throw InputError("--power-limit " + Num(options.power_limit_w) + " W is outside " + gpu.id +
-                     "'s range " + Num(lo) + ".." + Num(hi) + " W");
+    throw InputError("ProfileOptions::power_limit_w",
+                     "ProfileOptions::power_limit_w " + Num(options.power_limit_w) +
+                         " W is outside " + gpu.id + "'s range " + Num(lo) + ".." + Num(hi) +
+                         " W; choose a limit in that range, or 0 for its TDP of " +
+                         Num(gpu.tdp_w) + " W");
   }
   return options.power_limit_w;
 }
@@ -52,7 +56,9 @@ WorkBreakdown CostToWork(const KindCost& cost, const GpuSpec& gpu) {
                      "both");
   }
   if (cost.tp_comm_bytes > 0 && !(gpu.nvlink_gbps > 0)) {
-    throw InputError(gpu.id + " has no nvlink_gbps; tensor parallelism (--tp > 1) needs it");
+    throw InputError("Parallelism::tp",
+                     gpu.id + " has no nvlink_gbps; tensor parallelism (Parallelism::tp > 1) "
+                              "needs it; set Parallelism::tp to 1 or choose a GPU with NVLink");
   }
   WorkBreakdown b;
   b.compute_s = cost.gemm_flops / (gpu.peak_bf16_tflops * 1e12 * kGemmEfficiency);
@@ -73,9 +79,13 @@ std::vector<int> ProfileClocks(const GpuSpec& gpu, const ProfileOptions& options
   if (floor == 0) {
     floor = static_cast<int>(std::ceil(0.6 * gpu.max_sm_mhz));
   } else if (floor < gpu.min_sm_mhz || floor > gpu.max_sm_mhz) {
-    throw InputError("--min-mhz " + std::to_string(floor) + " is outside " + gpu.id +
-                     "'s SM clock range " + std::to_string(gpu.min_sm_mhz) + ".." +
-                     std::to_string(gpu.max_sm_mhz) + " MHz");
+    throw InputError("ProfileOptions::min_mhz",
+                     "ProfileOptions::min_mhz " + std::to_string(floor) + " is outside " +
+                         gpu.id + "'s SM clock range " + std::to_string(gpu.min_sm_mhz) + ".." +
+                         std::to_string(gpu.max_sm_mhz) +
+                         " MHz; choose a clock in that range, or 0 for the lowest supported "
+                         "clock >= 0.6 x " +
+                         std::to_string(gpu.max_sm_mhz) + " MHz");
   }
   std::vector<int> clocks;
   for (int mhz : supported) {

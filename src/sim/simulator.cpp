@@ -19,6 +19,7 @@
 #include <tuple>
 
 #include "counter_random.hpp"
+#include "joulepipe/model/energy.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/schedule/replay.hpp"
 
@@ -45,52 +46,66 @@ void Require(bool ok, const std::string& message) {
   if (!ok) throw InputError(message);
 }
 
+// The same for a value of one field; `message` names it as "Struct::member".
+void Require(bool ok, const char* field, const std::string& message) {
+  if (!ok) throw InputError(field, message);
+}
+
 bool FiniteAtLeast(double value, double low) {
   return std::isfinite(value) && value >= low;
 }
 
 void CheckJob(const JobSpec& job) {
-  Require(job.pipelines >= 1, "pipelines must be at least 1 (got " + std::to_string(job.pipelines) +
-                                  "): the number of data-parallel pipelines");
-  Require(job.gpus_per_stage >= 1, "gpus_per_stage must be at least 1 (got " +
-                                       std::to_string(job.gpus_per_stage) +
-                                       "): the tensor-parallel degree, 1 without TP");
-  Require(FiniteAtLeast(job.p_block_w, 0),
-          "p_block_w must be a finite number of watts >= 0 (got " + Num(job.p_block_w) + ")");
-  Require(FiniteAtLeast(job.p2p_latency_s, 0),
-          "p2p_latency_s must be finite and >= 0 seconds (got " + Num(job.p2p_latency_s) + ")");
-  Require(FiniteAtLeast(job.allreduce_s, 0),
-          "allreduce_s must be finite and >= 0 seconds (got " + Num(job.allreduce_s) + ")");
-  Require(job.iterations >= 1,
-          "iterations must be at least 1 (got " + std::to_string(job.iterations) + ")");
+  Require(job.pipelines >= 1, "JobSpec::pipelines",
+          "JobSpec::pipelines must be at least 1 (got " + std::to_string(job.pipelines) +
+              "): the number of data-parallel pipelines");
+  Require(job.gpus_per_stage >= 1, "JobSpec::gpus_per_stage",
+          "JobSpec::gpus_per_stage must be at least 1 (got " +
+              std::to_string(job.gpus_per_stage) + "): the tensor-parallel degree, 1 without TP");
+  model::CheckPBlock(job.p_block_w, "JobSpec::p_block_w");
+  Require(FiniteAtLeast(job.p2p_latency_s, 0), "JobSpec::p2p_latency_s",
+          "JobSpec::p2p_latency_s must be finite and >= 0 (got " + Num(job.p2p_latency_s) +
+              " s); 0 for no added latency");
+  Require(FiniteAtLeast(job.allreduce_s, 0), "JobSpec::allreduce_s",
+          "JobSpec::allreduce_s must be finite and >= 0 (got " + Num(job.allreduce_s) +
+              " s); 0 for no gradient all-reduce");
+  Require(job.iterations >= 1, "JobSpec::iterations",
+          "JobSpec::iterations must be at least 1 (got " + std::to_string(job.iterations) + ")");
   const Straggler& g = job.straggler;
-  Require(g.pipeline >= -1 && g.pipeline < job.pipelines,
-          "straggler.pipeline must be -1 (none) or 0.." + std::to_string(job.pipelines - 1) +
+  Require(g.pipeline >= -1 && g.pipeline < job.pipelines, "Straggler::pipeline",
+          "Straggler::pipeline must be -1 (none) or 0.." + std::to_string(job.pipelines - 1) +
               " (got " + std::to_string(g.pipeline) + ")");
-  Require(FiniteAtLeast(g.slowdown, 1),
-          "straggler.slowdown must be a finite factor >= 1 (got " + Num(g.slowdown) +
+  Require(FiniteAtLeast(g.slowdown, 1), "Straggler::slowdown",
+          "Straggler::slowdown must be a finite factor >= 1 (got " + Num(g.slowdown) +
               "): T'/T, e.g. 1.2 for a pipeline 20% slower; 1 for none");
-  Require(g.from_iteration >= 0,
-          "straggler.from_iteration must be >= 0 (got " + std::to_string(g.from_iteration) + ")");
-  Require(g.for_iterations >= 0, "straggler.for_iterations must be >= 0 (got " +
-                                     std::to_string(g.for_iterations) + "); 0 = until the end");
-  Require(g.period >= 0,
-          "straggler.period must be >= 0 (got " + std::to_string(g.period) + "); 0 = one episode");
+  Require(g.from_iteration >= 0, "Straggler::from_iteration",
+          "Straggler::from_iteration must be >= 0 (got " + std::to_string(g.from_iteration) +
+              ")");
+  Require(g.for_iterations >= 0, "Straggler::for_iterations",
+          "Straggler::for_iterations must be >= 0 (got " + std::to_string(g.for_iterations) +
+              "); 0 = until the end");
+  Require(g.period >= 0, "Straggler::period",
+          "Straggler::period must be >= 0 (got " + std::to_string(g.period) +
+              "); 0 = one episode");
   if (g.period > 0) {
-    Require(g.for_iterations >= 1 && g.for_iterations <= g.period,
-            "straggler.for_iterations must be 1..straggler.period (" + std::to_string(g.period) +
-                ") when the straggler repeats (got " + std::to_string(g.for_iterations) + ")");
+    Require(g.for_iterations >= 1 && g.for_iterations <= g.period, "Straggler::for_iterations",
+            "Straggler::for_iterations must be 1..Straggler::period (" +
+                std::to_string(g.period) + ") when the straggler repeats (got " +
+                std::to_string(g.for_iterations) + ")");
   }
   Require(std::isfinite(job.clock_variability) && job.clock_variability >= 0 &&
               job.clock_variability <= kMaxVariability,
-          "clock_variability must be in [0, " + Num(kMaxVariability) + "] (got " +
+          "JobSpec::clock_variability",
+          "JobSpec::clock_variability must be in [0, " + Num(kMaxVariability) + "] (got " +
               Num(job.clock_variability) +
               "): the standard deviation of each GPU's time factor, e.g. 0.02");
   Require(std::isfinite(job.stall_probability) && job.stall_probability >= 0 &&
               job.stall_probability <= 1,
-          "stall_probability must be in [0, 1] (got " + Num(job.stall_probability) + ")");
-  Require(FiniteAtLeast(job.stall_s, 0),
-          "stall_s must be finite and >= 0 seconds (got " + Num(job.stall_s) + ")");
+          "JobSpec::stall_probability",
+          "JobSpec::stall_probability must be in [0, 1] (got " + Num(job.stall_probability) +
+              ")");
+  Require(FiniteAtLeast(job.stall_s, 0), "JobSpec::stall_s",
+          "JobSpec::stall_s must be finite and >= 0 (got " + Num(job.stall_s) + " s)");
 }
 
 }  // namespace
@@ -407,10 +422,12 @@ std::vector<int> Simulator::Choose(Policy policy, int iteration, int detection_l
 }
 
 SimulationResult Simulator::Run(Policy policy, const RunOptions& options) const {
-  Require(options.detection_lag >= 0, "detection_lag must be >= 0 iterations (got " +
-                                          std::to_string(options.detection_lag) + ")");
-  Require(options.timeline_iterations >= 0, "timeline_iterations must be >= 0 (got " +
-                                                std::to_string(options.timeline_iterations) + ")");
+  Require(options.detection_lag >= 0, "RunOptions::detection_lag",
+          "RunOptions::detection_lag must be >= 0 iterations (got " +
+              std::to_string(options.detection_lag) + ")");
+  Require(options.timeline_iterations >= 0, "RunOptions::timeline_iterations",
+          "RunOptions::timeline_iterations must be >= 0 (got " +
+              std::to_string(options.timeline_iterations) + ")");
   const int n = schedule_.num_nodes();
   const int d = job_.pipelines, iterations = job_.iterations, S = stages_;
   const double pb = job_.p_block_w, g = job_.gpus_per_stage;
@@ -507,10 +524,15 @@ SimulationResult Simulator::Run(Policy policy, const RunOptions& options) const 
       const double slow = job_.straggler.SlowdownOf(p, i);
       for (int s = 0; s < S; ++s) {
         const double k = speed_[static_cast<std::size_t>(p) * S + s] * slow;
+        // The GPU ran its instructions for k * stage_time seconds: busy
+        // energy is their profiled energy plus the slowed part at P_block,
+        // the rest of the iteration is blocking (model::IterationEnergyJ on
+        // one GPU).
         const double gpu_busy = t.stage_energy[s] + pb * (k - 1) * t.stage_time[s];
-        const double gpu_blocking = pb * (it.time_s - k * t.stage_time[s]);
+        const double busy_s = k * t.stage_time[s];
+        const double gpu_blocking = model::BlockingEnergyJ(busy_s, 1, it.time_s, pb);
         result.gpu_energy_j[(static_cast<std::size_t>(i) * d + p) * S + s] =
-            gpu_busy + gpu_blocking;
+            model::IterationEnergyJ(gpu_busy, busy_s, 1, it.time_s, pb);
         busy += gpu_busy;
         blocking += gpu_blocking;
       }

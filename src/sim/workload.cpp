@@ -231,19 +231,20 @@ std::string NearEvenExample(int layers, int pp) {
 
 // ---- Parsing ------------------------------------------------------------------
 
-Recompute ParseRecompute(std::string_view text, std::string_view flag) {
+Recompute ParseRecompute(std::string_view text, std::string_view field) {
   if (text == "none") return Recompute::kNone;
   if (text == "full") return Recompute::kFull;
-  throw InputError(std::string(flag) + " '" + std::string(text) +
-                   "' is not one of none, full (full: every layer's forward is recomputed in "
-                   "backward)");
+  throw InputError(std::string(field),
+                   std::string(field) + " '" + std::string(text) +
+                       "' is not one of none, full (full: every layer's forward is recomputed in "
+                       "backward)");
 }
 
 std::string_view RecomputeName(Recompute recompute) {
   return recompute == Recompute::kFull ? "full" : "none";
 }
 
-std::vector<int> ParseLayerSplit(std::string_view text, std::string_view flag) {
+std::vector<int> ParseLayerSplit(std::string_view text, std::string_view field) {
   std::vector<int> split;
   size_t start = 0;
   while (true) {
@@ -255,11 +256,12 @@ std::vector<int> ParseLayerSplit(std::string_view text, std::string_view flag) {
     int value = 0;
     const auto [end, error] = std::from_chars(entry.data(), entry.data() + entry.size(), value);
     if (entry.empty() || error != std::errc() || end != entry.data() + entry.size() || value <= 0) {
-      throw InputError(std::string(flag) + " entry " +
-                       Str(static_cast<long long>(split.size()) + 1) + " is '" +
-                       std::string(entry) +
-                       "'; give one whole number of layers >= 1 per stage, separated by commas "
-                       "(e.g. 11,12,12,11)");
+      throw InputError(std::string(field),
+                       std::string(field) + " entry " +
+                           Str(static_cast<long long>(split.size()) + 1) + " is '" +
+                           std::string(entry) +
+                           "'; give one whole number of layers >= 1 per stage, separated by "
+                           "commas (e.g. 11,12,12,11)");
     }
     split.push_back(value);
     if (comma == std::string_view::npos) return split;
@@ -275,58 +277,86 @@ int WorkloadSpec::padded_vocab() const {
 std::vector<int> ResolveLayerSplit(const WorkloadSpec& spec) {
   const TransformerConfig& m = spec.model;
   const Parallelism& p = spec.parallel;
-  if (p.tp < 1) throw InputError("--tp must be >= 1 (got " + Str(p.tp) + ")");
-  if (p.pp < 1) throw InputError("--pp must be >= 1 (got " + Str(p.pp) + ")");
-  if (p.dp < 1) throw InputError("--dp must be >= 1 (got " + Str(p.dp) + ")");
+  if (p.tp < 1) {
+    throw InputError("Parallelism::tp", "Parallelism::tp must be >= 1 (got " + Str(p.tp) +
+                                            "): the tensor-parallel GPUs per stage");
+  }
+  if (p.pp < 1) {
+    throw InputError("Parallelism::pp",
+                     "Parallelism::pp must be >= 1 (got " + Str(p.pp) + "): the pipeline stages");
+  }
+  if (p.dp < 1) {
+    throw InputError("Parallelism::dp", "Parallelism::dp must be >= 1 (got " + Str(p.dp) +
+                                            "): the data-parallel pipelines");
+  }
   if (spec.microbatch_size < 1) {
-    throw InputError("--microbatch-size must be >= 1 (got " + Str(spec.microbatch_size) + ")");
+    throw InputError("WorkloadSpec::microbatch_size",
+                     "WorkloadSpec::microbatch_size must be >= 1 (got " +
+                         Str(spec.microbatch_size) + "): the sequences per microbatch");
   }
   if (spec.seq_length < 0) {
-    throw InputError("--seq must be >= 1 (got " + Str(spec.seq_length) + ")");
+    throw InputError("WorkloadSpec::seq_length",
+                     "WorkloadSpec::seq_length must be >= 1 tokens (got " + Str(spec.seq_length) +
+                         "), or 0 for the model's own sequence length (" + Str(m.seq_length) +
+                         ")");
   }
   // Megatron-LM splits attention heads, key/value groups and MLP columns
   // evenly over the TP ranks.
   if (m.heads % p.tp != 0 || m.kv_heads % p.tp != 0 || m.ffn_hidden % p.tp != 0) {
-    throw InputError("--tp " + Str(p.tp) + " does not divide " + m.id + "'s " + Str(m.heads) +
-                     " attention heads, " + Str(m.kv_heads) + " key/value heads and " +
-                     Str(m.ffn_hidden) +
-                     " FFN columns (Megatron-LM splits each evenly); choose a --tp that divides "
-                     "all three");
+    throw InputError("Parallelism::tp",
+                     "Parallelism::tp " + Str(p.tp) + " does not divide " + m.id + "'s " +
+                         Str(m.heads) + " attention heads, " + Str(m.kv_heads) +
+                         " key/value heads and " + Str(m.ffn_hidden) +
+                         " FFN columns (Megatron-LM splits each evenly); choose a "
+                         "Parallelism::tp that divides all three");
   }
   if (m.position == PositionKind::kLearned && spec.seq() > m.seq_length) {
-    throw InputError("--seq " + Str(spec.seq()) + " exceeds " + m.id + "'s " + Str(m.seq_length) +
-                     " learned positions; use --seq <= " + Str(m.seq_length));
+    throw InputError("WorkloadSpec::seq_length",
+                     "WorkloadSpec::seq_length " + Str(spec.seq()) + " exceeds " + m.id + "'s " +
+                         Str(m.seq_length) +
+                         " learned positions; use a WorkloadSpec::seq_length <= " +
+                         Str(m.seq_length));
   }
   if (p.pp > m.layers) {
-    throw InputError("--pp " + Str(p.pp) + " exceeds " + m.id + "'s " + Str(m.layers) +
-                     " layers; every stage needs at least one layer");
+    throw InputError("Parallelism::pp", "Parallelism::pp " + Str(p.pp) + " exceeds " + m.id +
+                                            "'s " + Str(m.layers) +
+                                            " layers; every stage needs at least one layer");
   }
   if (p.layer_split.empty()) {
     if (m.layers % p.pp != 0) {
-      throw InputError(m.id + " has " + Str(m.layers) + " layers, not a multiple of --pp " +
-                       Str(p.pp) +
-                       " (Megatron's even split needs layers % pp == 0); pass --layer-split "
-                       "balanced (sized for the embedding and LM head) or an explicit split of " +
-                       Str(p.pp) + " numbers summing to " + Str(m.layers) + ", e.g. " +
-                       NearEvenExample(m.layers, p.pp));
+      throw InputError("Parallelism::layer_split",
+                       m.id + " has " + Str(m.layers) + " layers, not a multiple of " +
+                           "Parallelism::pp " + Str(p.pp) +
+                           " (Megatron's even split needs layers % pp == 0); use "
+                           "BalancedLayerSplit (sized for the embedding and LM head) or set "
+                           "Parallelism::layer_split to " +
+                           Str(p.pp) + " numbers summing to " + Str(m.layers) + ", e.g. " +
+                           NearEvenExample(m.layers, p.pp));
     }
     return std::vector<int>(p.pp, m.layers / p.pp);
   }
   if (static_cast<int>(p.layer_split.size()) != p.pp) {
-    throw InputError("--layer-split has " + Str(static_cast<long long>(p.layer_split.size())) +
-                     " entries but --pp is " + Str(p.pp) + "; give one layer count per stage");
+    throw InputError("Parallelism::layer_split",
+                     "Parallelism::layer_split has " +
+                         Str(static_cast<long long>(p.layer_split.size())) +
+                         " entries but Parallelism::pp is " + Str(p.pp) +
+                         "; give one layer count per stage");
   }
   long long sum = 0;
   for (size_t i = 0; i < p.layer_split.size(); ++i) {
     if (p.layer_split[i] < 1) {
-      throw InputError("--layer-split entry " + Str(static_cast<long long>(i) + 1) + " is " +
-                       Str(p.layer_split[i]) + "; every stage needs at least one layer");
+      throw InputError("Parallelism::layer_split",
+                       "Parallelism::layer_split entry " + Str(static_cast<long long>(i) + 1) +
+                           " is " + Str(p.layer_split[i]) +
+                           "; every stage needs at least one layer");
     }
     sum += p.layer_split[i];
   }
   if (sum != m.layers) {
-    throw InputError("--layer-split sums to " + Str(sum) + " layers but " + m.id + " has " +
-                     Str(m.layers) + "; the entries must add up to " + Str(m.layers));
+    throw InputError("Parallelism::layer_split",
+                     "Parallelism::layer_split sums to " + Str(sum) + " layers but " + m.id +
+                         " has " + Str(m.layers) + "; the entries must add up to " +
+                         Str(m.layers));
   }
   return p.layer_split;
 }

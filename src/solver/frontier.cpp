@@ -8,6 +8,7 @@
 
 #include "activity_graph.hpp"
 #include "greedy.hpp"
+#include "joulepipe/model/energy.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/schedule/replay.hpp"
 #include "neighbourhood_search.hpp"
@@ -23,11 +24,14 @@ double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
-void CheckOptions(const Options& o) {
-  if (!std::isfinite(o.p_block_w) || o.p_block_w < 0) {
-    throw model::InputError("--p-block must be a finite power in watts >= 0 (got " +
-                            std::to_string(o.p_block_w) + ")");
+void StopIfCancelled(const Options& o) {
+  if (o.cancel != nullptr && o.cancel->load(std::memory_order_relaxed)) {
+    throw model::Cancelled("the frontier solve was cancelled");
   }
+}
+
+void CheckOptions(const Options& o) {
+  model::CheckPBlock(o.p_block_w, "Options::p_block_w");
   if (!std::isfinite(o.resolution_s) || o.resolution_s <= 0) {
     throw model::InputError("the frontier resolution must be > 0 seconds (got " +
                             std::to_string(o.resolution_s) + ")");
@@ -165,7 +169,8 @@ Evaluation EvaluateClocks(const schedule::Schedule& schedule, const model::Profi
     energy += point->energy_j;
     busy += point->time_s;
   }
-  return {makespan, energy + p_block_w * (schedule.spec.stages * makespan - busy)};
+  return {makespan,
+          model::IterationEnergyJ(energy, busy, schedule.spec.stages, makespan, p_block_w)};
 }
 
 Frontier SolveFrontier(const schedule::Schedule& schedule, const model::Profile& profile,
@@ -182,12 +187,16 @@ Frontier SolveFrontier(const schedule::Schedule& schedule, const model::Profile&
   frontier.max_clock.energy_j = base.energy_j;
 
   auto started = std::chrono::steady_clock::now();
+  StopIfCancelled(options);
   std::function<void(double)> relaxation_progress;
-  if (options.progress) {
-    relaxation_progress = [&options](double f) { options.progress("relaxation", f); };
+  if (options.progress || options.cancel != nullptr) {
+    relaxation_progress = [&options](double f) {
+      StopIfCancelled(options);
+      if (options.progress) options.progress("relaxation", f);
+    };
   }
   const Relaxation relaxation =
-      SolveRelaxation(g, options.p_block_w, CutBackend::kDinic, relaxation_progress);
+      SolveRelaxation(g, options.p_block_w, MinCutWithLowerBounds, relaxation_progress);
   frontier.stats.relaxation_seconds = Seconds(started);
   frontier.stats.relaxation_steps = static_cast<int>(relaxation.steps.size());
   frontier.bound.assign(relaxation.curve.rbegin(), relaxation.curve.rend());
@@ -207,6 +216,7 @@ Frontier SolveFrontier(const schedule::Schedule& schedule, const model::Profile&
   std::vector<double> at_step_start = relaxation.initial, relaxed;
   size_t step = 0, done = 0;
   for (double deadline : deadlines) {
+    StopIfCancelled(options);
     if (options.progress && (done++ & 63) == 0) {
       options.progress("rounding", static_cast<double>(done) / deadlines.size());
     }

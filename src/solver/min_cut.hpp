@@ -36,12 +36,9 @@ struct CutResult {
 CutResult MinCutWithLowerBounds(int num_nodes, int source, int sink,
                                 const std::vector<CutArc>& arcs);
 
-// The textbook two-phase method with LEMON's push-relabel Preflow: a flow
-// meeting every lower bound (super source/sink, t->s arc), then a maximum
-// flow in its residual network. Its `feasible` is the stricter "a flow meets
-// every lower bound"; where one does, value and cut agree with the above.
-// Kept to cross-check in tests (it was 20-60x slower on the solver's networks).
-CutResult MinCutWithLowerBoundsLemon(int num_nodes, int source, int sink,
+// The signature of a minimum-cut implementation: the relaxation takes one
+// (tests and bench_max_flow pass the LEMON oracle, tests/solver/oracle).
+using MinCutFunction = CutResult (*)(int num_nodes, int source, int sink,
                                      const std::vector<CutArc>& arcs);
 
 }  // namespace joulepipe::solver

@@ -12,6 +12,24 @@ namespace joulepipe::solver {
 
 namespace {
 
+// The relaxed iteration energy at makespan t. This is the energy rule of
+// model/energy.hpp,
+//   E = sum_i e_i + P_block * (S * T - sum_i t_i)        (model::IterationEnergyJ)
+// rewritten with each activity's effective energy c_i = e_i - P_block * t_i
+// (cost_hull.hpp) as
+//   E = sum_i c_i + S * P_block * T.
+// The relaxation works in this form because its hulls, slopes and cuts are
+// over c: `cost_j` is sum_i c_i, updated step by step (cost_ += rate * delta)
+// with activities strictly inside hull segments, where no clock, and so no
+// separate e_i and t_i, exists. Going through IterationEnergyJ would mean
+// adding P_block * sum_i d_i to sum_i c_i only for the rule to subtract it
+// again: two more roundings and another order of operations for the bound
+// that Frontier::bound reports. tests/solver/energy_rule_test.cpp checks the
+// two forms agree where the relaxation sits on real clocks.
+double RelaxedEnergyJ(double cost_j, int stages, double p_block_w, double t) {
+  return cost_j + stages * p_block_w * t;
+}
+
 // Where one activity sits on its hull: at vertex k, or strictly inside
 // segment k (between vertices k and k+1).
 struct Position {
@@ -21,8 +39,8 @@ struct Position {
 
 class Crasher {
  public:
-  Crasher(const ActivityGraph& g, double p_block_w, CutBackend backend)
-      : g_(g), p_block_(p_block_w), backend_(backend) {
+  Crasher(const ActivityGraph& g, double p_block_w, MinCutFunction min_cut)
+      : g_(g), p_block_(p_block_w), min_cut_(min_cut) {
     d_.resize(g.n);
     pos_.resize(g.n);
     for (int p = 0; p < g.n; ++p) {
@@ -43,7 +61,7 @@ class Crasher {
     out.initial = d_;
     double t = EarliestFinish(g_, d_, ef_);
     const double t_slowest = t;
-    out.curve.push_back({t, cost_ + g_.num_stages * p_block_ * t});
+    out.curve.push_back({t, RelaxedEnergyJ(cost_, g_.num_stages, p_block_, t)});
     // Each step moves at least one activity to a vertex or makes a path
     // critical; the guard only protects against numerical cycling.
     const long max_steps = 200L * g_.n + 100000;
@@ -51,7 +69,7 @@ class Crasher {
       RelaxationStep s;
       if (!Step(t, s)) break;
       t -= s.delta;
-      out.curve.push_back({t, cost_ + g_.num_stages * p_block_ * t});
+      out.curve.push_back({t, RelaxedEnergyJ(cost_, g_.num_stages, p_block_, t)});
       out.steps.push_back(std::move(s));
       if (progress && t_slowest > t_fastest) progress((t_slowest - t) / (t_slowest - t_fastest));
     }
@@ -120,9 +138,7 @@ class Crasher {
       arcs_.push_back({a.from, a.to, a.lower, a.upper});
       live_.push_back(k);
     }
-    const CutResult cut = backend_ == CutBackend::kDinic
-                              ? MinCutWithLowerBounds(nodes, 0, 1, arcs_)
-                              : MinCutWithLowerBoundsLemon(nodes, 0, 1, arcs_);
+    const CutResult cut = min_cut_(nodes, 0, 1, arcs_);
     if (!cut.feasible || !cut.finite) return false;
 
     double room = std::numeric_limits<double>::infinity();
@@ -232,7 +248,7 @@ class Crasher {
 
   const ActivityGraph& g_;
   const double p_block_;
-  const CutBackend backend_;
+  const MinCutFunction min_cut_;
   std::vector<double> d_;
   std::vector<Position> pos_;
   double cost_ = 0;
@@ -246,9 +262,9 @@ class Crasher {
 
 }  // namespace
 
-Relaxation SolveRelaxation(const ActivityGraph& g, double p_block_w, CutBackend backend,
+Relaxation SolveRelaxation(const ActivityGraph& g, double p_block_w, MinCutFunction min_cut,
                            const std::function<void(double)>& progress) {
-  return Crasher(g, p_block_w, backend).Run(progress);
+  return Crasher(g, p_block_w, min_cut).Run(progress);
 }
 
 void DurationsWithin(const RelaxationStep& step, const std::vector<double>& at_start, double t,

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "activity_graph.hpp"
+#include "min_cut.hpp"
 #include "joulepipe/solver/frontier.hpp"
 
 namespace joulepipe::solver {
@@ -33,13 +34,10 @@ struct Relaxation {
   double t_min = 0;                   // makespan after the last step
 };
 
-// Which minimum-cut implementation the steps use (min_cut.hpp); LEMON only
-// to measure against (bench_max_flow).
-enum class CutBackend { kDinic, kLemon };
 
 // `progress`, if set, gets the fraction of the makespan range crashed so far.
 Relaxation SolveRelaxation(const ActivityGraph& g, double p_block_w,
-                           CutBackend backend = CutBackend::kDinic,
+                           MinCutFunction min_cut = MinCutWithLowerBounds,
                            const std::function<void(double)>& progress = {});
 
 // Durations at makespan `t` within `step` given the durations at its start.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "joulepipe/model/energy.hpp"
+
 namespace joulepipe::solver {
 
 void EvaluateChoice(const ActivityGraph& g, double p_block_w, RoundedPlan& plan) {
@@ -19,7 +21,7 @@ void EvaluateChoice(const ActivityGraph& g, double p_block_w, RoundedPlan& plan)
     busy += o.time_s;
   }
   plan.time_s = makespan;
-  plan.energy_j = energy + p_block_w * (g.num_stages * makespan - busy);
+  plan.energy_j = model::IterationEnergyJ(energy, busy, g.num_stages, makespan, p_block_w);
 }
 
 void Rounder::Snap(const std::vector<double>& relaxed, std::vector<int>& choice) {
@@ -81,7 +83,7 @@ void Rounder::Reclaim(double deadline, const std::vector<double>* cap, RoundedPl
     busy += options[j].time_s;
   }
   out.time_s = makespan;
-  out.energy_j = energy + p_block_ * (g_.num_stages * makespan - busy);
+  out.energy_j = model::IterationEnergyJ(energy, busy, g_.num_stages, makespan, p_block_);
 }
 
 }  // namespace joulepipe::solver

@@ -63,6 +63,7 @@ class EvaluateCommandTest : public ScratchDirTest {
       EXPECT_NE(r.err.find(needle), std::string::npos) << "'" << needle << "' not in: " << r.err;
     }
     EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_EQ(r.err.find("::"), std::string::npos) << "a library field: " << r.err;
   }
 
   fs::path profile_;

@@ -116,9 +116,10 @@ TEST_F(OutputDirTest, RefusesForeignNonEmptyDirectory) {
     ADD_FAILURE() << "replaced a foreign directory";
   } catch (const InputError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "refusing to overwrite '" + out.string() +
-                  "': it exists and was not written by joulepipe; choose another --out or "
-                  "remove it");
+              "refusing to overwrite the output directory '" + out.string() +
+                  "': it exists and was not written by joulepipe; choose another output "
+                  "directory or remove it");
+    EXPECT_EQ(e.field(), "OutputDirectory");
   }
   EXPECT_EQ(Slurp(out / "chapter1.tex"), "precious");
   EXPECT_EQ(Entries(), std::set<std::string>{"thesis"});

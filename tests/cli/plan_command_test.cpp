@@ -70,6 +70,7 @@ class PlanCommandTest : public ScratchDirTest {
     for (const std::string& needle : needles) {
       EXPECT_NE(r.err.find(needle), std::string::npos) << "'" << needle << "' not in: " << r.err;
     }
+    EXPECT_EQ(r.err.find("::"), std::string::npos) << "a library field, not a flag: " << r.err;
     EXPECT_EQ(Entries(), before) << "output or staging directory left behind by " << args;
   }
 
@@ -315,7 +316,7 @@ TEST_F(PlanCommandTest, RejectsBadProfiles) {
 
   ExpectRejected(
       PlanArgs(profile_, "--schedule 1f1b --stages 3 --microbatches 4 --out " + Quote(out)),
-      {profile_.string(), "--stages 3", "pass --stages 4"});
+      {profile_.string(), "--stages 3", "set --stages to 4"});
 
   ExpectRejected(PlanArgs(root_ / "absent.csv", shape + Quote(out)),
                  {"cannot read profile", "absent.csv"});
@@ -344,10 +345,10 @@ TEST_F(PlanCommandTest, RejectsBadFlags) {
                      out,
                  {"multiple of", "--microbatches"});
 
+  ExpectRejected(base + shape + "--p-block 60 --resolution-ms 0.000001" + out,
+                 {"--resolution-ms", "ms or more"});
+
   // Parse errors come from CLI11: exit 2 as well, nothing written.
-  const Result missing = Run(base + shape + out);  // no --p-block
-  EXPECT_EQ(missing.code, 2);
-  EXPECT_NE(missing.err.find("--p-block"), std::string::npos) << missing.err;
   const Result unknown = Run(base + shape + "--p-block 60 --frobnicate" + out);
   EXPECT_EQ(unknown.code, 2);
   const Result not_a_number = Run(base +
@@ -356,6 +357,63 @@ TEST_F(PlanCommandTest, RejectsBadFlags) {
                                   out);
   EXPECT_EQ(not_a_number.code, 2);
   EXPECT_FALSE(fs::exists(root_ / "out"));
+}
+
+// A profile that records its P_block ("# p_block_w: W" before the header)
+// needs no --p-block; --p-block still wins, with a note.
+TEST_F(PlanCommandTest, TakesPBlockFromTheProfileMetadata) {
+  const fs::path with_metadata = root_ / "measured.csv";
+  Spit(with_metadata,
+       "# gpu: Test GPU\n# p_block_w: 60\n# source: measured\n" + SmallProfile(4));
+  const std::string shape = "--schedule 1f1b --stages 4 --microbatches 8 --out ";
+
+  const Result from_profile = Run("plan --profile " + Quote(with_metadata) + " " + shape +
+                                  Quote(root_ / "profile"));
+  ASSERT_EQ(from_profile.code, 0) << from_profile.err;
+  EXPECT_NE(from_profile.out.find("P_block     60 W from the profile"), std::string::npos)
+      << from_profile.out;
+  EXPECT_EQ(from_profile.out.find("note"), std::string::npos) << from_profile.out;
+  const nlohmann::json summary = nlohmann::json::parse(Slurp(root_ / "profile" / "summary.json"));
+  EXPECT_EQ(summary["inputs"]["p_block_w"].get<double>(), 60);
+  EXPECT_EQ(summary["inputs"]["p_block_from"], "profile");
+  EXPECT_TRUE(summary["notes"].empty());
+
+  // The same plan as with --p-block 60 on the bare profile.
+  ASSERT_EQ(Run(PlanArgs(profile_, shape + Quote(root_ / "flag"))).code, 0);
+  const nlohmann::json flag = nlohmann::json::parse(Slurp(root_ / "flag" / "summary.json"));
+  EXPECT_EQ(flag["inputs"]["p_block_from"], "--p-block");
+  EXPECT_EQ(flag["chosen"]["energy_j"], summary["chosen"]["energy_j"]);
+
+  const Result overridden = Run(PlanArgs(with_metadata, shape + Quote(root_ / "other"), "70"));
+  ASSERT_EQ(overridden.code, 0) << overridden.err;
+  EXPECT_NE(overridden.out.find("P_block     70 W from --p-block"), std::string::npos)
+      << overridden.out;
+  EXPECT_NE(overridden.out.find("note        --p-block is 70 W but"), std::string::npos)
+      << overridden.out;
+  EXPECT_NE(overridden.out.find("60 W"), std::string::npos) << overridden.out;
+  const nlohmann::json other = nlohmann::json::parse(Slurp(root_ / "other" / "summary.json"));
+  ASSERT_EQ(other["notes"].size(), 1u);
+  EXPECT_NE(other["notes"][0].get<std::string>().find("--p-block"), std::string::npos);
+
+  // evaluate follows the same rule.
+  const Result replay = Run("evaluate --profile " + Quote(with_metadata) + " --plan " +
+                            Quote(root_ / "profile" / "chosen.json"));
+  ASSERT_EQ(replay.code, 0) << replay.err;
+  EXPECT_NE(replay.out.find("60 W from the profile"), std::string::npos) << replay.out;
+}
+
+TEST_F(PlanCommandTest, ProfileWithoutPBlockNeedsTheFlag) {
+  ExpectRejected("plan --profile " + Quote(profile_) +
+                     " --schedule 1f1b --stages 4 --microbatches 4 --out " + Quote(root_ / "out"),
+                 {"--p-block", profile_.string(), "Perseus/Zeus"});
+  ASSERT_EQ(Run(PlanArgs(profile_, "--schedule 1f1b --stages 4 --microbatches 4 --out " +
+                                       Quote(root_ / "made")))
+                .code,
+            0);
+  const Result evaluate = Run("evaluate --profile " + Quote(profile_) + " --plan " +
+                              Quote(root_ / "made" / "chosen.json"));
+  EXPECT_EQ(evaluate.code, 2);
+  EXPECT_NE(evaluate.err.find("--p-block"), std::string::npos) << evaluate.err;
 }
 
 }  // namespace

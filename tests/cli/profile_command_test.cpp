@@ -51,8 +51,9 @@ TEST_F(ProfileCommandTest, IssueExampleWritesAProfileThatPlanAccepts) {
     EXPECT_NE(r.out.find(needle), std::string::npos) << needle << " not in:\n" << r.out;
   }
   const std::string text = Slurp(csv);
-  EXPECT_EQ(text.rfind("stage,instruction,frequency,time,energy,source\n", 0), 0u);
-  EXPECT_NE(text.find(",simulated\n"), std::string::npos);
+  EXPECT_EQ(text.rfind("# joulepipe profile\n# gpu: ", 0), 0u) << text.substr(0, 300);
+  EXPECT_NE(text.find("\n# source: simulated\n"), std::string::npos);
+  EXPECT_NE(text.find("\nstage,instruction,frequency,time,energy\n"), std::string::npos);
   const model::Profile profile = model::ReadProfileCsv(csv.string());
   profile.Validate(8, csv.string());
   const sim::GpuSpec& gpu = sim::FindGpu("h100-sxm");
@@ -82,6 +83,50 @@ TEST_F(ProfileCommandTest, WithoutOutTheCsvGoesToStdoutAndTheSummaryToStderr) {
     EXPECT_NE(r.err.find(needle), std::string::npos) << needle << " not in:\n" << r.err;
   }
   EXPECT_TRUE(Entries().empty());
+}
+
+// The profile says what it is: the metadata lines come first (the catalog
+// GPU's name and P_block, source simulated, date, version), and the summary's
+// next step no longer asks for --p-block.
+TEST_F(ProfileCommandTest, TheCsvStartsWithMetadataThatReadsBack) {
+  const fs::path csv = root_ / "P.csv";
+  const Result r =
+      Run("profile --simulate --model gpt3-1.3b --gpu a100-sxm --tp 1 --pp 2 --out " + Quote(csv));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const sim::GpuSpec& gpu = sim::FindGpu("a100-sxm");
+  const std::string text = Slurp(csv);
+  const std::string head = "# joulepipe profile\n# gpu: " + gpu.name + "\n# p_block_w: ";
+  ASSERT_EQ(text.rfind(head, 0), 0u) << text.substr(0, 300);
+  const size_t source = text.find("\n# source: simulated\n# date: ");
+  const size_t header = text.find("\nstage,instruction,frequency,time,energy\n");
+  ASSERT_NE(source, std::string::npos) << text.substr(0, 300);
+  ASSERT_NE(header, std::string::npos);
+  EXPECT_LT(source, header);
+  EXPECT_NE(text.find("# joulepipe_version: "), std::string::npos);
+  EXPECT_EQ(text.find('#', header), std::string::npos);   // no '#' among the rows
+  EXPECT_EQ(text.find(",simulated"), std::string::npos);  // no per-row source column
+
+  const model::Profile profile = model::ReadProfileCsv(csv.string());
+  EXPECT_EQ(profile.metadata.gpu, gpu.name);
+  ASSERT_TRUE(profile.metadata.p_block_w.has_value());
+  EXPECT_EQ(*profile.metadata.p_block_w, gpu.p_block_w);
+  EXPECT_EQ(profile.metadata.source, "simulated");
+  EXPECT_EQ(profile.metadata.date.substr(0, 2), "20");
+  EXPECT_FALSE(profile.metadata.joulepipe_version.empty());
+  profile.Validate(2, csv.string());
+
+  const size_t next = r.out.find("next\n");
+  ASSERT_NE(next, std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("joulepipe plan --profile", next), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("--p-block", next), std::string::npos) << r.out;
+
+  // `plan` reads the file (P_block given here too until plan takes it from
+  // the profile).
+  const Result plan = Run("plan --profile " + Quote(csv) +
+                          " --schedule 1f1b --stages 2 --microbatches 4 --p-block " +
+                          std::to_string(gpu.p_block_w) +
+                          " --resolution-ms 50 --max-plans 3 --out " + Quote(root_ / "plan"));
+  ASSERT_EQ(plan.code, 0) << plan.err;
 }
 
 TEST_F(ProfileCommandTest, MeasuredProfilingIsNotAvailableYet) {

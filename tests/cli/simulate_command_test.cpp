@@ -117,11 +117,15 @@ TEST_F(SimulateCommandTest, BadFlagsExitTwoNamingTheFlag) {
       {"--pipelines 2 --straggler-slowdown 1.2 --straggler-for 5 --straggler-period 3",
        "--straggler-for"},
       {"--pipelines 2 --resolution-ms 0", "--resolution-ms"},
+      {"--pipelines 2 --resolution-ms 0.000001", "--resolution-ms"},  // too fine a grid
+      {"--pipelines 2 --p-block -1", "--p-block"},
+      {"--pipelines 2 --timeline-iterations 0 --timeline x.json", "--timeline-iterations"},
   };
   for (const auto& c : cases) {
     const Result r = Simulate(c.flags);
     EXPECT_EQ(r.code, 2) << c.flags << "\n" << r.err;
     EXPECT_NE(r.err.find(c.names), std::string::npos) << c.flags << "\n" << r.err;
+    EXPECT_EQ(r.err.find("::"), std::string::npos) << "a library field: " << r.err;
   }
   const Result stages = Simulate("--pipelines 2 --stages 6");
   EXPECT_EQ(stages.code, 2);

@@ -12,6 +12,8 @@
 #include <gtest/gtest.h>
 
 #include "daemon_test_support.hpp"
+#include "joulepipe/daemon/audit_log.hpp"
+#include "joulepipe/model/error.hpp"
 #include "joulepipe/gpu/clock_control.hpp"
 #include "joulepipe/gpu/error.hpp"
 
@@ -444,6 +446,48 @@ TEST(Joulepiped, HelpTeachesAndBadConfigIsPrecise) {
   EXPECT_CONTAINS(ReadText(out), "unknown field \"allow_user\"");
   std::filesystem::remove(out);
   std::filesystem::remove(bad);
+}
+
+// Startup errors name the configuration key to change; joulepiped adds the
+// flag that overrides it. The daemon library itself names no flag.
+TEST(Joulepiped, StartupErrorsNameTheSettingAndItsFlag) {
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::temp_directory_path() / ("joulepiped-setting-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string config = dir / "joulepiped.json";
+  std::ofstream(config) << "{}";
+  const std::string plain_file = dir / "not-a-socket";
+  std::ofstream(plain_file) << "x";
+  const std::string err = dir / "stderr.txt";
+  auto run = [&](const std::string& flags) {
+    const std::string command = "JOULEPIPE_NVML_LIBRARY=" + std::string(JOULEPIPE_SIM_NVML) + " " +
+                                JOULEPIPE_DAEMON + " --config " + config + " " + flags + " 2> " +
+                                err;
+    const int status = std::system(command.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+
+  EXPECT_EQ(run("--socket " + plain_file), 2);
+  std::string text = ReadText(err);
+  EXPECT_CONTAINS(text, "the \"socket\" path " + plain_file + " exists and is not a socket");
+  EXPECT_CONTAINS(text, "(\"socket\" in the configuration file, or --socket)");
+
+  const std::string missing_dir = (dir / "missing" / "audit.log").string();
+  EXPECT_EQ(run("--socket " + (dir / "d.sock").string() + " --audit-log " + missing_dir), 2);
+  text = ReadText(err);
+  EXPECT_CONTAINS(text, "cannot open the audit log " + missing_dir);
+  EXPECT_CONTAINS(text, "fix the \"audit_log\" path or its directory");
+  EXPECT_CONTAINS(text, "(\"audit_log\" in the configuration file, or --audit-log)");
+
+  try {
+    AuditLog audit(missing_dir);
+    ADD_FAILURE() << "opened " << missing_dir;
+  } catch (const model::InputError& e) {
+    EXPECT_EQ(e.field(), "Config::audit_log");
+    EXPECT_EQ(std::string(e.what()).find("--"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -315,13 +315,30 @@ TEST(ProfileValidateTest, AcceptsExactStages) {
 
 TEST(ProfileValidateTest, TooFewStages) {
   const Profile profile = ParseProfileCsv(SmallCsv(7), "P.csv");
-  ExpectValidateError(profile, 8,
-                      {"P.csv: profile has stages 0..6 but --stages is 8", "--stages 7"});
+  ExpectValidateError(
+      profile, 8,
+      {"P.csv: profile has stages 0..6 but Spec::stages is 8", "set Spec::stages to 7"});
 }
 
 TEST(ProfileValidateTest, TooManyStages) {
   const Profile profile = ParseProfileCsv(SmallCsv(9), "P.csv");
-  ExpectValidateError(profile, 8, {"P.csv: profile has stages 0..8 but --stages is 8"});
+  ExpectValidateError(profile, 8, {"P.csv: profile has stages 0..8 but Spec::stages is 8"});
+}
+
+TEST(ProfileValidateTest, CountErrorsNameSpecStagesNeverAFlag) {
+  const Profile profile = ParseProfileCsv(SmallCsv(7), "P.csv");
+  for (int stages : {0, -3, 6, 8}) {
+    SCOPED_TRACE(stages);
+    try {
+      profile.Validate(stages, "P.csv");
+      ADD_FAILURE() << "Validate passed";
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.field(), "Spec::stages");
+      EXPECT_NE(std::string(e.what()).find("Spec::stages"), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find("--"), std::string::npos) << e.what();
+    }
+  }
+  ExpectValidateError(profile, 0, {"Spec::stages must be at least 1 (got 0)"});
 }
 
 TEST(ProfileValidateTest, NamesAGap) {

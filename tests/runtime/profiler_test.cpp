@@ -163,6 +163,7 @@ TEST(InSituProfilerTest, MergeWritesACsvThePlannerReads) {
     o.stage = stage;
     o.clocks = {1410, 1200};
     o.warmup_iterations = 0;
+    o.gpu = "NVIDIA A100-SXM4-80GB";
     InSituProfiler p(o);
     for (int it = 0; it < 3; ++it)
       Iteration(p, 3, [stage](Kind, int mhz, int) { return (stage + 1) * mhz / 1000.0; });
@@ -194,6 +195,83 @@ TEST(InSituProfilerTest, MergeWritesACsvThePlannerReads) {
   EXPECT_NEAR(point->time_s, direct.Find(1, Kind::kBackward, 1200)->time_s, 1e-9);
   EXPECT_NE(ProfileCsv(merged).find("samples,time_spread,energy_spread,confidence,approximate"),
             std::string::npos);
+}
+
+// The CSV says what it is: measured, on which GPU, with the measured P_block
+// (so `plan` needs no flag for it), when and by which joulepipe; and it keeps
+// every row's statistics exactly.
+TEST(InSituProfilerTest, CsvCarriesPBlockSourceGpuAndStatistics) {
+  ProfilerOptions o;
+  o.clocks = {1410, 1200};
+  o.warmup_iterations = 0;
+  o.gpu = "NVIDIA H100 80GB HBM3";
+  InSituProfiler p(o);
+  for (int it = 0; it < 3; ++it) {
+    Iteration(p, 3, [](Kind, int mhz, int i) { return mhz / 1000.0 + 0.01 * (i % 3); });
+  }
+  const ProfileReport report = MergeReports({p.Report()});
+  ASSERT_EQ(report.rows.size(), 4u);
+  ASSERT_GT(report.p_block_samples, 0);
+  EXPECT_NEAR(report.p_block_w, 80.0, 1e-9);  // Iteration's waits: 0.16 J in 2 ms
+  EXPECT_EQ(report.gpu, "NVIDIA H100 80GB HBM3");
+
+  const std::string text = ProfileCsv(report);
+  EXPECT_EQ(text.rfind("# joulepipe profile\n# gpu: NVIDIA H100 80GB HBM3\n# p_block_w: ", 0), 0u)
+      << text;
+  EXPECT_NE(text.find("\n# source: measured\n# date: 20"), std::string::npos) << text;
+  EXPECT_NE(text.find("\n# joulepipe_version: " + std::string(JOULEPIPE_VERSION) + "\n"),
+            std::string::npos)
+      << text;
+
+  const model::Profile read = model::ParseProfileCsv(text, "in-situ.csv");
+  EXPECT_EQ(read.metadata.source, "measured");
+  EXPECT_EQ(read.metadata.gpu, "NVIDIA H100 80GB HBM3");
+  ASSERT_TRUE(read.metadata.p_block_w.has_value());
+  EXPECT_EQ(*read.metadata.p_block_w, report.p_block_w);  // exactly
+  EXPECT_EQ(read.metadata.date.size(), 20u);              // 2025-03-01T14:05:09Z
+  for (const ProfileRow& row : report.rows) {
+    const model::ClockPoint* point = read.Find(row.stage, row.kind, row.mhz);
+    ASSERT_NE(point, nullptr);
+    EXPECT_EQ(point->time_s, row.time_s);
+    EXPECT_EQ(point->energy_j, row.energy_j);
+    EXPECT_EQ(point->samples, row.samples);
+    EXPECT_EQ(point->time_spread, row.time_spread);
+    EXPECT_EQ(point->energy_spread, row.energy_spread);
+    EXPECT_EQ(point->confidence, row.confidence);
+    EXPECT_EQ(point->approximate, row.approximate);
+  }
+}
+
+TEST(InSituProfilerTest, WithoutQualifyingWaitsTheProfileHasNoPBlock) {
+  ProfilerOptions o;
+  o.clocks = {1410};
+  o.warmup_iterations = 0;
+  o.drop_first_after_change = false;
+  InSituProfiler p(o);
+  p.OnInstruction(Kind::kForward, 1410, 0.01, 3.0, false);
+  p.OnInstruction(Kind::kBackward, 1410, 0.02, 6.0, false);
+  p.OnStepEnd();
+  const ProfileReport report = p.Report();
+  EXPECT_EQ(report.p_block_samples, 0);
+  const model::Profile profile = ToProfile(report);
+  EXPECT_FALSE(profile.metadata.p_block_w.has_value());
+  EXPECT_TRUE(profile.metadata.gpu.empty());
+  EXPECT_EQ(profile.metadata.source, "measured");
+  const std::string text = ProfileCsv(report);
+  EXPECT_EQ(text.find("p_block_w"), std::string::npos) << text;
+  EXPECT_EQ(text.find("# gpu:"), std::string::npos) << text;
+  EXPECT_FALSE(model::ParseProfileCsv(text, "P.csv").metadata.p_block_w.has_value());
+}
+
+TEST(InSituProfilerTest, MergedReportNamesEveryDistinctGpu) {
+  ProfileReport a, b, c, d;
+  a.gpu = "NVIDIA A100-SXM4-80GB";
+  b.gpu = "NVIDIA A100-SXM4-80GB";
+  c.gpu = "NVIDIA H100 80GB HBM3";
+  // d: a rank that did not know its GPU
+  EXPECT_EQ(MergeReports({a, b, d}).gpu, "NVIDIA A100-SXM4-80GB");
+  EXPECT_EQ(MergeReports({a, d, c, b}).gpu, "NVIDIA A100-SXM4-80GB, NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(MergeReports({d}).gpu, "");
 }
 
 }  // namespace

@@ -86,13 +86,14 @@ class FakeControl : public gpu::ClockControl {
 };
 
 // Energy counter that the test advances by hand; constant instant power.
-class FakeMeter : public EnergyMeter {
+class FakeMeter : public monitor::GpuMeter {
  public:
-  std::optional<std::uint64_t> ReadEnergyMj() override {
+  int index() const override { return 0; }
+  std::optional<std::uint64_t> ReadEnergyMj() const override {
     if (!has_counter) return std::nullopt;
     return energy_mj;
   }
-  double ReadPowerW() override { return power_w; }
+  double ReadPowerW() const override { return power_w; }
   bool has_counter = true;
   std::uint64_t energy_mj = 1000000;
   double power_w = 100;

@@ -222,33 +222,54 @@ TEST(ScheduleFind, HandAssembledScheduleWithOwnNumbering) {
   EXPECT_EQ(schedule.Find(backward), 0);
 }
 
-TEST(ScheduleErrors, NameTheFlagToChange) {
-  std::string message = ErrorOf(MakeSpec(Kind::k1F1B, 0, 4));
-  EXPECT_NE(message.find("--stages"), std::string::npos) << message;
-  message = ErrorOf(MakeSpec(Kind::kGPipe, -2, 4));
-  EXPECT_NE(message.find("--stages"), std::string::npos) << message;
-  message = ErrorOf(MakeSpec(Kind::k1F1B, 4, 0));
-  EXPECT_NE(message.find("--microbatches"), std::string::npos) << message;
-  message = ErrorOf(MakeSpec(Kind::kInterleaved, 4, 0, 2));
-  EXPECT_NE(message.find("--microbatches"), std::string::npos) << message;
+// The field() of the InputError that Build(spec) throws ("" if none).
+std::string FieldOf(const Spec& spec) {
+  try {
+    Build(spec);
+  } catch (const model::InputError& error) {
+    return error.field();
+  }
+  return "";
+}
 
-  message = ErrorOf(MakeSpec(Kind::kInterleaved, 4, 6, 2));
-  EXPECT_NE(message.find("--microbatches"), std::string::npos) << message;
-  EXPECT_NE(message.find("multiple of --stages"), std::string::npos) << message;
-  EXPECT_NE(message.find("--microbatches 4 or --microbatches 8"), std::string::npos) << message;
-  message = ErrorOf(MakeSpec(Kind::kInterleaved, 4, 3, 2));
-  EXPECT_NE(message.find("use --microbatches 4"), std::string::npos) << message;
+// Every message names the Spec field to change, as a "Spec::member" token in
+// the text and as field(), and never a front end's flag.
+void ExpectNamesField(const Spec& spec, const std::string& field,
+                      std::initializer_list<std::string> parts) {
+  const std::string message = ErrorOf(spec);
+  ASSERT_FALSE(message.empty()) << field;
+  EXPECT_EQ(FieldOf(spec), field) << message;
+  EXPECT_NE(message.find(field), std::string::npos) << message;
+  EXPECT_EQ(message.find("--"), std::string::npos) << message;
+  for (const std::string& part : parts) {
+    EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' not in: " << message;
+  }
+}
 
-  message = ErrorOf(MakeSpec(Kind::kInterleaved, 4, 8, 1));
-  EXPECT_NE(message.find("--chunks"), std::string::npos) << message;
-  EXPECT_NE(message.find("at least 2"), std::string::npos) << message;
-  message = ErrorOf(MakeSpec(Kind::k1F1B, 4, 8, 2));
-  EXPECT_NE(message.find("--chunks"), std::string::npos) << message;
-  EXPECT_NE(message.find("1f1b"), std::string::npos) << message;
-  message = ErrorOf(MakeSpec(Kind::kGPipe, 4, 8, 0));
-  EXPECT_NE(message.find("--chunks"), std::string::npos) << message;
-  message = ErrorOf(MakeSpec(Kind::k1F1B, 1 << 16, 1 << 16));
-  EXPECT_NE(message.find("instructions"), std::string::npos) << message;
+TEST(ScheduleErrors, NameTheFieldToChange) {
+  ExpectNamesField(MakeSpec(Kind::k1F1B, 0, 4), "Spec::stages",
+                   {"Spec::stages must be at least 1 (got 0)"});
+  ExpectNamesField(MakeSpec(Kind::kGPipe, -2, 4), "Spec::stages", {"(got -2)"});
+  ExpectNamesField(MakeSpec(Kind::k1F1B, 4, 0), "Spec::microbatches",
+                   {"Spec::microbatches must be at least 1 (got 0)"});
+  ExpectNamesField(MakeSpec(Kind::kInterleaved, 4, 0, 2), "Spec::microbatches", {});
+
+  ExpectNamesField(MakeSpec(Kind::kInterleaved, 4, 6, 2), "Spec::microbatches",
+                   {"Spec::microbatches must be a multiple of Spec::stages",
+                    "got 6 microbatches for 4 stages", "set Spec::microbatches to 4 or 8"});
+  ExpectNamesField(MakeSpec(Kind::kInterleaved, 4, 3, 2), "Spec::microbatches",
+                   {"set Spec::microbatches to 4"});
+
+  ExpectNamesField(MakeSpec(Kind::kInterleaved, 4, 8, 1), "Spec::chunks",
+                   {"Spec::chunks must be at least 2", "(got 1)", "set Spec::kind to 1f1b"});
+  ExpectNamesField(MakeSpec(Kind::k1F1B, 4, 8, 2), "Spec::chunks",
+                   {"Spec::chunks must be 1 for the 1f1b schedule (got 2)",
+                    "set Spec::kind to interleaved"});
+  ExpectNamesField(MakeSpec(Kind::kGPipe, 4, 8, 0), "Spec::chunks", {"gpipe", "(got 0)"});
+  ExpectNamesField(MakeSpec(Kind::k1F1B, 1 << 16, 1 << 16), "Spec::microbatches",
+                   {"65536 stages (Spec::stages)", "instructions", "use fewer"});
+  ExpectNamesField(MakeSpec(static_cast<Kind>(7), 4, 8), "Spec::kind",
+                   {"use gpipe, 1f1b or interleaved"});
 }
 
 // Structural invariants that every schedule must satisfy.

@@ -548,33 +548,40 @@ TEST(SimulatorTest, BadInputThrowsInputErrorNamingTheField) {
     if (candidates.empty()) candidates = {plan};
     return InputErrorOf([&] { Simulator(schedule, profile, job, candidates, base, intrinsic); });
   };
-  EXPECT_NE(error([](JobSpec* j) { j->pipelines = 0; }).find("pipelines must be at least 1"),
-            std::string::npos);
-  EXPECT_NE(error([](JobSpec* j) { j->gpus_per_stage = 0; }).find("gpus_per_stage"),
-            std::string::npos);
-  EXPECT_NE(error([](JobSpec* j) { j->p_block_w = -1; }).find("p_block_w"), std::string::npos);
-  EXPECT_NE(error([](JobSpec* j) { j->iterations = 0; }).find("iterations"), std::string::npos);
-  EXPECT_NE(error([](JobSpec* j) {
-              j->straggler = {0, 0.9, 0, 0, 0};
-            }).find("straggler.slowdown"),
-            std::string::npos);
-  EXPECT_NE(error([](JobSpec* j) {
-              j->straggler = {2, 1.2, 0, 0, 0};
-            }).find("straggler.pipeline"),
-            std::string::npos);
-  EXPECT_NE(error([](JobSpec* j) {
-              j->straggler = {0, 1.2, 0, 5, 3};
-            }).find("straggler.for"),
-            std::string::npos);
-  EXPECT_NE(error([](JobSpec* j) { j->clock_variability = 0.5; }).find("clock_variability"),
-            std::string::npos);
-  EXPECT_NE(error([](JobSpec* j) { j->stall_probability = 2; }).find("stall_probability"),
-            std::string::npos);
-  EXPECT_NE(error([](JobSpec* j) { j->stall_s = NAN; }).find("stall_s"), std::string::npos);
-  EXPECT_NE(error([](JobSpec* j) { j->p2p_latency_s = -1; }).find("p2p_latency_s"),
-            std::string::npos);
-  EXPECT_NE(error([](JobSpec* j) { j->allreduce_s = INFINITY; }).find("allreduce_s"),
-            std::string::npos);
+  // Each message names its field as "Struct::member" and says what is wrong.
+  auto expect_names = [&](auto edit, const std::string& part) {
+    const std::string message = error(edit);
+    EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' not in: " << message;
+    EXPECT_EQ(message.find("--"), std::string::npos) << message;
+  };
+  expect_names([](JobSpec* j) { j->pipelines = 0; }, "JobSpec::pipelines must be at least 1");
+  expect_names([](JobSpec* j) { j->gpus_per_stage = 0; }, "JobSpec::gpus_per_stage");
+  expect_names([](JobSpec* j) { j->p_block_w = -1; }, "JobSpec::p_block_w");
+  expect_names([](JobSpec* j) { j->iterations = 0; }, "JobSpec::iterations");
+  expect_names([](JobSpec* j) { j->straggler = {0, 0.9, 0, 0, 0}; },
+               "Straggler::slowdown must be");
+  expect_names([](JobSpec* j) { j->straggler = {2, 1.2, 0, 0, 0}; },
+               "Straggler::pipeline must be");
+  expect_names([](JobSpec* j) { j->straggler = {0, 1.2, 0, 5, 3}; },
+               "Straggler::for_iterations must be 1..Straggler::period");
+  expect_names([](JobSpec* j) { j->clock_variability = 0.5; }, "JobSpec::clock_variability");
+  expect_names([](JobSpec* j) { j->stall_probability = 2; }, "JobSpec::stall_probability");
+  expect_names([](JobSpec* j) { j->stall_s = NAN; }, "JobSpec::stall_s");
+  // Seconds are quoted with their unit: front ends may take them in ms or us.
+  expect_names([](JobSpec* j) { j->p2p_latency_s = -1; }, "JobSpec::p2p_latency_s");
+  expect_names([](JobSpec* j) { j->p2p_latency_s = -1; }, "(got -1 s)");
+  expect_names([](JobSpec* j) { j->allreduce_s = INFINITY; }, "JobSpec::allreduce_s");
+  // P_block goes through the one check of the energy rule (model::CheckPBlock),
+  // which also refuses implausible powers and reports the field.
+  EXPECT_NE(error([](JobSpec* j) { j->p_block_w = 1e9; }).find("0..5000"), std::string::npos);
+  try {
+    JobSpec job;
+    job.p_block_w = NAN;
+    Simulator(schedule, profile, job, {plan}, 0, 0);
+    ADD_FAILURE() << "NaN P_block accepted";
+  } catch (const model::InputError& e) {
+    EXPECT_EQ(e.field(), "JobSpec::p_block_w");
+  }
   auto none = [](JobSpec*) {};
   EXPECT_NE(error(none, {plan}, 1, 0).find("baseline must index"), std::string::npos);
   EXPECT_NE(error(none, {plan}, 0, -1).find("intrinsic must index"), std::string::npos);
@@ -593,7 +600,8 @@ TEST(SimulatorTest, BadInputThrowsInputErrorNamingTheField) {
   const Simulator simulator(schedule, profile, job, {plan}, 0, 0);
   RunOptions options;
   options.detection_lag = -1;
-  EXPECT_NE(InputErrorOf([&] { simulator.Run(Policy::kJoulepipe, options); }).find("detection_lag"),
+  EXPECT_NE(InputErrorOf([&] { simulator.Run(Policy::kJoulepipe, options); })
+                .find("RunOptions::detection_lag"),
             std::string::npos);
 }
 

@@ -60,8 +60,21 @@ std::string ErrorOf(F f) {
   return "";
 }
 
+// The field() of the InputError `f` throws ("" if none or unnamed).
+template <typename F>
+std::string FieldOf(F f) {
+  try {
+    f();
+  } catch (const model::InputError& e) {
+    return e.field();
+  }
+  return "";
+}
+
+// Library messages name fields, never a front end's flags.
 void ExpectError(const std::string& message, std::initializer_list<std::string> needles) {
   ASSERT_FALSE(message.empty()) << "no InputError thrown";
+  EXPECT_EQ(message.find("--"), std::string::npos) << "names a flag: " << message;
   for (const std::string& needle : needles) {
     EXPECT_NE(message.find(needle), std::string::npos) << "'" << needle << "' not in: " << message;
   }
@@ -264,17 +277,24 @@ TEST(StageCosts, ATinyVocabularyLeavesStagesNearlyEqual) {
 
 TEST(LayerSplit, ParsesAndValidates) {
   EXPECT_EQ(ParseLayerSplit("11,12, 12,11"), (std::vector<int>{11, 12, 12, 11}));
-  ExpectError(ErrorOf([] { ParseLayerSplit("11,x,12"); }), {"--layer-split entry 2", "'x'"});
+  ExpectError(ErrorOf([] { ParseLayerSplit("11,x,12"); }),
+              {"Parallelism::layer_split entry 2", "'x'"});
+  EXPECT_EQ(FieldOf([] { ParseLayerSplit("11,x,12"); }), "Parallelism::layer_split");
+  ExpectError(ErrorOf([] { ParseLayerSplit("1,y", "layers.txt"); }), {"layers.txt entry 2"});
   ExpectError(ErrorOf([] { ParseLayerSplit("11,,12"); }), {"entry 2"});
   ExpectError(ErrorOf([] { ParseLayerSplit("0,12"); }), {"entry 1", "'0'"});
 
   WorkloadSpec spec = Spec("gpt3-175b", 8, 4);
   spec.parallel.layer_split = {24, 24, 24, 25};
   ExpectError(ErrorOf([&] { ResolveLayerSplit(spec); }),
-              {"--layer-split sums to 97", "has 96", "add up to 96"});
+              {"Parallelism::layer_split sums to 97", "has 96", "add up to 96"});
+  EXPECT_EQ(FieldOf([&] { ResolveLayerSplit(spec); }), "Parallelism::layer_split");
   spec.parallel.layer_split = {48, 48};
   ExpectError(ErrorOf([&] { ResolveLayerSplit(spec); }),
-              {"--layer-split has 2 entries", "--pp is 4"});
+              {"Parallelism::layer_split has 2 entries", "Parallelism::pp is 4"});
+  spec.parallel.layer_split = {48, 0, 24, 24};
+  ExpectError(ErrorOf([&] { ResolveLayerSplit(spec); }),
+              {"Parallelism::layer_split entry 2 is 0", "at least one layer"});
   spec.parallel.layer_split = {20, 28, 24, 24};
   EXPECT_EQ(ResolveLayerSplit(spec), spec.parallel.layer_split);
   EXPECT_EQ(ComputeStageCosts(spec)[2].first_layer, 48);
@@ -283,7 +303,9 @@ TEST(LayerSplit, ParsesAndValidates) {
 TEST(LayerSplit, UnevenLayerCountsNeedASplit) {
   const WorkloadSpec spec = Spec("llama3-405b", 8, 8);  // 126 layers
   ExpectError(ErrorOf([&] { ResolveLayerSplit(spec); }),
-              {"126 layers", "--pp 8", "--layer-split balanced", "e.g. 15,16,16,16,16,16,16,15"});
+              {"126 layers", "Parallelism::pp 8", "BalancedLayerSplit",
+               "Parallelism::layer_split to 8 numbers", "e.g. 15,16,16,16,16,16,16,15"});
+  EXPECT_EQ(FieldOf([&] { ResolveLayerSplit(spec); }), "Parallelism::layer_split");
   const std::vector<int> balanced = BalancedLayerSplit(spec, TestA100());
   ASSERT_EQ(balanced.size(), 8u);
   EXPECT_EQ(std::accumulate(balanced.begin(), balanced.end(), 0), 126);
@@ -312,23 +334,37 @@ TEST(LayerSplit, BalancedIsEvenWithoutEmbeddingOrHeadCost) {
   EXPECT_EQ(BalancedLayerSplit(spec, TestA100()), (std::vector<int>{2, 2, 2, 2}));
 }
 
-TEST(Parallelism, ChecksNameTheFlag) {
+TEST(Parallelism, ChecksNameTheField) {
   ExpectError(ErrorOf([] { ResolveLayerSplit(Spec("llama3-70b", 16, 8)); }),
-              {"--tp 16", "8 key/value heads"});
+              {"Parallelism::tp 16", "8 key/value heads"});
+  EXPECT_EQ(FieldOf([] { ResolveLayerSplit(Spec("llama3-70b", 16, 8)); }), "Parallelism::tp");
   ExpectError(ErrorOf([] { ResolveLayerSplit(Spec("gpt3-1.3b", 1, 25)); }),
-              {"--pp 25", "24 layers"});
+              {"Parallelism::pp 25", "24 layers"});
+  EXPECT_EQ(FieldOf([] { ResolveLayerSplit(Spec("gpt3-1.3b", 1, 25)); }), "Parallelism::pp");
+  ExpectError(ErrorOf([] { ResolveLayerSplit(Spec("gpt3-1.3b", 0, 4)); }),
+              {"Parallelism::tp must be >= 1 (got 0)"});
+  ExpectError(ErrorOf([] { ResolveLayerSplit(Spec("gpt3-1.3b", 1, 0)); }),
+              {"Parallelism::pp must be >= 1 (got 0)"});
   WorkloadSpec spec = Spec("gpt3-175b", 8, 8);
   spec.seq_length = 4096;
-  ExpectError(ErrorOf([&] { ResolveLayerSplit(spec); }), {"--seq 4096", "2048 learned positions"});
+  ExpectError(ErrorOf([&] { ResolveLayerSplit(spec); }),
+              {"WorkloadSpec::seq_length 4096", "2048 learned positions"});
+  EXPECT_EQ(FieldOf([&] { ResolveLayerSplit(spec); }), "WorkloadSpec::seq_length");
+  spec.seq_length = -1;
+  ExpectError(ErrorOf([&] { ResolveLayerSplit(spec); }),
+              {"WorkloadSpec::seq_length must be >= 1", "or 0 for the model's own"});
   spec.seq_length = 0;
   spec.microbatch_size = 0;
-  ExpectError(ErrorOf([&] { ResolveLayerSplit(spec); }), {"--microbatch-size"});
+  ExpectError(ErrorOf([&] { ResolveLayerSplit(spec); }), {"WorkloadSpec::microbatch_size"});
+  EXPECT_EQ(FieldOf([&] { ResolveLayerSplit(spec); }), "WorkloadSpec::microbatch_size");
   spec.microbatch_size = 1;
   spec.parallel.dp = 0;
-  ExpectError(ErrorOf([&] { ResolveLayerSplit(spec); }), {"--dp"});
+  ExpectError(ErrorOf([&] { ResolveLayerSplit(spec); }), {"Parallelism::dp"});
+  EXPECT_EQ(FieldOf([&] { ResolveLayerSplit(spec); }), "Parallelism::dp");
   EXPECT_EQ(ParseRecompute("full"), Recompute::kFull);
-  ExpectError(ErrorOf([] { ParseRecompute("selective", "--recompute"); }),
-              {"--recompute 'selective'", "none, full"});
+  ExpectError(ErrorOf([] { ParseRecompute("selective"); }),
+              {"WorkloadSpec::recompute 'selective'", "none, full"});
+  EXPECT_EQ(FieldOf([] { ParseRecompute("selective"); }), "WorkloadSpec::recompute");
 }
 
 // ---- Time, power and the profile ---------------------------------------------------------
@@ -378,10 +414,17 @@ TEST(SimulatedProfile, PowerLimitCapsTheHighClocks) {
   EXPECT_NEAR(points[0].time_s / points[1].time_s, 1.0, 1e-6);  // 1410 and 1395 both capped
   options.power_limit_w = 50;
   ExpectError(ErrorOf([&] { SimulateWorkload(Spec("gpt3-175b", 8, 8), gpu, options); }),
-              {"--power-limit 50 W", "100..500 W"});
+              {"ProfileOptions::power_limit_w 50 W", "100..500 W", "or 0 for its TDP"});
+  EXPECT_EQ(FieldOf([&] { SimulateWorkload(Spec("gpt3-175b", 8, 8), gpu, options); }),
+            "ProfileOptions::power_limit_w");
+  options.power_limit_w = -1;
+  ExpectError(ErrorOf([&] { SimulateWorkload(Spec("gpt3-175b", 8, 8), gpu, options); }),
+              {"ProfileOptions::power_limit_w must be a finite number of watts >= 0 (got -1)"});
   options.power_limit_w = 0;
   options.min_mhz = 100;
-  ExpectError(ErrorOf([&] { ProfileClocks(gpu, options); }), {"--min-mhz 100", "210..1410"});
+  ExpectError(ErrorOf([&] { ProfileClocks(gpu, options); }),
+              {"ProfileOptions::min_mhz 100", "210..1410", "choose a clock in that range"});
+  EXPECT_EQ(FieldOf([&] { ProfileClocks(gpu, options); }), "ProfileOptions::min_mhz");
   options.min_mhz = 1200;
   EXPECT_EQ(ProfileClocks(gpu, options).back(), 1200);
 }

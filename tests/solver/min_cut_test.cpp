@@ -15,7 +15,7 @@
 // the LEMON one (flow feasibility) reports infeasible; the random test counts
 // and skips them.
 
-#include "../../src/solver/min_cut.hpp"
+#include "oracle/min_cut_lemon.hpp"
 
 #include <gtest/gtest.h>
 

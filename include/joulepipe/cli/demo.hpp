@@ -18,7 +18,8 @@ namespace joulepipe::cli {
 // Where the demo writes its files unless --out says otherwise.
 inline constexpr char kDemoOutDir[] = "joulepipe-demo";
 
-SimulateRequest DemoRequest();
+// The job as a sim::SimulateJob request.
+sim::SimulateRequest DemoRequest();
 
 // Tokens per iteration (global batch 1,536 sequences x 2,048 tokens) and the
 // length of a full GPT-3 run (300B tokens, Brown et al. 2020), for the
@@ -29,10 +30,10 @@ inline constexpr double kDemoRunTokens = 300e9;
 // The report: what was simulated, the table (iteration time, energy per
 // iteration, saving; healthy and straggler phases), the projection for a
 // full run, and how to go on. `out_dir` names the written files ("" = none).
-std::string FormatDemoReport(const SimulateOutcome& outcome, const std::string& out_dir);
+std::string FormatDemoReport(const sim::SimulateOutcome& outcome, const std::string& out_dir);
 
 // frontier.svg, simulation.json, intrinsic_plan.json, straggler_plan.json;
 // commits `staged`.
-void WriteDemoOutputs(const SimulateOutcome& outcome, StagedDirectory* staged);
+void WriteDemoOutputs(const sim::SimulateOutcome& outcome, StagedDirectory* staged);
 
 }  // namespace joulepipe::cli

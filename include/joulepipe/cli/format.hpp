@@ -5,6 +5,8 @@
 // for people uses Printf() with a fixed precision.
 #pragma once
 
+#include <cstdio>
+#include <functional>
 #include <string>
 
 #include "joulepipe/schedule/schedule.hpp"
@@ -26,5 +28,11 @@ double SlowdownPercent(double value, double reference);
 // The schedule's shape for people: "1f1b, 8 stages x 12 microbatches", with
 // " x V chunks" appended when there are several chunks.
 std::string ShapeText(const schedule::Spec& spec);
+
+// A progress callback for the library's long calls (plan, simulate) that
+// prints "joulepipe: <prefix><phase> 42% (7 s)" lines to `out`: nothing in
+// the first two seconds, so short runs stay quiet, then at most one a second.
+std::function<void(const char* phase, double fraction)> ProgressLines(std::FILE* out,
+                                                                      std::string prefix);
 
 }  // namespace joulepipe::cli

@@ -1,5 +1,5 @@
-// The `plan` command without its argument parsing: solve the frontier of one
-// pipeline, choose a plan, write the outputs, describe the result.
+// What the `plan` command adds to solver::PlanPipeline: which plans to write,
+// the output files, and the summary for people.
 //
 // Outputs (one directory, written atomically through StagedDirectory):
 //   frontier.csv        time_s,energy_j,plan_file; one row per written plan,
@@ -13,59 +13,31 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdio>
 #include <string>
 #include <vector>
 
 #include "joulepipe/cli/output_dir.hpp"
-#include "joulepipe/model/profile.hpp"
-#include "joulepipe/schedule/schedule.hpp"
 #include "joulepipe/solver/frontier.hpp"
+#include "joulepipe/solver/plan_pipeline.hpp"
 
 namespace joulepipe::cli {
 
 // Said next to every energy figure the command prints or writes.
 inline constexpr char kFiguresSource[] = "GPU energy, computed from the profile (not measured)";
 
-struct PlanRequest {
-  std::string profile_name;  // the profile's path (or name), for summaries
-  schedule::Spec spec;
-  double p_block_w = 0;        // GPU power while blocked or idle (W)
-  double slowdown = 0;         // allowed iteration-time increase, as a fraction
-  double resolution_s = 1e-3;  // spacing of the frontier's deadline grid
-  int max_plans = 256;         // plan files to write at most; 0 = all
-};
-
-// Checks the numbers of a request (not the profile). Throws model::InputError
-// naming the flag.
-void CheckPlanRequest(const PlanRequest& request);
+// --max-plans: 0 (all) or at least 3. Throws InputError naming the flag.
+void CheckMaxPlans(int max_plans);
 
 struct PlanOutcome {
-  PlanRequest request;
-  schedule::Schedule schedule;
-  solver::Evaluation baseline;  // every instruction at its highest clock
-  double deadline_s = 0;        // (1 + slowdown) * baseline.time_s
-  solver::Frontier frontier;
-  // Invariants: chosen < frontier.points.size(); written is ascending, holds
-  // 0, the last index and chosen, and indexes frontier.points.
-  std::size_t chosen = 0;
+  solver::PipelinePlan plan;  // solved
+  int max_plans = 256;        // plan files to write at most; 0 = all
+  // Ascending indices into plan.frontier.points: holds 0, the last index and
+  // plan.chosen.
   std::vector<std::size_t> written;
-  double bound_energy_j = 0;  // relaxation bound at the baseline time
-  double solve_seconds = 0;   // wall time of SolveFrontier
-
-  const solver::FrontierPoint& chosen_point() const { return frontier.points[chosen]; }
 };
 
-// The cheap first half: checks the request and that the profile fits it,
-// builds the schedule and evaluates the all-max-clock baseline, which fixes
-// the deadline. Every input error is found here, so a caller can check
-// everything before it creates any output. Throws model::InputError.
-PlanOutcome PreparePlan(const PlanRequest& request, const model::Profile& profile);
-
-// The expensive second half, on a prepared outcome (same profile): solves the
-// frontier and chooses the least-energy plan within the deadline. Writes one
-// progress line to `progress` unless it is null.
-void SolvePlan(const model::Profile& profile, std::FILE* progress, PlanOutcome* outcome);
+// The solved plan with the points to write chosen by SelectPoints.
+PlanOutcome ToPlanOutcome(solver::PipelinePlan plan, int max_plans);
 
 // Picks at most `max_points` indices of `points` (ascending time) spread
 // evenly in time, always including the first, the last and `keep`; all of
@@ -77,7 +49,10 @@ std::vector<std::size_t> SelectPoints(const std::vector<solver::FrontierPoint>& 
 // "plans/plan_00042.json": the file of the j-th written plan.
 std::string PlanFileName(std::size_t j);
 
-// The contents of frontier.csv and summary.json.
+// "from the profile" or "from --p-block": where the plan's P_block came from.
+std::string PBlockOrigin(const std::string& p_block_source);
+
+// The contents of frontier.csv, summary.json and frontier.svg.
 std::string FrontierCsv(const PlanOutcome& outcome);
 std::string SummaryJson(const PlanOutcome& outcome);
 std::string FrontierSvg(const PlanOutcome& outcome);
@@ -88,7 +63,7 @@ std::string FrontierSvg(const PlanOutcome& outcome);
 // at that path is untouched).
 void WritePlanOutputs(const PlanOutcome& outcome, StagedDirectory* staged);
 
-// The human summary printed by `plan` and `demo`. `out_dir` may be empty.
+// The human summary printed by `plan`. `out_dir` may be empty.
 std::string FormatPlanSummary(const PlanOutcome& outcome, const std::string& out_dir);
 
 }  // namespace joulepipe::cli

@@ -28,11 +28,13 @@ struct ProfileRequest {
   int microbatches = 0;                         // > 0: also estimate one 1F1B iteration
 };
 
-// The profile CSV: header `stage,instruction,frequency,time,energy,source`,
+// The profile CSV (model::ProfileToCsv, docs/formats.md): metadata lines
+// (gpu: `gpu`'s name, p_block_w: its catalog P_block, source: simulated,
+// date, joulepipe_version), the header stage,instruction,frequency,time,energy,
 // then per stage, per clock (highest first) a forward and a backward row;
-// times and energies with 17 significant digits; source is "simulated".
-// model::ParseProfileCsv reads it back exactly.
-std::string SimulatedProfileCsv(const sim::SimulatedWorkload& workload);
+// numbers with 17 significant digits. model::ParseProfileCsv reads it back
+// exactly.
+std::string SimulatedProfileCsv(const sim::SimulatedWorkload& workload, const sim::GpuSpec& gpu);
 
 // The summary for people: inputs, one line per stage (layers, forward and
 // backward time at max clock, TFLOPs, compute share, least-energy clock),

@@ -25,8 +25,8 @@ struct AuditEntry {
 
 class AuditLog {
  public:
-  // `path` "" = stderr. Throws model::InputError if the file cannot be opened
-  // for appending (naming it and errno's text).
+  // `path` "" = stderr. Throws model::InputError (field "Config::audit_log")
+  // if the file cannot be opened for appending, naming it and errno's text.
   explicit AuditLog(const std::string& path);
   ~AuditLog();
   AuditLog(const AuditLog&) = delete;

@@ -37,7 +37,9 @@ namespace joulepipe::daemon {
 class Server {
  public:
   // Creates and binds the socket. Throws model::InputError naming the path
-  // and the fix (directory missing, another daemon running, unknown group).
+  // and the fix (directory missing, another daemon running, unknown group),
+  // with field() the Config field to change ("Config::socket",
+  // "Config::socket_group"); messages call it by its configuration key.
   Server(const Config& config, std::string config_source, Handler* handler);
   ~Server();
   Server(const Server&) = delete;

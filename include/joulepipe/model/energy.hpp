@@ -14,13 +14,20 @@
 
 namespace joulepipe::model {
 
+// The blocking part of the rule: P_block * (G * T - sum_i t_i), the energy of
+// `gpus` GPUs over an iteration of `iteration_s` seconds while they are not
+// running instructions (which took `busy_s` seconds in all).
+inline double BlockingEnergyJ(double busy_s, double gpus, double iteration_s, double p_block_w) {
+  return p_block_w * (gpus * iteration_s - busy_s);
+}
+
 // Energy (J) of `gpus` GPUs over an iteration of `iteration_s` seconds whose
-// instructions took `busy_s` seconds and `busy_energy_j` joules in all.
-// The arithmetic order is part of the contract: planner figures are
-// reproducible bit for bit.
+// instructions took `busy_s` seconds and `busy_energy_j` joules in all:
+// busy_energy_j + BlockingEnergyJ(...). The arithmetic order is part of the
+// contract: planner and simulator figures are reproducible bit for bit.
 inline double IterationEnergyJ(double busy_energy_j, double busy_s, double gpus,
                                double iteration_s, double p_block_w) {
-  return busy_energy_j + p_block_w * (gpus * iteration_s - busy_s);
+  return busy_energy_j + BlockingEnergyJ(busy_s, gpus, iteration_s, p_block_w);
 }
 
 // Blocking power must be a finite number of watts, 0 <= P_block <= 5,000 W

@@ -2,7 +2,8 @@
 // energy of one instruction at each SM clock.
 //
 // Invariants (enforced by Profile::Add / Validate and the CSV reader):
-//   * every time and energy is finite and > 0;
+//   * every time and energy is finite and > 0; statistics, where present,
+//     are >= 0 and finite;
 //   * (stage, kind, clock) is unique;
 //   * after Validate(S), stages are exactly 0..S-1 and every (stage, kind)
 //     has at least one clock.
@@ -20,9 +21,24 @@
 namespace joulepipe::model {
 
 struct ClockPoint {
+  ClockPoint() = default;
+  // The measurement alone, statistics absent: {mhz, time_s, energy_j}.
+  ClockPoint(int mhz, double time_s, double energy_j)
+      : mhz(mhz), time_s(time_s), energy_j(energy_j) {}
+
   int mhz = 0;
   double time_s = 0;    // seconds per instruction at this clock
   double energy_j = 0;  // joules per instruction at this clock (GPU only)
+
+  // How good the measurement is, where the profiler recorded it (the
+  // in-situ profiler does; Perseus/Zeus and simulated profiles do not).
+  // Absent = not known. When present: samples >= 0; the others finite and
+  // >= 0. Planning uses only mhz, time_s and energy_j.
+  std::optional<int> samples;           // samples behind time_s and energy_j
+  std::optional<double> time_spread;    // relative robust std. deviation of time
+  std::optional<double> energy_spread;  // same for energy
+  std::optional<double> confidence;     // relative 95 % half-width of energy_j
+  std::optional<bool> approximate;      // some energy was instant power x time
 };
 
 // What a profile says about itself; every field is optional. The CSV carries
@@ -40,15 +56,19 @@ class Profile {
  public:
   ProfileMetadata metadata;
 
-  // Adds one measurement. Throws InputError on a duplicate or a non-finite or
-  // non-positive value; `where` prefixes the message (e.g. "P.csv line 7").
+  // Adds one measurement. Throws InputError on a duplicate, a non-finite or
+  // non-positive time or energy, or a negative or non-finite statistic;
+  // `where` prefixes the message (e.g. "P.csv line 7") and the message names
+  // the ClockPoint field.
   void Add(int stage, Kind kind, ClockPoint point, const std::string& where = "profile");
 
   // Number of profiled stages: highest stage id + 1 (0 when empty).
   int num_stages() const;
 
   // Checks that stages are exactly 0..expected_stages-1 and every
-  // (stage, kind) has a clock. Throws InputError naming `source`.
+  // (stage, kind) has a clock. Throws InputError naming `source`; when the
+  // count is what disagrees, its field is "Spec::stages" (the pipeline's
+  // stage count, schedule::Spec::stages, which `expected_stages` is).
   void Validate(int expected_stages, const std::string& source) const;
 
   // Points of (stage, kind), highest clock first. Empty if absent.
@@ -64,12 +84,51 @@ class Profile {
   std::map<std::pair<int, Kind>, std::vector<ClockPoint>> points_;
 };
 
-// Reads a Perseus/Zeus profile CSV: header with at least the columns
-// stage,instruction,frequency,time,energy (any order; extra columns such as
-// rank ids are ignored). Throws InputError naming the file, line and field.
+// ---- The profile CSV (docs/formats.md, "Profile CSV") --------------------------
+//
+//   # joulepipe profile
+//   # gpu: NVIDIA H100 80GB HBM3
+//   # p_block_w: 106
+//   # source: simulated
+//   # date: 2025-03-01T14:05:09Z
+//   # joulepipe_version: 0.1.0
+//   stage,instruction,frequency,time,energy[,samples,time_spread,...]
+//   0,forward,1980,0.050285698917243507,30.672959935673806
+//
+// "# key: value" lines before the header carry ProfileMetadata; a Perseus or
+// Zeus CSV (no such lines) is read unchanged. This reader and writer are the
+// only code that knows the layout.
+
+// Reads a profile CSV: optional metadata lines, then a header with at least
+// the columns stage,instruction,frequency,time,energy (any order), then one
+// row per (stage, instruction, frequency). Reads the optional statistics
+// columns samples, time_spread, energy_spread, confidence and approximate
+// into ClockPoint; other columns (rank ids, ...) and unknown metadata keys
+// are ignored; '#' lines after the header are comments. A legacy per-row
+// `source` column (joulepipe 0.1's simulated profiles) sets metadata.source
+// when the file has no "# source:" line and every row agrees. Throws
+// InputError naming the file, the line and the column or metadata key.
 Profile ReadProfileCsv(const std::string& path);
 
 // Same, from text already in memory; `source` names it in errors.
 Profile ParseProfileCsv(const std::string& text, const std::string& source);
+
+// The CSV of `profile`: when any metadata field is set, the line
+// "# joulepipe profile" and one "# key: value" line per set field (in the
+// order gpu, p_block_w, source, date, joulepipe_version); then the header
+// and per stage, per clock (highest first) the forward row, then the
+// backward one, as Perseus orders them. A statistics column is written only
+// when some point has that statistic (an empty field where another lacks
+// it). Numbers carry 17 significant digits: ParseProfileCsv reads back
+// exactly the same points, statistics and metadata. Throws InputError
+// naming the ProfileMetadata field when a metadata value could not be read
+// back (p_block_w outside 0..5000 W, source not measured, simulated or
+// imported, date not ISO 8601, text with a line break).
+std::string ProfileToCsv(const Profile& profile);
+
+// Writes ProfileToCsv(profile) to `path` atomically (WriteFileAtomically:
+// readers see the old file or the new one, never a part). Throws InputError
+// naming the path on I/O failure.
+void WriteProfileCsv(const std::string& path, const Profile& profile);
 
 }  // namespace joulepipe::model

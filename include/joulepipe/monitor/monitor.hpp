@@ -85,6 +85,12 @@ class GpuMeter {
 std::vector<std::unique_ptr<GpuMeter>> NvmlGpuMeters(
     const std::optional<std::vector<int>>& indices);
 
+// The GPU with NVML index `nvml_index` (the numbering nvidia-smi shows,
+// ignoring CUDA_VISIBLE_DEVICES), as a meter over NVML: what a training
+// rank that knows its device's NVML index measures. Throws
+// gpu::GpuArgumentError when no GPU has that index.
+std::unique_ptr<GpuMeter> NvmlGpuMeterByNvmlIndex(int nvml_index);
+
 enum class CpuMode {
   kOff,          // no RAPL
   kIfAvailable,  // RAPL if readable; otherwise a note in the methodology

@@ -66,6 +66,7 @@
 #include "joulepipe/gpu/clock_control.hpp"
 #include "joulepipe/model/instruction.hpp"
 #include "joulepipe/model/plan.hpp"
+#include "joulepipe/monitor/monitor.hpp"
 #include "joulepipe/runtime/clock_source.hpp"
 #include "joulepipe/runtime/controller.hpp"
 
@@ -73,16 +74,6 @@ namespace joulepipe::runtime {
 
 enum class Mode { kOff, kProfile, kExecute };
 const char* ModeName(Mode mode);  // "off", "profile", "execute"
-
-// How profile mode measures a GPU's energy. Tests and benchmarks may supply
-// their own; the default reads gpu::Device (the NVML index of the agent).
-class EnergyMeter {
- public:
-  virtual ~EnergyMeter() = default;
-  // The total energy counter in mJ; nullopt when the GPU has none.
-  virtual std::optional<std::uint64_t> ReadEnergyMj() = 0;
-  virtual double ReadPowerW() = 0;  // instantaneous power
-};
 
 struct AgentOptions {
   int nvml_index = 0;                          // the GPU this rank drives
@@ -95,11 +86,14 @@ struct AgentOptions {
   // (SetPlan, SetProfiler, a fallback it finds) or the controller thread (a
   // fallback on a ClockControl error); a fallback is logged once.
   std::function<void(const std::string&)> log;
-  // Profile mode only: the energy meter; nullptr = the GPU nvml_index
-  // through NVML (opened on the first SetProfiler).
-  std::shared_ptr<EnergyMeter> meter;
-  // Profile mode: NVML's energy counter update period. Instructions shorter
-  // than this get instant power x duration (approximate).
+  // Profile mode only: the GPU's meter; nullptr = the GPU nvml_index through
+  // NVML (opened on the first SetProfiler). Profile mode measures every
+  // instruction and every wait as a monitor::Monitor window over it, so the
+  // rule is monitor's: a counter delta for windows of at least one counter
+  // period, instant power x duration (approximate) for shorter ones, power
+  // sampling for GPUs without the counter.
+  std::shared_ptr<monitor::GpuMeter> meter;
+  // Profile mode: NVML's energy counter update period (MonitorOptions).
   double counter_period_s = 0.1;
   // The controller thread's polling (controller.hpp).
   ControllerOptions controller;

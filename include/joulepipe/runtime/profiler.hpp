@@ -7,6 +7,7 @@
 //   ... train until profiler->done() ...
 //   runtime::ProfileReport report = profiler->Report();
 //   // rank 0: MergeReports(all ranks' reports) -> WriteProfileCsv / ToProfile
+//   // (the profile carries P_block and the GPU: `plan` needs no flag for them)
 //
 // Sweep (one clock per kind per iteration, so clocks change only at the
 // first instruction of each kind in an iteration):
@@ -68,6 +69,9 @@ struct ProfilerOptions {
   int max_repeats = 2;
   double min_wait_s = 1e-3;  // shorter waits do not count toward P_block
   bool drop_first_after_change = true;
+  // The GPU's name as NVML gives it (gpu::Device::name()), recorded in the
+  // profile's metadata; empty = not known (the profile then names none).
+  std::string gpu;
 };
 
 // Candidate clocks: those of `supported` (any order) in
@@ -101,6 +105,7 @@ struct ProfileReport {
   double max_confidence = 0;
   double max_time_spread = 0;
   int approximate_rows = 0;
+  std::string gpu;  // ProfilerOptions::gpu; merged: the ranks' distinct names, ", "-joined
 };
 
 class InSituProfiler : public ClockSource {
@@ -155,17 +160,23 @@ class InSituProfiler : public ClockSource {
 // of the ranks' values (ranks without waits are skipped).
 ProfileReport MergeReports(const std::vector<ProfileReport>& reports);
 
-// The planner's view: time and energy per (stage, kind, clock). Throws
-// model::InputError as model::Profile::Add does.
+// The planner's view: time and energy per (stage, kind, clock), with each
+// row's samples, spreads, confidence and approximate flag as ClockPoint
+// statistics, and the metadata: source "measured", the GPU's name (when
+// known), P_block (when some wait qualified and the value is a plausible
+// power, 0..5000 W: a broken reading must not cost the rows), the date (UTC
+// now) and the joulepipe version. Throws model::InputError as
+// model::Profile::Add does.
 model::Profile ToProfile(const ProfileReport& report);
 
-// The Perseus/Zeus profile CSV (DESIGN.md "Formats"): columns
-// stage,instruction,frequency,time,energy (what model::ReadProfileCsv needs)
-// then samples,time_spread,energy_spread,confidence,approximate.
+// model::ProfileToCsv(ToProfile(report)): the profile CSV (docs/formats.md)
+// with the metadata lines, the columns stage,instruction,frequency,time,
+// energy (what Perseus/Zeus readers need) then samples,time_spread,
+// energy_spread,confidence,approximate.
 std::string ProfileCsv(const ProfileReport& report);
 
-// Writes ProfileCsv atomically (a temporary file in the same directory,
-// then rename). Throws model::InputError naming the path on failure.
+// model::WriteProfileCsv(path, ToProfile(report)): written atomically.
+// Throws model::InputError naming the path on failure.
 void WriteProfileCsv(const std::string& path, const ProfileReport& report);
 
 }  // namespace joulepipe::runtime

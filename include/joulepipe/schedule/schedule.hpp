@@ -45,13 +45,15 @@ struct Schedule {
 };
 
 // Checks the counts every schedule needs: S >= 1 and M >= 1. Throws
-// model::InputError naming --stages or --microbatches. Build makes the same
-// check (after the kind); callers use it to check flags before reading files.
+// model::InputError naming Spec::stages or Spec::microbatches. Build makes the
+// same check (after the kind); callers use it to check a spec before reading
+// files.
 void CheckStagesAndMicrobatches(const Spec& spec);
 
 // Builds the schedule. Throws model::InputError for impossible shapes (e.g.
 // S < 1, M < 1, interleaved with V < 2 or M not a multiple of S), naming the
-// flag to change.
+// Spec field to change in the message and as InputError::field()
+// (e.g. "Spec::chunks").
 //
 // Orders:
 //   gpipe       all forwards (microbatch 0..M-1), then all backwards (0..M-1).

@@ -80,15 +80,17 @@ const std::vector<TransformerConfig>& TransformerCatalog();
 // lists the known ids when there is none.
 const TransformerConfig& FindTransformer(std::string_view id_or_alias);
 
-// "bloom-176b, gpt3-1.3b, ...": the catalog's ids, for messages and --help.
+// "bloom-176b, gpt3-1.3b, ...": the catalog's ids, for messages and help texts.
 std::string KnownTransformerIds();
 
 // ---- The job --------------------------------------------------------------------
 
 enum class Recompute { kNone, kFull };  // full: every layer's forward is redone in backward
 
-// Parses "none" / "full". Throws model::InputError naming `flag`.
-Recompute ParseRecompute(std::string_view text, std::string_view flag = "recompute");
+// Parses "none" / "full". Throws model::InputError naming `field` (a front
+// end that read the text elsewhere may name its own source).
+Recompute ParseRecompute(std::string_view text,
+                         std::string_view field = "WorkloadSpec::recompute");
 std::string_view RecomputeName(Recompute recompute);
 
 struct Parallelism {
@@ -114,15 +116,17 @@ struct WorkloadSpec {
   int padded_vocab() const;
 };
 
-// Parses a --layer-split list "11,12,12,...": positive integers separated by
-// commas. Throws model::InputError naming `flag` and the bad entry.
-std::vector<int> ParseLayerSplit(std::string_view text, std::string_view flag = "--layer-split");
+// Parses a layer split "11,12,12,...": positive integers separated by
+// commas. Throws model::InputError naming `field` and the bad entry.
+std::vector<int> ParseLayerSplit(std::string_view text,
+                                 std::string_view field = "Parallelism::layer_split");
 
 // Checks the spec (tp divides heads, kv_heads and ffn_hidden; pp <= layers;
 // a split of pp positive entries summing to layers, or layers % pp == 0 for
 // the even split; learned positions cover seq; sizes > 0) and returns the
-// layers per stage. Throws model::InputError naming the flag-like field
-// ("--tp", "--layer-split", ...) and saying what to change.
+// layers per stage. Throws model::InputError naming the field
+// ("Parallelism::tp", "Parallelism::layer_split", ...) and saying what to
+// change; an uneven model points to BalancedLayerSplit.
 std::vector<int> ResolveLayerSplit(const WorkloadSpec& spec);
 
 // ---- Per-stage cost ---------------------------------------------------------------

@@ -24,6 +24,7 @@
 //      neighbourhood search (reset a window, refill greedily).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -51,6 +52,9 @@ struct Options {
   // "rounding", and the fraction of that phase done (0..1). Optional; keep
   // it cheap (it may be called thousands of times).
   std::function<void(const char* phase, double fraction)> progress;
+  // Optional. Read wherever progress is reported and at every grid deadline;
+  // once true, SolveFrontier throws model::Cancelled.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct FrontierPoint {
@@ -89,7 +93,7 @@ struct Frontier {
 };
 
 // Throws model::InputError if the profile lacks a (stage, kind) the schedule
-// needs or options are invalid.
+// needs or options are invalid; model::Cancelled if options.cancel is raised.
 Frontier SolveFrontier(const schedule::Schedule& schedule, const model::Profile& profile,
                        const Options& options);
 

@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "../runtime/runtime_test_support.hpp"
-#include "daemon_test_support.hpp"
+#include "../daemon/daemon_test_support.hpp"
 #include "joulepipe/gpu/clock_control.hpp"
 #include "joulepipe/runtime/agent.hpp"
 

@@ -15,8 +15,9 @@
 // completion step runs the phases:
 //   1. profile: every rank's agent drives an InSituProfiler until all are
 //      done;
-//   2. plan: merge the rank profiles, SolveFrontier with the measured
-//      P_block, take the least-energy plan within the max-clock time;
+//   2. plan: merge the rank profiles, solver::PlanPipeline (the task call
+//      behind `joulepipe plan`) with the measured P_block and no slowdown:
+//      the least-energy plan within the max-clock time;
 //   3. execute: alternate blocks at all-max clocks (baseline) and at the plan,
 //      each measured by a monitor window with counter-aligned edges that
 //      spans whole iterations.
@@ -49,6 +50,7 @@
 #include "joulepipe/sim/gpu_model.hpp"
 #include "joulepipe/sim/sim_nvml_ext.hpp"
 #include "joulepipe/solver/frontier.hpp"
+#include "joulepipe/solver/plan_pipeline.hpp"
 
 namespace joulepipe {
 namespace {
@@ -267,15 +269,15 @@ class FakeJob {
     size_t end = 0;
     for (int line = 0; line < 3 && end != std::string::npos; ++line) end = text.find('\n', end + 1);
     std::printf("[e2e] profile CSV (first rows):\n%s\n", text.substr(0, end).c_str());
-    profile.Validate(kStages, csv.path());
-    solver::Options options;
-    options.p_block_w = merged_.p_block_w;
-    options.resolution_s = 1e-4;
-    frontier_ = solver::SolveFrontier(schedule_, profile, options);
-    const solver::FrontierPoint* best =
-        frontier_.BestWithin(frontier_.max_clock.time_s * (1 + 1e-9));
-    chosen_ = best ? *best : frontier_.max_clock;
-    plan_ = solver::ToPlan(schedule_, chosen_);
+    solver::PlanRequest request;
+    request.spec = schedule_.spec;
+    request.p_block_w = merged_.p_block_w;
+    request.resolution_s = 1e-4;
+    request.profile_name = csv.path();
+    const solver::PipelinePlan plan = solver::PlanPipeline(profile, request);
+    frontier_ = plan.frontier;
+    chosen_ = plan.chosen_point();
+    plan_ = solver::ToPlan(plan.schedule, chosen_);
     baseline_plan_ = solver::ToPlan(schedule_, frontier_.max_clock);
   }
 

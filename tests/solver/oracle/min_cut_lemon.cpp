@@ -1,4 +1,4 @@
-#include "min_cut.hpp"
+#include "min_cut_lemon.hpp"
 
 #include <lemon/preflow.h>
 #include <lemon/smart_graph.h>

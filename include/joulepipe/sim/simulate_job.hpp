@@ -1,0 +1,80 @@
+// The task "simulate a job": plan one pipeline's frontier (solver::
+// PlanPipeline), then simulate a data-parallel job of D such pipelines
+// (simulator.hpp) under two policies and compare them.
+//
+//   baseline   every pipeline runs every instruction at its highest clock.
+//   joulepipe  every pipeline runs the intrinsic plan (least energy at the
+//              all-max-clock time T); while a straggler is known, the
+//              straggler keeps it and every other pipeline runs the
+//              least-energy frontier plan whose time is <= T' (the
+//              straggler's iteration time), switching back when it recovers.
+//
+// The plan is asked for the two deadlines that matter exactly: T and, with a
+// straggler, T' = slowdown * T; the grid between them can stay coarse.
+// All figures are GPU energy simulated from the profile (not measured).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "joulepipe/model/profile.hpp"
+#include "joulepipe/schedule/schedule.hpp"
+#include "joulepipe/sim/simulator.hpp"
+#include "joulepipe/solver/frontier.hpp"
+
+namespace joulepipe::sim {
+
+struct SimulateRequest {
+  schedule::Spec spec;  // one pipeline's schedule
+  // Pipelines, TP degree, P_block, faults, iterations, seed. A straggler
+  // with slowdown 1 is no straggler (straggler.pipeline is ignored then).
+  JobSpec job;
+  int detection_lag = 0;        // iterations until the policy knows a slowdown, >= 0
+  double resolution_s = 5e-3;   // frontier grid (s), > 0; T and T' are planned exactly
+  int timeline_iterations = 0;  // > 0: record the first N iterations of both policies
+  // Called from the calling thread: phase ("relaxation", "rounding" while
+  // planning, then "simulating") and the fraction of it done. Optional.
+  std::function<void(const char* phase, double fraction)> progress;
+  // When it becomes true the call stops with model::Cancelled. Optional.
+  const std::atomic<bool>* cancel = nullptr;
+  std::string profile_name = "the profile";  // names the profile in messages
+};
+
+// Checks the numbers of a request (not the profile), so a caller can refuse
+// them before reading any file. Throws model::InputError naming the field
+// (JobSpec::pipelines, Straggler::slowdown, SimulateRequest::resolution_s,
+// ...) and the fix.
+void CheckSimulateRequest(const SimulateRequest& request);
+
+struct SimulateOutcome {
+  // The request as simulated: a straggler with slowdown <= 1 has pipeline -1.
+  SimulateRequest request;
+  schedule::Schedule schedule;
+  solver::Evaluation max_clock;          // one pipeline, every instruction at its highest clock
+  solver::FrontierPoint intrinsic;       // least energy within max_clock.time_s
+  solver::FrontierPoint straggler_plan;  // what non-stragglers run while one is known
+  double straggler_target_s = 0;         // T' = slowdown * intrinsic time
+  std::size_t frontier_points = 0;
+  solver::Frontier frontier;       // one pipeline's, as solved
+  double solve_seconds = 0;        // planning
+  double simulate_seconds = 0;     // both policies
+  SimulationResult baseline, joulepipe;
+  std::vector<std::string> notes;  // for people, e.g. two different P_block values
+
+  int gpus() const {
+    return request.job.pipelines * request.spec.stages * request.job.gpus_per_stage;
+  }
+  bool has_straggler() const {
+    return request.job.straggler.pipeline >= 0 && request.job.straggler.slowdown > 1;
+  }
+};
+
+// Checks the request and that the profile fits, plans one pipeline, simulates
+// both policies. Throws model::InputError on bad input, model::Cancelled when
+// the cancel flag is raised.
+SimulateOutcome SimulateJob(const model::Profile& profile, const SimulateRequest& request);
+
+}  // namespace joulepipe::sim

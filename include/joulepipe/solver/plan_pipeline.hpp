@@ -1,0 +1,93 @@
+// The task "plan a pipeline": one call from a profile and a request to the
+// pipeline's iteration time-energy frontier and the plan to run. Every front
+// end (the CLI's plan, sim::SimulateJob, the Python package, the runtime
+// tests) plans through it; none re-sequences its steps.
+//
+// The chosen plan is the least-energy frontier point whose EXACT time is
+// within the deadline (1 + slowdown) * T, T being the all-max-clock time. The
+// solver plans for that deadline exactly (Options::extra_deadlines_s), so the
+// choice does not depend on where the grid happens to fall.
+//
+// Errors are model::InputError naming the request's fields
+// ("PlanRequest::slowdown", "Spec::stages", ...) or the profile; a cancelled
+// solve throws model::Cancelled. All energies are GPU energy computed from
+// the profile, not measurements.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "joulepipe/model/profile.hpp"
+#include "joulepipe/schedule/schedule.hpp"
+#include "joulepipe/solver/frontier.hpp"
+
+namespace joulepipe::solver {
+
+struct PlanRequest {
+  schedule::Spec spec;
+  // GPU power while blocked or idle (W). Unset: the profile's metadata
+  // p_block_w; a profile without one (e.g. a Perseus/Zeus CSV) is an error.
+  std::optional<double> p_block_w;
+  double slowdown = 0;         // allowed iteration-time increase over T, a fraction >= 0
+  double resolution_s = 1e-3;  // spacing of the frontier's deadline grid (s), > 0
+  // Multiples of T to plan exactly as well, e.g. a straggler's T'/T. Each > 0.
+  std::vector<double> extra_deadline_factors;
+  // Called from the solving thread: phase ("relaxation", "rounding") and the
+  // fraction of it done. Optional; keep it cheap.
+  std::function<void(const char* phase, double fraction)> progress;
+  // When it becomes true the solve stops with model::Cancelled. Optional.
+  const std::atomic<bool>* cancel = nullptr;
+  // Names the profile in messages (its path, or a name).
+  std::string profile_name = "the profile";
+};
+
+struct PipelinePlan {
+  PlanRequest request;
+  schedule::Schedule schedule;
+  Evaluation baseline;    // every instruction at its highest clock
+  double slowest_s = 0;   // iteration time with every instruction at its lowest clock
+  double deadline_s = 0;  // (1 + slowdown) * baseline.time_s
+  Frontier frontier;      // empty until solved
+  // Invariant once solved: chosen < frontier.points.size().
+  std::size_t chosen = 0;
+  double bound_energy_j = 0;  // relaxation bound at the baseline time
+  double solve_seconds = 0;   // wall time of the frontier solve
+  double p_block_w = 0;       // the P_block planned with (W)
+  std::string p_block_source;      // "request" or "profile" (its metadata)
+  std::vector<std::string> notes;  // for people, e.g. two different P_block values
+
+  const FrontierPoint& chosen_point() const { return frontier.points[chosen]; }
+};
+
+// Checks what needs no profile: the spec's counts, P_block if given,
+// slowdown, resolution, extra deadline factors. Lets a caller refuse bad
+// numbers before it reads any file. Throws model::InputError.
+void CheckPlanRequest(const PlanRequest& request);
+
+// The cheap first half: checks the request, resolves P_block, builds the
+// schedule, checks that the profile fits it and that the deadline grid is not
+// too fine, and evaluates the all-max-clock baseline, which fixes the
+// deadline. Every input error is found here, so a caller can check
+// everything before it creates any output. Throws model::InputError.
+PipelinePlan PreparePipelinePlan(const model::Profile& profile, const PlanRequest& request);
+
+// The expensive second half, on a prepared plan (the same profile): solves the
+// frontier and chooses the least-energy plan within the deadline. Throws
+// model::Cancelled if the request's cancel flag is raised.
+void SolvePipelinePlan(const model::Profile& profile, PipelinePlan* plan);
+
+// Both halves.
+PipelinePlan PlanPipeline(const model::Profile& profile, const PlanRequest& request);
+
+// A frontier grid from fastest_s to slowest_s at resolution_s may have at most
+// this many deadlines (more take minutes and gigabytes; the plans that matter
+// are planned exactly anyway). Throws InputError naming
+// PlanRequest::resolution_s and the finest spacing that fits, in ms.
+inline constexpr double kMaxGridDeadlines = 100'000;
+void CheckGridSize(double fastest_s, double slowest_s, double resolution_s);
+
+}  // namespace joulepipe::solver

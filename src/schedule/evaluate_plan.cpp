@@ -1,0 +1,106 @@
+#include "joulepipe/schedule/evaluate_plan.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <string_view>
+#include <utility>
+
+#include "joulepipe/model/error.hpp"
+#include "joulepipe/schedule/field_names.hpp"
+#include "joulepipe/schedule/profile_fit.hpp"
+
+namespace joulepipe::schedule {
+
+namespace {
+
+using model::InputError;
+
+// The Spec came from the plan file: its fields read as the file's.
+constexpr std::pair<std::string_view, std::string_view> kPlanFileFields[] = {
+    {"Spec::kind", "schedule"},
+    {"Spec::stages", "num_stages"},
+    {"Spec::microbatches", "num_microbatches"},
+    {"Spec::chunks", "num_chunks"},
+};
+
+constexpr char kRegenerate[] = "fix the field or regenerate the plan with joulepipe plan";
+
+Spec DeclaredSpec(const model::Plan& plan, const std::string& plan_name) {
+  Spec spec;
+  if (!ParseKind(plan.schedule, &spec.kind)) {
+    throw InputError(plan_name + ": schedule '" + plan.schedule +
+                     "' is not a schedule joulepipe knows; use gpipe, 1f1b or interleaved");
+  }
+  spec.stages = plan.num_stages;
+  spec.microbatches = plan.num_microbatches;
+  spec.chunks = plan.num_chunks;
+  return spec;
+}
+
+std::string Position(std::size_t stage, std::size_t index) {
+  return "stages[" + std::to_string(stage) + "][" + std::to_string(index) + "]";
+}
+
+// The header counts must agree with the stage lists. Replay would also
+// refuse a mismatch, but only as "position i differs"; this names the field.
+void CheckDeclaredCounts(const model::Plan& plan, const std::string& plan_name) {
+  if (plan.stages.size() != static_cast<std::size_t>(plan.num_stages)) {
+    throw InputError(plan_name + ": num_stages is " + std::to_string(plan.num_stages) +
+                     " but 'stages' holds " + std::to_string(plan.stages.size()) +
+                     " lists (one per stage); " + kRegenerate);
+  }
+  int max_microbatch = -1;
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+    for (std::size_t i = 0; i < plan.stages[s].size(); ++i) {
+      const model::Instruction& in = plan.stages[s][i].instruction;
+      if (in.microbatch >= plan.num_microbatches) {
+        throw InputError(plan_name + ": num_microbatches is " +
+                         std::to_string(plan.num_microbatches) + " but " + Position(s, i) +
+                         " names microbatch " + std::to_string(in.microbatch) + "; " + kRegenerate);
+      }
+      if (in.chunk >= plan.num_chunks) {
+        throw InputError(plan_name + ": num_chunks is " + std::to_string(plan.num_chunks) +
+                         " but " + Position(s, i) + " names chunk " + std::to_string(in.chunk) +
+                         "; " + kRegenerate);
+      }
+      max_microbatch = std::max(max_microbatch, in.microbatch);
+    }
+  }
+  if (max_microbatch + 1 < plan.num_microbatches) {
+    throw InputError(plan_name + ": num_microbatches is " + std::to_string(plan.num_microbatches) +
+                     " but the stage lists name microbatches only up to " +
+                     std::to_string(max_microbatch) + "; " + kRegenerate);
+  }
+}
+
+}  // namespace
+
+PlanEvaluation EvaluatePlan(const model::Profile& profile, const model::Plan& plan,
+                            const EvaluateRequest& request) {
+  const std::string& plan_name = request.plan_name;
+  PlanEvaluation evaluation;
+  const PBlockChoice p_block = ResolvePBlock(request.p_block_w, profile,
+                                             "EvaluateRequest::p_block_w", request.profile_name);
+  evaluation.p_block_w = p_block.watts;
+  evaluation.p_block_source = p_block.source;
+  evaluation.notes = p_block.notes;
+  evaluation.spec = DeclaredSpec(plan, plan_name);
+  CheckDeclaredCounts(plan, plan_name);
+  // Spec errors name the plan file's fields: the numbers came from there.
+  Schedule schedule;
+  try {
+    schedule = Build(evaluation.spec);
+  } catch (const InputError& e) {
+    throw InputError(plan_name + ": " + RenameFields(e.what(), kPlanFileFields) + "; " +
+                     kRegenerate);
+  }
+  try {
+    CheckProfileFits(profile, evaluation.spec, request.profile_name);
+  } catch (const InputError& e) {
+    throw InputError(plan_name + ": " + RenameFields(e.what(), kPlanFileFields));
+  }
+  evaluation.replay = Replay(schedule, profile, plan, evaluation.p_block_w, plan_name);
+  return evaluation;
+}
+
+}  // namespace joulepipe::schedule
