@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "joulepipe/model/profile.hpp"
-#include "joulepipe/sim/calibration.hpp"
-#include "joulepipe/sim/gpu_model.hpp"
+#include "joulepipe/physics/calibration.hpp"
+#include "joulepipe/physics/gpu_model.hpp"
 
 namespace {
 
@@ -25,7 +25,7 @@ using joulepipe::model::Kind;
 using joulepipe::model::KindName;
 using joulepipe::model::Profile;
 using joulepipe::model::ReadProfileCsv;
-namespace sim = joulepipe::sim;
+namespace physics = joulepipe::physics;
 
 constexpr int kMinErrorMhz = 900;
 
@@ -51,25 +51,25 @@ void PrintTableHeader() {
               "t p90%", "t max%", "E med%", "E p90%", "E max%");
 }
 
-void PrintStats(const std::string& profile, const char* kind, const sim::ErrorStats& s) {
+void PrintStats(const std::string& profile, const char* kind, const physics::ErrorStats& s) {
   std::printf("%-30s %-8s %4d | %7.2f %7.2f %7.2f | %7.2f %7.2f %7.2f\n", profile.c_str(), kind,
               s.points, 100 * s.median_time, 100 * s.p90_time, 100 * s.max_time,
               100 * s.median_energy, 100 * s.p90_energy, 100 * s.max_energy);
 }
 
-void PrintCalibration(const std::string& name, const sim::Calibration& cal, bool rows) {
+void PrintCalibration(const std::string& name, const physics::Calibration& cal, bool rows) {
   PrintStats(name, "forward", cal.Summary(kMinErrorMhz, Kind::kForward));
   PrintStats(name, "backward", cal.Summary(kMinErrorMhz, Kind::kBackward));
   PrintStats(name, "all", cal.Summary(kMinErrorMhz));
   if (!rows) return;
   std::printf("  works (stage kind: time_at_max_s compute_fraction activity):\n");
-  for (const sim::FittedWork& w : cal.works) {
+  for (const physics::FittedWork& w : cal.works) {
     std::printf("    %d %-8s %.6f %.4f %.4f\n", w.stage, std::string(KindName(w.kind)).c_str(),
                 w.work.time_at_max_s, w.work.compute_fraction, w.work.activity);
   }
   std::printf("  %5s %-8s %5s %8s | %10s %10s %7s | %9s %9s %7s\n", "stage", "kind", "MHz",
               "eff MHz", "t meas s", "t model s", "t err%", "E meas J", "E model J", "E err%");
-  for (const sim::CalibrationRow& r : cal.rows) {
+  for (const physics::CalibrationRow& r : cal.rows) {
     std::printf("  %5d %-8s %5d %8.1f | %10.5f %10.5f %7.2f | %9.3f %9.3f %7.2f\n", r.stage,
                 std::string(KindName(r.kind)).c_str(), r.mhz, r.effective_mhz, r.measured_time_s,
                 r.model_time_s, 100 * r.time_error, r.measured_energy_j, r.model_energy_j,
@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
       kMinErrorMhz);
 
   for (const GpuProfiles& input : Inputs()) {
-    const sim::GpuSpec& stored = sim::FindGpu(input.gpu);
+    const physics::GpuSpec& stored = physics::FindGpu(input.gpu);
     std::vector<Profile> profiles;
     for (const std::string& file : input.files) profiles.push_back(ReadProfileCsv(dir + file));
     const double limit = stored.power_limit_max_w;
@@ -108,9 +108,9 @@ int main(int argc, char** argv) {
 
     if (!stored_only) {
       const auto start = std::chrono::steady_clock::now();
-      sim::CalibrationOptions options;
+      physics::CalibrationOptions options;
       options.min_ridge_mhz = input.floor_seen_mhz;
-      const sim::DvfsFit fit = sim::FitDvfs(stored, profiles, options);
+      const physics::DvfsFit fit = physics::FitDvfs(stored, profiles, options);
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       std::printf("fitted in %.1f s, objective %.5f; paste into data/gpus/%s.json:\n", seconds,
@@ -135,7 +135,7 @@ int main(int argc, char** argv) {
                 stored.id.c_str());
     PrintTableHeader();
     for (std::size_t i = 0; i < profiles.size(); ++i) {
-      PrintCalibration(input.files[i], sim::FitWorks(stored, profiles[i]), rows);
+      PrintCalibration(input.files[i], physics::FitWorks(stored, profiles[i]), rows);
     }
     std::printf("\n");
   }

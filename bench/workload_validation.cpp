@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "joulepipe/model/profile.hpp"
-#include "joulepipe/sim/calibration.hpp"
-#include "joulepipe/sim/gpu_model.hpp"
-#include "joulepipe/sim/workload.hpp"
+#include "joulepipe/physics/calibration.hpp"
+#include "joulepipe/physics/gpu_model.hpp"
+#include "joulepipe/physics/workload.hpp"
 
 namespace {
 
@@ -46,22 +46,22 @@ int main() {
       "900 MHz\nabsolute error of t(f)/t(fmax) and E(f)/E(fmax), %%: median / p90 / max\n\n");
   std::printf("%-28s %-9s %7s %22s %22s\n", "workload", "kind", "points", "time", "energy");
   for (const Case& c : cases) {
-    const sim::GpuSpec& gpu = sim::FindGpu(c.gpu);
-    sim::WorkloadSpec spec;
-    spec.model = sim::FindTransformer(c.model);
+    const physics::GpuSpec& gpu = physics::FindGpu(c.gpu);
+    physics::WorkloadSpec spec;
+    spec.model = physics::FindTransformer(c.model);
     spec.parallel.tp = 8;
     spec.parallel.pp = 8;
     spec.parallel.layer_split = c.split;
     spec.microbatch_size = 1;
     spec.seq_length = 2048;
-    sim::ProfileOptions options;
+    physics::ProfileOptions options;
     options.power_limit_w = gpu.power_limit_max_w;
     options.min_mhz = 855;
-    const model::Profile simulated = sim::SimulateProfile(spec, gpu, options);
+    const model::Profile simulated = physics::SimulateProfile(spec, gpu, options);
     const model::Profile measured =
         model::ReadProfileCsv(std::string(JOULEPIPE_SOURCE_DIR) + "/data/profiles/" + c.profile);
     for (model::Kind kind : {model::Kind::kForward, model::Kind::kBackward}) {
-      const sim::ErrorStats s = sim::CompareClockResponse(OnlyKind(measured, kind), simulated, 900);
+      const physics::ErrorStats s = physics::CompareClockResponse(OnlyKind(measured, kind), simulated, 900);
       std::printf("%-28s %-9s %7d %6.2f / %5.2f / %5.2f %6.2f / %5.2f / %5.2f\n",
                   (std::string(c.model) + " " + c.gpu).c_str(),
                   std::string(model::KindName(kind)).c_str(), s.points, 100 * s.median_time,

@@ -31,7 +31,7 @@ struct ProfileFlags {
   std::string recompute = "none";
   double power_limit_w = 0;
   int min_mhz = 0;
-  double dp_gbps = sim::kDefaultInterNodeGbps;
+  double dp_gbps = physics::kDefaultInterNodeGbps;
   int microbatches = 0;
   std::string out;
 };
@@ -40,15 +40,15 @@ namespace {
 
 std::string GpuIds() {
   std::string out;
-  for (const sim::GpuSpec& gpu : sim::GpuCatalog()) out += (out.empty() ? "" : ", ") + gpu.id;
+  for (const physics::GpuSpec& gpu : physics::GpuCatalog()) out += (out.empty() ? "" : ", ") + gpu.id;
   return out;
 }
 
 std::string Footer() {
   std::string models, gpus;
   try {
-    models = sim::KnownTransformerIds();
-    for (const sim::GpuSpec& gpu : sim::GpuCatalog()) {
+    models = physics::KnownTransformerIds();
+    for (const physics::GpuSpec& gpu : physics::GpuCatalog()) {
       gpus += (gpus.empty() ? "" : ", ") + gpu.id + Printf(" (P_block %g W)", gpu.p_block_w);
     }
   } catch (const std::exception& e) {
@@ -102,14 +102,14 @@ ProfileRequest ToRequest(const ProfileFlags& f) {
         "--tp 8 --pp 8 --out P.csv");
   }
   if (f.model.empty()) {
-    throw InputError("--model is required; known models: " + sim::KnownTransformerIds());
+    throw InputError("--model is required; known models: " + physics::KnownTransformerIds());
   }
   if (f.gpu.empty()) throw InputError("--gpu is required; known GPUs: " + GpuIds());
   if (f.tp == 0) throw InputError("--tp is required: tensor-parallel GPUs per stage, >= 1");
   if (f.pp == 0) throw InputError("--pp is required: pipeline stages, >= 1");
   ProfileRequest r;
-  r.spec.model = sim::FindTransformer(f.model);
-  r.gpu = &sim::FindGpu(f.gpu);
+  r.spec.model = physics::FindTransformer(f.model);
+  r.gpu = &physics::FindGpu(f.gpu);
   r.spec.parallel.tp = f.tp;
   r.spec.parallel.pp = f.pp;
   r.spec.parallel.dp = f.dp;
@@ -118,7 +118,7 @@ ProfileRequest ToRequest(const ProfileFlags& f) {
     throw InputError("--seq must be >= 1 (got " + std::to_string(f.seq) + ")");
   }
   r.spec.seq_length = f.seq;
-  r.spec.recompute = sim::ParseRecompute(f.recompute);
+  r.spec.recompute = physics::ParseRecompute(f.recompute);
   r.options.power_limit_w = f.power_limit_w;
   if (f.min_mhz < 0)
     throw InputError("--min-mhz must be a clock in MHz (got " + std::to_string(f.min_mhz) + ")");
@@ -133,9 +133,9 @@ ProfileRequest ToRequest(const ProfileFlags& f) {
   r.microbatches = f.microbatches;
   r.layer_split_text = f.layer_split;
   if (f.layer_split == "balanced") {
-    r.spec.parallel.layer_split = sim::BalancedLayerSplit(r.spec, *r.gpu);
+    r.spec.parallel.layer_split = physics::BalancedLayerSplit(r.spec, *r.gpu);
   } else if (f.layer_split != "even") {
-    r.spec.parallel.layer_split = sim::ParseLayerSplit(f.layer_split);
+    r.spec.parallel.layer_split = physics::ParseLayerSplit(f.layer_split);
   }
   return r;
 }
@@ -146,7 +146,7 @@ std::string Ms(double seconds) {
 
 }  // namespace
 
-std::string SimulatedProfileCsv(const sim::SimulatedWorkload& w, const sim::GpuSpec& gpu) {
+std::string SimulatedProfileCsv(const physics::SimulatedWorkload& w, const physics::GpuSpec& gpu) {
   model::Profile profile = w.profile;
   profile.metadata.gpu = gpu.name;
   profile.metadata.p_block_w = gpu.p_block_w;
@@ -156,12 +156,12 @@ std::string SimulatedProfileCsv(const sim::SimulatedWorkload& w, const sim::GpuS
   return model::ProfileToCsv(profile);
 }
 
-std::string FormatProfileSummary(const sim::SimulatedWorkload& w, const ProfileRequest& r,
+std::string FormatProfileSummary(const physics::SimulatedWorkload& w, const ProfileRequest& r,
                                  const std::string& csv_name) {
-  const sim::GpuSpec& gpu = *r.gpu;
-  const sim::WorkloadSpec& spec = w.spec;
-  const sim::TransformerConfig& m = spec.model;
-  const sim::Parallelism& p = spec.parallel;
+  const physics::GpuSpec& gpu = *r.gpu;
+  const physics::WorkloadSpec& spec = w.spec;
+  const physics::TransformerConfig& m = spec.model;
+  const physics::Parallelism& p = spec.parallel;
   std::string t;
   t += "Simulated profile (workload model x GPU DVFS model; not measured). Times and energies\n"
        "are per GPU (one of a stage's " +
@@ -177,7 +177,7 @@ std::string FormatProfileSummary(const sim::SimulatedWorkload& w, const ProfileR
       "  job          TP %d x PP %d x DP %d = %d GPUs; microbatch %d x %d tokens; "
       "recompute %s\n",
       p.tp, p.pp, p.dp, p.tp * p.pp * p.dp, spec.microbatch_size, spec.seq(),
-      std::string(sim::RecomputeName(spec.recompute)).c_str());
+      std::string(physics::RecomputeName(spec.recompute)).c_str());
   t += "  layer split  " + JoinSplit(w.layer_split) + " (" +
        (r.layer_split_text == "even" || r.layer_split_text == "balanced" ? r.layer_split_text
                                                                          : "given") +
@@ -185,12 +185,12 @@ std::string FormatProfileSummary(const sim::SimulatedWorkload& w, const ProfileR
   t += Printf("  clocks       %d..%d MHz (%zu clocks) at a %.0f W power limit\n", w.clocks.front(),
               w.clocks.back(), w.clocks.size(), w.power_limit_w);
   bool capped = false;
-  for (const sim::SimulatedStage& s : w.stages) {
+  for (const physics::SimulatedStage& s : w.stages) {
     capped = capped || s.forward_at_max.power_capped || s.backward_at_max.power_capped;
   }
   if (capped) {
     double lowest = gpu.max_sm_mhz;
-    for (const sim::SimulatedStage& s : w.stages) {
+    for (const physics::SimulatedStage& s : w.stages) {
       lowest = std::min({lowest, s.forward_at_max.effective_mhz, s.backward_at_max.effective_mhz});
     }
     t += Printf(
@@ -199,8 +199,8 @@ std::string FormatProfileSummary(const sim::SimulatedWorkload& w, const ProfileR
         gpu.max_sm_mhz, lowest, gpu.power_limit_max_w);
   }
   t += Printf("stage  layers    fwd@max    bwd@max   TFLOP fwd/bwd  compute  least-energy clock\n");
-  for (const sim::SimulatedStage& s : w.stages) {
-    const sim::StageCost& c = s.cost;
+  for (const physics::SimulatedStage& s : w.stages) {
+    const physics::StageCost& c = s.cost;
     std::string extra;
     if (c.embedding) extra += " +embedding";
     if (c.lm_head) extra += " +head+loss";
@@ -214,17 +214,17 @@ std::string FormatProfileSummary(const sim::SimulatedWorkload& w, const ProfileR
   t += Printf(
       "  MFU          %.1f%% at max clock in steady state (no pipeline bubble, no DP "
       "sync)\n",
-      100 * sim::SteadyStateMfu(w, gpu));
+      100 * physics::SteadyStateMfu(w, gpu));
   if (r.microbatches > 0) {
-    const sim::IterationEstimate it = sim::EstimateIteration(w, gpu, r.microbatches, r.dp_gbps);
+    const physics::IterationEstimate it = physics::EstimateIteration(w, gpu, r.microbatches, r.dp_gbps);
     t += Printf(
         "  iteration    %.3f s for 1F1B with %d microbatches at max clock: MFU %.1f%%, "
         "%.0f TFLOP/s per GPU executed\n",
         it.time_s, r.microbatches, 100 * it.mfu, it.hardware_tflops);
   }
   double sync = 0;
-  for (const sim::SimulatedStage& s : w.stages) {
-    sync = std::max(sync, sim::DpAllReduceSeconds(s.cost, p.dp, r.dp_gbps));
+  for (const physics::SimulatedStage& s : w.stages) {
+    sync = std::max(sync, physics::DpAllReduceSeconds(s.cost, p.dp, r.dp_gbps));
   }
   if (p.dp > 1) {
     t += Printf(
@@ -294,8 +294,8 @@ bool ProfileSubcommand::parsed() const {
 
 int ProfileSubcommand::Run() const {
   const ProfileRequest request = ToRequest(*flags_);
-  const sim::SimulatedWorkload workload =
-      sim::SimulateWorkload(request.spec, *request.gpu, request.options);
+  const physics::SimulatedWorkload workload =
+      physics::SimulateWorkload(request.spec, *request.gpu, request.options);
   const std::string csv = SimulatedProfileCsv(workload, *request.gpu);
   const std::string summary =
       FormatProfileSummary(workload, request, flags_->out.empty() ? "P.csv" : flags_->out);

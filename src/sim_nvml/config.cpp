@@ -53,9 +53,9 @@ std::string String(const json& j, const char* key, const std::string& fallback,
   return j[key].get<std::string>();
 }
 
-const sim::GpuSpec* Gpu(const std::string& id, const std::string& source) {
+const physics::GpuSpec* Gpu(const std::string& id, const std::string& source) {
   try {
-    return &sim::FindGpu(id);
+    return &physics::FindGpu(id);
   } catch (const InputError& e) {
     Fail(source, e.what());
   }
@@ -117,7 +117,7 @@ uint64_t Fnv1a(const std::string& s, uint64_t seed) {
   return h;
 }
 
-void SetDefaultsFor(DeviceConfig& d, const sim::GpuSpec* gpu) {
+void SetDefaultsFor(DeviceConfig& d, const physics::GpuSpec* gpu) {
   d.gpu = gpu;
   d.architecture = ArchitectureOf(*gpu);
   d.mig_capable = d.architecture == NVML_DEVICE_ARCH_AMPERE && gpu->id.starts_with("a100");
@@ -171,7 +171,7 @@ Config Parse(const std::string& text, const std::string& source, const std::stri
   c.cuda_driver_version =
       static_cast<int>(Number(j, "cuda_driver_version", c.cuda_driver_version, source, top));
 
-  const sim::GpuSpec* gpu = Gpu(String(j, "gpu", "a100-sxm4-80gb", source, top), source);
+  const physics::GpuSpec* gpu = Gpu(String(j, "gpu", "a100-sxm4-80gb", source, top), source);
   std::vector<LoadSegment> load;
   if (j.contains("load")) load = ParseLoad(j["load"], source, "load");
   Faults faults;
@@ -236,7 +236,7 @@ Config LoadConfig() {
   }
   const char* gpu = std::getenv("JOULEPIPE_SIM_NVML_GPU");
   if (gpu && *gpu) {
-    const sim::GpuSpec* spec = Gpu(gpu, "JOULEPIPE_SIM_NVML_GPU");
+    const physics::GpuSpec* spec = Gpu(gpu, "JOULEPIPE_SIM_NVML_GPU");
     for (DeviceConfig& d : c.devices) {
       const bool default_uuid =
           d.uuid == DefaultUuid(static_cast<int>(&d - c.devices.data()), d.gpu->id);
@@ -275,7 +275,7 @@ std::string DefaultUuid(int index, const std::string& gpu_id) {
   return buf;
 }
 
-unsigned ArchitectureOf(const sim::GpuSpec& gpu) {
+unsigned ArchitectureOf(const physics::GpuSpec& gpu) {
   const std::string& id = gpu.id;
   if (id.starts_with("v100")) return NVML_DEVICE_ARCH_VOLTA;
   if (id.starts_with("a100") || id.starts_with("a40") || id.starts_with("a10") ||

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "joulepipe/sim/gpu_model.hpp"
+#include "joulepipe/physics/gpu_model.hpp"
 
 namespace joulepipe::sim_nvml {
 
@@ -27,8 +27,8 @@ struct LoadSegment {
   double start_s = 0;
   double end_s = 0;             // > start_s
   double utilization = 1;       // share of time a kernel runs, [0, 1]
-  double compute_fraction = 1;  // beta of sim::Work, [0, 1]
-  double activity = 1;          // dynamic-power scale of sim::Work, >= 0
+  double compute_fraction = 1;  // beta of physics::Work, [0, 1]
+  double activity = 1;          // dynamic-power scale of physics::Work, >= 0
 };
 
 struct Faults {
@@ -39,7 +39,7 @@ struct Faults {
 };
 
 struct DeviceConfig {
-  const sim::GpuSpec* gpu = nullptr;  // from sim::FindGpu, never null once loaded
+  const physics::GpuSpec* gpu = nullptr;  // from physics::FindGpu, never null once loaded
   std::string uuid;                   // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
   unsigned architecture = 0;          // NVML_DEVICE_ARCH_*
   bool mig_capable = false;
@@ -77,7 +77,7 @@ Config ParseConfig(const std::string& json_text, const std::string& source);
 std::string DefaultUuid(int index, const std::string& gpu_id);
 
 // NVML_DEVICE_ARCH_* of a catalog GPU type; 0xffffffff (unknown) if none.
-unsigned ArchitectureOf(const sim::GpuSpec& gpu);
+unsigned ArchitectureOf(const physics::GpuSpec& gpu);
 
 // The machine's boot time (whole seconds since the Unix epoch, /proc/stat
 // btime): the same for every process, the default counter epoch.

@@ -32,7 +32,7 @@ void DeviceHistory::Set(double t, const Settings& s) {
   changes.push_back({t, s});
 }
 
-double SnapDown(const sim::GpuSpec& gpu, double mhz) {
+double SnapDown(const physics::GpuSpec& gpu, double mhz) {
   const double hi = gpu.max_sm_mhz, step = gpu.sm_step_mhz > 0 ? gpu.sm_step_mhz : 1;
   if (mhz >= hi) return hi;
   const double lowest = hi - std::floor((hi - gpu.min_sm_mhz) / step) * step;
@@ -40,7 +40,7 @@ double SnapDown(const sim::GpuSpec& gpu, double mhz) {
   return hi - std::ceil((hi - mhz) / step - 1e-9) * step;
 }
 
-ClockRange AllowedClocks(const sim::GpuSpec& gpu, const Settings& s) {
+ClockRange AllowedClocks(const physics::GpuSpec& gpu, const Settings& s) {
   ClockRange r;
   const double step = gpu.sm_step_mhz > 0 ? gpu.sm_step_mhz : 1;
   const double lowest = SnapDown(gpu, gpu.min_sm_mhz);
@@ -55,12 +55,12 @@ ClockRange AllowedClocks(const sim::GpuSpec& gpu, const Settings& s) {
   return r;
 }
 
-double PowerLimitW(const sim::GpuSpec& gpu, const Settings& s) {
+double PowerLimitW(const physics::GpuSpec& gpu, const Settings& s) {
   return s.power_limit_mw > 0 ? s.power_limit_mw / 1000.0 : gpu.tdp_w;
 }
 
 Operating OperatingAt(const DeviceConfig& dev, double epoch, const Settings& s, double t) {
-  const sim::GpuSpec& gpu = *dev.gpu;
+  const physics::GpuSpec& gpu = *dev.gpu;
   const ClockRange range = AllowedClocks(gpu, s);
   Operating op;
   op.locked = s.locked;
@@ -68,14 +68,14 @@ Operating OperatingAt(const DeviceConfig& dev, double epoch, const Settings& s, 
   const LoadSegment* seg = nullptr;
   if (s.load_state < 0) {
     seg = SegmentAt(dev, epoch, t);
-  } else if (s.load_state == sim::kLoadBlocked) {
+  } else if (s.load_state == sim_nvml::kLoadBlocked) {
     // Waiting on a peer at the clock it would run at: p_block_w (the clock
     // as under load, uncapped since p_block_w is below every limit).
     op.idle = false;
     op.sm_mhz = range.max_mhz;
     op.power_w = gpu.p_block_w;
     return op;
-  } else if (s.load_state == sim::kLoadBusy) {
+  } else if (s.load_state == sim_nvml::kLoadBusy) {
     override_segment = {0, 0, 1.0, s.load_compute_fraction, s.load_activity};
     seg = &override_segment;
   }
@@ -88,14 +88,14 @@ Operating OperatingAt(const DeviceConfig& dev, double epoch, const Settings& s, 
   op.idle = false;
   op.utilization = seg->utilization;
   op.compute_fraction = seg->compute_fraction;
-  const sim::Work work{1.0, seg->compute_fraction, seg->activity};
-  const sim::OperatingPoint point = sim::Run(gpu, work, range.max_mhz, PowerLimitW(gpu, s));
+  const physics::Work work{1.0, seg->compute_fraction, seg->activity};
+  const physics::OperatingPoint point = physics::Run(gpu, work, range.max_mhz, PowerLimitW(gpu, s));
   op.sm_mhz = range.max_mhz;
   if (point.power_capped) {
     op.power_capped = true;
     op.sm_mhz = SnapDown(gpu, point.effective_mhz);
   }
-  const double busy_w = sim::Power(gpu, seg->activity, op.sm_mhz);
+  const double busy_w = physics::Power(gpu, seg->activity, op.sm_mhz);
   op.power_w = seg->utilization * busy_w + (1.0 - seg->utilization) * gpu.p_block_w;
   return op;
 }

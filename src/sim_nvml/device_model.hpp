@@ -10,8 +10,8 @@
 //   Power.    Idle (no load segment): idle_w at the idle clock. Under a load
 //             segment {u, beta, a}: the busy clock is the locked max clock
 //             (or the GPU's max), capped by the power limit through
-//             sim::Run and rounded down to a supported clock; the power is
-//             u * sim::Power(gpu, a, clock) + (1 - u) * p_block_w (between
+//             physics::Run and rounded down to a supported clock; the power is
+//             u * physics::Power(gpu, a, clock) + (1 - u) * p_block_w (between
 //             kernels the GPU waits at its clock, like a P2P wait).
 //             A load override in the settings (nvmlJoulepipeSimSetLoad)
 //             replaces the schedule: idle; blocked (p_block_w at the busy
@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "config.hpp"
-#include "joulepipe/sim/sim_nvml_ext.hpp"
+#include "joulepipe/sim_nvml/ext.hpp"
 
 namespace joulepipe::sim_nvml {
 
@@ -35,8 +35,8 @@ struct Settings {
   unsigned locked_max_mhz = 0;
   unsigned power_limit_mw = 0;  // 0 = the GPU's default limit (tdp_w)
   // In-process load override (nvmlJoulepipeSimSetLoad): -1 follows the
-  // config's load schedule; otherwise sim::kLoadIdle, kLoadBlocked or
-  // kLoadBusy (joulepipe/sim/sim_nvml_ext.hpp), with the work's beta and
+  // config's load schedule; otherwise sim_nvml::kLoadIdle, kLoadBlocked or
+  // kLoadBusy (joulepipe/sim_nvml/ext.hpp), with the work's beta and
   // activity when busy.
   int load_state = -1;
   double load_compute_fraction = 1;
@@ -87,12 +87,12 @@ struct ClockRange {
   double min_mhz = 0;
   double max_mhz = 0;
 };
-ClockRange AllowedClocks(const sim::GpuSpec& gpu, const Settings& s);
+ClockRange AllowedClocks(const physics::GpuSpec& gpu, const Settings& s);
 
 // Highest supported SM clock <= mhz (the lowest supported clock if none).
-double SnapDown(const sim::GpuSpec& gpu, double mhz);
+double SnapDown(const physics::GpuSpec& gpu, double mhz);
 
-double PowerLimitW(const sim::GpuSpec& gpu, const Settings& s);
+double PowerLimitW(const physics::GpuSpec& gpu, const Settings& s);
 
 Operating OperatingAt(const DeviceConfig& dev, double epoch_unix_s, const Settings& s, double t);
 

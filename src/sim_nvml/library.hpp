@@ -52,7 +52,7 @@ class DeviceCall {
   double now() const { return now_; }
   const Config& config() const { return lib_.config; }
   const DeviceConfig& device() const { return lib_.config.devices[index_]; }
-  const sim::GpuSpec& gpu() const { return *device().gpu; }
+  const physics::GpuSpec& gpu() const { return *device().gpu; }
 
   // The device's settings history (default settings if none recorded).
   const DeviceHistory& history();

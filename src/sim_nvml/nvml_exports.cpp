@@ -508,22 +508,22 @@ SIM_NVML_EXPORT int nvmlJoulepipeSimulated(void) {
   return 1;
 }
 
-// In-process load (joulepipe/sim/sim_nvml_ext.hpp): the caller says what the
+// In-process load (joulepipe/sim_nvml/ext.hpp): the caller says what the
 // device runs from now on. A settings change like a locked clock, so the
 // energy integral stays exact; not a driver setter, so not logged and no
 // permission needed.
 SIM_NVML_EXPORT nvmlReturn_t nvmlJoulepipeSimSetLoad(nvmlDevice_t device, int state,
                                                      double compute_fraction, double activity) {
   return WithDevice(__func__, device, [&](DeviceCall& c) {
-    if (state < joulepipe::sim::kLoadSchedule || state > joulepipe::sim::kLoadBusy)
+    if (state < joulepipe::sim_nvml::kLoadSchedule || state > joulepipe::sim_nvml::kLoadBusy)
       return NVML_ERROR_INVALID_ARGUMENT;
     if (!(compute_fraction >= 0 && compute_fraction <= 1) || !(activity >= 0) ||
         !std::isfinite(activity))
       return NVML_ERROR_INVALID_ARGUMENT;
     Settings s = c.settings();
     s.load_state = state;
-    s.load_compute_fraction = state == joulepipe::sim::kLoadBusy ? compute_fraction : 1.0;
-    s.load_activity = state == joulepipe::sim::kLoadBusy ? activity : 1.0;
+    s.load_compute_fraction = state == joulepipe::sim_nvml::kLoadBusy ? compute_fraction : 1.0;
+    s.load_activity = state == joulepipe::sim_nvml::kLoadBusy ? activity : 1.0;
     c.SetSettings(s);
     return NVML_SUCCESS;
   });

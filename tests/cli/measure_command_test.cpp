@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_test_support.hpp"
-#include "joulepipe/sim/gpu_model.hpp"
+#include "joulepipe/physics/gpu_model.hpp"
 
 namespace joulepipe::cli {
 namespace {
@@ -85,7 +85,7 @@ class MeasureCommandTest : public ScratchDirTest {
 
 // The acceptance: an idle simulated A100 over `sleep 1`.
 TEST_F(MeasureCommandTest, SleepOneMatchesTheIdleModelWithinTwoPercent) {
-  const double idle_w = sim::FindGpu("a100-sxm4-80gb").idle_w;
+  const double idle_w = physics::FindGpu("a100-sxm4-80gb").idle_w;
   for (int run = 0; run < 3; ++run) {
     const Result r = Run("measure --json -- sleep 1");
     ASSERT_EQ(r.code, 0) << r.err;

@@ -9,7 +9,7 @@
 
 #include "cli_test_support.hpp"
 #include "joulepipe/model/profile.hpp"
-#include "joulepipe/sim/gpu_model.hpp"
+#include "joulepipe/physics/gpu_model.hpp"
 
 namespace joulepipe::cli {
 namespace {
@@ -56,7 +56,7 @@ TEST_F(ProfileCommandTest, IssueExampleWritesAProfileThatPlanAccepts) {
   EXPECT_NE(text.find("\nstage,instruction,frequency,time,energy\n"), std::string::npos);
   const model::Profile profile = model::ReadProfileCsv(csv.string());
   profile.Validate(8, csv.string());
-  const sim::GpuSpec& gpu = sim::FindGpu("h100-sxm");
+  const physics::GpuSpec& gpu = physics::FindGpu("h100-sxm");
   EXPECT_EQ(profile.MaxClock(0, model::Kind::kForward).mhz, gpu.max_sm_mhz);
   EXPECT_GT(profile.Points(0, model::Kind::kForward).size(), 10u);
   // The last stage (LM head and loss over 128K logits) is the slowest.
@@ -93,7 +93,7 @@ TEST_F(ProfileCommandTest, TheCsvStartsWithMetadataThatReadsBack) {
   const Result r =
       Run("profile --simulate --model gpt3-1.3b --gpu a100-sxm --tp 1 --pp 2 --out " + Quote(csv));
   ASSERT_EQ(r.code, 0) << r.err;
-  const sim::GpuSpec& gpu = sim::FindGpu("a100-sxm");
+  const physics::GpuSpec& gpu = physics::FindGpu("a100-sxm");
   const std::string text = Slurp(csv);
   const std::string head = "# joulepipe profile\n# gpu: " + gpu.name + "\n# p_block_w: ";
   ASSERT_EQ(text.rfind(head, 0), 0u) << text.substr(0, 300);

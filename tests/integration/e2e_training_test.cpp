@@ -8,7 +8,7 @@
 //
 // Each instruction: agent begin hook -> wait until the controller applied
 // the clock (the kernels would start at it) -> read the GPU's SM clock via
-// NVML -> load busy with the stage's sim::Work for sim::Run(work,
+// NVML -> load busy with the stage's physics::Work for physics::Run(work,
 // clock).time_s of wall time -> agent end hook -> load blocked (P2P wait).
 // Cross-rank dependencies (schedule DAG) use a condition variable; an
 // iteration ends with a barrier across ranks (the gradient sync), whose
@@ -47,8 +47,8 @@
 #include "joulepipe/runtime/agent.hpp"
 #include "joulepipe/runtime/profiler.hpp"
 #include "joulepipe/schedule/schedule.hpp"
-#include "joulepipe/sim/gpu_model.hpp"
-#include "joulepipe/sim/sim_nvml_ext.hpp"
+#include "joulepipe/physics/gpu_model.hpp"
+#include "joulepipe/sim_nvml/ext.hpp"
 #include "joulepipe/solver/frontier.hpp"
 #include "joulepipe/solver/plan_pipeline.hpp"
 
@@ -69,7 +69,7 @@ constexpr int kBlockIterations = 6;        // the first of each block is a warm-
 // What one instruction of a stage runs: the last stage is heavier (the LM
 // head), so stages 0..2 have slack in 1F1B: intrinsic bloat. Activity keeps
 // the A100 under its 400 W default limit at 1410 MHz (no power cap).
-sim::Work StageWork(int stage, model::Kind kind) {
+physics::Work StageWork(int stage, model::Kind kind) {
   const double forward_s = stage == kStages - 1 ? 0.011 : 0.008;
   if (kind == model::Kind::kForward) return {forward_s, 0.85, 0.70};
   return {2 * forward_s, 0.90, 0.75};
@@ -98,14 +98,14 @@ class FakeJob {
   FakeJob() : schedule_(schedule::Build({schedule::Kind::k1F1B, kStages, kMicrobatches, 1})) {}
 
   void Run() {
-    gpu_spec_ = &sim::FindGpu("a100-sxm4-80gb");
+    gpu_spec_ = &physics::FindGpu("a100-sxm4-80gb");
     devices_ = gpu::ListVisibleDevices().devices;
     ASSERT_EQ(static_cast<int>(devices_.size()), kStages);
     const gpu::NvmlInfo& info = gpu::Nvml();
     ASSERT_TRUE(info.simulated) << info.path;
     void* lib = ::dlopen(info.path.c_str(), RTLD_NOW | RTLD_NOLOAD);
     ASSERT_NE(lib, nullptr) << info.path;
-    set_load_ = reinterpret_cast<sim::SimSetLoadFn>(::dlsym(lib, sim::kSimSetLoadSymbol));
+    set_load_ = reinterpret_cast<sim_nvml::SimSetLoadFn>(::dlsym(lib, sim_nvml::kSimSetLoadSymbol));
     ASSERT_NE(set_load_, nullptr);
 
     const std::vector<int> clocks =
@@ -115,7 +115,7 @@ class FakeJob {
       options.stage = r;
       options.clocks = clocks;
       profilers_.push_back(std::make_shared<runtime::InSituProfiler>(options));
-      set_load_(devices_[r].handle(), sim::kLoadBlocked, 1, 1);
+      set_load_(devices_[r].handle(), sim_nvml::kLoadBlocked, 1, 1);
     }
     monitor::MonitorOptions monitor_options;
     monitor_options.cpu = monitor::CpuMode::kOff;
@@ -131,7 +131,7 @@ class FakeJob {
   }
 
   const schedule::Schedule& schedule() const { return schedule_; }
-  const sim::GpuSpec& gpu_spec() const { return *gpu_spec_; }
+  const physics::GpuSpec& gpu_spec() const { return *gpu_spec_; }
   const runtime::ProfileReport& merged() const { return merged_; }
   const solver::Frontier& frontier() const { return frontier_; }
   const solver::FrontierPoint& chosen() const { return chosen_; }
@@ -187,13 +187,13 @@ class FakeJob {
     const SteadyClock::time_point start = SteadyClock::now();
     agent.WaitIdle(1.0);  // the clock is in force before the kernels start
     const int mhz = device.CurrentClock(gpu::ClockDomain::kSm);
-    const sim::Work work = StageWork(r, in.kind);
-    set_load_(device.handle(), sim::kLoadBusy, work.compute_fraction, work.activity);
-    const double seconds = sim::Run(*gpu_spec_, work, mhz).time_s;
+    const physics::Work work = StageWork(r, in.kind);
+    set_load_(device.handle(), sim_nvml::kLoadBusy, work.compute_fraction, work.activity);
+    const double seconds = physics::Run(*gpu_spec_, work, mhz).time_s;
     SleepUntil(start + std::chrono::duration_cast<SteadyClock::duration>(
                            std::chrono::duration<double>(seconds)));
     agent.OnInstructionEnd(in.kind, in.microbatch, in.chunk);
-    set_load_(device.handle(), sim::kLoadBlocked, 1, 1);
+    set_load_(device.handle(), sim_nvml::kLoadBlocked, 1, 1);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       done_iteration_[node] = it;
@@ -282,9 +282,9 @@ class FakeJob {
   }
 
   schedule::Schedule schedule_;
-  const sim::GpuSpec* gpu_spec_ = nullptr;
+  const physics::GpuSpec* gpu_spec_ = nullptr;
   std::vector<gpu::Device> devices_;
-  sim::SimSetLoadFn set_load_ = nullptr;
+  sim_nvml::SimSetLoadFn set_load_ = nullptr;
   std::vector<std::shared_ptr<runtime::InSituProfiler>> profilers_;
   std::unique_ptr<monitor::Monitor> monitor_;
   std::unique_ptr<std::barrier<Completion>> barrier_;
@@ -328,8 +328,8 @@ std::vector<std::string> Evaluate(const FakeJob& job) {
   double max_error = 0;
   std::string worst;
   for (const runtime::ProfileRow& row : report.rows) {
-    const sim::OperatingPoint truth =
-        sim::Run(job.gpu_spec(), StageWork(row.stage, row.kind), row.mhz);
+    const physics::OperatingPoint truth =
+        physics::Run(job.gpu_spec(), StageWork(row.stage, row.kind), row.mhz);
     const double et = std::fabs(row.time_s / truth.time_s - 1);
     const double ee = std::fabs(row.energy_j / truth.energy_j - 1);
     errors[static_cast<int>(row.kind)].push_back(std::max(et, ee));

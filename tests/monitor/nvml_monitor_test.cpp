@@ -11,7 +11,7 @@
 #include "joulepipe/gpu/nvml.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/monitor/monitor.hpp"
-#include "joulepipe/sim/gpu_model.hpp"
+#include "joulepipe/physics/gpu_model.hpp"
 
 namespace joulepipe::monitor {
 namespace {
@@ -21,7 +21,7 @@ using gpu::testing::SimEnv;
 using gpu::testing::TempFile;
 
 double IdleW() {
-  return sim::FindGpu("a100-sxm4-80gb").idle_w;
+  return physics::FindGpu("a100-sxm4-80gb").idle_w;
 }
 
 MonitorOptions NoCpu() {

@@ -7,7 +7,7 @@
 #include <set>
 #include <string>
 
-#include "joulepipe/sim/gpu_model.hpp"
+#include "joulepipe/physics/gpu_model.hpp"
 #include "sim_nvml_test_support.hpp"
 
 namespace joulepipe::sim_nvml::testing {
@@ -99,7 +99,7 @@ TEST_F(SimNvmlApiTest, DevicesHaveStableDistinctUuidsAndHandles) {
     EXPECT_EQ(index, i);
     char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
     ASSERT_EQ(nvml().nvmlDeviceGetName(device, name, sizeof name), NVML_SUCCESS);
-    EXPECT_EQ(std::string(name), sim::FindGpu("h100-sxm").name);
+    EXPECT_EQ(std::string(name), physics::FindGpu("h100-sxm").name);
   }
   EXPECT_EQ(uuids.size(), 4u);
   nvmlDevice_t none = nullptr;
@@ -129,7 +129,7 @@ TEST_F(SimNvmlApiTest, ConfiguredUuidsAndPerDeviceTypes) {
   ASSERT_EQ(nvml().nvmlDeviceGetUUID(a40, buf, sizeof buf), NVML_SUCCESS);
   EXPECT_STREQ(buf, "GPU-11111111-2222-3333-4444-555555555555");
   ASSERT_EQ(nvml().nvmlDeviceGetName(a40, buf, sizeof buf), NVML_SUCCESS);
-  EXPECT_EQ(std::string(buf), sim::FindGpu("a40").name);
+  EXPECT_EQ(std::string(buf), physics::FindGpu("a40").name);
   nvmlDeviceArchitecture_t arch = 0;
   ASSERT_EQ(nvml().nvmlDeviceGetArchitecture(v100, &arch), NVML_SUCCESS);
   EXPECT_EQ(arch, static_cast<unsigned>(NVML_DEVICE_ARCH_VOLTA));
@@ -150,7 +150,7 @@ TEST_F(SimNvmlApiTest, EnvironmentOverridesTypeAndCount) {
     ASSERT_EQ(nvml().nvmlDeviceGetHandleByIndex_v2(i, &device), NVML_SUCCESS);
     char name[96];
     ASSERT_EQ(nvml().nvmlDeviceGetName(device, name, sizeof name), NVML_SUCCESS);
-    EXPECT_EQ(std::string(name), sim::FindGpu("h200-sxm").name);
+    EXPECT_EQ(std::string(name), physics::FindGpu("h200-sxm").name);
   }
 }
 
@@ -195,7 +195,7 @@ TEST_F(SimNvmlApiTest, NullPointersAndSmallBuffers) {
             NVML_ERROR_INVALID_ARGUMENT);
 
   // Count/array pairs: asking with too small an array returns the count.
-  const sim::GpuSpec& gpu = sim::FindGpu("a100-sxm4-80gb");
+  const physics::GpuSpec& gpu = physics::FindGpu("a100-sxm4-80gb");
   unsigned count = 0;
   EXPECT_EQ(nvml().nvmlDeviceGetSupportedGraphicsClocks(device, gpu.memory_mhz, &count, nullptr),
             NVML_ERROR_INSUFFICIENT_SIZE);
@@ -230,7 +230,7 @@ TEST_F(SimNvmlApiTest, ErrorStringsForEveryCode) {
 
 TEST_F(SimNvmlApiTest, PowerLimitsInMilliwatts) {
   const nvmlDevice_t device = InitWith({{"gpu", "a100-sxm4-80gb"}});
-  const sim::GpuSpec& gpu = sim::FindGpu("a100-sxm4-80gb");
+  const physics::GpuSpec& gpu = physics::FindGpu("a100-sxm4-80gb");
   unsigned lo = 0, hi = 0, def = 0, cur = 0, enforced = 0;
   ASSERT_EQ(nvml().nvmlDeviceGetPowerManagementLimitConstraints(device, &lo, &hi), NVML_SUCCESS);
   EXPECT_EQ(lo, static_cast<unsigned>(gpu.power_limit_min_w * 1000));

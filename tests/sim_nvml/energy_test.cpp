@@ -1,5 +1,5 @@
 // Energy counter, power readings and clocks of the simulated library against
-// the sim GPU model (include/joulepipe/sim/gpu_model.hpp).
+// the sim GPU model (include/joulepipe/physics/gpu_model.hpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,7 +9,7 @@
 #include <set>
 #include <thread>
 
-#include "joulepipe/sim/gpu_model.hpp"
+#include "joulepipe/physics/gpu_model.hpp"
 #include "sim_nvml_test_support.hpp"
 
 namespace joulepipe::sim_nvml::testing {
@@ -19,13 +19,13 @@ using nlohmann::json;
 
 using SimNvmlEnergyTest = SimNvmlTest;
 
-const sim::GpuSpec& A100() {
-  return sim::FindGpu("a100-sxm4-80gb");
+const physics::GpuSpec& A100() {
+  return physics::FindGpu("a100-sxm4-80gb");
 }
 
 // The supported clock the library reports for a model clock: the highest
 // supported one at or below it.
-double GridDown(const sim::GpuSpec& gpu, double mhz) {
+double GridDown(const physics::GpuSpec& gpu, double mhz) {
   for (int c : gpu.SupportedSmClocks())
     if (c <= mhz + 1e-9) return c;
   return gpu.min_sm_mhz;
@@ -37,10 +37,10 @@ struct Busy {
   double mhz, watts;
   bool capped;
 };
-Busy BusyAt(const sim::GpuSpec& gpu, double activity, double beta, double max_mhz, double limit_w) {
-  const sim::OperatingPoint op = sim::Run(gpu, {1.0, beta, activity}, max_mhz, limit_w);
+Busy BusyAt(const physics::GpuSpec& gpu, double activity, double beta, double max_mhz, double limit_w) {
+  const physics::OperatingPoint op = physics::Run(gpu, {1.0, beta, activity}, max_mhz, limit_w);
   const double mhz = op.power_capped ? GridDown(gpu, op.effective_mhz) : max_mhz;
-  return {mhz, sim::Power(gpu, activity, mhz), op.power_capped};
+  return {mhz, physics::Power(gpu, activity, mhz), op.power_capped};
 }
 
 double Tick(double t, double epoch, double period) {
@@ -103,7 +103,7 @@ TEST_F(SimNvmlEnergyTest, DefaultEpochIsBootTime) {
 }
 
 TEST_F(SimNvmlEnergyTest, LoadSegmentChangesPowerClockAndEnergy) {
-  const sim::GpuSpec& gpu = A100();
+  const physics::GpuSpec& gpu = A100();
   const double epoch = NowUnixS() - 10.0;
   // Full compute load from 2 s to 6 s after the epoch, then again from 9 s on.
   const json load = {{{"start_s", 2}, {"end_s", 6}, {"compute_fraction", 0.5}},
@@ -140,7 +140,7 @@ TEST_F(SimNvmlEnergyTest, LoadSegmentChangesPowerClockAndEnergy) {
 }
 
 TEST_F(SimNvmlEnergyTest, PartialUtilisationMixesBusyAndBlockedPower) {
-  const sim::GpuSpec& gpu = A100();
+  const physics::GpuSpec& gpu = A100();
   const json load = {{{"start_s", -1e6}, {"end_s", 1e6}, {"utilization", 0.25}, {"activity", 0.5}}};
   const nvmlDevice_t device = InitWith({{"load", load}, {"power_reading", "instant"}});
   const Busy busy = BusyAt(gpu, 0.5, 1.0, gpu.max_sm_mhz, gpu.tdp_w);
@@ -154,7 +154,7 @@ TEST_F(SimNvmlEnergyTest, PartialUtilisationMixesBusyAndBlockedPower) {
 }
 
 TEST_F(SimNvmlEnergyTest, PowerUsageIsTheOneSecondAverage) {
-  const sim::GpuSpec& gpu = A100();
+  const physics::GpuSpec& gpu = A100();
   const double now = NowUnixS();
   // Load until 0.5 s ago, idle since.
   const json load = {{{"start_s", -100}, {"end_s", -0.5}}};
@@ -190,7 +190,7 @@ TEST_F(SimNvmlEnergyTest, PowerUsageIsTheOneSecondAverage) {
 }
 
 TEST_F(SimNvmlEnergyTest, LockedClocksAreHonouredAndTheCapLowersTheClock) {
-  const sim::GpuSpec& gpu = A100();
+  const physics::GpuSpec& gpu = A100();
   const json load = {{{"start_s", -1e6}, {"end_s", 1e6}}};
   const nvmlDevice_t device =
       InitWith({{"load", load},
@@ -198,7 +198,7 @@ TEST_F(SimNvmlEnergyTest, LockedClocksAreHonouredAndTheCapLowersTheClock) {
                 {"permissions", {{"clocks", true}, {"power_limit", true}}}});
   ASSERT_EQ(nvml().nvmlDeviceSetGpuLockedClocks(device, 900, 1200), NVML_SUCCESS);
   EXPECT_EQ(Clock(device), 1200u);
-  EXPECT_NEAR(InstantPowerMw(device), sim::Power(gpu, 1.0, 1200) * 1000, 1.0);
+  EXPECT_NEAR(InstantPowerMw(device), physics::Power(gpu, 1.0, 1200) * 1000, 1.0);
   unsigned long long reasons = 1;
   ASSERT_EQ(nvml().nvmlDeviceGetCurrentClocksThrottleReasons(device, &reasons), NVML_SUCCESS);
   EXPECT_EQ(reasons, 0u);
@@ -238,7 +238,7 @@ TEST_F(SimNvmlEnergyTest, IdleClockFollowsTheLockedMinimum) {
 }
 
 TEST_F(SimNvmlEnergyTest, EnergyIntegratesSettingChanges) {
-  const sim::GpuSpec& gpu = A100();
+  const physics::GpuSpec& gpu = A100();
   const double epoch = NowUnixS() - 3.0;
   const json load = {{{"start_s", 0}, {"end_s", 1e6}}};
   const nvmlDevice_t device = InitWith({{"epoch_unix_s", epoch},
@@ -253,7 +253,7 @@ TEST_F(SimNvmlEnergyTest, EnergyIntegratesSettingChanges) {
   const double mj = static_cast<double>(Energy(device));
   const double after = NowUnixS();
   const double p_before = BusyAt(gpu, 1.0, 1.0, 1410, gpu.tdp_w).watts;
-  const double p_after = sim::Power(gpu, 1.0, 900);
+  const double p_after = physics::Power(gpu, 1.0, 900);
   auto expected = [&](double t, double tc) {
     return (p_before * (tc - epoch) + p_after * (Tick(t, epoch, 0.1) - tc)) * 1000;
   };

@@ -1,5 +1,5 @@
 // The in-process load extension (nvmlJoulepipeSimSetLoad,
-// include/joulepipe/sim/sim_nvml_ext.hpp): power, clock and energy follow
+// include/joulepipe/sim_nvml/ext.hpp): power, clock and energy follow
 // what the caller says runs, exactly and cheaply at high change rates.
 #include <gtest/gtest.h>
 
@@ -7,8 +7,8 @@
 #include <cmath>
 #include <thread>
 
-#include "joulepipe/sim/gpu_model.hpp"
-#include "joulepipe/sim/sim_nvml_ext.hpp"
+#include "joulepipe/physics/gpu_model.hpp"
+#include "joulepipe/sim_nvml/ext.hpp"
 #include "sim_nvml_test_support.hpp"
 
 namespace joulepipe::sim_nvml::testing {
@@ -16,13 +16,13 @@ namespace {
 
 using SimNvmlLoadTest = SimNvmlTest;
 
-const sim::GpuSpec& A100() {
-  return sim::FindGpu("a100-sxm4-80gb");
+const physics::GpuSpec& A100() {
+  return physics::FindGpu("a100-sxm4-80gb");
 }
 
-sim::SimSetLoadFn SetLoad() {
-  sim::SimSetLoadFn fn = nullptr;
-  Lookup(Lib().handle, sim::kSimSetLoadSymbol, fn);
+sim_nvml::SimSetLoadFn SetLoad() {
+  sim_nvml::SimSetLoadFn fn = nullptr;
+  Lookup(Lib().handle, sim_nvml::kSimSetLoadSymbol, fn);
   return fn;
 }
 
@@ -44,36 +44,36 @@ unsigned long long NextTick(nvmlDevice_t device, double* at) {
 TEST_F(SimNvmlLoadTest, PowerAndClockFollowTheLoadState) {
   const nvmlDevice_t device =
       InitWith({{"permissions", {{"clocks", true}}}, {"power_reading", "instant"}});
-  const sim::SimSetLoadFn set_load = SetLoad();
+  const sim_nvml::SimSetLoadFn set_load = SetLoad();
   ASSERT_NE(set_load, nullptr);
   ASSERT_EQ(nvml().nvmlDeviceSetGpuLockedClocks(device, 1200, 1200), NVML_SUCCESS);
 
-  ASSERT_EQ(set_load(device, sim::kLoadBusy, 0.8, 0.7), NVML_SUCCESS);
+  ASSERT_EQ(set_load(device, sim_nvml::kLoadBusy, 0.8, 0.7), NVML_SUCCESS);
   EXPECT_EQ(Clock(device), 1200u);
-  EXPECT_NEAR(InstantPowerMw(device) / 1000.0, sim::Power(A100(), 0.7, 1200), 0.002);
+  EXPECT_NEAR(InstantPowerMw(device) / 1000.0, physics::Power(A100(), 0.7, 1200), 0.002);
 
-  ASSERT_EQ(set_load(device, sim::kLoadBlocked, 1, 1), NVML_SUCCESS);
+  ASSERT_EQ(set_load(device, sim_nvml::kLoadBlocked, 1, 1), NVML_SUCCESS);
   EXPECT_EQ(Clock(device), 1200u);
   EXPECT_NEAR(InstantPowerMw(device) / 1000.0, A100().p_block_w, 0.002);
 
-  ASSERT_EQ(set_load(device, sim::kLoadIdle, 1, 1), NVML_SUCCESS);
+  ASSERT_EQ(set_load(device, sim_nvml::kLoadIdle, 1, 1), NVML_SUCCESS);
   EXPECT_NEAR(InstantPowerMw(device) / 1000.0, A100().idle_w, 0.002);
 
   // Back to the (empty) schedule: idle.
-  ASSERT_EQ(set_load(device, sim::kLoadSchedule, 1, 1), NVML_SUCCESS);
+  ASSERT_EQ(set_load(device, sim_nvml::kLoadSchedule, 1, 1), NVML_SUCCESS);
   EXPECT_NEAR(InstantPowerMw(device) / 1000.0, A100().idle_w, 0.002);
 
   EXPECT_EQ(set_load(device, 3, 1, 1), NVML_ERROR_INVALID_ARGUMENT);
-  EXPECT_EQ(set_load(device, sim::kLoadBusy, 1.5, 1), NVML_ERROR_INVALID_ARGUMENT);
-  EXPECT_EQ(set_load(device, sim::kLoadBusy, 0.5, -1), NVML_ERROR_INVALID_ARGUMENT);
-  EXPECT_EQ(set_load(nullptr, sim::kLoadBusy, 0.5, 1), NVML_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(set_load(device, sim_nvml::kLoadBusy, 1.5, 1), NVML_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(set_load(device, sim_nvml::kLoadBusy, 0.5, -1), NVML_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(set_load(nullptr, sim_nvml::kLoadBusy, 0.5, 1), NVML_ERROR_INVALID_ARGUMENT);
 }
 
 TEST_F(SimNvmlLoadTest, EnergyIsTheIntegralOfTheLoadExactlyAtHighChangeRates) {
   const nvmlDevice_t device = InitWith({{"permissions", {{"clocks", true}}}});
-  const sim::SimSetLoadFn set_load = SetLoad();
+  const sim_nvml::SimSetLoadFn set_load = SetLoad();
   ASSERT_NE(set_load, nullptr);
-  ASSERT_EQ(set_load(device, sim::kLoadBlocked, 1, 1), NVML_SUCCESS);
+  ASSERT_EQ(set_load(device, sim_nvml::kLoadBlocked, 1, 1), NVML_SUCCESS);
   double t0 = 0, t1 = 0;
   const unsigned long long e0 = NextTick(device, &t0);
 
@@ -82,11 +82,11 @@ TEST_F(SimNvmlLoadTest, EnergyIsTheIntegralOfTheLoadExactlyAtHighChangeRates) {
   int calls = 0;
   while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(500) ||
          calls < 20000) {
-    ASSERT_EQ(set_load(device, calls % 2 ? sim::kLoadBlocked : sim::kLoadBusy, 1, 1), NVML_SUCCESS);
+    ASSERT_EQ(set_load(device, calls % 2 ? sim_nvml::kLoadBlocked : sim_nvml::kLoadBusy, 1, 1), NVML_SUCCESS);
     ++calls;
     if (calls % 1000 == 0) Energy(device);  // readings in between stay cheap
   }
-  ASSERT_EQ(set_load(device, sim::kLoadBlocked, 1, 1), NVML_SUCCESS);
+  ASSERT_EQ(set_load(device, sim_nvml::kLoadBlocked, 1, 1), NVML_SUCCESS);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -96,7 +96,7 @@ TEST_F(SimNvmlLoadTest, EnergyIsTheIntegralOfTheLoadExactlyAtHighChangeRates) {
   const double joules = (e1 - e0) / 1000.0;
   EXPECT_GE(joules, A100().p_block_w * span * 0.999);
   EXPECT_LE(joules,
-            (A100().p_block_w * (span - seconds) + sim::Power(A100(), 1, 1410) * seconds) * 1.001);
+            (A100().p_block_w * (span - seconds) + physics::Power(A100(), 1, 1410) * seconds) * 1.001);
   EXPECT_GT(calls / seconds, 10000) << "set-load calls must stay cheap";
 }
 

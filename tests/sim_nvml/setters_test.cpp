@@ -9,7 +9,7 @@
 #include <fstream>
 #include <thread>
 
-#include "joulepipe/sim/gpu_model.hpp"
+#include "joulepipe/physics/gpu_model.hpp"
 #include "sim_nvml_test_support.hpp"
 
 namespace joulepipe::sim_nvml::testing {
@@ -19,8 +19,8 @@ using nlohmann::json;
 
 using SimNvmlSetterTest = SimNvmlTest;
 
-const sim::GpuSpec& A100() {
-  return sim::FindGpu("a100-sxm4-80gb");
+const physics::GpuSpec& A100() {
+  return physics::FindGpu("a100-sxm4-80gb");
 }
 
 // Runs `child` in a forked process; returns its exit status (0 = success).
@@ -143,7 +143,7 @@ TEST_F(SimNvmlSetterTest, DriverNotLoaded) {
 }
 
 TEST_F(SimNvmlSetterTest, SettingsAreSharedAcrossProcessesThroughTheStateFile) {
-  const sim::GpuSpec& gpu = A100();
+  const physics::GpuSpec& gpu = A100();
   const double epoch = NowUnixS() - 5.0;
   const std::string state = Path("state.json");
   const json config = {{"epoch_unix_s", epoch},
@@ -169,7 +169,7 @@ TEST_F(SimNvmlSetterTest, SettingsAreSharedAcrossProcessesThroughTheStateFile) {
   const json& changes = saved["devices"].begin().value()["changes"];
   ASSERT_EQ(changes.size(), 1u);
   const double tc = changes[0]["t"].get<double>();
-  const double p1 = sim::Power(gpu, 1.0, unlocked), p2 = sim::Power(gpu, 1.0, 1200);
+  const double p1 = physics::Power(gpu, 1.0, unlocked), p2 = physics::Power(gpu, 1.0, 1200);
   auto expected = [&](double t) {
     // The counter holds the integral up to the last tick, which may precede
     // the change.
@@ -218,7 +218,7 @@ TEST_F(SimNvmlSetterTest, WithoutAStateFileSettingsArePerProcess) {
 }
 
 TEST_F(SimNvmlSetterTest, LongHistoriesAreFoldedWithoutChangingTheEnergy) {
-  const sim::GpuSpec& gpu = A100();
+  const physics::GpuSpec& gpu = A100();
   const std::string state = Path("state.json");
   const double epoch = NowUnixS() - 2.0;
   const nvmlDevice_t device = InitWith({{"epoch_unix_s", epoch},
@@ -246,7 +246,7 @@ TEST_F(SimNvmlSetterTest, LongHistoriesAreFoldedWithoutChangingTheEnergy) {
   // base kept the energy, so the counter advanced by that power only.
   const double step = static_cast<double>(after) - static_cast<double>(before);
   EXPECT_GE(step, -1.0);
-  EXPECT_LE(step, sim::Power(gpu, 1.0, 1215) * (t2 - t1 + 0.01) * 1000 + 1);
+  EXPECT_LE(step, physics::Power(gpu, 1.0, 1215) * (t2 - t1 + 0.01) * 1000 + 1);
 }
 
 }  // namespace

@@ -10,8 +10,8 @@
 #include <memory>
 #include <string>
 
-#include "joulepipe/sim/gpu_model.hpp"
-#include "joulepipe/sim/workload.hpp"
+#include "joulepipe/physics/gpu_model.hpp"
+#include "joulepipe/physics/workload.hpp"
 
 namespace CLI {
 class App;
@@ -20,11 +20,11 @@ class App;
 namespace joulepipe::cli {
 
 struct ProfileRequest {
-  sim::WorkloadSpec spec;                 // spec.parallel.layer_split resolved (empty = even)
+  physics::WorkloadSpec spec;                 // spec.parallel.layer_split resolved (empty = even)
   std::string layer_split_text = "even";  // as given: even, balanced or a list
-  const sim::GpuSpec* gpu = nullptr;      // from the catalog
-  sim::ProfileOptions options;
-  double dp_gbps = sim::kDefaultInterNodeGbps;  // per GPU, for the DP all-reduce estimate
+  const physics::GpuSpec* gpu = nullptr;      // from the catalog
+  physics::ProfileOptions options;
+  double dp_gbps = physics::kDefaultInterNodeGbps;  // per GPU, for the DP all-reduce estimate
   int microbatches = 0;                         // > 0: also estimate one 1F1B iteration
 };
 
@@ -34,13 +34,13 @@ struct ProfileRequest {
 // then per stage, per clock (highest first) a forward and a backward row;
 // numbers with 17 significant digits. model::ParseProfileCsv reads it back
 // exactly.
-std::string SimulatedProfileCsv(const sim::SimulatedWorkload& workload, const sim::GpuSpec& gpu);
+std::string SimulatedProfileCsv(const physics::SimulatedWorkload& workload, const physics::GpuSpec& gpu);
 
 // The summary for people: inputs, one line per stage (layers, forward and
 // backward time at max clock, TFLOPs, compute share, least-energy clock),
 // MFU, the DP all-reduce estimate, the GPU's P_block and the `plan` command
 // to run next (`csv_name` names the profile in it).
-std::string FormatProfileSummary(const sim::SimulatedWorkload& workload,
+std::string FormatProfileSummary(const physics::SimulatedWorkload& workload,
                                  const ProfileRequest& request, const std::string& csv_name);
 
 // The subcommand: registers `profile`, its flags and help on `app`; Run()

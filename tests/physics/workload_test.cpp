@@ -2,7 +2,7 @@
 // catalog, FLOP and byte counts against hand-computed values, where uneven
 // stages come from, parallelism, recomputation, the simulated profile's
 // clocks and energies, the calibration it is pinned to, and input errors.
-#include "joulepipe/sim/workload.hpp"
+#include "joulepipe/physics/workload.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -14,7 +14,7 @@
 
 #include "joulepipe/model/error.hpp"
 
-namespace joulepipe::sim {
+namespace joulepipe::physics {
 namespace {
 
 using model::Kind;
@@ -396,8 +396,8 @@ TEST(SimulatedProfile, ClocksTimesAndTheEnergyUShape) {
     }
     EXPECT_EQ(w.stages[s].min_energy_mhz, 1080);  // the ridge of TestA100's voltage curve
   }
-  // Every figure comes from sim::Run at that clock.
-  const OperatingPoint op = sim::Run(gpu, w.stages[7].backward.work, 1200, gpu.tdp_w);
+  // Every figure comes from physics::Run at that clock.
+  const OperatingPoint op = physics::Run(gpu, w.stages[7].backward.work, 1200, gpu.tdp_w);
   EXPECT_DOUBLE_EQ(w.profile.Find(7, Kind::kBackward, 1200)->energy_j, op.energy_j);
   EXPECT_DOUBLE_EQ(w.profile.Find(7, Kind::kBackward, 1200)->time_s, op.time_s);
 }
@@ -485,4 +485,4 @@ TEST(Summary, DataParallelAllReduceAndMfu) {
 }
 
 }  // namespace
-}  // namespace joulepipe::sim
+}  // namespace joulepipe::physics

@@ -1,11 +1,11 @@
 // The DVFS formulas of gpu_model.hpp. Parsing and the catalog live in
 // gpu_catalog.cpp.
-#include "joulepipe/sim/gpu_model.hpp"
+#include "joulepipe/physics/gpu_model.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-namespace joulepipe::sim {
+namespace joulepipe::physics {
 
 std::vector<int> GpuSpec::SupportedSmClocks() const {
   std::vector<int> clocks;
@@ -60,4 +60,4 @@ OperatingPoint Run(const GpuSpec& gpu, const Work& work, double requested_mhz,
   return op;
 }
 
-}  // namespace joulepipe::sim
+}  // namespace joulepipe::physics

@@ -11,10 +11,10 @@
 //                        all-reduce bytes. Uneven stages come from the model
 //                        alone: the first stage also does the embedding, the
 //                        last the final norm, LM head and loss.
-//   CostToWork           FLOPs and bytes -> sim::Work (time at fmax, compute
+//   CostToWork           FLOPs and bytes -> physics::Work (time at fmax, compute
 //                        fraction, activity) on a GpuSpec.
 //   SimulateProfile      -> model::Profile: one row per stage x kind x SM clock
-//                        with time and energy from sim::Run, per GPU.
+//                        with time and energy from physics::Run, per GPU.
 //
 // Formulas, constants and their sources: docs/workload-model.md. Every figure
 // here is simulated, never measured.
@@ -26,9 +26,9 @@
 #include <vector>
 
 #include "joulepipe/model/profile.hpp"
-#include "joulepipe/sim/gpu_model.hpp"
+#include "joulepipe/physics/gpu_model.hpp"
 
-namespace joulepipe::sim {
+namespace joulepipe::physics {
 
 // ---- Model architectures -------------------------------------------------------
 
@@ -180,7 +180,7 @@ inline constexpr double kCommActivity = 0.3;
 // seq 2048) on A100-SXM; tests/sim checks the two agree.
 inline constexpr double kReferenceActivityMix = 0.884;
 
-// An instruction's time at fmax split into its parts, and the sim::Work.
+// An instruction's time at fmax split into its parts, and the physics::Work.
 struct WorkBreakdown {
   double compute_s = 0;  // GEMMs: scales with 1/f
   double memory_s = 0;   // HBM-bound: independent of the SM clock
@@ -217,7 +217,7 @@ struct SimulatedStage {
   StageCost cost;
   WorkBreakdown forward;
   WorkBreakdown backward;
-  OperatingPoint forward_at_max;  // sim::Run at fmax under the power limit
+  OperatingPoint forward_at_max;  // physics::Run at fmax under the power limit
   OperatingPoint backward_at_max;
   int min_energy_mhz = 0;  // profiled clock of least forward+backward energy
 };
@@ -231,7 +231,7 @@ struct SimulatedWorkload {
   model::Profile profile;  // per GPU: time (s) and energy (J) per instruction
 };
 
-// Costs every stage, converts them to sim::Work on `gpu` and runs each
+// Costs every stage, converts them to physics::Work on `gpu` and runs each
 // (stage, kind) at every profiled clock. Throws model::InputError on a bad
 // spec or option.
 SimulatedWorkload SimulateWorkload(const WorkloadSpec& spec, const GpuSpec& gpu,
@@ -270,4 +270,4 @@ IterationEstimate EstimateIteration(const SimulatedWorkload& workload, const Gpu
                                     int microbatches,
                                     double inter_node_gbps = kDefaultInterNodeGbps);
 
-}  // namespace joulepipe::sim
+}  // namespace joulepipe::physics

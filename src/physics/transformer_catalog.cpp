@@ -8,9 +8,9 @@
 
 #include "embedded_data.hpp"
 #include "joulepipe/model/error.hpp"
-#include "joulepipe/sim/workload.hpp"
+#include "joulepipe/physics/workload.hpp"
 
-namespace joulepipe::sim {
+namespace joulepipe::physics {
 
 namespace {
 
@@ -209,4 +209,4 @@ const TransformerConfig& FindTransformer(std::string_view id_or_alias) {
                    "'; known models: " + KnownTransformerIds());
 }
 
-}  // namespace joulepipe::sim
+}  // namespace joulepipe::physics

@@ -10,19 +10,19 @@
 
 #include "joulepipe/gpu/nvml_api.hpp"
 
-namespace joulepipe::sim {
+namespace joulepipe::sim_nvml {
 
 // Load states of nvmlJoulepipeSimSetLoad.
 inline constexpr int kLoadSchedule = -1;  // back to the config's load schedule
 inline constexpr int kLoadIdle = 0;       // idle_w, lowest allowed clock
 inline constexpr int kLoadBlocked = 1;    // waiting on a peer: p_block_w at the busy clock
-inline constexpr int kLoadBusy = 2;       // running sim::Work{., compute_fraction, activity}
+inline constexpr int kLoadBusy = 2;       // running physics::Work{., compute_fraction, activity}
 
 inline constexpr char kSimSetLoadSymbol[] = "nvmlJoulepipeSimSetLoad";
 using SimSetLoadFn = nvmlReturn_t (*)(nvmlDevice_t device, int state, double compute_fraction,
                                       double activity);
 
-}  // namespace joulepipe::sim
+}  // namespace joulepipe::sim_nvml
 
 extern "C" {
 

@@ -10,11 +10,11 @@
 
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/profile.hpp"
-#include "joulepipe/sim/calibration.hpp"
-#include "joulepipe/sim/gpu_model.hpp"
-#include "joulepipe/sim/workload.hpp"
+#include "joulepipe/physics/calibration.hpp"
+#include "joulepipe/physics/gpu_model.hpp"
+#include "joulepipe/physics/workload.hpp"
 
-namespace joulepipe::sim {
+namespace joulepipe::physics {
 namespace {
 
 ErrorStats Compare(const std::string& model_id, const std::string& profile_file,
@@ -72,4 +72,4 @@ TEST(WorkloadValidation, CompareNeedsTheMeasuredTopClock) {
 }
 
 }  // namespace
-}  // namespace joulepipe::sim
+}  // namespace joulepipe::physics

@@ -1,5 +1,5 @@
 // Fitting the DVFS model to measured profiles (calibration.hpp).
-#include "joulepipe/sim/calibration.hpp"
+#include "joulepipe/physics/calibration.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 
 #include "joulepipe/model/error.hpp"
 
-namespace joulepipe::sim {
+namespace joulepipe::physics {
 namespace {
 
 using model::ClockPoint;
@@ -370,4 +370,4 @@ ErrorStats CompareClockResponse(const model::Profile& measured, const model::Pro
   return s;
 }
 
-}  // namespace joulepipe::sim
+}  // namespace joulepipe::physics

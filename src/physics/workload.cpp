@@ -12,9 +12,9 @@
 #include <cmath>
 
 #include "joulepipe/model/error.hpp"
-#include "joulepipe/sim/workload.hpp"
+#include "joulepipe/physics/workload.hpp"
 
-namespace joulepipe::sim {
+namespace joulepipe::physics {
 
 namespace {
 
@@ -403,4 +403,4 @@ std::vector<int> BalancedLayerSplit(const WorkloadSpec& spec, const GpuSpec& gpu
   return split;
 }
 
-}  // namespace joulepipe::sim
+}  // namespace joulepipe::physics

@@ -6,9 +6,9 @@
 
 #include "joulepipe/model/embedded_file.hpp"
 
-namespace joulepipe::sim {
+namespace joulepipe::physics {
 
 std::vector<EmbeddedFile> EmbeddedGpuFiles();
 std::vector<EmbeddedFile> EmbeddedModelFiles();
 
-}  // namespace joulepipe::sim
+}  // namespace joulepipe::physics

@@ -24,9 +24,9 @@
 
 #include "joulepipe/model/instruction.hpp"
 #include "joulepipe/model/profile.hpp"
-#include "joulepipe/sim/gpu_model.hpp"
+#include "joulepipe/physics/gpu_model.hpp"
 
-namespace joulepipe::sim {
+namespace joulepipe::physics {
 
 struct CalibrationOptions {
   // Power limit the profile was measured under; 0 = gpu.power_limit_max_w
@@ -106,4 +106,4 @@ DvfsFit FitDvfs(const GpuSpec& gpu, const std::vector<model::Profile>& profiles,
 ErrorStats CompareClockResponse(const model::Profile& measured, const model::Profile& simulated,
                                 int min_mhz);
 
-}  // namespace joulepipe::sim
+}  // namespace joulepipe::physics

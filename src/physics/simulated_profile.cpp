@@ -1,12 +1,12 @@
-// From FLOPs and bytes to time and energy on a GPU: sim::Work per stage and
+// From FLOPs and bytes to time and energy on a GPU: physics::Work per stage and
 // kind, the simulated profile, and the summary figures (MFU, DP all-reduce).
 #include <algorithm>
 #include <cmath>
 
 #include "joulepipe/model/error.hpp"
-#include "joulepipe/sim/workload.hpp"
+#include "joulepipe/physics/workload.hpp"
 
-namespace joulepipe::sim {
+namespace joulepipe::physics {
 
 namespace {
 
@@ -171,4 +171,4 @@ IterationEstimate EstimateIteration(const SimulatedWorkload& w, const GpuSpec& g
   return e;
 }
 
-}  // namespace joulepipe::sim
+}  // namespace joulepipe::physics

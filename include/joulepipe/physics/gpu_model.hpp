@@ -31,7 +31,7 @@
 #include <string_view>
 #include <vector>
 
-namespace joulepipe::sim {
+namespace joulepipe::physics {
 
 struct DvfsModel {
   double v_min_v = 0;    // core voltage floor (V), > 0
@@ -107,4 +107,4 @@ const std::vector<GpuSpec>& GpuCatalog();
 // lists the known ids when there is none.
 const GpuSpec& FindGpu(std::string_view id_or_alias);
 
-}  // namespace joulepipe::sim
+}  // namespace joulepipe::physics

@@ -9,9 +9,9 @@
 #include <string>
 
 #include "joulepipe/model/error.hpp"
-#include "joulepipe/sim/gpu_model.hpp"
+#include "joulepipe/physics/gpu_model.hpp"
 
-namespace joulepipe::sim {
+namespace joulepipe::physics {
 namespace {
 
 using model::InputError;
@@ -244,7 +244,7 @@ TEST(GpuModelTest, PowerCapLowersTheEffectiveClockToWherePowerMeetsTheLimit) {
   const Work work{0.1, 0.7, 1.0};
   // Uncapped, activity-1 work would draw more than the A40's 300 W at 1740.
   ASSERT_GT(Power(a40, work.activity, 1740), a40.tdp_w);
-  const OperatingPoint capped = sim::Run(a40, work, 1740);
+  const OperatingPoint capped = physics::Run(a40, work, 1740);
   EXPECT_TRUE(capped.power_capped);
   EXPECT_LT(capped.effective_mhz, 1740);
   EXPECT_GT(capped.effective_mhz, 1300);  // measured: A40 capped above ~1400 MHz
@@ -252,16 +252,16 @@ TEST(GpuModelTest, PowerCapLowersTheEffectiveClockToWherePowerMeetsTheLimit) {
   EXPECT_NEAR(Power(a40, work.activity, capped.effective_mhz), a40.tdp_w, 0.05);
   EXPECT_DOUBLE_EQ(capped.energy_j, capped.power_w * capped.time_s);
   // Every clock requested above the effective one runs the same.
-  const OperatingPoint also = sim::Run(a40, work, 1600);
+  const OperatingPoint also = physics::Run(a40, work, 1600);
   EXPECT_NEAR(also.effective_mhz, capped.effective_mhz, 1e-6);
   EXPECT_NEAR(also.time_s, capped.time_s, 1e-12);
   // A lower limit caps lower; a clock below the cap is untouched.
-  EXPECT_LT(sim::Run(a40, work, 1740, 200).effective_mhz, capped.effective_mhz);
-  const OperatingPoint free = sim::Run(a40, work, 1200);
+  EXPECT_LT(physics::Run(a40, work, 1740, 200).effective_mhz, capped.effective_mhz);
+  const OperatingPoint free = physics::Run(a40, work, 1200);
   EXPECT_FALSE(free.power_capped);
   EXPECT_DOUBLE_EQ(free.effective_mhz, 1200);
   // A limit below the power at the min clock pins the min clock.
-  const OperatingPoint pinned = sim::Run(a40, work, 1740, 50);
+  const OperatingPoint pinned = physics::Run(a40, work, 1740, 50);
   EXPECT_TRUE(pinned.power_capped);
   EXPECT_DOUBLE_EQ(pinned.effective_mhz, a40.min_sm_mhz);
 }
@@ -269,9 +269,9 @@ TEST(GpuModelTest, PowerCapLowersTheEffectiveClockToWherePowerMeetsTheLimit) {
 TEST(GpuModelTest, RequestedClocksAreClampedToTheGpuRange) {
   const GpuSpec& a100 = FindGpu("a100");
   const Work work{0.05, 0.8, 0.5};
-  EXPECT_DOUBLE_EQ(sim::Run(a100, work, 5000, 500).effective_mhz, 1410);
-  EXPECT_DOUBLE_EQ(sim::Run(a100, work, 10, 500).effective_mhz, 210);
-  EXPECT_DOUBLE_EQ(sim::Run(a100, work, 1410, 500).time_s, work.time_at_max_s);
+  EXPECT_DOUBLE_EQ(physics::Run(a100, work, 5000, 500).effective_mhz, 1410);
+  EXPECT_DOUBLE_EQ(physics::Run(a100, work, 10, 500).effective_mhz, 210);
+  EXPECT_DOUBLE_EQ(physics::Run(a100, work, 1410, 500).time_s, work.time_at_max_s);
 }
 
 TEST(GpuModelTest, TimeFallsWithClockAndOnlyTheComputeShareScales) {
@@ -279,14 +279,14 @@ TEST(GpuModelTest, TimeFallsWithClockAndOnlyTheComputeShareScales) {
   const Work work{0.05, 0.8, 1.0};
   double last_time = 0;
   for (int mhz : a100.SupportedSmClocks()) {  // highest first: time rises
-    const double t = sim::Run(a100, work, mhz, 500).time_s;
+    const double t = physics::Run(a100, work, mhz, 500).time_s;
     EXPECT_GE(t, last_time) << mhz;
     last_time = t;
   }
   // t(f) = t_max (beta fmax / f + 1 - beta): at fmax/2 the compute share doubles.
-  EXPECT_NEAR(sim::Run(a100, work, 705, 500).time_s, 0.05 * (0.8 * 2 + 0.2), 1e-12);
+  EXPECT_NEAR(physics::Run(a100, work, 705, 500).time_s, 0.05 * (0.8 * 2 + 0.2), 1e-12);
   const Work memory_bound{0.05, 0.0, 1.0};
-  EXPECT_DOUBLE_EQ(sim::Run(a100, memory_bound, 705, 500).time_s, 0.05);
+  EXPECT_DOUBLE_EQ(physics::Run(a100, memory_bound, 705, 500).time_s, 0.05);
 }
 
 TEST(GpuModelTest, EnergyIsUShapedOnCalibratedA100Work) {
@@ -298,16 +298,16 @@ TEST(GpuModelTest, EnergyIsUShapedOnCalibratedA100Work) {
   int best_mhz = 0;
   double best = 1e300;
   for (int mhz : a100.SupportedSmClocks()) {
-    const double e = sim::Run(a100, work, mhz, 500).energy_j;
+    const double e = physics::Run(a100, work, mhz, 500).energy_j;
     if (e < best) best = e, best_mhz = mhz;
   }
   EXPECT_GE(best_mhz, 990);
   EXPECT_LE(best_mhz, 1170);
-  const double e_max = sim::Run(a100, work, 1410, 500).energy_j;
+  const double e_max = physics::Run(a100, work, 1410, 500).energy_j;
   EXPECT_LT(best, 0.82 * e_max);
   EXPECT_GT(best, 0.68 * e_max);
-  EXPECT_GT(sim::Run(a100, work, 600, 500).energy_j, best * 1.05);  // rises again below
+  EXPECT_GT(physics::Run(a100, work, 600, 500).energy_j, best * 1.05);  // rises again below
 }
 
 }  // namespace
-}  // namespace joulepipe::sim
+}  // namespace joulepipe::physics

@@ -15,9 +15,9 @@
 
 #include "embedded_data.hpp"
 #include "joulepipe/model/error.hpp"
-#include "joulepipe/sim/gpu_model.hpp"
+#include "joulepipe/physics/gpu_model.hpp"
 
-namespace joulepipe::sim {
+namespace joulepipe::physics {
 namespace {
 
 using Json = nlohmann::json;
@@ -277,4 +277,4 @@ const GpuSpec& FindGpu(std::string_view id_or_alias) {
   throw InputError("unknown GPU \"" + std::string(id_or_alias) + "\"; known GPUs: " + known);
 }
 
-}  // namespace joulepipe::sim
+}  // namespace joulepipe::physics

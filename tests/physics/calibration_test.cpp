@@ -1,7 +1,7 @@
 // Calibration of the DVFS model: the stored catalog parameters must keep
 // fitting the measured Perseus profiles (the accuracy target of issue 3), and
 // the fitter must recover parameters from data the model itself generated.
-#include "joulepipe/sim/calibration.hpp"
+#include "joulepipe/physics/calibration.hpp"
 
 #include <gtest/gtest.h>
 
@@ -9,9 +9,9 @@
 
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/profile.hpp"
-#include "joulepipe/sim/gpu_model.hpp"
+#include "joulepipe/physics/gpu_model.hpp"
 
-namespace joulepipe::sim {
+namespace joulepipe::physics {
 namespace {
 
 using model::ClockPoint;
@@ -75,7 +75,7 @@ Profile Synthetic(const GpuSpec& gpu, const std::vector<Work>& works, double lim
     const Kind kind = i % 2 ? Kind::kBackward : Kind::kForward;
     for (int mhz : gpu.SupportedSmClocks()) {
       if (mhz < 855) continue;
-      const OperatingPoint op = sim::Run(gpu, works[i], mhz, limit);
+      const OperatingPoint op = physics::Run(gpu, works[i], mhz, limit);
       profile.Add(static_cast<int>(i / 2), kind, ClockPoint{mhz, op.time_s, op.energy_j});
     }
   }
@@ -179,4 +179,4 @@ TEST(StoredParametersSanityTest, TheTargetCanFailWithWrongGpuParameters) {
 }
 
 }  // namespace
-}  // namespace joulepipe::sim
+}  // namespace joulepipe::physics
