@@ -70,7 +70,7 @@ sim::SimulateRequest DemoRequest() {
   r.spec.chunks = 1;
   r.job.pipelines = 16;
   r.job.gpus_per_stage = 8;  // tensor-parallel 8: 16 x 8 x 8 = 1,024 GPUs
-  r.job.p_block_w = 83.64;   // A100-SXM power while blocked (Perseus)
+  r.p_block_w = 83.64;   // A100-SXM power while blocked (Perseus)
   r.job.iterations = kHealthyIterations + kStragglerIterations;
   r.job.straggler.pipeline = 0;
   r.job.straggler.slowdown = kStragglerSlowdown;
@@ -96,7 +96,7 @@ std::string FormatDemoReport(const sim::SimulateOutcome& o, const std::string& o
       "backward at every SM clock are the measured profile from the Perseus SOSP'24\n"
       "artifact, built into this binary; P_block %g W (A100-SXM power while waiting).\n\n",
       WithCommas(o.gpus()).c_str(), r.job.pipelines, r.spec.stages, r.job.gpus_per_stage,
-      std::string(schedule::KindName(r.spec.kind)).c_str(), r.spec.microbatches, r.job.p_block_w);
+      std::string(schedule::KindName(r.spec.kind)).c_str(), r.spec.microbatches, *r.p_block_w);
   s += Printf(
       "joulepipe computed one pipeline's iteration time-energy frontier (%zu plans,\n"
       "%.1f s) and simulated %d iterations of the whole job: %d healthy, then\n"

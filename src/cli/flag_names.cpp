@@ -3,13 +3,14 @@
 #include <string_view>
 #include <utility>
 
+#include "joulepipe/model/field_names.hpp"
+
 namespace joulepipe::cli {
 
 namespace {
 
-// Library field -> joulepipe flag. A token is replaced only where it ends at
-// a non-identifier character, so "JobSpec::stall_s" never matches inside
-// "JobSpec::stall_seconds". Where a flag's unit differs from the field's
+// Library field -> joulepipe flag (model::RenameFields replaces whole tokens
+// only). Where a flag's unit differs from the field's
 // (resolution_s vs --resolution-ms), library messages quote values with
 // their unit, so the message stays true under either name.
 constexpr std::pair<std::string_view, std::string_view> kFlagNames[] = {
@@ -21,8 +22,8 @@ constexpr std::pair<std::string_view, std::string_view> kFlagNames[] = {
     // task calls (solver::PlanRequest, sim::SimulateRequest, ...)
     {"PlanRequest::p_block_w", "--p-block"},
     {"PlanRequest::slowdown", "--slowdown"},
+    {"SimulateRequest::p_block_w", "--p-block"},
     {"PlanRequest::resolution_s", "--resolution-ms"},
-    {"PlanRequest::max_plans", "--max-plans"},
     // sim::SimulateRequest, sim::JobSpec, sim::Straggler (simulate, demo)
     {"SimulateRequest::detection_lag", "--detection-lag"},
     {"SimulateRequest::resolution_s", "--resolution-ms"},
@@ -66,29 +67,10 @@ constexpr std::pair<std::string_view, std::string_view> kFlagNames[] = {
     {"OutputDirectory", "--out"},
 };
 
-bool IdentifierChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-}
-
 }  // namespace
 
 std::string WithFlagNames(const std::string& message) {
-  std::string out = message;
-  for (const auto& [field, flag] : kFlagNames) {
-    std::size_t at = out.find(field);
-    while (at != std::string::npos) {
-      const std::size_t end = at + field.size();
-      const bool whole = (end == out.size() || !IdentifierChar(out[end])) &&
-                         (at == 0 || (!IdentifierChar(out[at - 1]) && out[at - 1] != ':'));
-      if (whole) {
-        out.replace(at, field.size(), flag);
-        at = out.find(field, at + flag.size());
-      } else {
-        at = out.find(field, end);
-      }
-    }
-  }
-  return out;
+  return model::RenameFields(message, kFlagNames);
 }
 
 }  // namespace joulepipe::cli

@@ -12,6 +12,7 @@
 #include "flag_names.hpp"
 #include "joulepipe/cli/format.hpp"
 #include "joulepipe/cli/inputs.hpp"
+#include "joulepipe/cli/planning.hpp"
 #include "joulepipe/cli/output_dir.hpp"
 #include "joulepipe/model/error.hpp"
 
@@ -63,7 +64,8 @@ std::string FormatSimulationSummary(const sim::SimulateOutcome& o) {
               o.schedule.num_nodes());
   s += Printf("  GPUs          %d = %d pipelines x %d stages x TP %d\n", o.gpus(), j.pipelines,
               r.spec.stages, j.gpus_per_stage);
-  s += Printf("  P_block       %g W (GPU power while blocked or idle)\n", j.p_block_w);
+  s += Printf("  P_block       %g W %s (GPU power while blocked or idle)\n", j.p_block_w,
+              PBlockOrigin(o.p_block_source).c_str());
   for (const std::string& note : o.notes) {
     s += Printf("  note          %s\n", WithFlagNames(note).c_str());
   }
@@ -143,6 +145,7 @@ std::string SimulationJson(const sim::SimulateOutcome& o) {
   inputs["pipelines"] = j.pipelines;
   inputs["tp"] = j.gpus_per_stage;
   inputs["p_block_w"] = j.p_block_w;
+  inputs["p_block_from"] = o.p_block_source == "profile" ? "profile" : "--p-block";
   inputs["iterations"] = j.iterations;
   inputs["straggler_pipeline"] = j.straggler.pipeline;
   inputs["straggler_slowdown"] = j.straggler.slowdown;
@@ -239,7 +242,8 @@ struct SimulateFlags {
   int stages = 0;
   int microbatches = 0;
   int chunks = 2;
-  double p_block_w = 0;
+  double p_block_w = 0;                   // only read when --p-block was given
+  CLI::Option* p_block_option = nullptr;  // tells whether --p-block was given
   int pipelines = 0;
   int tp = 1;
   double slowdown = 1;
@@ -271,9 +275,10 @@ SimulateSubcommand::SimulateSubcommand(CLI::App* app) : flags_(std::make_unique<
   c->add_option("--profile", f->profile, "Stage profile CSV (as for `plan`)")
       ->required()
       ->type_name("P.csv");
-  c->add_option("--p-block", f->p_block_w, "GPU power while blocked or idle, watts")
-      ->required()
-      ->type_name("WATTS");
+  f->p_block_option =
+      c->add_option("--p-block", f->p_block_w,
+                    "GPU power while blocked or idle, watts (default: the profile's p_block_w)")
+          ->type_name("WATTS");
   c->add_option("--pipelines", f->pipelines, "Data-parallel pipelines D, >= 1")
       ->required()
       ->type_name("D");
@@ -369,7 +374,7 @@ int SimulateSubcommand::Run() const {
   sim::JobSpec& job = request.job;
   job.pipelines = f.pipelines;
   job.gpus_per_stage = f.tp;
-  job.p_block_w = f.p_block_w;
+  if (f.p_block_option->count() > 0) request.p_block_w = f.p_block_w;
   job.p2p_latency_s = f.p2p_latency_us * 1e-6;
   job.allreduce_s = f.allreduce_ms * 1e-3;
   job.iterations = f.iterations;

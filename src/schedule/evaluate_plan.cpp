@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "joulepipe/model/error.hpp"
-#include "joulepipe/schedule/field_names.hpp"
+#include "joulepipe/model/field_names.hpp"
 #include "joulepipe/schedule/profile_fit.hpp"
 
 namespace joulepipe::schedule {
@@ -91,13 +91,13 @@ PlanEvaluation EvaluatePlan(const model::Profile& profile, const model::Plan& pl
   try {
     schedule = Build(evaluation.spec);
   } catch (const InputError& e) {
-    throw InputError(plan_name + ": " + RenameFields(e.what(), kPlanFileFields) + "; " +
+    throw InputError(plan_name + ": " + model::RenameFields(e.what(), kPlanFileFields) + "; " +
                      kRegenerate);
   }
   try {
     CheckProfileFits(profile, evaluation.spec, request.profile_name);
   } catch (const InputError& e) {
-    throw InputError(plan_name + ": " + RenameFields(e.what(), kPlanFileFields));
+    throw InputError(plan_name + ": " + model::RenameFields(e.what(), kPlanFileFields));
   }
   evaluation.replay = Replay(schedule, profile, plan, evaluation.p_block_w, plan_name);
   return evaluation;

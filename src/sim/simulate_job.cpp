@@ -9,7 +9,7 @@
 
 #include "joulepipe/model/energy.hpp"
 #include "joulepipe/model/error.hpp"
-#include "joulepipe/schedule/field_names.hpp"
+#include "joulepipe/model/field_names.hpp"
 #include "joulepipe/solver/plan_pipeline.hpp"
 
 namespace joulepipe::sim {
@@ -26,7 +26,7 @@ constexpr double kMaxInstructionSteps = 2e10;
 // The plan's request fields that come from this request: its errors and
 // notes name them as the caller set them.
 constexpr std::pair<std::string_view, std::string_view> kPlanFields[] = {
-    {"PlanRequest::p_block_w", "JobSpec::p_block_w"},
+    {"PlanRequest::p_block_w", "SimulateRequest::p_block_w"},
     {"PlanRequest::resolution_s", "SimulateRequest::resolution_s"},
 };
 
@@ -74,7 +74,7 @@ void Report(const SimulateRequest& r, double fraction) {
 void CheckSimulateRequest(const SimulateRequest& r) {
   schedule::CheckStagesAndMicrobatches(r.spec);
   const JobSpec& j = r.job;
-  model::CheckPBlock(j.p_block_w, "JobSpec::p_block_w");
+  if (r.p_block_w) model::CheckPBlock(*r.p_block_w, "SimulateRequest::p_block_w");
   Require(j.pipelines >= 1, "JobSpec::pipelines",
           "JobSpec::pipelines must be at least 1 (got " + std::to_string(j.pipelines) +
               "): the number of data-parallel pipelines");
@@ -155,7 +155,7 @@ SimulateOutcome SimulateJob(const model::Profile& profile, const SimulateRequest
 
   solver::PlanRequest plan_request;
   plan_request.spec = request.spec;
-  plan_request.p_block_w = job.p_block_w;
+  plan_request.p_block_w = request.p_block_w;
   plan_request.slowdown = 0;  // the intrinsic plan: least energy within T
   plan_request.resolution_s = request.resolution_s;
   if (outcome.has_straggler()) plan_request.extra_deadline_factors = {job.straggler.slowdown};
@@ -166,11 +166,13 @@ SimulateOutcome SimulateJob(const model::Profile& profile, const SimulateRequest
   try {
     plan = solver::PlanPipeline(profile, plan_request);
   } catch (const InputError& e) {
-    throw schedule::RenameFields(e, kPlanFields);
+    throw model::RenameFields(e, kPlanFields);
   }
   for (const std::string& note : plan.notes) {
-    outcome.notes.push_back(schedule::RenameFields(note, kPlanFields));
+    outcome.notes.push_back(model::RenameFields(note, kPlanFields));
   }
+  job.p_block_w = plan.p_block_w;
+  outcome.p_block_source = plan.p_block_source;
   outcome.schedule = std::move(plan.schedule);
   outcome.max_clock = plan.baseline;
   outcome.intrinsic = plan.chosen_point();

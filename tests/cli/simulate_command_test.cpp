@@ -135,6 +135,34 @@ TEST_F(SimulateCommandTest, BadFlagsExitTwoNamingTheFlag) {
   EXPECT_EQ(missing.code, 2);
 }
 
+TEST_F(SimulateCommandTest, PBlockComesFromTheProfileWhenTheFlagIsAbsent) {
+  // The measured profile has no metadata: P_block must be given.
+  const Result bare = Run("simulate --profile " + Quote(kProfile) +
+                          " --stages 8 --microbatches 4 --pipelines 2 --iterations 1");
+  EXPECT_EQ(bare.code, 2);
+  EXPECT_NE(bare.err.find("--p-block"), std::string::npos) << bare.err;
+  EXPECT_EQ(bare.err.find("::"), std::string::npos) << bare.err;
+
+  // The same profile with a '# p_block_w:' line runs without the flag and
+  // gives the figures of --p-block 83.64.
+  const std::string with_metadata = (root_ / "measured.csv").string();
+  testing::Spit(with_metadata, "# p_block_w: 83.64\n# source: measured\n" + Slurp(kProfile));
+  const std::string shape = " --stages 8 --microbatches 4 --pipelines 2 --iterations 1 --json";
+  const Result from_profile = Run("simulate --profile " + Quote(with_metadata) + shape);
+  ASSERT_EQ(from_profile.code, 0) << from_profile.err;
+  const Result from_flag = Simulate("--pipelines 2 --iterations 1 --json");
+  ASSERT_EQ(from_flag.code, 0) << from_flag.err;
+  const nlohmann::json a = nlohmann::json::parse(from_profile.out);
+  const nlohmann::json b = nlohmann::json::parse(from_flag.out);
+  EXPECT_EQ(a["inputs"]["p_block_from"], "profile");
+  EXPECT_EQ(b["inputs"]["p_block_from"], "--p-block");
+  EXPECT_EQ(a["joulepipe"]["energy_j"], b["joulepipe"]["energy_j"]);
+  EXPECT_EQ(a["baseline"]["energy_j"], b["baseline"]["energy_j"]);
+  const Result human = Run("simulate --profile " + Quote(with_metadata) +
+                           " --stages 8 --microbatches 4 --pipelines 2 --iterations 1");
+  EXPECT_NE(human.out.find("83.64 W from the profile"), std::string::npos) << human.out;
+}
+
 TEST_F(SimulateCommandTest, HelpTeachesThePoliciesAndTheAccounting) {
   const Result r = Run("simulate --help");
   ASSERT_EQ(r.code, 0);

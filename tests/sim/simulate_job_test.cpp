@@ -52,7 +52,7 @@ SimulateRequest StragglerRequest() {
   r.spec.stages = 4;
   r.spec.microbatches = 8;
   r.job.pipelines = 3;
-  r.job.p_block_w = kPBlock;
+  r.p_block_w = kPBlock;
   r.job.iterations = 4;
   r.job.straggler.pipeline = 1;
   r.job.straggler.slowdown = 1.3;
@@ -144,7 +144,8 @@ TEST(SimulateJob, ErrorsNameItsOwnFields) {
       {"JobSpec::pipelines", [](SimulateRequest* r) { r->job.pipelines = 0; }},
       {"JobSpec::gpus_per_stage", [](SimulateRequest* r) { r->job.gpus_per_stage = 0; }},
       {"JobSpec::iterations", [](SimulateRequest* r) { r->job.iterations = 0; }},
-      {"JobSpec::p_block_w", [](SimulateRequest* r) { r->job.p_block_w = -1; }},
+      {"SimulateRequest::p_block_w", [](SimulateRequest* r) { r->p_block_w = -1; }},
+      {"SimulateRequest::p_block_w", [](SimulateRequest* r) { r->p_block_w.reset(); }},
       {"JobSpec::clock_variability", [](SimulateRequest* r) { r->job.clock_variability = 0.5; }},
       {"JobSpec::stall_probability", [](SimulateRequest* r) { r->job.stall_probability = 2; }},
       {"JobSpec::stall_s", [](SimulateRequest* r) { r->job.stall_s = -1; }},
@@ -182,13 +183,31 @@ TEST(SimulateJob, ErrorsNameItsOwnFields) {
   }
 }
 
-TEST(SimulateJob, PBlockNoteNamesTheJobField) {
+TEST(SimulateJob, PBlockNoteNamesTheRequestField) {
   model::Profile profile = MakeProfile(4);
   profile.metadata.p_block_w = 60;
   const SimulateOutcome o = SimulateJob(profile, StragglerRequest());
   ASSERT_EQ(o.notes.size(), 1u);
-  EXPECT_NE(o.notes[0].find("JobSpec::p_block_w"), std::string::npos) << o.notes[0];
+  EXPECT_NE(o.notes[0].find("SimulateRequest::p_block_w"), std::string::npos) << o.notes[0];
   EXPECT_EQ(o.notes[0].find("PlanRequest::"), std::string::npos) << o.notes[0];
+  EXPECT_EQ(o.p_block_source, "request");
+  EXPECT_EQ(o.request.job.p_block_w, kPBlock);
+}
+
+TEST(SimulateJob, PBlockFromTheProfileWhenTheRequestHasNone) {
+  model::Profile profile = MakeProfile(4);
+  profile.metadata.p_block_w = 60;
+  SimulateRequest request = StragglerRequest();
+  request.p_block_w.reset();
+  const SimulateOutcome from_profile = SimulateJob(profile, request);
+  EXPECT_EQ(from_profile.p_block_source, "profile");
+  EXPECT_EQ(from_profile.request.job.p_block_w, 60);
+  EXPECT_TRUE(from_profile.notes.empty());
+  // The same job with the same P_block given explicitly: the same figures.
+  request.p_block_w = 60;
+  const SimulateOutcome explicit_value = SimulateJob(profile, request);
+  EXPECT_EQ(from_profile.joulepipe.MeanEnergy(), explicit_value.joulepipe.MeanEnergy());
+  EXPECT_EQ(from_profile.baseline.MeanEnergy(), explicit_value.baseline.MeanEnergy());
 }
 
 TEST(SimulateJob, CancelledStopsIt) {

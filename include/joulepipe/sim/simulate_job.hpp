@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,8 +30,12 @@ namespace joulepipe::sim {
 
 struct SimulateRequest {
   schedule::Spec spec;  // one pipeline's schedule
-  // Pipelines, TP degree, P_block, faults, iterations, seed. A straggler
-  // with slowdown 1 is no straggler (straggler.pipeline is ignored then).
+  // GPU power while blocked or idle (W): the caller's value, or unset for
+  // the profile's metadata (the rule of schedule::ResolvePBlock). It becomes
+  // job.p_block_w; the job's own field is ignored.
+  std::optional<double> p_block_w;
+  // Pipelines, TP degree, faults, iterations, seed. A straggler with
+  // slowdown 1 is no straggler (straggler.pipeline is ignored then).
   JobSpec job;
   int detection_lag = 0;        // iterations until the policy knows a slowdown, >= 0
   double resolution_s = 5e-3;   // frontier grid (s), > 0; T and T' are planned exactly
@@ -50,8 +55,10 @@ struct SimulateRequest {
 void CheckSimulateRequest(const SimulateRequest& request);
 
 struct SimulateOutcome {
-  // The request as simulated: a straggler with slowdown <= 1 has pipeline -1.
+  // The request as simulated: a straggler with slowdown <= 1 has pipeline -1,
+  // job.p_block_w is the P_block used.
   SimulateRequest request;
+  std::string p_block_source;  // "request" or "profile" (its metadata)
   schedule::Schedule schedule;
   solver::Evaluation max_clock;          // one pipeline, every instruction at its highest clock
   solver::FrontierPoint intrinsic;       // least energy within max_clock.time_s

@@ -1,6 +1,6 @@
-#include "joulepipe/schedule/field_names.hpp"
+#include "joulepipe/model/field_names.hpp"
 
-namespace joulepipe::schedule {
+namespace joulepipe::model {
 
 namespace {
 
@@ -29,8 +29,8 @@ std::string RenameFields(const std::string& message, FieldNames names) {
   return out;
 }
 
-model::InputError RenameFields(const model::InputError& error, FieldNames names) {
-  return model::InputError(RenameFields(error.field(), names), RenameFields(error.what(), names));
+InputError RenameFields(const InputError& error, FieldNames names) {
+  return InputError(RenameFields(error.field(), names), RenameFields(error.what(), names));
 }
 
-}  // namespace joulepipe::schedule
+}  // namespace joulepipe::model

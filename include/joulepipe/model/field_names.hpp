@@ -6,7 +6,8 @@
 // JSON fields ("num_chunks"), sim::SimulateJob its own request fields. Front
 // ends do the same with flags (src/cli/flag_names.cpp).
 //
-// It lives in `schedule`, the lowest part the task calls share.
+// It lives in `model`, beside InputError, so every part and front end
+// renames the same way.
 #pragma once
 
 #include <span>
@@ -16,7 +17,7 @@
 
 #include "joulepipe/model/error.hpp"
 
-namespace joulepipe::schedule {
+namespace joulepipe::model {
 
 // Field token -> its name in the caller's terms.
 using FieldNames = std::span<const std::pair<std::string_view, std::string_view>>;
@@ -27,6 +28,6 @@ using FieldNames = std::span<const std::pair<std::string_view, std::string_view>
 std::string RenameFields(const std::string& message, FieldNames names);
 
 // The same error with its message and field() renamed.
-model::InputError RenameFields(const model::InputError& error, FieldNames names);
+InputError RenameFields(const InputError& error, FieldNames names);
 
-}  // namespace joulepipe::schedule
+}  // namespace joulepipe::model
