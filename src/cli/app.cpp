@@ -1,7 +1,7 @@
 // The `joulepipe` command line: argument parsing (CLI11), help texts that
 // teach the formats, dispatch to the subcommands, and the one place that
 // turns exceptions into messages and exit codes.
-#include "joulepipe/cli/app.hpp"
+#include "app.hpp"
 
 #include <cstdio>
 #include <exception>
@@ -13,18 +13,18 @@
 #include <CLI/CLI.hpp>
 
 #include "flag_names.hpp"
-#include "joulepipe/cli/demo.hpp"
-#include "joulepipe/cli/embedded.hpp"
-#include "joulepipe/cli/evaluate.hpp"
-#include "joulepipe/cli/format.hpp"
-#include "joulepipe/cli/gpus_command.hpp"
-#include "joulepipe/cli/inputs.hpp"
-#include "joulepipe/cli/measure_command.hpp"
-#include "joulepipe/cli/output_dir.hpp"
-#include "joulepipe/cli/planning.hpp"
-#include "joulepipe/cli/power_command.hpp"
-#include "joulepipe/cli/profile_command.hpp"
-#include "joulepipe/cli/simulate_command.hpp"
+#include "demo_command.hpp"
+#include "embedded.hpp"
+#include "evaluate_command.hpp"
+#include "format.hpp"
+#include "gpus_command.hpp"
+#include "inputs.hpp"
+#include "measure_command.hpp"
+#include "output_dir.hpp"
+#include "plan_command.hpp"
+#include "power_command.hpp"
+#include "profile_command.hpp"
+#include "simulate_command.hpp"
 #include "joulepipe/model/energy.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/plan.hpp"

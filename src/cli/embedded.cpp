@@ -1,5 +1,5 @@
 // The embedded demo profile, parsed from the bytes the build generated.
-#include "joulepipe/cli/embedded.hpp"
+#include "embedded.hpp"
 
 #include <string>
 

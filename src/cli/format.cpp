@@ -1,5 +1,5 @@
 // Number (and schedule shape) formatting shared by the joulepipe subcommands.
-#include "joulepipe/cli/format.hpp"
+#include "format.hpp"
 
 #include <chrono>
 #include <cmath>
@@ -51,6 +51,10 @@ std::string ShapeText(const schedule::Spec& spec) {
                      std::to_string(spec.microbatches) + " microbatches";
   if (spec.chunks > 1) text += " x " + std::to_string(spec.chunks) + " chunks";
   return text;
+}
+
+std::string PBlockOrigin(const std::string& p_block_source) {
+  return p_block_source == "profile" ? "from the profile" : "from --p-block";
 }
 
 std::function<void(const char*, double)> ProgressLines(std::FILE* out, std::string prefix) {

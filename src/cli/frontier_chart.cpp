@@ -1,4 +1,4 @@
-#include "joulepipe/cli/frontier_chart.hpp"
+#include "frontier_chart.hpp"
 
 namespace joulepipe::cli {
 

@@ -1,5 +1,5 @@
 // `joulepipe gpus`: query every visible GPU through NVML and list it.
-#include "joulepipe/cli/gpus_command.hpp"
+#include "gpus_command.hpp"
 
 #include <cstdio>
 #include <functional>
@@ -7,8 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "joulepipe/cli/app.hpp"
-#include "joulepipe/cli/format.hpp"
+#include "format.hpp"
 #include "joulepipe/gpu/error.hpp"
 #include "joulepipe/gpu/visible_devices.hpp"
 
@@ -287,19 +286,16 @@ constexpr char kFooter[] =
 
 }  // namespace
 
-GpusSubcommand::GpusSubcommand(CLI::App* app) : flags_(std::make_unique<GpusFlags>()) {
-  CLI::App* c = app->add_subcommand(
-      "gpus", "List the visible GPUs: clocks, power limits, energy counter (via NVML)");
-  command_ = c;
+GpusSubcommand::GpusSubcommand(CLI::App* app)
+    : Subcommand(app->add_subcommand(
+          "gpus", "List the visible GPUs: clocks, power limits, energy counter (via NVML)")),
+      flags_(std::make_unique<GpusFlags>()) {
+  CLI::App* c = command();
   c->footer(kFooter);
   c->add_flag("--json", flags_->json, "Print one JSON object instead of the text");
 }
 
 GpusSubcommand::~GpusSubcommand() = default;
-
-bool GpusSubcommand::parsed() const {
-  return command_->parsed();
-}
 
 int GpusSubcommand::Run() const {
   const GpuReport report = CollectGpuReport();

@@ -1,9 +1,16 @@
-// Checks on user input that only the command line has.
-#include "joulepipe/cli/inputs.hpp"
+// Flag reading and the checks on user input that only the command line has.
+#include "inputs.hpp"
+
+#include <CLI/CLI.hpp>
 
 #include "joulepipe/model/error.hpp"
 
 namespace joulepipe::cli {
+
+std::optional<double> IfGiven(const CLI::Option* option, double value) {
+  if (option->count() == 0) return std::nullopt;
+  return value;
+}
 
 schedule::Spec ScheduleFromFlags(const std::string& name, int stages, int microbatches, int chunks,
                                  bool chunks_given) {

@@ -1,6 +1,6 @@
 // `joulepipe measure`: run a command inside one tick-aligned measurement
 // window and report what it drew, with the methodology.
-#include "joulepipe/cli/measure_command.hpp"
+#include "measure_command.hpp"
 
 #include <signal.h>
 #include <spawn.h>
@@ -18,9 +18,8 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "joulepipe/cli/app.hpp"
-#include "joulepipe/cli/format.hpp"
-#include "joulepipe/cli/output_dir.hpp"
+#include "format.hpp"
+#include "output_dir.hpp"
 #include "joulepipe/gpu/error.hpp"
 #include "joulepipe/gpu/nvml.hpp"
 #include "joulepipe/model/error.hpp"
@@ -376,11 +375,12 @@ std::string RaplRootFromEnv() {
   return root && *root ? std::string(root) : std::string(monitor::kDefaultRaplRoot);
 }
 
-MeasureSubcommand::MeasureSubcommand(CLI::App* app) : flags_(std::make_unique<MeasureFlags>()) {
+MeasureSubcommand::MeasureSubcommand(CLI::App* app)
+    : Subcommand(app->add_subcommand(
+          "measure", "Run a command and report its GPU (and CPU/DRAM) energy, measured")),
+      flags_(std::make_unique<MeasureFlags>()) {
   MeasureFlags* f = flags_.get();
-  CLI::App* c = app->add_subcommand(
-      "measure", "Run a command and report its GPU (and CPU/DRAM) energy, measured");
-  command_ = c;
+  CLI::App* c = command();
   c->footer(kMeasureFooter);
   f->gpus_option =
       c->add_option("--gpus", f->gpus, "Visible GPU indices to measure (default: all visible)")
@@ -400,10 +400,6 @@ MeasureSubcommand::MeasureSubcommand(CLI::App* app) : flags_(std::make_unique<Me
 }
 
 MeasureSubcommand::~MeasureSubcommand() = default;
-
-bool MeasureSubcommand::parsed() const {
-  return command_->parsed();
-}
 
 int MeasureSubcommand::Run() const {
   const MeasureReport r = Measure(*flags_);

@@ -1,5 +1,5 @@
 // `joulepipe power`: stream sampled GPU power until interrupted, then sum up.
-#include "joulepipe/cli/power_command.hpp"
+#include "power_command.hpp"
 
 #include <signal.h>
 
@@ -10,9 +10,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "joulepipe/cli/app.hpp"
-#include "joulepipe/cli/format.hpp"
-#include "joulepipe/cli/measure_command.hpp"
+#include "format.hpp"
+#include "measure_command.hpp"
 #include "joulepipe/gpu/nvml.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/monitor/monitor.hpp"
@@ -124,10 +123,11 @@ int RunPower(const PowerFlags& f) {
 
 }  // namespace
 
-PowerSubcommand::PowerSubcommand(CLI::App* app) : flags_(std::make_unique<PowerFlags>()) {
+PowerSubcommand::PowerSubcommand(CLI::App* app)
+    : Subcommand(app->add_subcommand("power", "Stream GPU power until Ctrl-C, then a summary")),
+      flags_(std::make_unique<PowerFlags>()) {
   PowerFlags* f = flags_.get();
-  CLI::App* c = app->add_subcommand("power", "Stream GPU power until Ctrl-C, then a summary");
-  command_ = c;
+  CLI::App* c = command();
   c->footer(kPowerFooter);
   f->gpus_option = c->add_option("--gpus", f->gpus, "Visible GPU indices (default: all visible)")
                        ->type_name("0,1,...");
@@ -137,10 +137,6 @@ PowerSubcommand::PowerSubcommand(CLI::App* app) : flags_(std::make_unique<PowerF
 }
 
 PowerSubcommand::~PowerSubcommand() = default;
-
-bool PowerSubcommand::parsed() const {
-  return command_->parsed();
-}
 
 int PowerSubcommand::Run() const {
   return RunPower(*flags_);

@@ -1,6 +1,6 @@
 // `joulepipe profile --simulate`: flags, the simulated profile CSV and the
 // summary that says what the figures are and what to run next.
-#include "joulepipe/cli/profile_command.hpp"
+#include "profile_command.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,9 +8,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "joulepipe/cli/app.hpp"
-#include "joulepipe/cli/format.hpp"
-#include "joulepipe/cli/output_dir.hpp"
+#include "format.hpp"
+#include "output_dir.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/version.hpp"
 
@@ -40,7 +39,9 @@ namespace {
 
 std::string GpuIds() {
   std::string out;
-  for (const physics::GpuSpec& gpu : physics::GpuCatalog()) out += (out.empty() ? "" : ", ") + gpu.id;
+  for (const physics::GpuSpec& gpu : physics::GpuCatalog()) {
+    out += (out.empty() ? "" : ", ") + gpu.id;
+  }
   return out;
 }
 
@@ -216,7 +217,8 @@ std::string FormatProfileSummary(const physics::SimulatedWorkload& w, const Prof
       "sync)\n",
       100 * physics::SteadyStateMfu(w, gpu));
   if (r.microbatches > 0) {
-    const physics::IterationEstimate it = physics::EstimateIteration(w, gpu, r.microbatches, r.dp_gbps);
+    const physics::IterationEstimate it =
+        physics::EstimateIteration(w, gpu, r.microbatches, r.dp_gbps);
     t += Printf(
         "  iteration    %.3f s for 1F1B with %d microbatches at max clock: MFU %.1f%%, "
         "%.0f TFLOP/s per GPU executed\n",
@@ -246,11 +248,13 @@ std::string FormatProfileSummary(const physics::SimulatedWorkload& w, const Prof
   return t;
 }
 
-ProfileSubcommand::ProfileSubcommand(CLI::App* app) : flags_(std::make_unique<ProfileFlags>()) {
+ProfileSubcommand::ProfileSubcommand(CLI::App* app)
+    : Subcommand(app->add_subcommand(
+          "profile",
+          "Write a stage profile for `plan` (simulated from a transformer model for now)")),
+      flags_(std::make_unique<ProfileFlags>()) {
   ProfileFlags* f = flags_.get();
-  CLI::App* c = app->add_subcommand(
-      "profile", "Write a stage profile for `plan` (simulated from a transformer model for now)");
-  command_ = c;
+  CLI::App* c = command();
   c->footer([] { return Footer(); });
   c->add_flag("--simulate", f->simulate,
               "Simulate the profile from the workload model (required for now)");
@@ -287,10 +291,6 @@ ProfileSubcommand::ProfileSubcommand(CLI::App* app) : flags_(std::make_unique<Pr
 }
 
 ProfileSubcommand::~ProfileSubcommand() = default;
-
-bool ProfileSubcommand::parsed() const {
-  return command_->parsed();
-}
 
 int ProfileSubcommand::Run() const {
   const ProfileRequest request = ToRequest(*flags_);

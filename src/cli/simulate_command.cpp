@@ -1,5 +1,5 @@
 // `joulepipe simulate`: flags, one sim::SimulateJob call, and printing.
-#include "joulepipe/cli/simulate_command.hpp"
+#include "simulate_command.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -10,10 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include "flag_names.hpp"
-#include "joulepipe/cli/format.hpp"
-#include "joulepipe/cli/inputs.hpp"
-#include "joulepipe/cli/planning.hpp"
-#include "joulepipe/cli/output_dir.hpp"
+#include "format.hpp"
+#include "inputs.hpp"
+#include "plan_command.hpp"
+#include "output_dir.hpp"
 #include "joulepipe/model/error.hpp"
 
 namespace joulepipe::cli {
@@ -266,11 +266,12 @@ struct SimulateFlags {
   CLI::Option* chunks_option = nullptr;
 };
 
-SimulateSubcommand::SimulateSubcommand(CLI::App* app) : flags_(std::make_unique<SimulateFlags>()) {
+SimulateSubcommand::SimulateSubcommand(CLI::App* app)
+    : Subcommand(app->add_subcommand(
+          "simulate", "Simulate data-parallel training with a straggler: baseline vs joulepipe")),
+      flags_(std::make_unique<SimulateFlags>()) {
   SimulateFlags* f = flags_.get();
-  CLI::App* c = app->add_subcommand(
-      "simulate", "Simulate data-parallel training with a straggler: baseline vs joulepipe");
-  command_ = c;
+  CLI::App* c = command();
   c->footer(kSimulateFooter);
   c->add_option("--profile", f->profile, "Stage profile CSV (as for `plan`)")
       ->required()
@@ -356,10 +357,6 @@ SimulateSubcommand::SimulateSubcommand(CLI::App* app) : flags_(std::make_unique<
 }
 
 SimulateSubcommand::~SimulateSubcommand() = default;
-
-bool SimulateSubcommand::parsed() const {
-  return command_ != nullptr && command_->parsed();
-}
 
 int SimulateSubcommand::Run() const {
   const SimulateFlags& f = *flags_;

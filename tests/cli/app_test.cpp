@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_test_support.hpp"
-#include "joulepipe/cli/planning.hpp"
+#include "cli/plan_command.hpp"
 
 namespace joulepipe::cli {
 namespace {

@@ -1,6 +1,6 @@
 // StagedDirectory and WriteFileAtomically: outputs appear whole or not at all,
 // and only joulepipe's own outputs (or empty directories) are ever replaced.
-#include "joulepipe/cli/output_dir.hpp"
+#include "cli/output_dir.hpp"
 
 #include <filesystem>
 #include <set>

@@ -266,15 +266,21 @@ class FakeJob {
     runtime::WriteProfileCsv(csv.path(), merged_);
     const model::Profile profile = model::ReadProfileCsv(csv.path());
     const std::string text = runtime::ProfileCsv(merged_);
-    size_t end = 0;
+    // Print the header and the first two rows (after the metadata lines).
+    size_t end = text.find("\nstage,");
     for (int line = 0; line < 3 && end != std::string::npos; ++line) end = text.find('\n', end + 1);
     std::printf("[e2e] profile CSV (first rows):\n%s\n", text.substr(0, end).c_str());
+    // The measured P_block travels in the file: the plan is made without one,
+    // as `joulepipe plan --profile` without --p-block.
+    ASSERT_TRUE(profile.metadata.p_block_w.has_value());
+    EXPECT_EQ(*profile.metadata.p_block_w, merged_.p_block_w);
+    EXPECT_EQ(profile.metadata.source, "measured");
     solver::PlanRequest request;
     request.spec = schedule_.spec;
-    request.p_block_w = merged_.p_block_w;
     request.resolution_s = 1e-4;
     request.profile_name = csv.path();
     const solver::PipelinePlan plan = solver::PlanPipeline(profile, request);
+    EXPECT_EQ(plan.p_block_source, "profile");
     frontier_ = plan.frontier;
     chosen_ = plan.chosen_point();
     plan_ = solver::ToPlan(plan.schedule, chosen_);

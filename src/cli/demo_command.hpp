@@ -10,8 +10,8 @@
 
 #include <string>
 
-#include "joulepipe/cli/output_dir.hpp"
-#include "joulepipe/cli/simulate_command.hpp"
+#include "output_dir.hpp"
+#include "simulate_command.hpp"
 
 namespace joulepipe::cli {
 

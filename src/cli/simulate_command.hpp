@@ -8,6 +8,7 @@
 #include <string>
 
 #include "joulepipe/sim/simulate_job.hpp"
+#include "subcommand.hpp"
 
 namespace CLI {
 class App;
@@ -38,19 +39,15 @@ std::string SimulationTimeline(const sim::SimulateOutcome& outcome);
 // and prints (and writes --timeline). Run() throws model::InputError on bad
 // input.
 struct SimulateFlags;
-class SimulateSubcommand {
+class SimulateSubcommand : public Subcommand {
  public:
   explicit SimulateSubcommand(CLI::App* app);
-  ~SimulateSubcommand();
-  SimulateSubcommand(const SimulateSubcommand&) = delete;
-  SimulateSubcommand& operator=(const SimulateSubcommand&) = delete;
+  ~SimulateSubcommand() override;
 
-  bool parsed() const;
-  int Run() const;  // the exit code
+  int Run() const override;  // the exit code
 
  private:
   std::unique_ptr<SimulateFlags> flags_;
-  CLI::App* command_ = nullptr;
 };
 
 }  // namespace joulepipe::cli

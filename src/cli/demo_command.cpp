@@ -1,11 +1,11 @@
 // `joulepipe demo`: fixed inputs, one simulation, a table and a chart.
-#include "joulepipe/cli/demo.hpp"
+#include "demo_command.hpp"
 
 #include <cmath>
 
-#include "joulepipe/cli/embedded.hpp"
-#include "joulepipe/cli/format.hpp"
-#include "joulepipe/cli/frontier_chart.hpp"
+#include "embedded.hpp"
+#include "format.hpp"
+#include "frontier_chart.hpp"
 #include "joulepipe/model/plan.hpp"
 #include "joulepipe/report/line_chart.hpp"
 

@@ -1,5 +1,5 @@
 // The `plan` command's files and summary, from a solver::PipelinePlan.
-#include "joulepipe/cli/planning.hpp"
+#include "plan_command.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "joulepipe/cli/format.hpp"
-#include "joulepipe/cli/frontier_chart.hpp"
+#include "format.hpp"
+#include "frontier_chart.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/plan.hpp"
 #include "joulepipe/report/line_chart.hpp"
@@ -54,10 +54,6 @@ PlanOutcome ToPlanOutcome(solver::PipelinePlan plan, int max_plans) {
   outcome.max_plans = max_plans;
   outcome.written = SelectPoints(outcome.plan.frontier.points, outcome.plan.chosen, max_plans);
   return outcome;
-}
-
-std::string PBlockOrigin(const std::string& p_block_source) {
-  return p_block_source == "profile" ? "from the profile" : "from --p-block";
 }
 
 std::vector<std::size_t> SelectPoints(const std::vector<solver::FrontierPoint>& points,

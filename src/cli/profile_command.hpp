@@ -1,5 +1,5 @@
 // `joulepipe profile`: a stage profile for `plan`. For now only simulated
-// (--simulate): the transformer workload model (sim/workload.hpp) on a GPU
+// (--simulate): the transformer workload model (physics/workload.hpp) on a GPU
 // of the catalog gives every stage's forward and backward time and energy at
 // every SM clock. Measured in-situ profiling comes with the runtime.
 //
@@ -12,6 +12,7 @@
 
 #include "joulepipe/physics/gpu_model.hpp"
 #include "joulepipe/physics/workload.hpp"
+#include "subcommand.hpp"
 
 namespace CLI {
 class App;
@@ -20,12 +21,12 @@ class App;
 namespace joulepipe::cli {
 
 struct ProfileRequest {
-  physics::WorkloadSpec spec;                 // spec.parallel.layer_split resolved (empty = even)
+  physics::WorkloadSpec spec;             // spec.parallel.layer_split resolved (empty = even)
   std::string layer_split_text = "even";  // as given: even, balanced or a list
-  const physics::GpuSpec* gpu = nullptr;      // from the catalog
+  const physics::GpuSpec* gpu = nullptr;  // from the catalog
   physics::ProfileOptions options;
   double dp_gbps = physics::kDefaultInterNodeGbps;  // per GPU, for the DP all-reduce estimate
-  int microbatches = 0;                         // > 0: also estimate one 1F1B iteration
+  int microbatches = 0;                             // > 0: also estimate one 1F1B iteration
 };
 
 // The profile CSV (model::ProfileToCsv, docs/formats.md): metadata lines
@@ -34,7 +35,8 @@ struct ProfileRequest {
 // then per stage, per clock (highest first) a forward and a backward row;
 // numbers with 17 significant digits. model::ParseProfileCsv reads it back
 // exactly.
-std::string SimulatedProfileCsv(const physics::SimulatedWorkload& workload, const physics::GpuSpec& gpu);
+std::string SimulatedProfileCsv(const physics::SimulatedWorkload& workload,
+                                const physics::GpuSpec& gpu);
 
 // The summary for people: inputs, one line per stage (layers, forward and
 // backward time at max clock, TFLOPs, compute share, least-energy clock),
@@ -48,19 +50,15 @@ std::string FormatProfileSummary(const physics::SimulatedWorkload& workload,
 // writes --out atomically (or the CSV to stdout) and prints the summary
 // (to stdout with --out, else to stderr).
 struct ProfileFlags;
-class ProfileSubcommand {
+class ProfileSubcommand : public Subcommand {
  public:
   explicit ProfileSubcommand(CLI::App* app);
-  ~ProfileSubcommand();
-  ProfileSubcommand(const ProfileSubcommand&) = delete;
-  ProfileSubcommand& operator=(const ProfileSubcommand&) = delete;
+  ~ProfileSubcommand() override;
 
-  bool parsed() const;
-  int Run() const;  // the exit code
+  int Run() const override;  // the exit code
 
  private:
   std::unique_ptr<ProfileFlags> flags_;
-  CLI::App* command_ = nullptr;
 };
 
 }  // namespace joulepipe::cli

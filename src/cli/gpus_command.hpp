@@ -18,6 +18,7 @@
 
 #include "joulepipe/gpu/device.hpp"
 #include "joulepipe/gpu/nvml.hpp"
+#include "subcommand.hpp"
 
 namespace CLI {
 class App;
@@ -76,19 +77,15 @@ std::string GpuReportJson(const GpuReport& report);
 
 // The subcommand: registers `gpus`, its flags and help on `app`.
 struct GpusFlags;
-class GpusSubcommand {
+class GpusSubcommand : public Subcommand {
  public:
   explicit GpusSubcommand(CLI::App* app);
-  ~GpusSubcommand();
-  GpusSubcommand(const GpusSubcommand&) = delete;
-  GpusSubcommand& operator=(const GpusSubcommand&) = delete;
+  ~GpusSubcommand() override;
 
-  bool parsed() const;
-  int Run() const;  // the exit code
+  int Run() const override;  // the exit code
 
  private:
   std::unique_ptr<GpusFlags> flags_;
-  CLI::App* command_ = nullptr;
 };
 
 }  // namespace joulepipe::cli

@@ -1,5 +1,5 @@
-// What the `plan` command adds to solver::PlanPipeline: which plans to write,
-// the output files, and the summary for people.
+// `joulepipe plan`: what it adds to solver::PlanPipeline: its flags, which
+// plans to write, the output files, and the summary for people.
 //
 // Outputs (one directory, written atomically through StagedDirectory):
 //   frontier.csv        time_s,energy_j,plan_file; one row per written plan,
@@ -13,12 +13,18 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "joulepipe/cli/output_dir.hpp"
 #include "joulepipe/solver/frontier.hpp"
 #include "joulepipe/solver/plan_pipeline.hpp"
+#include "output_dir.hpp"
+#include "subcommand.hpp"
+
+namespace CLI {
+class App;
+}
 
 namespace joulepipe::cli {
 
@@ -49,9 +55,6 @@ std::vector<std::size_t> SelectPoints(const std::vector<solver::FrontierPoint>& 
 // "plans/plan_00042.json": the file of the j-th written plan.
 std::string PlanFileName(std::size_t j);
 
-// "from the profile" or "from --p-block": where the plan's P_block came from.
-std::string PBlockOrigin(const std::string& p_block_source);
-
 // The contents of frontier.csv, summary.json and frontier.svg.
 std::string FrontierCsv(const PlanOutcome& outcome);
 std::string SummaryJson(const PlanOutcome& outcome);
@@ -65,5 +68,20 @@ void WritePlanOutputs(const PlanOutcome& outcome, StagedDirectory* staged);
 
 // The human summary printed by `plan`. `out_dir` may be empty.
 std::string FormatPlanSummary(const PlanOutcome& outcome, const std::string& out_dir);
+
+// The subcommand: registers `plan`, its flags and help on `app`. Run() checks
+// the flags, reads the profile, plans (solver::PreparePipelinePlan, then
+// solver::SolvePipelinePlan), writes --out and prints the summary.
+struct PlanFlags;
+class PlanSubcommand : public Subcommand {
+ public:
+  explicit PlanSubcommand(CLI::App* app);
+  ~PlanSubcommand() override;
+
+  int Run() const override;  // the exit code
+
+ private:
+  std::unique_ptr<PlanFlags> flags_;
+};
 
 }  // namespace joulepipe::cli

@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "subcommand.hpp"
+
 namespace CLI {
 class App;
 }
@@ -41,19 +43,15 @@ std::vector<int> ParseGpuList(const std::string& text, const std::string& flag);
 std::string RaplRootFromEnv();
 
 struct MeasureFlags;
-class MeasureSubcommand {
+class MeasureSubcommand : public Subcommand {
  public:
   explicit MeasureSubcommand(CLI::App* app);
-  ~MeasureSubcommand();
-  MeasureSubcommand(const MeasureSubcommand&) = delete;
-  MeasureSubcommand& operator=(const MeasureSubcommand&) = delete;
+  ~MeasureSubcommand() override;
 
-  bool parsed() const;
-  int Run() const;  // the exit code (CMD's, see above)
+  int Run() const override;  // the exit code (CMD's, see above)
 
  private:
   std::unique_ptr<MeasureFlags> flags_;
-  CLI::App* command_ = nullptr;
 };
 
 }  // namespace joulepipe::cli

@@ -13,6 +13,8 @@
 
 #include <memory>
 
+#include "subcommand.hpp"
+
 namespace CLI {
 class App;
 }
@@ -20,19 +22,15 @@ class App;
 namespace joulepipe::cli {
 
 struct PowerFlags;
-class PowerSubcommand {
+class PowerSubcommand : public Subcommand {
  public:
   explicit PowerSubcommand(CLI::App* app);
-  ~PowerSubcommand();
-  PowerSubcommand(const PowerSubcommand&) = delete;
-  PowerSubcommand& operator=(const PowerSubcommand&) = delete;
+  ~PowerSubcommand() override;
 
-  bool parsed() const;
-  int Run() const;  // the exit code
+  int Run() const override;  // the exit code
 
  private:
   std::unique_ptr<PowerFlags> flags_;
-  CLI::App* command_ = nullptr;
 };
 
 }  // namespace joulepipe::cli

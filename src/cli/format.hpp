@@ -29,6 +29,10 @@ double SlowdownPercent(double value, double reference);
 // " x V chunks" appended when there are several chunks.
 std::string ShapeText(const schedule::Spec& spec);
 
+// "from the profile" or "from --p-block": where P_block came from, given a
+// library result's p_block_source ("profile" or "request").
+std::string PBlockOrigin(const std::string& p_block_source);
+
 // A progress callback for the library's long calls (plan, simulate) that
 // prints "joulepipe: <prefix><phase> 42% (7 s)" lines to `out`: nothing in
 // the first two seconds, so short runs stay quiet, then at most one a second.

@@ -1,9 +1,9 @@
 // The `evaluate` command's report, from a schedule::PlanEvaluation.
-#include "joulepipe/cli/evaluate.hpp"
+#include "evaluate_command.hpp"
 
 #include "flag_names.hpp"
-#include "joulepipe/cli/format.hpp"
-#include "joulepipe/cli/planning.hpp"
+#include "format.hpp"
+#include "plan_command.hpp"
 
 namespace joulepipe::cli {
 

@@ -1,0 +1,28 @@
+// Flag reading shared by the subcommands, and the checks on user input that
+// only the command line has. Everything else (profiles that do not fit,
+// P_block, grid size, ...) is checked by the library's task calls, whose
+// errors app.cpp shows with flag names.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "joulepipe/schedule/schedule.hpp"
+
+namespace CLI {
+class Option;
+}
+
+namespace joulepipe::cli {
+
+// `value` if the user gave `option` (CLI11 leaves the default otherwise),
+// else nullopt: how a request's optional field (p_block_w) is filled.
+std::optional<double> IfGiven(const CLI::Option* option, double value);
+
+// The schedule flags (--schedule, --stages, --microbatches, --chunks) as a
+// Spec. --chunks is only for interleaved (then >= 2); `chunks_given` says
+// whether the user passed it. Throws InputError naming the flag.
+schedule::Spec ScheduleFromFlags(const std::string& schedule, int stages, int microbatches,
+                                 int chunks, bool chunks_given);
+
+}  // namespace joulepipe::cli
