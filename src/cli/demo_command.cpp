@@ -1,13 +1,18 @@
-// `joulepipe demo`: fixed inputs, one simulation, a table and a chart.
+// `joulepipe demo`: fixed inputs, one sim::SimulateJob call, a table and a
+// chart.
 #include "demo_command.hpp"
 
 #include <cmath>
+#include <cstdio>
+
+#include <CLI/CLI.hpp>
 
 #include "embedded.hpp"
 #include "format.hpp"
 #include "frontier_chart.hpp"
 #include "joulepipe/model/plan.hpp"
 #include "joulepipe/report/line_chart.hpp"
+#include "simulate_command.hpp"
 
 namespace joulepipe::cli {
 
@@ -172,6 +177,70 @@ void WriteDemoOutputs(const sim::SimulateOutcome& o, StagedDirectory* staged) {
   staged->WriteFile("straggler_plan.json",
                     model::PlanToJson(solver::ToPlan(o.schedule, o.straggler_plan)));
   staged->Commit();
+}
+
+// ---- The subcommand ------------------------------------------------------------
+
+namespace {
+
+constexpr char kDemoFooter[] =
+    "\nSimulates a realistic large job with and without joulepipe, from the stage\n"
+    "profile measured by Perseus (SOSP'24 artifact, built into this binary): GPT-3\n"
+    "175B on 1,024 A100-SXM GPUs = 16 data-parallel pipelines x 8 stages x tensor-\n"
+    "parallel 8, 1F1B with 96 microbatches, P_block 83.64 W. 20 iterations: 10\n"
+    "healthy, then one pipeline runs 1.2x slower (a straggler). Prints iteration\n"
+    "time, energy per iteration and saving for both phases and a projection for a\n"
+    "full 300B-token run; writes the frontier as an SVG. Takes a few seconds.\n"
+    "\n"
+    "Files (in DIR, written atomically; an earlier demo output is replaced):\n"
+    "  frontier.svg          the frontier, the baseline and the two plans used\n"
+    "  simulation.json       what `joulepipe simulate --json` prints\n"
+    "  intrinsic_plan.json   the plan all pipelines run while healthy\n"
+    "  straggler_plan.json   what the others run while one pipeline straggles\n"
+    "\n"
+    "Example:\n"
+    "  joulepipe demo --out demo-out";
+
+}  // namespace
+
+struct DemoFlags {
+  std::string out = kDemoOutDir;
+  bool no_files = false;
+};
+
+DemoSubcommand::DemoSubcommand(CLI::App* app)
+    : Subcommand(app->add_subcommand(
+          "demo", "Simulate GPT-3 175B on 1,024 A100-SXM with and without joulepipe (no GPU)")),
+      flags_(std::make_unique<DemoFlags>()) {
+  DemoFlags* f = flags_.get();
+  CLI::App* c = command();
+  c->add_option("--out", f->out, "Write frontier.svg, simulation.json and the plans to DIR")
+      ->type_name("DIR")
+      ->capture_default_str();
+  c->add_flag("--no-files", f->no_files, "Only print; write no files");
+  c->footer(kDemoFooter);
+}
+
+DemoSubcommand::~DemoSubcommand() = default;
+
+// The same order as `plan` (PlanSubcommand::Run): an --out that may not be
+// replaced fails before the work, and nothing is left behind if the work
+// fails.
+int DemoSubcommand::Run() const {
+  const DemoFlags& f = *flags_;
+  sim::SimulateRequest request = DemoRequest();
+  const model::Profile profile = LoadEmbeddedDemoProfile();
+  const std::string out = f.no_files ? std::string() : f.out;
+  if (!out.empty()) StagedDirectory probe(out);
+  request.progress = ProgressLines(stderr, "demo: ");
+  const sim::SimulateOutcome outcome = sim::SimulateJob(profile, request);
+  if (!out.empty()) {
+    StagedDirectory staged(out);
+    WriteDemoOutputs(outcome, &staged);
+  }
+  const std::string text = FormatDemoReport(outcome, out);
+  std::fputs(text.c_str(), stdout);
+  return kExitOk;
 }
 
 }  // namespace joulepipe::cli

@@ -8,10 +8,16 @@
 // One frontier solve serves both phases.
 #pragma once
 
+#include <memory>
 #include <string>
 
+#include "joulepipe/sim/simulate_job.hpp"
 #include "output_dir.hpp"
-#include "simulate_command.hpp"
+#include "subcommand.hpp"
+
+namespace CLI {
+class App;
+}
 
 namespace joulepipe::cli {
 
@@ -35,5 +41,20 @@ std::string FormatDemoReport(const sim::SimulateOutcome& outcome, const std::str
 // frontier.svg, simulation.json, intrinsic_plan.json, straggler_plan.json;
 // commits `staged`.
 void WriteDemoOutputs(const sim::SimulateOutcome& outcome, StagedDirectory* staged);
+
+// The subcommand: registers `demo`, its flags and help on `app`. Run() calls
+// sim::SimulateJob with DemoRequest() on the embedded profile, writes --out
+// (unless --no-files) and prints the report.
+struct DemoFlags;
+class DemoSubcommand : public Subcommand {
+ public:
+  explicit DemoSubcommand(CLI::App* app);
+  ~DemoSubcommand() override;
+
+  int Run() const override;  // the exit code
+
+ private:
+  std::unique_ptr<DemoFlags> flags_;
+};
 
 }  // namespace joulepipe::cli

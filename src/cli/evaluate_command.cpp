@@ -1,9 +1,15 @@
-// The `evaluate` command's report, from a schedule::PlanEvaluation.
+// `joulepipe evaluate`: flags, one schedule::EvaluatePlan call, and printing.
 #include "evaluate_command.hpp"
+
+#include <cstdio>
+
+#include <CLI/CLI.hpp>
 
 #include "flag_names.hpp"
 #include "format.hpp"
-#include "plan_command.hpp"
+#include "inputs.hpp"
+#include "joulepipe/model/energy.hpp"
+#include "joulepipe/model/profile.hpp"
 
 namespace joulepipe::cli {
 
@@ -46,6 +52,79 @@ std::string EvaluationJson(const schedule::ReplayResult& replay) {
   return "{\"time_s\": " + Exact(replay.time_s) + ", \"energy_j\": " + Exact(replay.energy_j) +
          ", \"busy_energy_j\": " + Exact(replay.busy_energy_j) +
          ", \"blocking_energy_j\": " + Exact(replay.blocking_energy_j) + "}\n";
+}
+
+// ---- The subcommand ------------------------------------------------------------
+
+namespace {
+
+constexpr char kEvaluateFooter[] =
+    "\nReplays the plan instruction by instruction on the profile (an evaluator\n"
+    "independent of the planner) and prints the iteration time and GPU energy:\n"
+    "  energy = sum of instruction energies + P_block x (time each GPU waits).\n"
+    "If the plan records \"predicted\" figures, prints the relative difference.\n"
+    "\n"
+    "Plan JSON (version 1): {\"version\":1, \"schedule\":\"1f1b\", \"num_stages\":S,\n"
+    "\"num_microbatches\":M, \"num_chunks\":V, \"stages\":[[{\"instruction\":\"forward\",\n"
+    "\"microbatch\":0, \"chunk\":0, \"frequency\":1410}, ...], ...]} with each stage's\n"
+    "instructions in execution order; \"predicted\":{\"time_s\",\"energy_j\"} optional.\n"
+    "\n"
+    "Example:\n"
+    "  joulepipe evaluate --profile prof.csv --plan plan-out/chosen.json --p-block 83.64 --json";
+
+}  // namespace
+
+struct EvaluateFlags {
+  std::string profile;
+  std::string plan;
+  double p_block_w = 0;  // only read when --p-block was given
+  bool json = false;
+  CLI::Option* p_block_option = nullptr;  // tells whether --p-block was given
+};
+
+EvaluateSubcommand::EvaluateSubcommand(CLI::App* app)
+    : Subcommand(app->add_subcommand(
+          "evaluate", "Replay a plan file on a profile: iteration time and energy")),
+      flags_(std::make_unique<EvaluateFlags>()) {
+  EvaluateFlags* f = flags_.get();
+  CLI::App* c = command();
+  c->add_option("--profile", f->profile, "Stage profile CSV the plan is for")
+      ->required()
+      ->type_name("P.csv");
+  c->add_option("--plan", f->plan, "Plan JSON (e.g. chosen.json from `plan`)")
+      ->required()
+      ->type_name("plan.json");
+  f->p_block_option = c->add_option("--p-block", f->p_block_w,
+                                    "GPU power while blocked or idle, watts; default: the "
+                                    "profile's p_block_w")
+                          ->type_name("WATTS");
+  c->add_flag("--json", f->json,
+              "Print one JSON object {time_s, energy_j, busy_energy_j, blocking_energy_j}");
+  c->footer(kEvaluateFooter);
+}
+
+EvaluateSubcommand::~EvaluateSubcommand() = default;
+
+int EvaluateSubcommand::Run() const {
+  const EvaluateFlags& f = *flags_;
+  schedule::EvaluateRequest request;
+  request.p_block_w = IfGiven(f.p_block_option, f.p_block_w);
+  request.profile_name = f.profile;
+  request.plan_name = f.plan;
+  // The flag before the files; the profile's value is checked where it is used.
+  if (request.p_block_w) model::CheckPBlock(*request.p_block_w, "EvaluateRequest::p_block_w");
+  const model::Profile profile = model::ReadProfileCsv(f.profile);
+  const model::Plan plan = model::ReadPlanFile(f.plan);
+  const schedule::PlanEvaluation evaluation = schedule::EvaluatePlan(profile, plan, request);
+  if (f.json) {
+    for (const std::string& note : evaluation.notes) {
+      std::fprintf(stderr, "joulepipe: note: %s\n", WithFlagNames(note).c_str());
+    }
+  }
+  const std::string text =
+      f.json ? EvaluationJson(evaluation.replay) : FormatEvaluation(evaluation, plan, request);
+  std::fputs(text.c_str(), stdout);
+  return kExitOk;
 }
 
 }  // namespace joulepipe::cli

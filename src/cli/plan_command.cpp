@@ -1,18 +1,23 @@
-// The `plan` command's files and summary, from a solver::PipelinePlan.
+// `joulepipe plan`: flags, one solver::PlanPipeline call (in its two
+// halves), the files and the summary.
 #include "plan_command.hpp"
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <utility>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "flag_names.hpp"
 #include "format.hpp"
 #include "frontier_chart.hpp"
+#include "inputs.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/plan.hpp"
+#include "joulepipe/model/profile.hpp"
 #include "joulepipe/report/line_chart.hpp"
-#include "flag_names.hpp"
 
 namespace joulepipe::cli {
 
@@ -237,6 +242,139 @@ std::string FormatPlanSummary(const PlanOutcome& outcome, const std::string& out
         out_dir.c_str(), slash);
   }
   return s;
+}
+
+// ---- The subcommand ------------------------------------------------------------
+
+namespace {
+
+constexpr char kPlanFooter[] =
+    "\nReads the profile, lays out one iteration of the schedule, computes the whole\n"
+    "iteration time-energy frontier (least energy for every iteration time) and\n"
+    "chooses the least-energy plan whose time is <= (1 + slowdown) x the time with\n"
+    "every instruction at its highest clock.\n"
+    "\n"
+    "Profile CSV: columns stage,instruction,frequency,time,energy (any order, extra\n"
+    "columns ignored); stage ids 0..S-1 (interleaved: S, or S*V one per virtual\n"
+    "stage with id chunk*S+stage); instruction forward|backward; frequency in MHz;\n"
+    "time (s) and energy (J) per instruction. A profile written by joulepipe\n"
+    "records P_block in a '# p_block_w: W' line before the header; --p-block\n"
+    "overrides it and is needed for profiles without one (Perseus/Zeus CSVs).\n"
+    "\n"
+    "Writes DIR atomically (nothing is left behind on error; an earlier joulepipe\n"
+    "output at DIR is replaced, any other existing directory is refused):\n"
+    "  frontier.csv      time_s,energy_j,plan_file (written plans, ascending time)\n"
+    "  plans/plan_NNNNN.json  frontier plans (at most --max-plans; always the\n"
+    "                    fastest, the chosen and the least-energy plan)\n"
+    "  chosen.json       the chosen plan: {\"version\":1, \"schedule\":..., \"stages\":\n"
+    "                    [[{\"instruction\":\"forward\",\"microbatch\":0,\"chunk\":0,\n"
+    "                    \"frequency\":1410}, ...], ...], \"predicted\":{...}}\n"
+    "  chosen.py         the same as a Perseus/Zeus PointSolution literal\n"
+    "  summary.json      the printed figures, machine-readable\n"
+    "\n"
+    "Example:\n"
+    "  joulepipe plan --profile data/profiles/gpt3-175b+a100_sxm_bf16.csv \\\n"
+    "      --schedule 1f1b --stages 8 --microbatches 48 --p-block 83.64 --out plan-out";
+
+}  // namespace
+
+struct PlanFlags {
+  std::string profile;
+  std::string schedule;
+  int stages = 0;
+  int microbatches = 0;
+  int chunks = 2;        // only read for --schedule interleaved
+  double p_block_w = 0;  // only read when --p-block was given
+  double slowdown = 0;
+  double resolution_ms = 1.0;
+  int max_plans = 256;
+  std::string out;
+  CLI::Option* chunks_option = nullptr;   // tells whether --chunks was given
+  CLI::Option* p_block_option = nullptr;  // tells whether --p-block was given
+};
+
+PlanSubcommand::PlanSubcommand(CLI::App* app)
+    : Subcommand(
+          app->add_subcommand("plan", "Compute the time-energy frontier and choose a plan")),
+      flags_(std::make_unique<PlanFlags>()) {
+  PlanFlags* f = flags_.get();
+  CLI::App* c = command();
+  c->add_option("--profile", f->profile, "Stage profile CSV (see below)")
+      ->required()
+      ->type_name("P.csv");
+  c->add_option("--schedule", f->schedule, "Pipeline schedule")
+      ->required()
+      ->type_name("{gpipe,1f1b,interleaved}");
+  c->add_option("--stages", f->stages, "Pipeline stages S (GPUs per pipeline), >= 1")
+      ->required()
+      ->type_name("S");
+  c->add_option("--microbatches", f->microbatches, "Microbatches per iteration M, >= 1")
+      ->required()
+      ->type_name("M");
+  f->chunks_option =
+      c->add_option("--chunks", f->chunks, "Model chunks per stage V (interleaved only; default 2)")
+          ->type_name("V");
+  f->p_block_option = c->add_option("--p-block", f->p_block_w,
+                                    "GPU power while blocked or idle, watts (e.g. 83.64 for "
+                                    "A100-SXM); default: the profile's p_block_w")
+                          ->type_name("WATTS");
+  c->add_option("--slowdown", f->slowdown,
+                "Allowed iteration-time increase as a fraction (0.05 = 5%)")
+      ->capture_default_str()
+      ->type_name("FRACTION");
+  c->add_option("--resolution-ms", f->resolution_ms,
+                "Spacing of the frontier's deadline grid, milliseconds")
+      ->capture_default_str()
+      ->type_name("MS");
+  c->add_option("--max-plans", f->max_plans,
+                "Plan files to write at most (0 = every frontier point, else >= 3)")
+      ->capture_default_str()
+      ->type_name("N");
+  c->add_option("--out", f->out, "Output directory (written atomically)")
+      ->required()
+      ->type_name("DIR");
+  c->footer(kPlanFooter);
+}
+
+PlanSubcommand::~PlanSubcommand() = default;
+
+// Order matters for what a failure leaves behind: every input error is found
+// by PreparePipelinePlan before anything is created. A probe StagedDirectory
+// then refuses an --out joulepipe may not replace before the (possibly long)
+// solve, and removes its staging directory at once, so that an interrupted
+// solve leaves nothing beside --out. The real one exists only while writing.
+int PlanSubcommand::Run() const {
+  const PlanFlags& f = *flags_;
+  solver::PlanRequest request;
+  request.profile_name = f.profile;
+  request.spec = ScheduleFromFlags(f.schedule, f.stages, f.microbatches, f.chunks,
+                                   f.chunks_option->count() > 0);
+  request.p_block_w = IfGiven(f.p_block_option, f.p_block_w);
+  request.slowdown = f.slowdown;
+  request.resolution_s = f.resolution_ms * 1e-3;
+  CheckMaxPlans(f.max_plans);
+  solver::CheckPlanRequest(request);  // flags before files: a flag error needs no file
+  const model::Profile profile = model::ReadProfileCsv(f.profile);
+  // solver::PlanPipeline, in its two halves.
+  solver::PipelinePlan plan = solver::PreparePipelinePlan(profile, request);
+  if (!f.out.empty()) {
+    // Throws now if --out may not be replaced; removes its (empty) staging
+    // directory at the end of this block.
+    StagedDirectory probe(f.out);
+  }
+  std::fprintf(stderr, "joulepipe: planning %d instructions (%s) on a %g ms grid...\n",
+               plan.schedule.num_nodes(), ShapeText(request.spec).c_str(), f.resolution_ms);
+  std::fflush(stderr);
+  plan.request.progress = ProgressLines(stderr, "");
+  solver::SolvePipelinePlan(profile, &plan);
+  const PlanOutcome outcome = ToPlanOutcome(std::move(plan), f.max_plans);
+  if (!f.out.empty()) {
+    StagedDirectory staged(f.out);
+    WritePlanOutputs(outcome, &staged);
+  }
+  const std::string text = FormatPlanSummary(outcome, f.out);
+  std::fputs(text.c_str(), stdout);
+  return kExitOk;
 }
 
 }  // namespace joulepipe::cli

@@ -12,9 +12,9 @@
 #include "flag_names.hpp"
 #include "format.hpp"
 #include "inputs.hpp"
-#include "plan_command.hpp"
-#include "output_dir.hpp"
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/profile.hpp"
+#include "output_dir.hpp"
 
 namespace joulepipe::cli {
 
@@ -371,7 +371,7 @@ int SimulateSubcommand::Run() const {
   sim::JobSpec& job = request.job;
   job.pipelines = f.pipelines;
   job.gpus_per_stage = f.tp;
-  if (f.p_block_option->count() > 0) request.p_block_w = f.p_block_w;
+  request.p_block_w = IfGiven(f.p_block_option, f.p_block_w);
   job.p2p_latency_s = f.p2p_latency_us * 1e-6;
   job.allreduce_s = f.allreduce_ms * 1e-3;
   job.iterations = f.iterations;
@@ -401,7 +401,7 @@ int SimulateSubcommand::Run() const {
                f.timeline_iterations, cut ? "; cut at 500,000 events each" : "");
   }
   std::fputs(text.c_str(), stdout);
-  return 0;
+  return kExitOk;
 }
 
 }  // namespace joulepipe::cli

@@ -89,6 +89,27 @@ TEST_F(AppTest, HelpTeachesFormatsAndExamples) {
   EXPECT_TRUE(Contains(demo.out, "Example"));
 }
 
+// Every subcommand is registered (listed by `--help`, in this order, under
+// "Subcommands:") and answers its own --help with its usage line and exit 0.
+TEST_F(AppTest, HelpListsEverySubcommandAndEachHasHelp) {
+  const Result top = Run("--help");
+  ASSERT_EQ(top.code, 0) << top.err;
+  const std::size_t section = top.out.find("\nSubcommands:\n");
+  ASSERT_NE(section, std::string::npos) << top.out;
+  std::size_t at = section;
+  for (const char* name :
+       {"demo", "plan", "evaluate", "simulate", "profile", "gpus", "measure", "power"}) {
+    const std::size_t line = top.out.find("\n  " + std::string(name) + " ", at);
+    ASSERT_NE(line, std::string::npos) << name << " not listed (in order)\n" << top.out;
+    at = line + 1;
+    const Result help = Run(std::string(name) + " --help");
+    EXPECT_EQ(help.code, 0) << name << "\n" << help.err;
+    EXPECT_TRUE(Contains(help.out, "Usage: joulepipe " + std::string(name) + " [OPTIONS]"))
+        << name << "\n" << help.out;
+    EXPECT_TRUE(help.err.empty()) << name << "\n" << help.err;
+  }
+}
+
 TEST_F(AppTest, VersionAndUsageErrors) {
   const Result version = Run("--version");
   EXPECT_EQ(version.code, 0);
