@@ -5,9 +5,11 @@
 #include "app.hpp"
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <new>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -22,6 +24,7 @@
 #include "plan_command.hpp"
 #include "power_command.hpp"
 #include "profile_command.hpp"
+#include "signals.hpp"
 #include "simulate_command.hpp"
 #include "subcommand.hpp"
 
@@ -70,6 +73,129 @@ int Fail(int code, const char* kind, const char* message) {
   return code;
 }
 
+// ---- Usage errors in plain words -------------------------------------------------
+
+std::vector<CLI::App*> Commands(CLI::App* app) {
+  return app->get_subcommands([](CLI::App*) { return true; });
+}
+
+// "demo, plan, evaluate, ...": the commands in --help's order.
+std::string CommandNames(CLI::App* app) {
+  std::string names;
+  for (CLI::App* command : Commands(app)) {
+    names += (names.empty() ? "" : ", ") + command->get_name();
+  }
+  return names;
+}
+
+bool StartsWith(const std::string& text, const std::string& prefix) {
+  return text.compare(0, prefix.size(), prefix) == 0;
+}
+
+// Every option of every command that takes a value refuses an empty one:
+// `--p-block ""` would read as 0 W, `--slowdown ""` as 0, `--out ""` as "no
+// output". One check for all, attached after every command has registered
+// its flags, so a new flag gets it too. Positional arguments (the command
+// `measure` runs) may be empty.
+void RefuseEmptyValues(CLI::App* app) {
+  for (CLI::App* command : Commands(app)) {
+    for (CLI::Option* option : command->get_options()) {
+      if (!option->nonpositional() || option->get_items_expected_min() < 1) continue;
+      const std::string name = option->get_name();
+      std::string fix = "give " + option->get_type_name();
+      if (!option->get_required()) fix += ", or leave " + name + " out";
+      option->check(CLI::Validator(
+          [fix](std::string& value) {
+            return value.empty() ? "the value is empty; " + fix : std::string();
+          },
+          /*validator_desc=*/"", "not empty"));
+    }
+  }
+}
+
+// The command the user chose, or nullptr.
+CLI::App* ChosenCommand(CLI::App* app) {
+  for (CLI::App* command : Commands(app)) {
+    if (command->parsed()) return command;
+  }
+  return nullptr;
+}
+
+// What is wrong with `value`, a value CLI11 could not convert for a flag
+// that takes a number: text that strtod reads fully is a number, so the flag
+// wants a whole one (or a smaller one, when it is whole already).
+std::string ConversionProblem(const std::string& value) {
+  if (value.empty()) return "the value is empty";
+  const char* begin = value.c_str();
+  char* end = nullptr;
+  std::strtod(begin, &end);
+  if (end != begin + value.size()) return "'" + value + "' is not a number";
+  const bool whole = value.find_first_not_of("+-0123456789") == std::string::npos;
+  return "'" + value + (whole ? "' is out of range" : "' is not a whole number");
+}
+
+// A CLI11 parse error in joulepipe's words: what is wrong with which flag,
+// and where to look (`<command> --help`).
+std::string UsageMessage(CLI::App* app, const CLI::Error& e) {
+  CLI::App* command = ChosenCommand(app);
+  const std::string text = e.what();
+  const std::string where = command ? "joulepipe " + command->get_name() : "joulepipe";
+  const std::string help = "; run `" + where + " --help` to see its flags and an example";
+  if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && command == nullptr) {
+    return "no command given; the commands are " + CommandNames(app) +
+           " (start with `joulepipe demo`, or run `joulepipe --help` to see what each does)";
+  }
+  if (dynamic_cast<const CLI::ConversionError*>(&e) != nullptr &&
+      StartsWith(text, "Could not convert: ")) {
+    const std::string rest = text.substr(std::string("Could not convert: ").size());
+    const std::size_t equals = rest.find(" = ");
+    if (equals != std::string::npos) {
+      const std::string flag = rest.substr(0, equals);
+      std::string takes;
+      const CLI::Option* option = command ? command->get_option_no_throw(flag) : nullptr;
+      if (option != nullptr) {
+        takes = "; " + flag + " takes " + option->get_type_name() + ": " +
+                option->get_description();
+      }
+      return flag + ": " + ConversionProblem(rest.substr(equals + 3)) + takes + help;
+    }
+  }
+  if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr &&
+      text.find(" required ") != std::string::npos &&
+      text.find(" missing") != std::string::npos) {
+    const std::string flag = text.substr(0, text.find(':'));
+    return flag + " needs a value after it" + help;
+  }
+  if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr &&
+      text.find(": At Most 1 required but received ") != std::string::npos) {
+    const std::string flag = text.substr(0, text.find(':'));
+    return flag + " is given more than once; give it once" + help;
+  }
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr &&
+      text.find(": ") != std::string::npos) {
+    // CLI11 lists the extras last first; a word after an unknown flag is
+    // that flag's value, so the flags are what to name.
+    std::vector<std::string> flags, words;
+    std::istringstream extras(text.substr(text.find(": ") + 2));
+    for (std::string word; extras >> word;) {
+      std::vector<std::string>& list = StartsWith(word, "-") ? flags : words;
+      list.insert(list.begin(), word);  // back to the order given
+    }
+    auto join = [](const std::vector<std::string>& list) {
+      std::string out;
+      for (const std::string& word : list) out += (out.empty() ? "" : " ") + word;
+      return out;
+    };
+    if (!flags.empty()) {
+      return (flags.size() == 1 ? "unknown flag " : "unknown flags ") + join(flags) + " for `" +
+             where + "`" + help;
+    }
+    return (words.size() == 1 ? "unexpected argument " : "unexpected arguments ") + join(words) +
+           " for `" + where + "` (each flag takes one value)" + help;
+  }
+  return text + help;
+}
+
 }  // namespace
 
 int RunApp(int argc, char** argv) {
@@ -90,12 +216,34 @@ int RunApp(int argc, char** argv) {
   subcommands.push_back(std::make_unique<GpusSubcommand>(&app));
   subcommands.push_back(std::make_unique<MeasureSubcommand>(&app));
   subcommands.push_back(std::make_unique<PowerSubcommand>(&app));
+  RefuseEmptyValues(&app);
+
+  // CLI11 reads an unknown first word as "no command"; say what it is.
+  if (argc >= 2) {
+    const std::string word = argv[1];
+    bool known = false;
+    for (CLI::App* command : Commands(&app)) known = known || command->get_name() == word;
+    const bool top_flag = word == "--help" || word == "-h" || word == "--version";
+    if (!known && !top_flag) {
+      const std::string message =
+          (StartsWith(word, "-") ? "unknown flag '" + word + "' before the command (only --help "
+                                                             "and --version come first)"
+                                 : "unknown command '" + word + "'") +
+          "; the commands are " + CommandNames(&app) +
+          " (run `joulepipe --help` to see what each does)";
+      return Fail(kExitUsage, "error", message.c_str());
+    }
+  }
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // --help and --version are "errors" with exit code 0.
-    return app.exit(e) == 0 ? kExitOk : kExitUsage;
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
+      app.exit(e);
+      return kExitOk;
+    }
+    return Fail(kExitUsage, "error", UsageMessage(&app, e).c_str());
   }
 
   try {
@@ -103,13 +251,21 @@ int RunApp(int argc, char** argv) {
       if (subcommand->parsed()) return subcommand->Run();
     }
     return Fail(kExitInternal, "internal error", "no subcommand selected");
+  } catch (const model::Cancelled&) {
+    return InterruptedExitCode();  // a signal; main() says so (signals.hpp)
   } catch (const InputError& e) {
     // Library messages name fields ("Spec::stages"); users know flags.
     return Fail(kExitUsage, "error", WithFlagNames(e.what()).c_str());
   } catch (const std::bad_alloc&) {
-    return Fail(kExitInternal, "error", "out of memory; try a coarser --resolution-ms");
+    // Inputs are bounded (docs/limits.md), so this is the machine, not a
+    // typo; say what needs less memory rather than blame one flag.
+    return Fail(kExitInternal, "error",
+                "out of memory; a smaller job needs less (fewer stages, microbatches, "
+                "pipelines or iterations, or a coarser --resolution-ms)");
   } catch (const std::exception& e) {
-    return Fail(kExitInternal, "internal error", e.what());
+    const std::string message =
+        std::string(e.what()) + " (this is a bug in joulepipe; please report it with the command)";
+    return Fail(kExitInternal, "internal error", message.c_str());
   }
 }
 

@@ -1,29 +1,41 @@
 // `joulepipe measure`: run a command inside one tick-aligned measurement
-// window and report what it drew, with the methodology.
+// window and report what it drew, with the methodology. The command runs in
+// its own process group (at a terminal, in the foreground); joulepipe
+// forwards signals to the group, sees the command's end through a pidfd
+// within a millisecond, and keeps its exit code whatever happens to the
+// measurement or the --csv file.
 #include "measure_command.hpp"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <optional>
+#include <utility>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "format.hpp"
-#include "output_dir.hpp"
 #include "joulepipe/gpu/error.hpp"
 #include "joulepipe/gpu/nvml.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/monitor/monitor.hpp"
+#include "output_dir.hpp"
+#include "signals.hpp"
 
 extern char** environ;
 
@@ -63,8 +75,17 @@ constexpr char kMeasureFooter[] =
     "Output: the report on stderr; --json: one JSON object as the last stdout line;\n"
     "--csv F: device,index,name,energy_j,avg_power_w,duration_s,source,approximate\n"
     "rows (one per GPU, CPU package, DRAM, and a total) written atomically.\n"
-    "Exit code: CMD's (128+N if signal N killed it; 127 if it cannot be run);\n"
+    "--csv F is checked before CMD starts (an unwritable F is refused and CMD not\n"
+    "run); should writing it still fail at the end, the report and the rows go to\n"
+    "stderr and the exit code is still CMD's.\n"
+    "Exit code: CMD's (128+N if signal N killed it; 127 if it cannot be run), also\n"
+    "when a GPU fails mid-run (the report says what was measured until then);\n"
     "2 for bad flags or no NVML.\n"
+    "\n"
+    "Signals: CMD runs in its own process group; SIGHUP, SIGINT, SIGQUIT, SIGTERM,\n"
+    "SIGUSR1 and SIGUSR2 sent to joulepipe are forwarded to that whole group, and\n"
+    "joulepipe reports when CMD ends. At a terminal CMD gets the terminal (Ctrl-C,\n"
+    "Ctrl-Z and reading work as without joulepipe); it is given back at the end.\n"
     "\n"
     "Examples:\n"
     "  joulepipe measure -- torchrun --nproc-per-node 8 train.py\n"
@@ -78,18 +99,26 @@ struct DeviceRow {
   std::string source;
   bool approximate = false;
   bool aligned = false;
+  // A GPU that failed mid-run: energy_j covers only its first measured_s.
+  bool failed = false;
+  double measured_s = 0;
+  std::string error;
 };
 
 struct MeasureReport {
   std::vector<std::string> command;
+  bool started = false;    // CMD ran (else `not_run` says why)
+  std::string not_run;     // "cannot run x: No such file", "interrupted (SIGTERM) ..."
   int exit_code = 0;
-  std::string exit_note;  // "killed by signal 9" etc.
-  monitor::Measurement m;
+  std::string exit_note;   // "killed by signal 9" etc.
+  monitor::Measurement m;  // m.duration_s is set even when `measure_error` is
+  std::string measure_error;  // the whole measurement failed (no energies)
   std::vector<DeviceRow> rows;  // without the total
   std::string scope;
   std::string methodology;  // monitor's + NVML's
   bool simulated = false;
   bool gpus_measured = false;
+  bool complete() const { return measure_error.empty() && m.complete(); }
 };
 
 std::string CommandLine(const std::vector<std::string>& command) {
@@ -108,18 +137,49 @@ double AvgPower(double energy_j, double duration_s) {
   return duration_s > 0 ? energy_j / duration_s : 0;
 }
 
+DeviceRow Row(std::string device, int index, std::string name, double energy_j,
+              std::string source, double measured_s) {
+  DeviceRow row;
+  row.device = std::move(device);
+  row.index = index;
+  row.name = std::move(name);
+  row.energy_j = energy_j;
+  row.source = std::move(source);
+  row.measured_s = measured_s;
+  return row;
+}
+
 std::vector<DeviceRow> Rows(const monitor::Measurement& m, const monitor::Monitor& monitor) {
   std::vector<DeviceRow> rows;
   for (std::size_t i = 0; i < m.gpus.size(); ++i) {
     const monitor::GpuEnergy& g = m.gpus[i];
-    rows.push_back(DeviceRow{"gpu", g.index, monitor.gpu_name(static_cast<int>(i)), g.energy_j,
-                             monitor::EnergySourceName(g.source), g.approximate, g.aligned});
+    DeviceRow row =
+        Row("gpu", g.index, monitor.gpu_name(static_cast<int>(i)), g.energy_j,
+            monitor::EnergySourceName(g.source), g.failed ? g.measured_s : m.duration_s);
+    row.approximate = g.approximate;
+    row.aligned = g.aligned;
+    row.failed = g.failed;
+    row.error = g.error;
+    rows.push_back(row);
   }
   for (const monitor::CpuEnergy& c : m.cpus) {
-    rows.push_back(DeviceRow{"cpu-package", c.socket, "", c.package_j, "rapl", false, false});
-    if (c.has_dram) rows.push_back(DeviceRow{"dram", c.socket, "", c.dram_j, "rapl", false, false});
+    rows.push_back(Row("cpu-package", c.socket, "", c.package_j, "rapl", m.duration_s));
+    if (c.has_dram) rows.push_back(Row("dram", c.socket, "", c.dram_j, "rapl", m.duration_s));
   }
   return rows;
+}
+
+std::string GpuLabel(const DeviceRow& row) {
+  return Printf("GPU %d", row.index) + (row.name.empty() ? "" : " (" + row.name + ")");
+}
+
+// "GPU 1 (NAME) failed during the command, measured until 0.412 s (its last
+// good reading): <NVML's message>".
+std::string FailureText(const DeviceRow& row) {
+  return GpuLabel(row) +
+         Printf(" failed during the command, measured until %.3f s (its last good reading)",
+                row.measured_s) +
+         ": " + row.error;
 }
 
 std::string FormatText(const MeasureReport& r) {
@@ -127,22 +187,32 @@ std::string FormatText(const MeasureReport& r) {
   std::string out = "joulepipe measure: " + CommandLine(r.command) + "\n";
   out += Printf("  exit code %d%s, duration %.3f s\n", r.exit_code,
                 r.exit_note.empty() ? "" : (" (" + r.exit_note + ")").c_str(), m.duration_s);
+  if (!r.measure_error.empty()) {
+    out += "  energy not measured: " + r.measure_error + "\n";
+    out += "Methodology: " + r.methodology + "\n";
+    return out;
+  }
   for (const DeviceRow& row : r.rows) {
-    std::string label;
-    if (row.device == "gpu") {
-      label = Printf("GPU %d", row.index) + (row.name.empty() ? "" : " (" + row.name + ")");
-    } else {
-      label = Printf("%s socket %d", row.device == "dram" ? "DRAM" : "CPU package", row.index);
-    }
+    const std::string label =
+        row.device == "gpu"
+            ? GpuLabel(row)
+            : Printf("%s socket %d", row.device == "dram" ? "DRAM" : "CPU package", row.index);
     std::string how = row.source;
-    if (row.device == "gpu" && row.source == "counter")
+    if (row.failed) {
+      how += Printf(", FAILED: first %.3f s only", row.measured_s);
+    } else if (row.device == "gpu" && row.source == "counter") {
       how += row.aligned ? ", aligned edges" : ", unaligned edges";
+    }
     if (row.approximate) how += ", approximate";
     out += Printf("  %-34s %12.3f J  %9.2f W  [%s]\n", label.c_str(), row.energy_j,
-                  AvgPower(row.energy_j, m.duration_s), how.c_str());
+                  AvgPower(row.energy_j, row.measured_s), how.c_str());
   }
-  out += Printf("  %-34s %12.3f J  %9.2f W\n", ("Total (" + r.scope + ")").c_str(),
-                m.total_energy_j(), AvgPower(m.total_energy_j(), m.duration_s));
+  out += Printf("  %-34s %12.3f J  %9.2f W%s\n", ("Total (" + r.scope + ")").c_str(),
+                m.total_energy_j(), AvgPower(m.total_energy_j(), m.duration_s),
+                m.complete() ? "" : "  [incomplete]");
+  for (const DeviceRow& row : r.rows) {
+    if (row.failed) out += "  Incomplete: " + FailureText(row) + "\n";
+  }
   if (m.approximate()) {
     out +=
         "  Approximate: the command ran for less than the counter's update period, so\n"
@@ -161,40 +231,53 @@ std::string FormatJson(const MeasureReport& r) {
   j["duration_s"] = m.duration_s;
   nlohmann::json gpus = nlohmann::json::array();
   nlohmann::json cpus = nlohmann::json::array();
+  nlohmann::json errors = nlohmann::json::array();
   for (const DeviceRow& row : r.rows) {
     if (row.device != "gpu") continue;
-    gpus.push_back({{"index", row.index},
-                    {"name", row.name},
-                    {"energy_j", row.energy_j},
-                    {"avg_power_w", AvgPower(row.energy_j, m.duration_s)},
-                    {"source", row.source},
-                    {"aligned", row.aligned},
-                    {"approximate", row.approximate}});
+    nlohmann::json g = {{"index", row.index},
+                        {"name", row.name},
+                        {"energy_j", row.energy_j},
+                        {"avg_power_w", AvgPower(row.energy_j, row.measured_s)},
+                        {"source", row.source},
+                        {"aligned", row.aligned},
+                        {"approximate", row.approximate},
+                        {"failed", row.failed},
+                        {"measured_s", row.measured_s}};
+    if (row.failed) {
+      g["error"] = row.error;
+      errors.push_back(FailureText(row));
+    }
+    gpus.push_back(g);
   }
   for (const monitor::CpuEnergy& c : m.cpus) {
     cpus.push_back({{"socket", c.socket},
                     {"package_j", c.package_j},
                     {"dram_j", c.has_dram ? nlohmann::json(c.dram_j) : nlohmann::json()}});
   }
+  if (!r.measure_error.empty()) errors.push_back("energy not measured: " + r.measure_error);
+  const bool measured = r.measure_error.empty();
   j["gpus"] = gpus;
   j["cpus"] = cpus;
-  j["gpu_energy_j"] = m.gpu_energy_j;
-  j["cpu_energy_j"] = m.cpu_measured ? nlohmann::json(m.cpu_energy_j) : nlohmann::json();
-  j["dram_energy_j"] = m.cpu_measured ? nlohmann::json(m.dram_energy_j) : nlohmann::json();
-  j["total_energy_j"] = m.total_energy_j();
+  j["gpu_energy_j"] = measured ? nlohmann::json(m.gpu_energy_j) : nlohmann::json();
+  j["cpu_energy_j"] =
+      measured && m.cpu_measured ? nlohmann::json(m.cpu_energy_j) : nlohmann::json();
+  j["dram_energy_j"] =
+      measured && m.cpu_measured ? nlohmann::json(m.dram_energy_j) : nlohmann::json();
+  j["total_energy_j"] = measured ? nlohmann::json(m.total_energy_j()) : nlohmann::json();
   j["avg_power_w"] = AvgPower(m.total_energy_j(), m.duration_s);
   j["scope"] = r.scope;
   j["approximate"] = m.approximate();
+  j["complete"] = r.complete();
+  j["errors"] = errors;
   j["simulated"] = r.simulated;
   j["methodology"] = r.methodology;
   return j.dump() + "\n";
 }
 
 std::string FormatCsv(const MeasureReport& r) {
-  const double d = r.m.duration_s;
   std::string out = "device,index,name,energy_j,avg_power_w,duration_s,source,approximate\n";
   auto row = [&](const std::string& device, const std::string& index, const std::string& name,
-                 double e, const std::string& source, bool approximate) {
+                 double e, double d, const std::string& source, bool approximate) {
     out += device + "," + index + "," + name + "," + Printf("%.6f", e) + "," +
            Printf("%.4f", AvgPower(e, d)) + "," + Printf("%.6f", d) + "," + source + "," +
            (approximate ? "1" : "0") + "\n";
@@ -203,45 +286,75 @@ std::string FormatCsv(const MeasureReport& r) {
     std::string name = x.name;
     for (char& c : name)
       if (c == ',' || c == '"' || c == '\n') c = ' ';
-    row(x.device, std::to_string(x.index), name, x.energy_j, x.source, x.approximate);
+    // A failed GPU's row covers its first measured_s only.
+    row(x.device, std::to_string(x.index), name, x.energy_j, x.measured_s,
+        x.failed ? x.source + "-until-failure" : x.source, x.approximate);
   }
-  row("total", "", r.scope, r.m.total_energy_j(), "", r.m.approximate());
+  row("total", "", r.scope, r.m.total_energy_j(), r.m.duration_s,
+      r.complete() ? "" : "incomplete", r.m.approximate());
   return out;
 }
 
-// Blocks SIGINT, SIGTERM and SIGCHLD in the calling thread (and the threads
-// it starts from now on) for its lifetime, so that Run can take them with
-// sigtimedwait; restores the previous mask.
-class BlockedSignals {
+// ---- Running the command ---------------------------------------------------------
+
+// The controlling terminal, when joulepipe runs in its foreground process
+// group: then the command's group gets the terminal for its run (so that it
+// reads the terminal and takes Ctrl-C and Ctrl-Z as it would without
+// joulepipe) and joulepipe takes it back afterwards. Otherwise (no terminal,
+// a background job, a batch system) the command's group runs without it and
+// joulepipe forwards the signals it is sent.
+class Terminal {
  public:
-  BlockedSignals() {
-    sigemptyset(&set_);
-    sigaddset(&set_, SIGINT);
-    sigaddset(&set_, SIGTERM);
-    sigaddset(&set_, SIGCHLD);
-    pthread_sigmask(SIG_BLOCK, &set_, &old_);
+  Terminal() {
+    fd_ = ::open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+    foreground_ = fd_ >= 0 && ::tcgetpgrp(fd_) == ::getpgrp();
   }
-  ~BlockedSignals() {
-    // Drop what is still pending (e.g. SIGCHLD) before unblocking.
-    const timespec zero{0, 0};
-    while (sigtimedwait(&set_, nullptr, &zero) > 0) {
-    }
-    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  ~Terminal() {
+    TakeBack();
+    if (fd_ >= 0) ::close(fd_);
   }
-  BlockedSignals(const BlockedSignals&) = delete;
-  BlockedSignals& operator=(const BlockedSignals&) = delete;
-  const sigset_t& set() const { return set_; }
-  const sigset_t& old() const { return old_; }
+  Terminal(const Terminal&) = delete;
+  Terminal& operator=(const Terminal&) = delete;
+
+  int fd() const { return fd_; }
+  // A terminal exists: a job-control shell may be watching, so a stopped
+  // command stops joulepipe too (StopWithCommand).
+  bool present() const { return fd_ >= 0; }
+  bool foreground() const { return foreground_; }
+  void GivenTo(pid_t pgid) { given_to_ = pgid; }
+
+  // Back to joulepipe's group if the command's group holds it. Needs SIGTTOU
+  // blocked (joulepipe is then a background process).
+  void TakeBack() {
+    if (given_to_ > 0 && ::tcgetpgrp(fd_) == given_to_) ::tcsetpgrp(fd_, ::getpgrp());
+    given_to_ = 0;
+  }
+
+  // The command stopped (Ctrl-Z, or it read the terminal from the
+  // background): take the terminal back and stop joulepipe too, so that the
+  // shell sees the job stopped; once continued (fg or bg), hand the terminal
+  // over again if joulepipe has it, and continue the command's group.
+  void StopWithCommand(pid_t pgid) {
+    TakeBack();
+    ::kill(::getpid(), SIGSTOP);
+    if (::tcgetpgrp(fd_) == ::getpgrp() && ::tcsetpgrp(fd_, pgid) == 0) given_to_ = pgid;
+    ::kill(-pgid, SIGCONT);
+  }
 
  private:
-  sigset_t set_;
-  sigset_t old_;
+  int fd_ = -1;
+  bool foreground_ = false;
+  pid_t given_to_ = 0;
 };
 
-// Starts `command` (PATH lookup) with the signal mask joulepipe had before
-// BlockedSignals and default dispositions. Returns its pid, or throws
-// InputError-like failures as (errno, message) via *error.
-pid_t Spawn(const std::vector<std::string>& command, const sigset_t& mask, int* error) {
+// Starts `command` (PATH lookup) in a new process group of its own, with the
+// signal mask joulepipe had before TakenSignals and SIGCHLD at its default
+// (handlers are reset by exec; ignored signals stay ignored, as they were
+// when joulepipe started). With `tty_fd` >= 0 the new group also becomes the
+// terminal's foreground group before exec. Returns the pid, or -1 with
+// *error set.
+pid_t Spawn(const std::vector<std::string>& command, const sigset_t& mask, int tty_fd,
+            int* error) {
   std::vector<char*> argv;
   for (const std::string& word : command) argv.push_back(const_cast<char*>(word.c_str()));
   argv.push_back(nullptr);
@@ -249,52 +362,105 @@ pid_t Spawn(const std::vector<std::string>& command, const sigset_t& mask, int* 
   posix_spawnattr_init(&attr);
   sigset_t defaults;
   sigemptyset(&defaults);
-  sigaddset(&defaults, SIGINT);
-  sigaddset(&defaults, SIGTERM);
   sigaddset(&defaults, SIGCHLD);
   posix_spawnattr_setsigmask(&attr, &mask);
   posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))
+  // The child sets the terminal's group itself, before exec, so it never
+  // reads the terminal as a background process.
+  if (tty_fd >= 0) posix_spawn_file_actions_addtcsetpgrp_np(&actions, tty_fd);
+#endif
   pid_t pid = -1;
-  *error = posix_spawnp(&pid, argv[0], nullptr, &attr, argv.data(), environ);
+  *error = posix_spawnp(&pid, argv[0], &actions, &attr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
-  return *error == 0 ? pid : -1;
+  if (*error != 0) return -1;
+#if !(defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35)))
+  if (tty_fd >= 0) ::tcsetpgrp(tty_fd, pid);  // older C library: from here, racing exec
+#endif
+  return pid;
 }
 
-// Waits for `pid`, forwarding SIGINT/SIGTERM that a process sent to us (a
-// terminal's signals, si_code SI_KERNEL, already reached the child's
-// process group). Returns the wait status.
-int WaitForwarding(pid_t pid, const BlockedSignals& blocked) {
-  const timespec tick{0, 50 * 1000 * 1000};
+// A descriptor that becomes readable when `pid` exits (pidfd_open, Linux
+// 5.3), or -1: then SIGCHLD (taken through the signalfd) tells instead.
+int OpenPidfd(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  return -1;
+#endif
+}
+
+// Sends `sig` to the command's process group (the command and everything it
+// started that stayed in the group); to the command alone should the group
+// be gone.
+void Forward(pid_t pgid, int sig) {
+  if (::kill(-pgid, sig) != 0 && errno == ESRCH) ::kill(pgid, sig);
+}
+
+// Waits for the command to end, forwarding the signals taken meanwhile.
+// Wakes on the command's exit through its pidfd (or SIGCHLD), so the caller
+// ends the window within a millisecond of it. Returns the wait status.
+int WaitForwarding(pid_t pid, TakenSignals* signals, Terminal* terminal) {
+  const int pidfd = OpenPidfd(pid);
+  const int options = WNOHANG | (terminal->present() ? WUNTRACED : 0);
   for (;;) {
     int status = 0;
-    const pid_t done = waitpid(pid, &status, WNOHANG);
-    if (done == pid) return status;
-    if (done < 0 && errno != EINTR) throw std::runtime_error("waitpid failed");
-    siginfo_t info;
-    const int sig = sigtimedwait(&blocked.set(), &info, &tick);
-    if ((sig == SIGINT || sig == SIGTERM) && info.si_code != SI_KERNEL) kill(pid, sig);
+    const pid_t done = ::waitpid(pid, &status, options);
+    if (done == pid && WIFSTOPPED(status)) {
+      const int sig = WSTOPSIG(status);
+      if (sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU) terminal->StopWithCommand(pid);
+      continue;
+    }
+    if (done == pid) {
+      if (pidfd >= 0) ::close(pidfd);
+      return status;
+    }
+    if (done < 0 && errno != EINTR) {
+      const int error = errno;
+      if (pidfd >= 0) ::close(pidfd);
+      throw std::runtime_error(std::string("waitpid failed: ") + std::strerror(error));
+    }
+    pollfd fds[2] = {{signals->fd(), POLLIN, 0}, {pidfd, POLLIN, 0}};
+    ::poll(fds, pidfd >= 0 ? 2 : 1, -1);
+    for (int sig = signals->Next(); sig != 0; sig = signals->Next()) {
+      if (signals->Takes(sig)) Forward(pid, sig);  // SIGCHLD: just look again
+    }
   }
 }
 
-MeasureReport Measure(const MeasureFlags& f) {
-  if (f.command.empty()) {
-    throw InputError("no command to measure; put it after --, e.g. joulepipe measure -- sleep 1");
+// A signal to stop joulepipe already pending before the command starts: it
+// is not started at all. Returns it, or 0.
+int PendingStopSignal(const TakenSignals& signals) {
+  sigset_t pending;
+  sigpending(&pending);
+  for (int sig : {SIGHUP, SIGINT, SIGQUIT, SIGTERM}) {
+    if (sigismember(&pending, sig) && signals.Takes(sig)) return sig;
   }
-  if (f.interval_ms < 1) {
-    throw InputError("--interval-ms must be >= 1 (got " + std::to_string(f.interval_ms) + ")");
-  }
+  return 0;
+}
+
+// Opens the monitor, starts CMD inside the window and waits for it. Errors
+// up to starting CMD throw (exit 2, CMD not run); from then on nothing may
+// lose CMD's exit code: a failing measurement is reported in the result.
+MeasureReport Measure(const MeasureFlags& f, TakenSignals* signals) {
   monitor::MonitorOptions options;
   if (f.gpus_option->count() > 0) options.gpus = ParseGpuList(f.gpus, "--gpus");
   options.cpu = f.cpu ? monitor::CpuMode::kRequired : monitor::CpuMode::kIfAvailable;
   options.rapl_root = RaplRootFromEnv();
   options.sampling_period_s = f.interval_ms * 1e-3;
+  options.tolerate_gpu_failures = true;
 
   MeasureReport r;
   r.command = f.command;
   std::string nvml_note;
-  BlockedSignals blocked;  // before Monitor starts its sampler thread
-  std::unique_ptr<monitor::Monitor> monitor;
+  std::unique_ptr<monitor::Monitor> monitor;  // after `signals`: its thread inherits the mask
   try {
     monitor = std::make_unique<monitor::Monitor>(options);
     r.gpus_measured = monitor->gpu_count() > 0;
@@ -318,28 +484,47 @@ MeasureReport Measure(const MeasureFlags& f) {
       " Window: from just before CMD starts to just after it exits; counter edges aligned to "
       "counter updates and corrected with instant power.";
 
+  Terminal terminal;  // restores the terminal's group on every way out
   monitor->Begin("command", monitor::Edges::kAligned);
-  int error = 0;
-  const pid_t pid = Spawn(f.command, blocked.old(), &error);
-  if (pid < 0) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (const int sig = PendingStopSignal(*signals)) {
     monitor->End("command");
-    std::fflush(stdout);
-    std::fprintf(stderr, "joulepipe: error: cannot run %s: %s\n", f.command[0].c_str(),
-                 std::strerror(error));
-    r.exit_code = -kExitCannotRun;
+    r.not_run = "interrupted (" + SignalName(sig) + ") before the command started; it was not run";
+    r.exit_code = 128 + sig;
     return r;
   }
-  const int status = WaitForwarding(pid, blocked);
-  r.m = monitor->End("command");
+  int error = 0;
+  const pid_t pid = Spawn(f.command, signals->old_mask(),
+                          terminal.foreground() ? terminal.fd() : -1, &error);
+  if (pid < 0) {
+    monitor->End("command");
+    r.not_run = "cannot run " + f.command[0] + ": " + std::strerror(error);
+    r.exit_code = kExitCannotRun;
+    return r;
+  }
+  r.started = true;
+  if (terminal.foreground()) terminal.GivenTo(pid);
+  const int status = WaitForwarding(pid, signals, &terminal);
+  const auto t1 = std::chrono::steady_clock::now();
+  terminal.TakeBack();
   if (WIFEXITED(status)) {
     r.exit_code = WEXITSTATUS(status);
   } else if (WIFSIGNALED(status)) {
     r.exit_code = 128 + WTERMSIG(status);
-    r.exit_note = "killed by signal " + std::to_string(WTERMSIG(status));
+    r.exit_note = "killed by " + SignalName(WTERMSIG(status));
   } else {
     r.exit_code = kExitInternal;
   }
-  r.rows = Rows(r.m, *monitor);
+  try {
+    r.m = monitor->End("command");
+    r.rows = Rows(r.m, *monitor);
+  } catch (const std::exception& e) {
+    // Not a GPU (those are tolerated): RAPL, or anything else. CMD's result
+    // stands; the report says what failed.
+    r.measure_error = e.what();
+    r.m = monitor::Measurement{};
+    r.m.duration_s = std::chrono::duration<double>(t1 - t0).count();
+  }
   return r;
 }
 
@@ -401,12 +586,67 @@ MeasureSubcommand::MeasureSubcommand(CLI::App* app)
 
 MeasureSubcommand::~MeasureSubcommand() = default;
 
+// Outputs are checked before CMD starts: --csv is opened (its temporary
+// created next to it) first, so an unwritable path never costs a run. After
+// CMD started, the exit code is CMD's whatever fails: a GPU lost mid-run
+// (reported, with what was measured until then), the whole measurement, or
+// the --csv file at the end (its rows then go to stderr with the report).
 int MeasureSubcommand::Run() const {
-  const MeasureReport r = Measure(*flags_);
-  if (r.exit_code == -kExitCannotRun) return kExitCannotRun;
+  const MeasureFlags& f = *flags_;
+  if (f.command.empty()) {
+    throw InputError("no command to measure; put it after --, e.g. joulepipe measure -- sleep 1");
+  }
+  if (f.interval_ms < 1) {
+    throw InputError("--interval-ms must be >= 1 (got " + std::to_string(f.interval_ms) + ")");
+  }
+  std::optional<model::AtomicFile> csv;
+  if (!f.csv.empty()) {
+    try {
+      csv.emplace(f.csv);
+    } catch (const InputError& e) {
+      throw InputError("--csv: " + std::string(e.what()) + "; the command was not run");
+    }
+  }
+  // Taken, not handled: forwarded to CMD while it runs, dropped afterwards.
+  // SIGCHLD wakes the wait; SIGTTOU is blocked so that joulepipe may take the
+  // terminal back from the background.
+  TakenSignals signals({SIGCHLD, SIGTTOU});
+  struct sigaction chld = {};
+  chld.sa_handler = SIG_DFL;  // an inherited SIG_IGN would reap CMD behind our back
+  sigemptyset(&chld.sa_mask);
+  ::sigaction(SIGCHLD, &chld, nullptr);
+
+  const MeasureReport r = Measure(f, &signals);
   std::fflush(stdout);
-  if (!flags_->csv.empty()) WriteFileAtomically(flags_->csv, FormatCsv(r));
-  if (flags_->json) {
+  if (!r.started) {
+    std::fprintf(stderr, "joulepipe: error: %s\n", r.not_run.c_str());
+    return r.exit_code;
+  }
+  if (f.json) {  // the text report says it; JSON readers may not look at "errors"
+    for (const DeviceRow& row : r.rows) {
+      if (row.failed) {
+        std::fprintf(stderr, "joulepipe: warning: %s\n", FailureText(row).c_str());
+      }
+    }
+    if (!r.measure_error.empty()) {
+      std::fprintf(stderr, "joulepipe: warning: energy not measured: %s\n",
+                   r.measure_error.c_str());
+    }
+  }
+  if (csv) {
+    const std::string rows = FormatCsv(r);
+    try {
+      csv->Commit(rows);
+    } catch (const InputError& e) {
+      std::fprintf(stderr,
+                   "joulepipe: error: --csv: %s; the report and the rows follow on stderr, "
+                   "the exit code is the command's\n",
+                   e.what());
+      std::fputs((FormatText(r) + rows).c_str(), stderr);
+      return r.exit_code;
+    }
+  }
+  if (f.json) {
     std::fputs(FormatJson(r).c_str(), stdout);
     std::fflush(stdout);
   } else {

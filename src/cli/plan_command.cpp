@@ -18,6 +18,7 @@
 #include "joulepipe/model/plan.hpp"
 #include "joulepipe/model/profile.hpp"
 #include "joulepipe/report/line_chart.hpp"
+#include "signals.hpp"
 
 namespace joulepipe::cli {
 
@@ -175,19 +176,25 @@ std::string FrontierSvg(const PlanOutcome& outcome) {
                     r.profile_name + Printf(", P_block %g W; ", plan.p_block_w) + kFiguresSource));
 }
 
-void WritePlanOutputs(const PlanOutcome& outcome, StagedDirectory* staged) {
+void WritePlanOutputs(const PlanOutcome& outcome, StagedDirectory* staged,
+                      const std::atomic<bool>* cancel) {
+  auto stop_if_cancelled = [cancel] {
+    if (cancel != nullptr && cancel->load()) throw model::Cancelled("writing the plans");
+  };
   const solver::PipelinePlan& plan = outcome.plan;
   for (std::size_t j = 0; j < outcome.written.size(); ++j) {
+    stop_if_cancelled();
     const solver::FrontierPoint& point = plan.frontier.points[outcome.written[j]];
     staged->WriteFile(PlanFileName(j), model::PlanToJson(solver::ToPlan(plan.schedule, point)));
   }
+  stop_if_cancelled();
   const model::Plan chosen = solver::ToPlan(plan.schedule, plan.chosen_point());
   staged->WriteFile("chosen.json", model::PlanToJson(chosen));
   staged->WriteFile("chosen.py", model::PlanToPointSolution(chosen) + "\n");
   staged->WriteFile("frontier.csv", FrontierCsv(outcome));
   staged->WriteFile("summary.json", SummaryJson(outcome));
   staged->WriteFile("frontier.svg", FrontierSvg(outcome));
-  staged->Commit();
+  staged->Commit(cancel);
 }
 
 std::string FormatPlanSummary(const PlanOutcome& outcome, const std::string& out_dir) {
@@ -261,8 +268,9 @@ constexpr char kPlanFooter[] =
     "records P_block in a '# p_block_w: W' line before the header; --p-block\n"
     "overrides it and is needed for profiles without one (Perseus/Zeus CSVs).\n"
     "\n"
-    "Writes DIR atomically (nothing is left behind on error; an earlier joulepipe\n"
-    "output at DIR is replaced, any other existing directory is refused):\n"
+    "Writes DIR atomically (nothing is left behind on error or on Ctrl-C, SIGTERM\n"
+    "or SIGHUP; an earlier joulepipe output at DIR is replaced, any other existing\n"
+    "directory is refused):\n"
     "  frontier.csv      time_s,energy_j,plan_file (written plans, ascending time)\n"
     "  plans/plan_NNNNN.json  frontier plans (at most --max-plans; always the\n"
     "                    fastest, the chosen and the least-energy plan)\n"
@@ -341,11 +349,17 @@ PlanSubcommand::~PlanSubcommand() = default;
 // Order matters for what a failure leaves behind: every input error is found
 // by PreparePipelinePlan before anything is created. A probe StagedDirectory
 // then refuses an --out joulepipe may not replace before the (possibly long)
-// solve, and removes its staging directory at once, so that an interrupted
-// solve leaves nothing beside --out. The real one exists only while writing.
+// solve (and removes stale staging directories of killed runs), and removes
+// its own staging directory at once, so that an interrupted solve leaves
+// nothing beside --out. The real one exists only while writing. SIGINT,
+// SIGTERM and SIGHUP raise the cancel flag (signals.hpp) that the solve, the
+// writing and the commit check: the stack unwinds, the staging directory goes,
+// an earlier output at --out stays as it was.
 int PlanSubcommand::Run() const {
   const PlanFlags& f = *flags_;
+  const CancellableScope cancellable;
   solver::PlanRequest request;
+  request.cancel = InterruptFlag();
   request.profile_name = f.profile;
   request.spec = ScheduleFromFlags(f.schedule, f.stages, f.microbatches, f.chunks,
                                    f.chunks_option->count() > 0);
@@ -370,7 +384,7 @@ int PlanSubcommand::Run() const {
   const PlanOutcome outcome = ToPlanOutcome(std::move(plan), f.max_plans);
   if (!f.out.empty()) {
     StagedDirectory staged(f.out);
-    WritePlanOutputs(outcome, &staged);
+    WritePlanOutputs(outcome, &staged, InterruptFlag());
   }
   const std::string text = FormatPlanSummary(outcome, f.out);
   std::fputs(text.c_str(), stdout);

@@ -12,6 +12,7 @@
 // All energies are GPU energy computed from the profile, not measurements.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -63,15 +64,19 @@ std::string FrontierSvg(const PlanOutcome& outcome);
 // Writes every output into `staged` and commits it. Create the staged
 // directory before solving, so that an --out that cannot be replaced fails
 // before the work; on any error nothing is left behind (and an earlier output
-// at that path is untouched).
-void WritePlanOutputs(const PlanOutcome& outcome, StagedDirectory* staged);
+// at that path is untouched). Throws model::Cancelled, committing nothing,
+// if `cancel` is raised before the commit's swap (checked between files).
+void WritePlanOutputs(const PlanOutcome& outcome, StagedDirectory* staged,
+                      const std::atomic<bool>* cancel = nullptr);
 
 // The human summary printed by `plan`. `out_dir` may be empty.
 std::string FormatPlanSummary(const PlanOutcome& outcome, const std::string& out_dir);
 
 // The subcommand: registers `plan`, its flags and help on `app`. Run() checks
 // the flags, reads the profile, plans (solver::PreparePipelinePlan, then
-// solver::SolvePipelinePlan), writes --out and prints the summary.
+// solver::SolvePipelinePlan), writes --out and prints the summary. It runs in
+// a CancellableScope (signals.hpp): a signal stops the solve or the writing,
+// and nothing is left beside --out.
 struct PlanFlags;
 class PlanSubcommand : public Subcommand {
  public:

@@ -1,12 +1,9 @@
 // `joulepipe power`: stream sampled GPU power until interrupted, then sum up.
 #include "power_command.hpp"
 
-#include <signal.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <ctime>
 
 #include <CLI/CLI.hpp>
 
@@ -15,6 +12,7 @@
 #include "joulepipe/gpu/nvml.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/monitor/monitor.hpp"
+#include "signals.hpp"
 
 namespace joulepipe::cli {
 
@@ -29,39 +27,18 @@ struct PowerFlags {
 namespace {
 
 constexpr char kPowerFooter[] =
-    "\nPrints a header, then one line per interval until Ctrl-C (SIGINT) or SIGTERM:\n"
+    "\nPrints a header, then one line per interval until Ctrl-C (SIGINT), SIGTERM,\n"
+    "SIGHUP, SIGQUIT, SIGUSR1 or SIGUSR2:\n"
     "  time_s  GPU<i>_W ...  total_W\n"
     "with each GPU's latest sampled instant power. On exit prints the duration and,\n"
     "per GPU, mean power (energy / duration), the highest sampled power and the\n"
     "energy (NVML energy counter where the GPU has one, else the sampled integral),\n"
-    "and the methodology. GPU power only. docs/measure.md has the accuracy limits.\n"
+    "and the methodology; exits 0. A GPU that fails meanwhile (lost) is reported\n"
+    "with what was measured until then. GPU power only. docs/measure.md has the\n"
+    "accuracy limits.\n"
     "\n"
     "Example:\n"
     "  joulepipe power --gpus 0,1 --interval-ms 500";
-
-class BlockedStopSignals {
- public:
-  BlockedStopSignals() {
-    sigemptyset(&set_);
-    sigaddset(&set_, SIGINT);
-    sigaddset(&set_, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set_, &old_);
-  }
-  ~BlockedStopSignals() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
-  BlockedStopSignals(const BlockedStopSignals&) = delete;
-  BlockedStopSignals& operator=(const BlockedStopSignals&) = delete;
-  // Waits up to `seconds`; true if SIGINT or SIGTERM arrived.
-  bool Wait(double seconds) const {
-    timespec t;
-    t.tv_sec = static_cast<time_t>(seconds);
-    t.tv_nsec = static_cast<long>((seconds - static_cast<double>(t.tv_sec)) * 1e9);
-    return sigtimedwait(&set_, nullptr, &t) > 0;
-  }
-
- private:
-  sigset_t set_;
-  sigset_t old_;
-};
 
 int RunPower(const PowerFlags& f) {
   if (f.interval_ms < 1) {
@@ -72,8 +49,11 @@ int RunPower(const PowerFlags& f) {
   options.cpu = monitor::CpuMode::kOff;
   options.sampling_period_s = f.interval_ms * 1e-3;
   options.sample_all_gpus = true;
+  options.tolerate_gpu_failures = true;  // a lost GPU must not cost the summary
 
-  const BlockedStopSignals signals;  // before the sampler thread starts
+  // Any of the stop signals ends the stream with the summary; taken before
+  // the sampler thread starts, so that it inherits the mask.
+  TakenSignals signals;
   monitor::Monitor monitor(options);
   const int n = monitor.gpu_count();
   if (n == 0) throw InputError("no GPU is visible (check CUDA_VISIBLE_DEVICES)");
@@ -88,7 +68,7 @@ int RunPower(const PowerFlags& f) {
   const auto start = monitor::Clock::now();
   monitor.Begin("power", monitor::Edges::kAligned);  // exact energy in the summary
   const double interval = f.interval_ms * 1e-3;
-  while (!signals.Wait(interval)) {
+  while (signals.Wait(interval) == 0) {
     const double t = std::chrono::duration<double>(monitor::Clock::now() - start).count();
     std::string line = Printf("%.3f", t);
     double total = 0;
@@ -108,12 +88,20 @@ int RunPower(const PowerFlags& f) {
     const monitor::GpuEnergy& g = m.gpus[i];
     const double mean = m.duration_s > 0 ? g.energy_j / m.duration_s : 0;
     const double max = monitor.MaxPower(i).value_or(0);
+    if (g.failed) {
+      const double until = g.measured_s > 0 ? g.energy_j / g.measured_s : 0;
+      out += Printf("  GPU %d: FAILED %.3f s in (%s); until then mean %.2f W, energy %.3f J [%s]\n",
+                    g.index, g.measured_s, g.error.c_str(), until, g.energy_j,
+                    monitor::EnergySourceName(g.source));
+      continue;
+    }
     out += Printf("  GPU %d: mean %.2f W, max %.2f W, energy %.3f J [%s%s]\n", g.index, mean, max,
                   g.energy_j, monitor::EnergySourceName(g.source),
                   g.approximate ? ", approximate" : "");
   }
-  out += Printf("  total: mean %.2f W, energy %.3f J (GPU-only)\n",
-                m.duration_s > 0 ? m.gpu_energy_j / m.duration_s : 0, m.gpu_energy_j);
+  out += Printf("  total: mean %.2f W, energy %.3f J (GPU-only%s)\n",
+                m.duration_s > 0 ? m.gpu_energy_j / m.duration_s : 0, m.gpu_energy_j,
+                m.complete() ? "" : "; incomplete: a GPU failed");
   out += "Methodology: " + methodology + " Streamed lines show instant power sampled every " +
          Printf("%d ms", f.interval_ms) + "; max is the highest sample.\n";
   std::fputs(out.c_str(), stdout);

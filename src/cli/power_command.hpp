@@ -1,14 +1,16 @@
 // `joulepipe power [--gpus 0,1] [--interval-ms N]`
 //
-// Streams GPU power until SIGINT or SIGTERM: a header line, then one line
-// per interval on stdout,
+// Streams GPU power until SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 or
+// SIGUSR2 (those not ignored at start; signals.hpp TakenSignals): a header
+// line, then one line per interval on stdout,
 //   time_s  GPU0_W  GPU1_W  total_W
 // (instant power, as sampled by the monitor's sampler thread), flushed per
 // line. On the signal it prints a summary (duration; per GPU mean power =
 // energy / duration, max sampled power, energy from the energy counter
 // where the GPU has one, else the sampled integral; total) and the
-// methodology, and exits 0. GPU energy only. Exit 2 without NVML or for a
-// bad flag.
+// methodology, and exits 0. A GPU that fails meanwhile (lost) is reported
+// as failed with what was measured until then, not as an error. GPU energy
+// only. Exit 2 without NVML or for a bad flag.
 #pragma once
 
 #include <memory>

@@ -12,6 +12,7 @@
 #include "output_dir.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/version.hpp"
+#include "joulepipe/solver/plan_pipeline.hpp"
 
 namespace joulepipe::cli {
 
@@ -33,9 +34,16 @@ struct ProfileFlags {
   double dp_gbps = physics::kDefaultInterNodeGbps;
   int microbatches = 0;
   std::string out;
+  // Tell "not given" from a given 0 (which the workload model refuses).
+  CLI::Option* tp_option = nullptr;
+  CLI::Option* pp_option = nullptr;
 };
 
 namespace {
+
+// --dp-gbps: inter-node bandwidth per GPU (10 Mb/s .. 80 Tb/s).
+constexpr double kMinDpGbps = 0.001;
+constexpr double kMaxDpGbps = 10'000;
 
 std::string GpuIds() {
   std::string out;
@@ -106,8 +114,10 @@ ProfileRequest ToRequest(const ProfileFlags& f) {
     throw InputError("--model is required; known models: " + physics::KnownTransformerIds());
   }
   if (f.gpu.empty()) throw InputError("--gpu is required; known GPUs: " + GpuIds());
-  if (f.tp == 0) throw InputError("--tp is required: tensor-parallel GPUs per stage, >= 1");
-  if (f.pp == 0) throw InputError("--pp is required: pipeline stages, >= 1");
+  if (f.tp_option->count() == 0) {
+    throw InputError("--tp is required: the tensor-parallel GPUs per stage, 1 without TP");
+  }
+  if (f.pp_option->count() == 0) throw InputError("--pp is required: the pipeline stages");
   ProfileRequest r;
   r.spec.model = physics::FindTransformer(f.model);
   r.gpu = &physics::FindGpu(f.gpu);
@@ -115,21 +125,22 @@ ProfileRequest ToRequest(const ProfileFlags& f) {
   r.spec.parallel.pp = f.pp;
   r.spec.parallel.dp = f.dp;
   r.spec.microbatch_size = f.microbatch_size;
-  if (f.seq < 0) {
-    throw InputError("--seq must be >= 1 (got " + std::to_string(f.seq) + ")");
-  }
   r.spec.seq_length = f.seq;
   r.spec.recompute = physics::ParseRecompute(f.recompute);
   r.options.power_limit_w = f.power_limit_w;
-  if (f.min_mhz < 0)
-    throw InputError("--min-mhz must be a clock in MHz (got " + std::to_string(f.min_mhz) + ")");
   r.options.min_mhz = f.min_mhz;
-  if (!std::isfinite(f.dp_gbps) || f.dp_gbps <= 0) {
-    throw InputError("--dp-gbps must be > 0 GB/s per GPU (got " + Printf("%g", f.dp_gbps) + ")");
+  // The two figures only the summary uses (the DP all-reduce and iteration
+  // estimates), so only the command line checks them.
+  if (!std::isfinite(f.dp_gbps) || f.dp_gbps < kMinDpGbps || f.dp_gbps > kMaxDpGbps) {
+    throw InputError(Printf("--dp-gbps must be %g..%g GB/s per GPU (got %g); e.g. 25 for one "
+                            "200 Gb/s InfiniBand adapter per GPU",
+                            kMinDpGbps, kMaxDpGbps, f.dp_gbps));
   }
   r.dp_gbps = f.dp_gbps;
-  if (f.microbatches < 0) {
-    throw InputError("--microbatches must be >= 1 (got " + std::to_string(f.microbatches) + ")");
+  if (f.microbatches < 0 || f.microbatches > solver::kMaxMicrobatches) {
+    throw InputError(Printf("--microbatches must be 1..%d (got %d): the microbatches of the "
+                            "1F1B iteration to estimate; leave it out for no estimate",
+                            solver::kMaxMicrobatches, f.microbatches));
   }
   r.microbatches = f.microbatches;
   r.layer_split_text = f.layer_split;
@@ -175,9 +186,10 @@ std::string FormatProfileSummary(const physics::SimulatedWorkload& w, const Prof
       Printf("  gpu          %s (%s): %.1f TFLOP/s bf16, %.0f GB/s HBM, %.0f GB/s NVLink\n",
              gpu.name.c_str(), gpu.id.c_str(), gpu.peak_bf16_tflops, gpu.hbm_gbps, gpu.nvlink_gbps);
   t += Printf(
-      "  job          TP %d x PP %d x DP %d = %d GPUs; microbatch %d x %d tokens; "
+      "  job          TP %d x PP %d x DP %d = %lld GPUs; microbatch %d x %d tokens; "
       "recompute %s\n",
-      p.tp, p.pp, p.dp, p.tp * p.pp * p.dp, spec.microbatch_size, spec.seq(),
+      p.tp, p.pp, p.dp, static_cast<long long>(p.tp) * p.pp * p.dp, spec.microbatch_size,
+      spec.seq(),
       std::string(physics::RecomputeName(spec.recompute)).c_str());
   t += "  layer split  " + JoinSplit(w.layer_split) + " (" +
        (r.layer_split_text == "even" || r.layer_split_text == "balanced" ? r.layer_split_text
@@ -260,12 +272,13 @@ ProfileSubcommand::ProfileSubcommand(CLI::App* app)
               "Simulate the profile from the workload model (required for now)");
   c->add_option("--model", f->model, "Transformer model id (listed below)")->type_name("ID");
   c->add_option("--gpu", f->gpu, "GPU type id (listed below)")->type_name("ID");
-  c->add_option("--tp", f->tp, "Tensor-parallel GPUs per stage, >= 1")->type_name("N");
-  c->add_option("--pp", f->pp, "Pipeline stages, >= 1")->type_name("N");
-  c->add_option("--dp", f->dp, "Data-parallel pipelines, >= 1")
+  f->tp_option =
+      c->add_option("--tp", f->tp, "Tensor-parallel GPUs per stage, 1..1024")->type_name("N");
+  f->pp_option = c->add_option("--pp", f->pp, "Pipeline stages, 1..1024")->type_name("N");
+  c->add_option("--dp", f->dp, "Data-parallel pipelines, 1..100000")
       ->capture_default_str()
       ->type_name("N");
-  c->add_option("--microbatch-size", f->microbatch_size, "Sequences per microbatch, >= 1")
+  c->add_option("--microbatch-size", f->microbatch_size, "Sequences per microbatch, 1..65536")
       ->capture_default_str()
       ->type_name("N");
   c->add_option("--seq", f->seq, "Tokens per sequence (default: the model's)")->type_name("N");
@@ -280,7 +293,7 @@ ProfileSubcommand::ProfileSubcommand(CLI::App* app)
   c->add_option("--min-mhz", f->min_mhz, "Lowest SM clock profiled (default: >= 0.6 x max)")
       ->type_name("MHZ");
   c->add_option("--dp-gbps", f->dp_gbps,
-                "Inter-node bandwidth per GPU for the DP all-reduce estimate, GB/s")
+                "Inter-node bandwidth per GPU for the DP all-reduce estimate, GB/s (0.001..10000)")
       ->capture_default_str()
       ->type_name("GBPS");
   c->add_option("--microbatches", f->microbatches,

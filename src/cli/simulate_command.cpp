@@ -2,6 +2,7 @@
 #include "simulate_command.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
@@ -62,8 +63,8 @@ std::string FormatSimulationSummary(const sim::SimulateOutcome& o) {
   s += Printf("  profile       %s\n", r.profile_name.c_str());
   s += Printf("  schedule      %s (%d instructions per pipeline)\n", ShapeText(r.spec).c_str(),
               o.schedule.num_nodes());
-  s += Printf("  GPUs          %d = %d pipelines x %d stages x TP %d\n", o.gpus(), j.pipelines,
-              r.spec.stages, j.gpus_per_stage);
+  s += Printf("  GPUs          %lld = %d pipelines x %d stages x TP %d\n",
+              static_cast<long long>(o.gpus()), j.pipelines, r.spec.stages, j.gpus_per_stage);
   s += Printf("  P_block       %g W %s (GPU power while blocked or idle)\n", j.p_block_w,
               PBlockOrigin(o.p_block_source).c_str());
   for (const std::string& note : o.notes) {
@@ -101,7 +102,8 @@ std::string FormatSimulationSummary(const sim::SimulateOutcome& o) {
   s += "  baseline      every pipeline at its highest clocks\n";
   s += "  joulepipe     intrinsic plan; while a straggler is known, the others run the\n"
        "                least-energy plan within its iteration time T'\n";
-  s += Printf("result (mean per iteration, whole job, %d GPUs)\n", o.gpus());
+  s += Printf("result (mean per iteration, whole job, %lld GPUs)\n",
+              static_cast<long long>(o.gpus()));
   s += Printf("  %-12s %16s %20s\n", "", "iteration time", "energy/iteration");
   s += Printf("  %-12s %14.6f s %18.1f J\n", "baseline", tb, eb);
   s += Printf("  %-12s %14.6f s %18.1f J\n", "joulepipe", tj, ej);
@@ -280,10 +282,10 @@ SimulateSubcommand::SimulateSubcommand(CLI::App* app)
       c->add_option("--p-block", f->p_block_w,
                     "GPU power while blocked or idle, watts (default: the profile's p_block_w)")
           ->type_name("WATTS");
-  c->add_option("--pipelines", f->pipelines, "Data-parallel pipelines D, >= 1")
+  c->add_option("--pipelines", f->pipelines, "Data-parallel pipelines D, 1..100000")
       ->required()
       ->type_name("D");
-  c->add_option("--stages", f->stages, "Pipeline stages S, >= 1")->required()->type_name("S");
+  c->add_option("--stages", f->stages, "Pipeline stages S, 1..1024")->required()->type_name("S");
   c->add_option("--microbatches", f->microbatches, "Microbatches per iteration M, >= 1")
       ->required()
       ->type_name("M");
@@ -293,14 +295,15 @@ SimulateSubcommand::SimulateSubcommand(CLI::App* app)
   f->chunks_option =
       c->add_option("--chunks", f->chunks, "Model chunks per stage V (interleaved only; default 2)")
           ->type_name("V");
-  c->add_option("--tp", f->tp, "GPUs per stage (tensor-parallel degree); multiplies energy")
+  c->add_option("--tp", f->tp,
+                "GPUs per stage (tensor-parallel degree), 1..1024; multiplies energy")
       ->capture_default_str()
       ->type_name("N");
   c->add_option("--iterations", f->iterations, "Iterations to simulate")
       ->capture_default_str()
       ->type_name("N");
   c->add_option("--straggler-slowdown", f->slowdown,
-                "Straggler's iteration time over normal, T'/T (1 = no straggler)")
+                "Straggler's iteration time over normal, T'/T, 1..100 (1 = no straggler)")
       ->capture_default_str()
       ->type_name("F");
   c->add_option("--straggler-pipeline", f->straggler_pipeline, "Which pipeline straggles")
@@ -321,26 +324,39 @@ SimulateSubcommand::SimulateSubcommand(CLI::App* app)
       ->capture_default_str()
       ->type_name("K");
   c->add_option("--clock-variability", f->clock_variability,
-                "Std. dev. of each GPU's time factor, drawn once (e.g. 0.02)")
+                "Std. dev. of each GPU's time factor, drawn once, 0..0.2 (e.g. 0.02)")
       ->capture_default_str()
       ->type_name("SIGMA");
   c->add_option("--stall-probability", f->stall_probability,
-                "Chance per iteration and pipeline of a data-loader stall")
+                "Chance per iteration and pipeline of a data-loader stall, 0..1")
       ->capture_default_str()
       ->type_name("P");
-  c->add_option("--stall-ms", f->stall_ms, "Length of a data-loader stall, ms")
+  c->add_option("--stall-ms", f->stall_ms, "Length of a data-loader stall, ms (at most an hour)")
       ->capture_default_str()
       ->type_name("MS");
   c->add_option("--p2p-latency-us", f->p2p_latency_us,
-                "Latency added to every dependency between stages, microseconds")
+                "Latency added to every dependency between stages, microseconds (at most 1 s)")
       ->capture_default_str()
       ->type_name("US");
-  c->add_option("--allreduce-ms", f->allreduce_ms, "Gradient all-reduce time per iteration, ms")
+  c->add_option("--allreduce-ms", f->allreduce_ms,
+                "Gradient all-reduce time per iteration, ms (at most an hour)")
       ->capture_default_str()
       ->type_name("MS");
   c->add_option("--seed", f->seed, "Seed of clock variability and stalls")
       ->capture_default_str()
-      ->type_name("N");
+      ->type_name("N")
+      // CLI11 reads "-1" into an unsigned as 2^64 - 1 and saturates what is
+      // too large; a seed is a whole number that fits 64 bits, as written.
+      ->check(CLI::Validator(
+          [](std::string& value) {
+            std::uint64_t seed = 0;
+            const char* end = value.data() + value.size();
+            const auto [ptr, ec] = std::from_chars(value.data(), end, seed);
+            // (An empty value is refused by app.cpp's check for every flag.)
+            if (value.empty() || (ec == std::errc() && ptr == end)) return std::string();
+            return "'" + value + "' is not a seed; give a whole number 0..18446744073709551615";
+          },
+          "", "seed"));
   c->add_option("--timeline", f->timeline,
                 "Write a Chrome trace (chrome://tracing, Perfetto) of the first iterations")
       ->type_name("FILE");

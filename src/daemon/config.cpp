@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/json_input.hpp"
 
 namespace joulepipe::daemon {
 namespace {
@@ -21,7 +22,8 @@ void IdList(const json& value, const std::string& where, std::vector<std::string
     } else if (entry.is_number_unsigned()) {
       out->push_back(std::to_string(entry.get<unsigned long long>()));
     } else {
-      throw InputError(where + ": each entry must be a name or a numeric id, got " + entry.dump());
+      throw InputError(where + ": each entry must be a name or a numeric id, got " +
+                       model::Excerpt(entry));
     }
   }
 }
@@ -33,10 +35,13 @@ unsigned ParseSocketMode(const std::string& text) {
   if (digits.rfind("0o", 0) == 0) digits = digits.substr(2);
   if (digits.empty() || digits.size() > 4 ||
       digits.find_first_not_of("01234567") != std::string::npos) {
-    throw InputError("socket mode \"" + text + "\" is not an octal mode like 0660");
+    throw InputError("socket mode " + model::Excerpt(json(text)) +
+                     " is not an octal mode like 0660");
   }
   const unsigned mode = static_cast<unsigned>(std::stoul(digits, nullptr, 8));
-  if (mode > 0777) throw InputError("socket mode \"" + text + "\" is above 0777");
+  if (mode > 0777) {
+    throw InputError("socket mode " + model::Excerpt(json(text)) + " is above 0777");
+  }
   return mode;
 }
 
@@ -71,10 +76,25 @@ void ApplyConfigJson(const json& document, const std::string& source, Config* co
         throw InputError(where + " must be an integer in [1, 4096]");
       }
       config->max_clients = value.get<int>();
+    } else if (key == "max_clients_per_uid") {
+      if (!value.is_number_integer() || value.get<long long>() < 1 ||
+          value.get<long long>() > 4096) {
+        throw InputError(where + " must be an integer in [1, 4096]");
+      }
+      config->max_clients_per_uid = value.get<int>();
+    } else if (key == "hello_timeout_s" || key == "idle_timeout_s") {
+      const double limit = key == "hello_timeout_s" ? 3600 : 86400;
+      if (!value.is_number() || !(value.get<double>() >= 0.01 && value.get<double>() <= limit)) {
+        throw InputError(where + " must be a number of seconds in [0.01, " +
+                         std::to_string(static_cast<int>(limit)) + "]");
+      }
+      (key == "hello_timeout_s" ? config->hello_timeout_s : config->idle_timeout_s) =
+          value.get<double>();
     } else {
-      throw InputError(source + ": unknown field \"" + key +
-                       "\"; known: socket, socket_mode, socket_group, allow_users, "
-                       "allow_groups, audit_log, max_clients");
+      throw InputError(source + ": unknown field " + model::Excerpt(json(key)) +
+                       "; known: socket, socket_mode, socket_group, allow_users, "
+                       "allow_groups, audit_log, max_clients, max_clients_per_uid, "
+                       "hello_timeout_s, idle_timeout_s");
     }
   }
 }
@@ -89,17 +109,9 @@ void LoadConfigFile(const std::string& path, bool required, Config* config) {
   if (!in) throw InputError("cannot read configuration file " + path);
   std::stringstream text;
   text << in.rdbuf();
-  const json document = json::parse(text.str(), nullptr, false);
-  if (document.is_discarded()) {
-    try {
-      const json strict = json::parse(text.str());
-      (void)strict;
-    } catch (const json::exception& e) {
-      throw InputError(path + " is not valid JSON: " + e.what());
-    }
-    throw InputError(path + " is not valid JSON");
-  }
-  ApplyConfigJson(document, path, config);
+  // Bounded depth: the configuration nests 2 levels; refusing deeper ones
+  // before building them keeps every later walk shallow.
+  ApplyConfigJson(model::ParseJsonBounded(text.str(), path), path, config);
 }
 
 }  // namespace joulepipe::daemon

@@ -51,6 +51,16 @@ SessionId Handler::Open(const Peer& peer) {
   return id;
 }
 
+bool Handler::greeted(SessionId id) const {
+  const auto it = sessions_.find(id);
+  return it != sessions_.end() && it->second.greeted;
+}
+
+bool Handler::holds_lease(SessionId id) const {
+  const auto it = sessions_.find(id);
+  return it != sessions_.end() && !it->second.leased.empty();
+}
+
 std::string Handler::HandleLine(SessionId id, std::string_view line) noexcept {
   try {
     const auto it = sessions_.find(id);

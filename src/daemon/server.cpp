@@ -8,9 +8,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "joulepipe/model/error.hpp"
@@ -80,7 +83,43 @@ gid_t GroupOf(const std::string& group) {
   return result->gr_gid;
 }
 
+// Whether the client has sent bytes the server has not read yet.
+bool HasPendingInput(int fd) {
+  char byte;
+  return ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+}
+
+// How long past a hello or idle deadline a connection with unread input is
+// kept so that input gets read (it may be the hello or a request that came
+// just in time). Bounded, so that trickling bytes cannot postpone it forever.
+constexpr std::chrono::milliseconds kDeadlineGrace(1000);
+
+std::chrono::steady_clock::duration Duration(double seconds) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(seconds));
+}
+
 }  // namespace
+
+std::string Admission(const Peer& peer, const Config& config, const std::string& config_source,
+                      std::size_t open, std::size_t open_of_uid) {
+  if (open >= static_cast<std::size_t>(config.max_clients)) {
+    return "joulepiped serves at most " + std::to_string(config.max_clients) +
+           " clients at once and all are taken; retry later or raise \"max_clients\" in " +
+           config_source;
+  }
+  std::string refusal = Authorise(peer, config, config_source);
+  if (!refusal.empty()) return refusal;
+  if (peer.uid != 0 && open_of_uid >= static_cast<std::size_t>(config.max_clients_per_uid)) {
+    return "uid " + std::to_string(peer.uid) + " (" + peer.user + ") already has " +
+           std::to_string(open_of_uid) +
+           " connections to joulepiped, the most one user may hold at once "
+           "(\"max_clients_per_uid\" in " +
+           config_source +
+           "); close some (each ClockControl holds one), or have the administrator raise it";
+  }
+  return "";
+}
 
 Server::Server(const Config& config, std::string config_source, Handler* handler)
     : config_(config), config_source_(std::move(config_source)), handler_(handler) {
@@ -143,17 +182,34 @@ Server::~Server() {
   }
 }
 
-void Server::Accept() {
+std::string Server::Seconds(double seconds) const {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g s", seconds);
+  return text;
+}
+
+void Server::Accept(Clock::time_point now) {
   for (;;) {
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNABORTED) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        // The connection stays queued and the socket readable: stop polling
+        // it for a moment rather than spin until a descriptor frees up.
+        if (accept_paused_until_ == Clock::time_point{}) {
+          std::fprintf(stderr, "joulepiped: accept failed: %s; pausing new connections\n",
+                       Errno().c_str());
+        }
+        accept_paused_until_ = now + std::chrono::milliseconds(100);
+      } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNABORTED) {
         std::fprintf(stderr, "joulepiped: accept failed: %s\n", Errno().c_str());
       }
       return;
     }
+    accept_paused_until_ = Clock::time_point{};
     Connection connection;
+    connection.opened = now;
+    connection.last_request = now;
     try {
       connection.peer = PeerOf(fd);
     } catch (const std::exception& e) {
@@ -161,28 +217,44 @@ void Server::Accept() {
       ::close(fd);
       continue;
     }
-    if (static_cast<int>(connections_.size()) >= config_.max_clients) {
-      connection.output = gpu::EncodeErrorReply(
-          "joulepiped serves at most " + std::to_string(config_.max_clients) +
-          " clients at once and all are taken; retry later or raise \"max_clients\" in " +
-          config_source_);
+    std::size_t of_uid = 0;
+    for (const auto& [other_fd, other] : connections_) {
+      if (other.peer.uid == connection.peer.uid) ++of_uid;
+    }
+    const std::string refusal =
+        Admission(connection.peer, config_, config_source_, connections_.size(), of_uid);
+    if (!refusal.empty()) {
+      connection.output = gpu::EncodeErrorReply(refusal);
       connection.close_after_flush = true;
-    } else {
-      const std::string refusal = Authorise(connection.peer, config_, config_source_);
-      if (!refusal.empty()) {
-        connection.output = gpu::EncodeErrorReply(refusal);
-        connection.close_after_flush = true;
-        std::fprintf(stderr, "joulepiped: refused %s: not in allow_users/allow_groups\n",
-                     connection.peer.Describe().c_str());
-      } else {
-        connection.authorised = true;
-        connection.session = handler_->Open(connection.peer);
+      // Logged at most once a second: a flood of refused connections must
+      // not flood the journal.
+      ++refusals_unlogged_;
+      if (now - last_refusal_log_ >= std::chrono::seconds(1)) {
+        std::fprintf(stderr, "joulepiped: refused %s: %s", connection.peer.Describe().c_str(),
+                     refusal.c_str());
+        if (refusals_unlogged_ > 1) {
+          std::fprintf(stderr, " (and %llu earlier refusals not logged)",
+                       static_cast<unsigned long long>(refusals_unlogged_ - 1));
+        }
+        std::fputc('\n', stderr);
+        last_refusal_log_ = now;
+        refusals_unlogged_ = 0;
       }
+    } else {
+      connection.authorised = true;
+      connection.session = handler_->Open(connection.peer);
+      connection.process = ProcessWatch::OfPeer(fd, connection.peer.pid);
     }
     const bool keep = Flush(fd, connection);
-    auto [it, inserted] = connections_.emplace(fd, std::move(connection));
-    (void)inserted;
-    if (!keep) Drop(fd, "connection closed");
+    const bool exited = connection.authorised && connection.process.Exited();
+    connections_.emplace(fd, std::move(connection));
+    if (!keep) {
+      Drop(fd, "connection closed");
+    } else if (exited) {
+      Expel(fd, "process_exited",
+            "the process that opened this connection has already exited; closing it",
+            "client process exited");
+    }
   }
 }
 
@@ -195,12 +267,15 @@ bool Server::ReadFrom(int fd, Connection& connection) {
     if (n <= 0) return false;                    // EOF or error: the client is gone
     if (connection.close_after_flush) continue;  // discard what a refused client sends
     connection.input.Append(std::string_view(buffer, static_cast<std::size_t>(n)));
+    bool requested = false;
     while (auto line = connection.input.Next()) {
+      requested = true;
       connection.output += handler_->HandleLine(connection.session, *line);
       if (connection.output.size() > config_.max_buffered_bytes) {
         return false;  // it sends requests but does not read the replies
       }
     }
+    if (requested) connection.last_request = Clock::now();
     if (connection.input.overflowed()) {
       connection.output +=
           gpu::EncodeErrorReply("request line longer than " + std::to_string(gpu::kMaxLineBytes) +
@@ -231,25 +306,118 @@ void Server::Drop(int fd, const std::string& why) {
   connections_.erase(it);
 }
 
+void Server::Expel(int fd, const std::string& reason, const std::string& message,
+                   const std::string& why) {
+  const auto it = connections_.find(fd);
+  if (it == connections_.end()) return;
+  Connection& connection = it->second;
+  // Restore first: the GPUs must not wait on a client that does not read.
+  if (connection.authorised) handler_->Close(connection.session, why);
+  connection.authorised = false;
+  connection.output += gpu::EncodeReply({{"ok", false}, {"error", message}, {"closed", reason}});
+  connection.close_after_flush = true;
+  Flush(fd, connection);  // one non-blocking attempt; what does not fit is lost
+  ::close(fd);
+  connections_.erase(it);
+}
+
+Server::Clock::time_point Server::CheckDeadlines(Clock::time_point now) {
+  Clock::time_point next = Clock::time_point::max();
+  const bool poll_processes = now >= next_process_poll_;
+  bool any_polled = false;
+  struct Expulsion {
+    int fd;
+    const char* reason;
+    std::string message;
+    const char* why;
+  };
+  std::vector<Expulsion> expel;
+  for (auto& [fd, connection] : connections_) {
+    if (!connection.authorised || !handler_->greeted(connection.session)) {
+      const Clock::time_point deadline = connection.opened + Duration(config_.hello_timeout_s);
+      if (now >= deadline && (now >= deadline + kDeadlineGrace || !HasPendingInput(fd))) {
+        expel.push_back({fd, "hello_timeout",
+                         "no hello within " + Seconds(config_.hello_timeout_s) +
+                             " of connecting; send {\"op\":\"hello\",\"version\":" +
+                             std::to_string(gpu::kDaemonProtocolVersion) +
+                             "} first. Closing the connection",
+                         "hello timeout"});
+        continue;
+      }
+      next = std::min(next, now >= deadline ? deadline + kDeadlineGrace : deadline);
+    } else if (!handler_->holds_lease(connection.session)) {
+      const Clock::time_point deadline =
+          connection.last_request + Duration(config_.idle_timeout_s);
+      if (now >= deadline && (now >= deadline + kDeadlineGrace || !HasPendingInput(fd))) {
+        expel.push_back(
+            {fd, "idle_timeout",
+             "no request for " + Seconds(config_.idle_timeout_s) +
+                 " and no GPU leased; closing the connection (connect again when needed)",
+             "idle timeout"});
+        continue;
+      }
+      next = std::min(next, now >= deadline ? deadline + kDeadlineGrace : deadline);
+    }
+    const ProcessWatch& process = connection.process;
+    if (connection.authorised && process.fd() < 0 &&
+        process.method() != ProcessWatch::Method::kNone) {
+      any_polled = true;
+      if (poll_processes && process.Exited()) {
+        expel.push_back({fd, "process_exited",
+                         "the process that opened this connection (pid " +
+                             std::to_string(connection.peer.pid) +
+                             ") has exited; joulepiped restored the GPUs it changed and closes "
+                             "the connection",
+                         "client process exited"});
+      }
+    }
+  }
+  if (poll_processes) next_process_poll_ = now + Duration(kProcessPollIntervalS);
+  if (any_polled) next = std::min(next, next_process_poll_);
+  if (accept_paused_until_ > now) next = std::min(next, accept_paused_until_);
+  for (const Expulsion& e : expel) Expel(e.fd, e.reason, e.message, e.why);
+  return next;
+}
+
 void Server::Run(int stop_fd) {
   std::vector<pollfd> fds;
+  std::vector<int> owners;  // for fds[i], i >= 2: the connection's socket
   for (;;) {
+    const Clock::time_point now = Clock::now();
+    const Clock::time_point next = CheckDeadlines(now);
+    int timeout_ms = -1;
+    if (next != Clock::time_point::max()) {
+      const auto wait = std::chrono::ceil<std::chrono::milliseconds>(next - now).count();
+      timeout_ms = static_cast<int>(std::clamp<long long>(wait, 0, INT_MAX));
+    }
     fds.clear();
+    owners.clear();
     fds.push_back({stop_fd, POLLIN, 0});
-    fds.push_back({listen_fd_, POLLIN, 0});
+    fds.push_back({now >= accept_paused_until_ ? listen_fd_ : -1, POLLIN, 0});
+    // Sockets before process watches: a client that dies holding the only
+    // copy of its socket is seen as EOF ("connection closed"), which the
+    // kernel delivers before the process counts as exited.
     for (const auto& [fd, connection] : connections_) {
       short events = POLLIN;
       if (!connection.output.empty()) events |= POLLOUT;
       fds.push_back({fd, events, 0});
+      owners.push_back(fd);
     }
-    const int ready = ::poll(fds.data(), fds.size(), -1);
+    const std::size_t first_watch = fds.size();
+    for (const auto& [fd, connection] : connections_) {
+      if (connection.authorised && connection.process.fd() >= 0) {
+        fds.push_back({connection.process.fd(), POLLIN, 0});
+        owners.push_back(fd);
+      }
+    }
+    const int ready = ::poll(fds.data(), fds.size(), timeout_ms);
     if (ready < 0) {
       if (errno == EINTR) continue;
       std::fprintf(stderr, "joulepiped: poll failed: %s\n", Errno().c_str());
       break;
     }
     if (fds[0].revents != 0) break;  // stop requested
-    for (std::size_t i = 2; i < fds.size(); ++i) {
+    for (std::size_t i = 2; i < first_watch; ++i) {
       if (fds[i].revents == 0) continue;
       const int fd = fds[i].fd;
       auto it = connections_.find(fd);
@@ -259,7 +427,18 @@ void Server::Run(int stop_fd) {
       if (keep) keep = Flush(fd, it->second);
       if (!keep) Drop(fd, "connection closed");
     }
-    if (fds[1].revents != 0) Accept();
+    for (std::size_t i = first_watch; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      const int fd = owners[i - 2];
+      const auto it = connections_.find(fd);
+      if (it == connections_.end() || it->second.process.fd() != fds[i].fd) continue;
+      Expel(fd, "process_exited",
+            "the process that opened this connection (pid " +
+                std::to_string(it->second.peer.pid) +
+                ") has exited; joulepiped restored the GPUs it changed and closes the connection",
+            "client process exited");
+    }
+    if (fds[1].revents != 0) Accept(Clock::now());
   }
   for (auto it = connections_.begin(); it != connections_.end();) {
     const int fd = it->first;

@@ -5,10 +5,12 @@
 // the normal flow of the program, not in a signal handler. SIGPIPE is
 // ignored (replies use MSG_NOSIGNAL; the audit log may be a pipe).
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 #include <string_view>
@@ -36,6 +38,9 @@ std::string WhereSet(const std::string& field) {
       {"Config::socket", "--socket"},           {"Config::socket_group", "--socket-group"},
       {"Config::socket_mode", "--socket-mode"}, {"Config::audit_log", "--audit-log"},
       {"Config::max_clients", "--max-clients"},
+      {"Config::max_clients_per_uid", "--max-clients-per-uid"},
+      {"Config::hello_timeout_s", "--hello-timeout"},
+      {"Config::idle_timeout_s", "--idle-timeout"},
   };
   for (const auto& [name, flag] : kFlags) {
     if (field == name) {
@@ -44,6 +49,22 @@ std::string WhereSet(const std::string& field) {
     }
   }
   return "";
+}
+
+// A flag value that must be a number of seconds in [lo, hi]; `range` spells
+// the interval for messages. (CLI::Range would print "0.010000 to
+// 86400.000000" and call a non-number out of range.)
+CLI::Validator SecondsIn(double lo, double hi, const std::string& range) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0' || !(value >= lo && value <= hi)) {
+          return "must be a number of seconds in " + range + " (got \"" + text + "\")";
+        }
+        return "";
+      },
+      "SECONDS in " + range);
 }
 
 int Serve(const Config& config, const std::string& config_source) {
@@ -63,6 +84,14 @@ int Serve(const Config& config, const std::string& config_source) {
     return 1;
   }
 
+  // Each client takes two descriptors (its socket and a pidfd watching its
+  // process): raise the soft limit to the hard one so max_clients fit.
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &files);
+  }
+
   joulepipe::daemon::AuditLog audit(config.audit_log);
   const joulepipe::gpu::NvmlInfo& nvml = joulepipe::gpu::Nvml();
   joulepipe::daemon::Handler handler(&audit);
@@ -70,10 +99,13 @@ int Serve(const Config& config, const std::string& config_source) {
     joulepipe::daemon::Server server(config, config_source, &handler);
     std::fprintf(stderr,
                  "joulepiped: listening on %s (mode %04o, protocol %d), %zu GPU(s) via %s%s; "
-                 "audit log %s\n",
+                 "audit log %s; at most %d clients, %d per uid (root exempt); hello within "
+                 "%g s, idle clients without a lease closed after %g s\n",
                  config.socket.c_str(), config.socket_mode, joulepipe::gpu::kDaemonProtocolVersion,
                  handler.device_count(), nvml.path.c_str(), nvml.simulated ? " (simulated)" : "",
-                 config.audit_log.empty() ? "stderr" : config.audit_log.c_str());
+                 config.audit_log.empty() ? "stderr" : config.audit_log.c_str(),
+                 config.max_clients, config.max_clients_per_uid, config.hello_timeout_s,
+                 config.idle_timeout_s);
     std::fflush(stderr);
     server.Run(stop_fd);
   }  // the Server's destructor restores remaining GPUs and unlinks the socket
@@ -106,10 +138,14 @@ int main(int argc, char** argv) {
   std::string socket_mode;
   std::string socket_group;
   int max_clients = 0;
+  int max_clients_per_uid = 0;
+  double hello_timeout_s = 0;
+  double idle_timeout_s = 0;
   auto* config_option =
       app.add_option("--config", config_path,
                      "JSON configuration file (fields: socket, socket_mode, socket_group, "
-                     "allow_users, allow_groups, audit_log, max_clients); flags override it")
+                     "allow_users, allow_groups, audit_log, max_clients, max_clients_per_uid, "
+                     "hello_timeout_s, idle_timeout_s); flags override it")
           ->capture_default_str();
   app.add_option("--socket", socket, "Unix socket path (default /run/joulepiped.sock)");
   app.add_option("--allow-user", allow_users,
@@ -122,12 +158,32 @@ int main(int argc, char** argv) {
   app.add_option("--socket-group", socket_group, "group owning the socket file");
   app.add_option("--max-clients", max_clients, "most clients served at once (default 64)")
       ->check(CLI::Range(1, 4096));
+  app.add_option("--max-clients-per-uid", max_clients_per_uid,
+                 "most connections of one uid at once; root is exempt (default 16)")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--hello-timeout", hello_timeout_s,
+                 "seconds a new connection has to say hello before it is closed (default 5)")
+      ->check(SecondsIn(0.01, 3600, "[0.01, 3600]"));
+  app.add_option("--idle-timeout", idle_timeout_s,
+                 "seconds a client holding no GPU lease may send no request before it is "
+                 "closed (default 60; clients holding a lease are never closed for idleness)")
+      ->check(SecondsIn(0.01, 86400, "[0.01, 86400]"));
   app.footer(
       "Environment: JOULEPIPE_NVML_LIBRARY selects the NVML library (e.g. build/sim-nvml/"
       "libnvidia-ml.so.1 to run against simulated GPUs).\n"
       "Example: joulepiped --socket /run/joulepiped.sock --allow-group joulepipe "
       "--audit-log /var/log/joulepiped.log");
-  CLI11_PARSE(app, argc, argv);
+  // Usage errors exit 2 like every other start-up error (CLI11's own exit
+  // codes, 100 and up, would mean nothing to systemd or a script); --help
+  // prints and exits 0.
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "joulepiped: error: %s; see joulepiped --help\n", e.what());
+    return 2;
+  }
 
   try {
     Config config;
@@ -139,6 +195,9 @@ int main(int argc, char** argv) {
     if (!socket_mode.empty()) config.socket_mode = joulepipe::daemon::ParseSocketMode(socket_mode);
     if (!socket_group.empty()) config.socket_group = socket_group;
     if (max_clients > 0) config.max_clients = max_clients;
+    if (max_clients_per_uid > 0) config.max_clients_per_uid = max_clients_per_uid;
+    if (hello_timeout_s > 0) config.hello_timeout_s = hello_timeout_s;
+    if (idle_timeout_s > 0) config.idle_timeout_s = idle_timeout_s;
     return Serve(config, config_path);
   } catch (const joulepipe::model::InputError& e) {
     std::fprintf(stderr, "joulepiped: error: %s%s\n", e.what(), WhereSet(e.field()).c_str());

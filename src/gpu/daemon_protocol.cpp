@@ -5,6 +5,9 @@
 #include <exception>
 #include <limits>
 
+#include "joulepipe/model/error.hpp"
+#include "joulepipe/model/json_input.hpp"
+
 namespace joulepipe::gpu {
 namespace {
 
@@ -196,20 +199,12 @@ DecodedRequest DecodeRequest(std::string_view line) {
     return Fail("request line longer than " + std::to_string(kMaxLineBytes) + " bytes");
   }
   try {
-    // No exceptions from the parser; a discarded value is a syntax error.
-    const json object = json::parse(line.begin(), line.end(), nullptr, false);
-    if (object.is_discarded()) {
-      // Re-parse with exceptions for the precise position; the message is
-      // nlohmann's, which names the byte and the token.
-      try {
-        const json strict = json::parse(line.begin(), line.end());
-        (void)strict;
-      } catch (const json::exception& e) {
-        return Fail(std::string("request is not valid JSON: ") + e.what());
-      }
-      return Fail("request is not valid JSON");
-    }
-    return DecodeObject(object);
+    // The shared reader (model/json_input.hpp): bounded depth, and a
+    // refusal that names the column in plain words ("request: not valid
+    // JSON at line 1, column 2: ...").
+    return DecodeObject(model::ParseJsonBounded(line, "request"));
+  } catch (const model::InputError& e) {
+    return Fail(e.what());
   } catch (const std::exception& e) {
     // Not expected (bad_alloc at worst); totality matters more than detail.
     return Fail(std::string("cannot decode request: ") + e.what());
@@ -257,8 +252,7 @@ std::string EncodeErrorReply(std::string_view message) {
 
 DecodedReply DecodeReply(std::string_view line) {
   try {
-    json reply = json::parse(line.begin(), line.end(), nullptr, false);
-    if (reply.is_discarded()) return {std::nullopt, "reply is not valid JSON"};
+    json reply = model::ParseJsonBounded(line, "reply");
     if (!reply.is_object()) return {std::nullopt, "reply is not a JSON object"};
     const auto ok = reply.find("ok");
     if (ok == reply.end() || !ok->is_boolean()) {
@@ -271,6 +265,8 @@ DecodedReply DecodeReply(std::string_view line) {
       }
     }
     return {std::move(reply), ""};
+  } catch (const model::InputError& e) {
+    return {std::nullopt, e.what()};
   } catch (const std::exception& e) {
     return {std::nullopt, std::string("cannot decode reply: ") + e.what()};
   }

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/json_input.hpp"
 #include "read_file.hpp"
 
 namespace joulepipe::model {
@@ -49,12 +50,10 @@ void AppendStage(const std::vector<PlannedInstruction>& stage, std::string* out)
 
 // ---- Reading ---------------------------------------------------------------
 
-// Shows a JSON value in a message, shortened so a huge value cannot flood it.
+// Shows a JSON value in a message: its type and a short excerpt (Excerpt
+// never walks a hostile value whole).
 std::string Show(const json& value) {
-  constexpr size_t kMax = 60;
-  std::string text = value.dump();
-  if (text.size() > kMax) text = text.substr(0, kMax) + "...";
-  return value.type_name() + std::string(" ") + text;
+  return value.type_name() + std::string(" ") + Excerpt(value, 60);
 }
 
 // Checks a parsed document field by field. `source_` names the file.
@@ -196,16 +195,6 @@ class PlanReader {
   const std::string& source_;
 };
 
-// nlohmann's messages start with "[json.exception.parse_error.101] ".
-std::string StripExceptionId(const char* what) {
-  std::string text(what);
-  if (!text.empty() && text.front() == '[') {
-    const size_t close = text.find("] ");
-    if (close != std::string::npos) text.erase(0, close + 2);
-  }
-  return text;
-}
-
 }  // namespace
 
 std::string PlanToJson(const Plan& plan) {
@@ -230,14 +219,8 @@ std::string PlanToJson(const Plan& plan) {
 }
 
 Plan PlanFromJson(const std::string& text, const std::string& source) {
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw InputError(source + ": not valid JSON (at byte " + std::to_string(e.byte) +
-                     "): " + StripExceptionId(e.what()));
-  }
-  return PlanReader(source).Read(root);
+  // Bounded depth: a plan nests 4 levels; a hostile one cannot nest 70,000.
+  return PlanReader(source).Read(ParseJsonBounded(text, source));
 }
 
 Plan ReadPlanFile(const std::string& path) {

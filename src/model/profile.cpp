@@ -170,6 +170,12 @@ constexpr std::string_view kDateExample = "2025-03-01T14:05:09Z";
 
 // What is wrong with a text metadata value, or "" when it is fine.
 std::string TextValueProblem(MetaKey key, std::string_view value) {
+  // A lone '\r' inside a line is not a line end to this reader, but is to
+  // others: the writer refuses it, so the reader must too (found by
+  // tests/fuzz/profile_csv_main.cpp).
+  if (value.find('\r') != std::string_view::npos) {
+    return "the value contains a carriage return; a metadata value is one line of text";
+  }
   if (key == kSource && !KnownSource(value)) {
     return Quote(value) + " is not a profile source; use measured, simulated or imported";
   }
@@ -213,6 +219,12 @@ int ParseFrequency(const std::string& where, std::string_view text) {
                "is not a whole number of MHz; frequency must be an integer SM clock in MHz");
   }
   if (value <= 0) FieldError(where, kFrequency, text, "is not a positive clock; use MHz > 0");
+  if (value > kMaxClockMhz) {
+    FieldError(where, kFrequency, text,
+               "is above " + std::to_string(kMaxClockMhz) +
+                   " MHz, faster than any GPU clocks its SMs; frequency is the SM clock in MHz "
+                   "(e.g. 1410), not in kHz or Hz");
+  }
   return static_cast<int>(value);
 }
 
@@ -232,6 +244,12 @@ double ParseMeasurement(const std::string& where, Column column, std::string_vie
     FieldError(where, column, text,
                std::string("is not positive; ") + unit +
                    " per instruction must be > 0 (re-measure this clock or delete the row)");
+  }
+  if (column == kTime && value > kMaxInstructionSeconds) {
+    FieldError(where, column, text,
+               "is more than an hour (" + Exact(kMaxInstructionSeconds) +
+                   " s) for one forward or backward of one microbatch; time is in seconds "
+                   "(e.g. 0.05, not milliseconds): re-measure this clock or delete the row");
   }
   return value;
 }
@@ -428,6 +446,15 @@ void ParseRow(const std::string& source, int line, const Header& header,
   point.energy_spread = ParseStatistic(where, kEnergySpread, field(kEnergySpread));
   point.confidence = ParseStatistic(where, kConfidence, field(kConfidence));
   point.approximate = ParseApproximate(where, field(kApproximate));
+  point.line = line;
+  if (point.energy_j > kMaxInstructionPowerW * point.time_s) {
+    FieldError(where, kEnergy, field(kEnergy),
+               "J in " + Exact(point.time_s) + " s is a mean power of " +
+                   Exact(std::round(point.energy_j / point.time_s)) +
+                   " W, more than any GPU draws (at most " + Exact(kMaxInstructionPowerW) +
+                   " W); energy is the joules ONE GPU uses for the instruction: re-measure "
+                   "this clock or delete the row");
+  }
   if (header.index[kSourceColumn] != kAbsent) legacy->Add(field(kSourceColumn));
 
   auto [it, inserted] = first_line->emplace(RowKey{stage, kind, point.mhz}, line);
@@ -502,9 +529,10 @@ void Profile::Add(int stage, Kind kind, ClockPoint point, const std::string& whe
     throw InputError(where + ": stage " + std::to_string(stage) +
                      " is negative; stage ids start at 0");
   }
-  if (point.mhz <= 0) {
-    throw InputError("ClockPoint::mhz",
-                     where + ": " + what + ": ClockPoint::mhz must be a clock > 0 MHz");
+  if (point.mhz <= 0 || point.mhz > kMaxClockMhz) {
+    throw InputError("ClockPoint::mhz", where + ": " + what +
+                                            ": ClockPoint::mhz must be an SM clock of 1.." +
+                                            std::to_string(kMaxClockMhz) + " MHz");
   }
   auto check = [&](const char* field, double value, bool ok, const char* rule) {
     if (ok) return;
@@ -517,6 +545,12 @@ void Profile::Add(int stage, Kind kind, ClockPoint point, const std::string& whe
         "finite and > 0 seconds");
   check("ClockPoint::energy_j", point.energy_j, std::isfinite(point.energy_j) && point.energy_j > 0,
         "finite and > 0 joules");
+  check("ClockPoint::time_s", point.time_s, point.time_s <= kMaxInstructionSeconds,
+        "at most an hour (3600 s) per instruction");
+  check("ClockPoint::energy_j", point.energy_j,
+        point.energy_j <= kMaxInstructionPowerW * point.time_s,
+        "at most 5000 W x ClockPoint::time_s (a GPU's mean power over the instruction is at "
+        "most 5000 W)");
   if (point.samples) {
     check("ClockPoint::samples", *point.samples, *point.samples >= 0, ">= 0");
   }

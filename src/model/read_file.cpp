@@ -1,5 +1,7 @@
 #include "read_file.hpp"
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -8,19 +10,57 @@
 
 namespace joulepipe::model {
 
+namespace {
+
+std::string Mib(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.0f MiB", bytes / (1 << 20));
+  return text;
+}
+
+[[noreturn]] void TooLarge(const std::string& path, const std::string& what, double bytes) {
+  const std::string limit = Mib(static_cast<double>(kMaxInputFileBytes));
+  if (bytes > 0) {
+    throw InputError(what + " '" + path + "' is " + Mib(bytes) + ", more than the " + limit +
+                     " a " + what + " may be; check that the path names the " + what +
+                     " (joulepipe's own are far smaller)");
+  }
+  throw InputError(what + " '" + path + "' is not a regular file and sent more than " + limit +
+                   " without ending; give the path of a " + what +
+                   " file (a pipe such as /dev/stdin works if it ends within " + limit + ")");
+}
+
+}  // namespace
+
 std::string ReadWholeFile(const std::string& path, const std::string& what) {
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr) {
     throw InputError("cannot read " + what + " '" + path + "': " + std::strerror(errno));
   }
+  struct stat info {};
+  const bool regular = ::fstat(::fileno(file), &info) == 0 && S_ISREG(info.st_mode);
+  if (regular && static_cast<std::size_t>(info.st_size) > kMaxInputFileBytes) {
+    std::fclose(file);
+    TooLarge(path, what, static_cast<double>(info.st_size));
+  }
   std::string text;
+  if (regular) text.reserve(static_cast<std::size_t>(info.st_size));
   char buffer[1 << 16];
   size_t n = 0;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) text.append(buffer, n);
+  // One byte past the limit tells a source that is too long from one that is
+  // exactly at it.
+  while (text.size() <= kMaxInputFileBytes &&
+         (n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) {
+    text.append(buffer, n);
+  }
   const int error = std::ferror(file) ? errno : 0;
   std::fclose(file);
   if (error != 0) {
     throw InputError("cannot read " + what + " '" + path + "': " + std::strerror(error));
+  }
+  if (text.size() > kMaxInputFileBytes) {
+    // A regular file that grew while it was read counts by its size.
+    TooLarge(path, what, regular ? static_cast<double>(text.size()) : 0);
   }
   return text;
 }

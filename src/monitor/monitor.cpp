@@ -70,6 +70,10 @@ bool Measurement::approximate() const {
   return std::any_of(gpus.begin(), gpus.end(), [](const GpuEnergy& g) { return g.approximate; });
 }
 
+bool Measurement::complete() const {
+  return std::none_of(gpus.begin(), gpus.end(), [](const GpuEnergy& g) { return g.failed; });
+}
+
 std::unique_ptr<GpuMeter> NvmlGpuMeterByNvmlIndex(int nvml_index) {
   for (const gpu::Device& device : gpu::ListAllDevices()) {
     if (static_cast<int>(device.nvml_index()) == nvml_index) {
@@ -125,6 +129,14 @@ struct Monitor::State {
     double energy_j = 0;  // trapezoid integral up to t_last
     double max_w = 0;
     int64_t samples = 0;
+    // Only with tolerate_gpu_failures: whether the latest read of what the
+    // GPU's energy comes from (counter, or power) failed, and why; and the
+    // latest good counter reading (counter GPUs).
+    bool failing = false;
+    std::string error;
+    bool has_counter_reading = false;
+    double counter_j = 0;
+    Clock::time_point counter_t;
   };
   struct Window {
     std::string name;
@@ -154,6 +166,7 @@ struct Monitor::State {
 
   std::vector<Window> windows;
   std::vector<Tick> ticks;            // scratch for AwaitTicks, one per GPU
+  std::vector<std::string> failure;   // scratch for End: why GPU i failed, or ""
   std::vector<double> p1;             // scratch for End: power at t1, per GPU
   std::vector<uint64_t> rapl_now;     // scratch for End
   std::vector<uint64_t> rapl_thread;  // scratch for the sampler thread
@@ -171,8 +184,13 @@ struct Monitor::State {
   void SamplerLoop();
   double SampledEnergyAt(int slot, Clock::time_point t) const;
   // Waits until the counter of every counter GPU with want[i] has changed
-  // from its first reading here, at most options.align_timeout_s.
-  void AwaitTicks(const std::vector<char>& want);
+  // from its first reading here, at most options.align_timeout_s. With
+  // `tolerate`, a GPU whose read fails gets its failure[i] and is skipped
+  // (as is one that already has one); otherwise the failure throws.
+  void AwaitTicks(const std::vector<char>& want, bool tolerate);
+  // GPU i failed in window w (failure[i]): its energy up to the last good
+  // reading the sampler took.
+  void FillFailed(std::size_t i, const Window& w, GpuEnergy* ge) const;
   Window* Find(std::string_view name);
   void BuildMethodology();
 };
@@ -190,7 +208,7 @@ Monitor::State::State(std::vector<std::unique_ptr<GpuMeter>> meters, const Monit
     g.index = meter->index();
     g.has_counter = !options.force_sampling && meter->ReadEnergyMj().has_value();
     g.meter = std::move(meter);
-    if (!g.has_counter || options.sample_all_gpus) {
+    if (!g.has_counter || options.sample_all_gpus || options.tolerate_gpu_failures) {
       g.sampler = static_cast<int>(sampled.size());
       sampled.emplace_back();
     }
@@ -225,6 +243,7 @@ Monitor::State::State(std::vector<std::unique_ptr<GpuMeter>> meters, const Monit
   BuildMethodology();
 
   ticks.resize(gpus.size());
+  failure.resize(gpus.size());
   p1.resize(gpus.size());
   windows.resize(4);
   for (Window& w : windows) {
@@ -285,17 +304,42 @@ void Monitor::State::BuildMethodology() {
 }
 
 void Monitor::State::TakeSample() {
+  const bool tolerate = options.tolerate_gpu_failures;
   for (const Gpu& g : gpus) {
     if (g.sampler < 0) continue;
     double p = 0;
+    bool power_ok = true, counter_ok = true;
+    std::optional<uint64_t> counter_mj;
+    std::string error;
     try {
       p = g.meter->ReadPowerW();
-    } catch (const std::exception&) {
-      continue;  // a failed read leaves the integral extrapolating the last power
+    } catch (const std::exception& e) {
+      // A failed read leaves the integral extrapolating the last power.
+      if (!tolerate) continue;
+      power_ok = false;
+      error = e.what();
+    }
+    if (tolerate && g.has_counter) {
+      try {
+        counter_mj = g.meter->ReadEnergyMj();
+      } catch (const std::exception& e) {
+        counter_ok = false;
+        error = e.what();
+      }
     }
     const Clock::time_point t = Clock::now();
     std::lock_guard<std::mutex> lock(sampler_mutex);
     Sampled& s = sampled[g.sampler];
+    if (tolerate) {
+      s.failing = !(g.has_counter ? counter_ok : power_ok);
+      if (s.failing) s.error = error;
+      if (counter_mj) {
+        s.has_counter_reading = true;
+        s.counter_j = static_cast<double>(*counter_mj) * 1e-3;
+        s.counter_t = t;
+      }
+    }
+    if (!power_ok) continue;
     if (s.samples > 0) s.energy_j += 0.5 * (s.p_last + p) * Seconds(t - s.t_last);
     s.t_last = t;
     s.p_last = p;
@@ -327,16 +371,24 @@ double Monitor::State::SampledEnergyAt(int slot, Clock::time_point t) const {
   return s.energy_j + s.p_last * Seconds(t - s.t_last);
 }
 
-void Monitor::State::AwaitTicks(const std::vector<char>& want) {
+void Monitor::State::AwaitTicks(const std::vector<char>& want, bool tolerate) {
   const std::size_t n = gpus.size();
   std::vector<double> first(n, 0);
   std::vector<Clock::time_point> last_read(n);
+  std::vector<char> waiting(n, 0);
   std::size_t pending = 0;
   for (std::size_t i = 0; i < n; ++i) {
     ticks[i] = Tick{};
-    if (!want[i]) continue;
-    first[i] = static_cast<double>(*gpus[i].meter->ReadEnergyMj()) * 1e-3;
+    if (!want[i] || (tolerate && !failure[i].empty())) continue;
+    try {
+      first[i] = static_cast<double>(*gpus[i].meter->ReadEnergyMj()) * 1e-3;
+    } catch (const std::exception& e) {
+      if (!tolerate) throw;
+      failure[i] = e.what();
+      continue;
+    }
     last_read[i] = Clock::now();
+    waiting[i] = 1;
     ++pending;
   }
   const Clock::time_point deadline =
@@ -345,18 +397,48 @@ void Monitor::State::AwaitTicks(const std::vector<char>& want) {
   while (pending > 0 && Clock::now() < deadline) {
     std::this_thread::sleep_for(kAlignPoll);
     for (std::size_t i = 0; i < n; ++i) {
-      if (!want[i] || ticks[i].seen) continue;
-      const double e = static_cast<double>(*gpus[i].meter->ReadEnergyMj()) * 1e-3;
-      const Clock::time_point t = Clock::now();
-      if (e != first[i]) {
-        ticks[i].seen = true;
-        ticks[i].energy_j = e;
-        ticks[i].t = last_read[i] + (t - last_read[i]) / 2;
-        ticks[i].power_w = gpus[i].meter->ReadPowerW();
+      if (!waiting[i]) continue;
+      try {
+        const double e = static_cast<double>(*gpus[i].meter->ReadEnergyMj()) * 1e-3;
+        const Clock::time_point t = Clock::now();
+        if (e != first[i]) {
+          ticks[i].energy_j = e;
+          ticks[i].t = last_read[i] + (t - last_read[i]) / 2;
+          ticks[i].power_w = gpus[i].meter->ReadPowerW();
+          ticks[i].seen = true;
+          waiting[i] = 0;
+          --pending;
+        }
+        last_read[i] = t;
+      } catch (const std::exception& e) {
+        if (!tolerate) throw;
+        failure[i] = e.what();
+        ticks[i] = Tick{};
+        waiting[i] = 0;
         --pending;
       }
-      last_read[i] = t;
     }
+  }
+}
+
+void Monitor::State::FillFailed(std::size_t i, const Window& w, GpuEnergy* ge) const {
+  const Gpu& g = gpus[i];
+  ge->failed = true;
+  ge->error = failure[i];
+  ge->energy_j = 0;
+  ge->measured_s = 0;
+  ge->aligned = false;
+  ge->approximate = false;
+  ge->source = g.has_counter ? EnergySource::kCounter : EnergySource::kSampling;
+  if (g.sampler < 0) return;
+  std::lock_guard<std::mutex> lock(sampler_mutex);
+  const Sampled& s = sampled[g.sampler];
+  if (g.has_counter && s.has_counter_reading && s.counter_t > w.t0) {
+    ge->energy_j = std::max(0.0, s.counter_j - w.e0[i]);
+    ge->measured_s = Seconds(s.counter_t - w.t0);
+  } else if (!g.has_counter && s.samples > 0 && s.t_last > w.t0) {
+    ge->energy_j = std::max(0.0, s.energy_j - w.e0[i]);
+    ge->measured_s = Seconds(s.t_last - w.t0);
   }
 }
 
@@ -401,7 +483,7 @@ void Monitor::Begin(std::string_view name, Edges edges) {
 
   if (edges == Edges::kAligned) {
     for (std::size_t i = 0; i < n; ++i) w->aligned[i] = s.gpus[i].has_counter;
-    s.AwaitTicks(w->aligned);
+    s.AwaitTicks(w->aligned, /*tolerate=*/false);
   }
   w->t0 = Clock::now();
   for (std::size_t i = 0; i < n; ++i) {
@@ -450,34 +532,64 @@ void Monitor::End(std::string_view name, Measurement* out) {
   out->gpus.resize(n);
   out->gpu_energy_j = 0;
 
+  // With tolerate_gpu_failures a GPU whose read fails gets failure[i] and
+  // FillFailed instead of making End throw.
+  const bool tolerate = s.options.tolerate_gpu_failures;
+  for (std::string& failure : s.failure) failure.clear();
+  if (tolerate) {
+    // A counterless GPU's energy is the sampler's: its latest read decides.
+    std::lock_guard<std::mutex> lock(s.sampler_mutex);
+    for (std::size_t i = 0; i < n; ++i) {
+      const State::Gpu& g = s.gpus[i];
+      if (!g.has_counter && s.sampled[g.sampler].failing) s.failure[i] = s.sampled[g.sampler].error;
+    }
+  }
   // Aligned edge at the end: powers at t1 first, then wait for the updates.
   if (w->edges == Edges::kAligned) {
-    for (std::size_t i = 0; i < n; ++i) s.p1[i] = w->aligned[i] ? s.gpus[i].meter->ReadPowerW() : 0;
-    s.AwaitTicks(w->aligned);
+    for (std::size_t i = 0; i < n; ++i) {
+      s.p1[i] = 0;
+      if (!w->aligned[i] || !s.failure[i].empty()) continue;
+      try {
+        s.p1[i] = s.gpus[i].meter->ReadPowerW();
+      } catch (const std::exception& e) {
+        if (!tolerate) throw;
+        s.failure[i] = e.what();
+      }
+    }
+    s.AwaitTicks(w->aligned, tolerate);
   }
   for (std::size_t i = 0; i < n; ++i) {
     const State::Gpu& g = s.gpus[i];
     GpuEnergy& ge = out->gpus[i];
     ge = GpuEnergy{};
     ge.index = g.index;
+    ge.measured_s = duration;
     ge.approximate = duration < g.period_s;
-    if (w->edges == Edges::kAligned && w->aligned[i] && s.ticks[i].seen) {
-      // Energy at t1 = the update's value - what was drawn between t1 and it.
-      const State::Tick& tick = s.ticks[i];
-      const double e1 = tick.energy_j - 0.5 * (s.p1[i] + tick.power_w) * Seconds(tick.t - t1);
-      ge.energy_j = e1 - w->e0[i];
-      ge.source = EnergySource::kCounter;
-      ge.aligned = true;
-    } else if (ge.approximate) {
-      ge.energy_j = g.meter->ReadPowerW() * duration;
-      ge.source = EnergySource::kInstantApprox;
-    } else if (g.has_counter) {
-      ge.energy_j = static_cast<double>(*g.meter->ReadEnergyMj()) * 1e-3 - w->e0[i];
-      ge.source = EnergySource::kCounter;
-    } else {
-      ge.energy_j = s.SampledEnergyAt(g.sampler, t1) - w->e0[i];
-      ge.source = EnergySource::kSampling;
+    try {
+      if (!s.failure[i].empty()) {
+        // Failed above; FillFailed below.
+      } else if (w->edges == Edges::kAligned && w->aligned[i] && s.ticks[i].seen) {
+        // Energy at t1 = the update's value - what was drawn between t1 and it.
+        const State::Tick& tick = s.ticks[i];
+        const double e1 = tick.energy_j - 0.5 * (s.p1[i] + tick.power_w) * Seconds(tick.t - t1);
+        ge.energy_j = e1 - w->e0[i];
+        ge.source = EnergySource::kCounter;
+        ge.aligned = true;
+      } else if (ge.approximate) {
+        ge.energy_j = g.meter->ReadPowerW() * duration;
+        ge.source = EnergySource::kInstantApprox;
+      } else if (g.has_counter) {
+        ge.energy_j = static_cast<double>(*g.meter->ReadEnergyMj()) * 1e-3 - w->e0[i];
+        ge.source = EnergySource::kCounter;
+      } else {
+        ge.energy_j = s.SampledEnergyAt(g.sampler, t1) - w->e0[i];
+        ge.source = EnergySource::kSampling;
+      }
+    } catch (const std::exception& e) {
+      if (!tolerate) throw;
+      s.failure[i] = e.what();
     }
+    if (!s.failure[i].empty()) s.FillFailed(i, *w, &ge);
     out->gpu_energy_j += ge.energy_j;
   }
 

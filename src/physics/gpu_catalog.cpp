@@ -15,6 +15,7 @@
 
 #include "embedded_data.hpp"
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/json_input.hpp"
 #include "joulepipe/physics/gpu_model.hpp"
 
 namespace joulepipe::physics {
@@ -68,24 +69,26 @@ class Reader {
 
   double Number(const std::string& key) const {
     const Json& value = Get(key);
-    if (!value.is_number()) Fail(key, "must be a number (got " + value.dump() + ")");
+    if (!value.is_number()) Fail(key, "must be a number (got " + model::Excerpt(value) + ")");
     return value.get<double>();
   }
 
   int Integer(const std::string& key) const {
     const Json& value = Get(key);
     if (!value.is_number_integer()) {
-      Fail(key, "must be an integer number of MHz (got " + value.dump() + ")");
+      Fail(key, "must be an integer number of MHz (got " + model::Excerpt(value) + ")");
     }
     const auto v = value.get<long long>();
-    if (v < -1'000'000 || v > 1'000'000) Fail(key, "is out of range (got " + value.dump() + ")");
+    if (v < -1'000'000 || v > 1'000'000) {
+      Fail(key, "is out of range (got " + model::Excerpt(value) + ")");
+    }
     return static_cast<int>(v);
   }
 
   std::string String(const std::string& key) const {
     const Json& value = Get(key);
     if (!value.is_string() || value.get<std::string>().empty()) {
-      Fail(key, "must be a non-empty string (got " + value.dump() + ")");
+      Fail(key, "must be a non-empty string (got " + model::Excerpt(value) + ")");
     }
     return value.get<std::string>();
   }
@@ -138,12 +141,7 @@ DvfsModel ParseDvfs(const Json& object, const GpuSpec& gpu, const std::string& s
 }  // namespace
 
 GpuSpec ParseGpuSpec(const std::string& json_text, const std::string& source) {
-  Json root;
-  try {
-    root = Json::parse(json_text);
-  } catch (const Json::parse_error& e) {
-    throw InputError(source + ": not valid JSON: " + e.what());
-  }
+  const Json root = model::ParseJsonBounded(json_text, source);
   if (!root.is_object()) throw InputError(source + ": expected a JSON object at the top level");
 
   std::set<std::string> known = TopLevelNumericFields();
@@ -159,7 +157,7 @@ GpuSpec ParseGpuSpec(const std::string& json_text, const std::string& source) {
     if (!aliases.is_array()) r.Fail("aliases", "must be an array of strings");
     for (const Json& alias : aliases) {
       if (!alias.is_string() || alias.get<std::string>().empty()) {
-        r.Fail("aliases", "must hold non-empty strings (got " + alias.dump() + ")");
+        r.Fail("aliases", "must hold non-empty strings (got " + model::Excerpt(alias) + ")");
       }
       gpu.aliases.push_back(alias.get<std::string>());
     }

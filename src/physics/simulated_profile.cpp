@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/profile.hpp"
 #include "joulepipe/physics/workload.hpp"
 
 namespace joulepipe::physics {
@@ -45,6 +46,22 @@ double SlowestStageTime(const SimulatedWorkload& w) {
   double slowest = 0;
   for (const SimulatedStage& s : w.stages) slowest = std::max(slowest, FmaxTime(s));
   return slowest;
+}
+
+// A simulated instruction longer than a profile may hold (model/profile.hpp)
+// means a microbatch far too big for one stage's GPUs; says which fields to
+// change rather than which ClockPoint bound it broke.
+void CheckInstructionTime(const WorkloadSpec& spec, const GpuSpec& gpu, int stage,
+                          const char* kind, int mhz, double time_s) {
+  if (time_s <= model::kMaxInstructionSeconds) return;
+  throw InputError("WorkloadSpec::microbatch_size",
+                   "WorkloadSpec::microbatch_size " + std::to_string(spec.microbatch_size) +
+                       " x WorkloadSpec::seq_length " + std::to_string(spec.seq()) +
+                       " tokens make stage " + std::to_string(stage) + "'s " + kind +
+                       " take " + Num(time_s) + " s at " + std::to_string(mhz) + " MHz on " +
+                       gpu.id + ", more than an hour per microbatch; use a smaller "
+                       "WorkloadSpec::microbatch_size or WorkloadSpec::seq_length, or a larger "
+                       "Parallelism::tp or Parallelism::pp");
 }
 
 }  // namespace
@@ -114,6 +131,8 @@ SimulatedWorkload SimulateWorkload(const WorkloadSpec& spec, const GpuSpec& gpu,
       const OperatingPoint f = Run(gpu, s.forward.work, mhz, w.power_limit_w);
       const OperatingPoint b = Run(gpu, s.backward.work, mhz, w.power_limit_w);
       const std::string where = "simulated stage " + std::to_string(cost.stage);
+      CheckInstructionTime(spec, gpu, cost.stage, "forward", mhz, f.time_s);
+      CheckInstructionTime(spec, gpu, cost.stage, "backward", mhz, b.time_s);
       w.profile.Add(cost.stage, model::Kind::kForward, {mhz, f.time_s, f.energy_j}, where);
       w.profile.Add(cost.stage, model::Kind::kBackward, {mhz, b.time_s, b.energy_j}, where);
       // Clocks run highest first, so ties keep the faster clock.

@@ -8,6 +8,7 @@
 
 #include "embedded_data.hpp"
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/json_input.hpp"
 #include "joulepipe/physics/workload.hpp"
 
 namespace joulepipe::physics {
@@ -42,7 +43,7 @@ int PositiveIntField(const json& doc, const std::string& field, const std::strin
   if (!value.is_number_integer() || value.get<long long>() <= 0 ||
       value.get<long long>() > 1'000'000'000) {
     throw InputError(source + ": field '" + field + "' must be a whole number > 0 (got " +
-                     value.dump() + ")");
+                     model::Excerpt(value) + ")");
   }
   return static_cast<int>(value.get<long long>());
 }
@@ -50,8 +51,8 @@ int PositiveIntField(const json& doc, const std::string& field, const std::strin
 bool BoolField(const json& doc, const std::string& field, const std::string& source) {
   const json& value = Field(doc, field, source);
   if (!value.is_boolean()) {
-    throw InputError(source + ": field '" + field + "' must be true or false (got " + value.dump() +
-                     ")");
+    throw InputError(source + ": field '" + field + "' must be true or false (got " +
+                     model::Excerpt(value) + ")");
   }
   return value.get<bool>();
 }
@@ -133,12 +134,7 @@ double TransformerConfig::Parameters() const {
 }
 
 TransformerConfig ParseTransformerConfig(const std::string& json_text, const std::string& source) {
-  json doc;
-  try {
-    doc = json::parse(json_text);
-  } catch (const json::parse_error& e) {
-    throw InputError(source + ": not valid JSON: " + e.what());
-  }
+  const json doc = model::ParseJsonBounded(json_text, source);
   if (!doc.is_object()) throw InputError(source + ": expected a JSON object");
   CheckKnownFields(doc, source);
 

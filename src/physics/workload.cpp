@@ -38,6 +38,14 @@ std::string Str(long long value) {
   return std::to_string(value);
 }
 
+// Throws InputError naming `field` unless low <= value <= high.
+void RequireRange(const char* field, long long value, long long low, long long high,
+                  const char* meaning) {
+  if (value >= low && value <= high) return;
+  throw InputError(field, std::string(field) + " must be " + Str(low) + ".." + Str(high) +
+                              " (got " + Str(value) + "): " + meaning);
+}
+
 // Bytes each GPU sends in a ring all-reduce of `bytes` over `ranks` GPUs.
 double RingBytes(double bytes, int ranks) {
   return ranks <= 1 ? 0.0 : 2.0 * (ranks - 1) / ranks * bytes;
@@ -277,26 +285,23 @@ int WorkloadSpec::padded_vocab() const {
 std::vector<int> ResolveLayerSplit(const WorkloadSpec& spec) {
   const TransformerConfig& m = spec.model;
   const Parallelism& p = spec.parallel;
-  if (p.tp < 1) {
-    throw InputError("Parallelism::tp", "Parallelism::tp must be >= 1 (got " + Str(p.tp) +
-                                            "): the tensor-parallel GPUs per stage");
+  RequireRange("Parallelism::tp", p.tp, 1, kMaxTp, "the tensor-parallel GPUs per stage");
+  RequireRange("Parallelism::pp", p.pp, 1, kMaxPp, "the pipeline stages");
+  RequireRange("Parallelism::dp", p.dp, 1, kMaxDp, "the data-parallel pipelines");
+  const long long gpus = static_cast<long long>(p.tp) * p.pp * p.dp;
+  if (gpus > kMaxJobGpus) {
+    throw InputError("Parallelism::tp",
+                     "Parallelism::tp " + Str(p.tp) + " x Parallelism::pp " + Str(p.pp) +
+                         " x Parallelism::dp " + Str(p.dp) + " = " + Str(gpus) +
+                         " GPUs; a job has at most " + Str(kMaxJobGpus) +
+                         ": use fewer data-parallel pipelines");
   }
-  if (p.pp < 1) {
-    throw InputError("Parallelism::pp",
-                     "Parallelism::pp must be >= 1 (got " + Str(p.pp) + "): the pipeline stages");
-  }
-  if (p.dp < 1) {
-    throw InputError("Parallelism::dp", "Parallelism::dp must be >= 1 (got " + Str(p.dp) +
-                                            "): the data-parallel pipelines");
-  }
-  if (spec.microbatch_size < 1) {
-    throw InputError("WorkloadSpec::microbatch_size",
-                     "WorkloadSpec::microbatch_size must be >= 1 (got " +
-                         Str(spec.microbatch_size) + "): the sequences per microbatch");
-  }
-  if (spec.seq_length < 0) {
+  RequireRange("WorkloadSpec::microbatch_size", spec.microbatch_size, 1, kMaxMicrobatchSize,
+               "the sequences per microbatch");
+  if (spec.seq_length < 0 || spec.seq_length > kMaxSeqLength) {
     throw InputError("WorkloadSpec::seq_length",
-                     "WorkloadSpec::seq_length must be >= 1 tokens (got " + Str(spec.seq_length) +
+                     "WorkloadSpec::seq_length must be 1.." + Str(kMaxSeqLength) +
+                         " tokens (got " + Str(spec.seq_length) +
                          "), or 0 for the model's own sequence length (" + Str(m.seq_length) +
                          ")");
   }

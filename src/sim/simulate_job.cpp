@@ -2,8 +2,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstdarg>
-#include <cstdio>
 #include <string_view>
 #include <utility>
 
@@ -11,17 +9,13 @@
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/field_names.hpp"
 #include "joulepipe/solver/plan_pipeline.hpp"
+#include "job_checks.hpp"
 
 namespace joulepipe::sim {
 
 namespace {
 
 using model::InputError;
-
-// Per-GPU energy is kept for every iteration (SimulationResult::gpu_energy_j).
-constexpr double kMaxGpuRecords = 5e7;
-// Work guard: instructions simulated per policy.
-constexpr double kMaxInstructionSteps = 2e10;
 
 // The plan's request fields that come from this request: its errors and
 // notes name them as the caller set them.
@@ -30,23 +24,9 @@ constexpr std::pair<std::string_view, std::string_view> kPlanFields[] = {
     {"PlanRequest::resolution_s", "SimulateRequest::resolution_s"},
 };
 
-std::string Format(const char* format, ...) __attribute__((format(printf, 1, 2)));
-std::string Format(const char* format, ...) {
-  char text[512];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(text, sizeof text, format, args);
-  va_end(args);
-  return text;
-}
-
 // Throws InputError(field, message) unless `ok`.
 void Require(bool ok, const char* field, const std::string& message) {
   if (!ok) throw InputError(field, message);
-}
-
-bool FiniteAtLeast(double value, double low) {
-  return std::isfinite(value) && value >= low;
 }
 
 std::vector<CandidatePlan> ToCandidates(const solver::Frontier& frontier) {
@@ -72,78 +52,30 @@ void Report(const SimulateRequest& r, double fraction) {
 }  // namespace
 
 void CheckSimulateRequest(const SimulateRequest& r) {
-  schedule::CheckStagesAndMicrobatches(r.spec);
+  // The schedule, P_block and the grid: the planner's rules, named as this
+  // request's fields.
+  solver::PlanRequest plan;
+  plan.spec = r.spec;
+  plan.p_block_w = r.p_block_w;
+  plan.resolution_s = r.resolution_s;
+  try {
+    solver::CheckPlanRequest(plan);
+  } catch (const InputError& e) {
+    throw model::RenameFields(e, kPlanFields);
+  }
   const JobSpec& j = r.job;
-  if (r.p_block_w) model::CheckPBlock(*r.p_block_w, "SimulateRequest::p_block_w");
-  Require(j.pipelines >= 1, "JobSpec::pipelines",
-          "JobSpec::pipelines must be at least 1 (got " + std::to_string(j.pipelines) +
-              "): the number of data-parallel pipelines");
-  Require(j.gpus_per_stage >= 1, "JobSpec::gpus_per_stage",
-          "JobSpec::gpus_per_stage must be at least 1 (got " + std::to_string(j.gpus_per_stage) +
-              "): GPUs per stage (tensor-parallel degree), 1 without TP");
-  Require(j.iterations >= 1, "JobSpec::iterations",
-          "JobSpec::iterations must be at least 1 (got " + std::to_string(j.iterations) + ")");
+  CheckJobNumbers(j, r.spec);
   const Straggler& g = j.straggler;
-  Require(std::isfinite(g.slowdown) && g.slowdown >= 1, "Straggler::slowdown",
-          Format("Straggler::slowdown must be a finite factor >= 1 (got %g): the straggler's "
-                 "iteration time over the normal one, e.g. 1.2; 1 = no straggler",
-                 g.slowdown));
   if (g.slowdown > 1) {
     Require(g.pipeline >= 0 && g.pipeline < j.pipelines, "Straggler::pipeline",
             "Straggler::pipeline must be 0.." + std::to_string(j.pipelines - 1) + " (got " +
                 std::to_string(g.pipeline) + ") for JobSpec::pipelines " +
                 std::to_string(j.pipelines));
   }
-  Require(g.from_iteration >= 0, "Straggler::from_iteration",
-          "Straggler::from_iteration must be >= 0 (got " + std::to_string(g.from_iteration) + ")");
-  Require(g.for_iterations >= 0, "Straggler::for_iterations",
-          "Straggler::for_iterations must be >= 0 (got " + std::to_string(g.for_iterations) +
-              "); 0 = until the end");
-  Require(g.period >= 0, "Straggler::period",
-          "Straggler::period must be >= 0 (got " + std::to_string(g.period) + "); 0 = one episode");
-  if (g.period > 0) {
-    Require(g.for_iterations >= 1 && g.for_iterations <= g.period, "Straggler::for_iterations",
-            "Straggler::for_iterations must be 1..Straggler::period (" + std::to_string(g.period) +
-                ") when the straggler repeats (got " + std::to_string(g.for_iterations) + ")");
-  }
-  Require(r.detection_lag >= 0, "SimulateRequest::detection_lag",
-          "SimulateRequest::detection_lag must be >= 0 iterations (got " +
-              std::to_string(r.detection_lag) + ")");
-  Require(
-      std::isfinite(j.clock_variability) && j.clock_variability >= 0 && j.clock_variability <= 0.2,
-      "JobSpec::clock_variability",
-      Format("JobSpec::clock_variability must be in [0, 0.2] (got %g): the standard deviation "
-             "of each GPU's time factor, e.g. 0.02 for 2%%",
-             j.clock_variability));
-  Require(
-      std::isfinite(j.stall_probability) && j.stall_probability >= 0 && j.stall_probability <= 1,
-      "JobSpec::stall_probability",
-      Format("JobSpec::stall_probability must be in [0, 1] (got %g): the chance per iteration "
-             "and pipeline of a data-loader stall",
-             j.stall_probability));
-  Require(FiniteAtLeast(j.stall_s, 0), "JobSpec::stall_s",
-          Format("JobSpec::stall_s must be finite and >= 0 (got %g ms)", j.stall_s * 1e3));
-  Require(FiniteAtLeast(j.p2p_latency_s, 0), "JobSpec::p2p_latency_s",
-          Format("JobSpec::p2p_latency_s must be finite and >= 0 (got %g us)",
-                 j.p2p_latency_s * 1e6));
-  Require(FiniteAtLeast(j.allreduce_s, 0), "JobSpec::allreduce_s",
-          Format("JobSpec::allreduce_s must be finite and >= 0 (got %g ms)", j.allreduce_s * 1e3));
-  Require(std::isfinite(r.resolution_s) && r.resolution_s > 0, "SimulateRequest::resolution_s",
-          Format("SimulateRequest::resolution_s must be a finite time > 0 (got %g ms); e.g. 5 ms",
-                 r.resolution_s * 1e3));
-  Require(r.timeline_iterations >= 0, "SimulateRequest::timeline_iterations",
-          "SimulateRequest::timeline_iterations must be >= 0 (got " +
-              std::to_string(r.timeline_iterations) + "); 0 records no timeline");
-  const double records = static_cast<double>(j.iterations) * j.pipelines * r.spec.stages;
-  Require(records <= kMaxGpuRecords, "JobSpec::iterations",
-          Format("JobSpec::iterations %d x JobSpec::pipelines %d x Spec::stages %d = %.3g "
-                 "per-GPU records; at most %.0e are kept; simulate fewer iterations",
-                 j.iterations, j.pipelines, r.spec.stages, records, kMaxGpuRecords));
-  const double steps = records * r.spec.microbatches * r.spec.chunks * 2;
-  Require(steps <= kMaxInstructionSteps, "JobSpec::iterations",
-          Format("JobSpec::iterations x JobSpec::pipelines x instructions = %.3g simulated "
-                 "instructions per policy (at most %.0e); simulate fewer iterations or pipelines",
-                 steps, kMaxInstructionSteps));
+  CheckIterationIndex("SimulateRequest::detection_lag", r.detection_lag,
+                      "iterations until the policy knows of a slowdown; 0 = immediate");
+  CheckIterationIndex("SimulateRequest::timeline_iterations", r.timeline_iterations,
+                      "iterations recorded in the timeline; 0 records none");
 }
 
 SimulateOutcome SimulateJob(const model::Profile& profile, const SimulateRequest& request) {

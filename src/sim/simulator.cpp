@@ -19,6 +19,7 @@
 #include <tuple>
 
 #include "counter_random.hpp"
+#include "job_checks.hpp"
 #include "joulepipe/model/energy.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/schedule/replay.hpp"
@@ -31,7 +32,6 @@ using model::InputError;
 
 constexpr std::uint64_t kSpeedStream = 1;
 constexpr std::uint64_t kStallStream = 2;
-constexpr double kMaxVariability = 0.2;
 constexpr double kTruncation = 3.0;  // |z| <= 3 standard deviations
 // Plan choice tolerates round-off in predicted times (T' * s / s != T').
 constexpr double kTimeTolerance = 1e-12;
@@ -51,61 +51,14 @@ void Require(bool ok, const char* field, const std::string& message) {
   if (!ok) throw InputError(field, message);
 }
 
-bool FiniteAtLeast(double value, double low) {
-  return std::isfinite(value) && value >= low;
-}
-
-void CheckJob(const JobSpec& job) {
-  Require(job.pipelines >= 1, "JobSpec::pipelines",
-          "JobSpec::pipelines must be at least 1 (got " + std::to_string(job.pipelines) +
-              "): the number of data-parallel pipelines");
-  Require(job.gpus_per_stage >= 1, "JobSpec::gpus_per_stage",
-          "JobSpec::gpus_per_stage must be at least 1 (got " +
-              std::to_string(job.gpus_per_stage) + "): the tensor-parallel degree, 1 without TP");
+// The numbers (job_checks.hpp), P_block and the straggler's pipeline.
+void CheckJob(const JobSpec& job, const schedule::Spec& spec) {
+  CheckJobNumbers(job, spec);
   model::CheckPBlock(job.p_block_w, "JobSpec::p_block_w");
-  Require(FiniteAtLeast(job.p2p_latency_s, 0), "JobSpec::p2p_latency_s",
-          "JobSpec::p2p_latency_s must be finite and >= 0 (got " + Num(job.p2p_latency_s) +
-              " s); 0 for no added latency");
-  Require(FiniteAtLeast(job.allreduce_s, 0), "JobSpec::allreduce_s",
-          "JobSpec::allreduce_s must be finite and >= 0 (got " + Num(job.allreduce_s) +
-              " s); 0 for no gradient all-reduce");
-  Require(job.iterations >= 1, "JobSpec::iterations",
-          "JobSpec::iterations must be at least 1 (got " + std::to_string(job.iterations) + ")");
   const Straggler& g = job.straggler;
   Require(g.pipeline >= -1 && g.pipeline < job.pipelines, "Straggler::pipeline",
           "Straggler::pipeline must be -1 (none) or 0.." + std::to_string(job.pipelines - 1) +
               " (got " + std::to_string(g.pipeline) + ")");
-  Require(FiniteAtLeast(g.slowdown, 1), "Straggler::slowdown",
-          "Straggler::slowdown must be a finite factor >= 1 (got " + Num(g.slowdown) +
-              "): T'/T, e.g. 1.2 for a pipeline 20% slower; 1 for none");
-  Require(g.from_iteration >= 0, "Straggler::from_iteration",
-          "Straggler::from_iteration must be >= 0 (got " + std::to_string(g.from_iteration) +
-              ")");
-  Require(g.for_iterations >= 0, "Straggler::for_iterations",
-          "Straggler::for_iterations must be >= 0 (got " + std::to_string(g.for_iterations) +
-              "); 0 = until the end");
-  Require(g.period >= 0, "Straggler::period",
-          "Straggler::period must be >= 0 (got " + std::to_string(g.period) +
-              "); 0 = one episode");
-  if (g.period > 0) {
-    Require(g.for_iterations >= 1 && g.for_iterations <= g.period, "Straggler::for_iterations",
-            "Straggler::for_iterations must be 1..Straggler::period (" +
-                std::to_string(g.period) + ") when the straggler repeats (got " +
-                std::to_string(g.for_iterations) + ")");
-  }
-  Require(std::isfinite(job.clock_variability) && job.clock_variability >= 0 &&
-              job.clock_variability <= kMaxVariability,
-          "JobSpec::clock_variability",
-          "JobSpec::clock_variability must be in [0, " + Num(kMaxVariability) + "] (got " +
-              Num(job.clock_variability) +
-              "): the standard deviation of each GPU's time factor, e.g. 0.02");
-  Require(std::isfinite(job.stall_probability) && job.stall_probability >= 0 &&
-              job.stall_probability <= 1,
-          "JobSpec::stall_probability",
-          "JobSpec::stall_probability must be in [0, 1] (got " + Num(job.stall_probability) +
-              ")");
-  Require(FiniteAtLeast(job.stall_s, 0), "JobSpec::stall_s",
-          "JobSpec::stall_s must be finite and >= 0 (got " + Num(job.stall_s) + " s)");
 }
 
 }  // namespace
@@ -155,7 +108,7 @@ Simulator::Simulator(const schedule::Schedule& schedule, const model::Profile& p
       baseline_(baseline),
       intrinsic_(intrinsic),
       stages_(schedule.spec.stages) {
-  CheckJob(job_);
+  CheckJob(job_, schedule_.spec);
   const int n = schedule_.num_nodes();
   Require(n > 0 && stages_ >= 1 &&
               schedule_.topological_order.size() == static_cast<std::size_t>(n) &&
@@ -422,12 +375,10 @@ std::vector<int> Simulator::Choose(Policy policy, int iteration, int detection_l
 }
 
 SimulationResult Simulator::Run(Policy policy, const RunOptions& options) const {
-  Require(options.detection_lag >= 0, "RunOptions::detection_lag",
-          "RunOptions::detection_lag must be >= 0 iterations (got " +
-              std::to_string(options.detection_lag) + ")");
-  Require(options.timeline_iterations >= 0, "RunOptions::timeline_iterations",
-          "RunOptions::timeline_iterations must be >= 0 (got " +
-              std::to_string(options.timeline_iterations) + ")");
+  CheckIterationIndex("RunOptions::detection_lag", options.detection_lag,
+                      "iterations until the policy knows of a slowdown; 0 = immediate");
+  CheckIterationIndex("RunOptions::timeline_iterations", options.timeline_iterations,
+                      "iterations recorded in the timeline; 0 records none");
   const int n = schedule_.num_nodes();
   const int d = job_.pipelines, iterations = job_.iterations, S = stages_;
   const double pb = job_.p_block_w, g = job_.gpus_per_stage;

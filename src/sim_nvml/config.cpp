@@ -10,6 +10,7 @@
 
 #include "errors.hpp"
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/json_input.hpp"
 
 namespace joulepipe::sim_nvml {
 namespace {
@@ -130,12 +131,9 @@ std::string ResolvePath(const std::string& path, const std::string& base_dir) {
 }
 
 Config Parse(const std::string& text, const std::string& source, const std::string& base_dir) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    Fail(source, std::string("not valid JSON: ") + e.what());
-  }
+  // Bounded depth: the configuration nests 4 levels (devices, a device, its
+  // load, a segment); a hostile one cannot nest deeper than the limit.
+  const json j = model::ParseJsonBounded(text, "sim-nvml config " + source);
   const std::string top = "config";
   CheckKeys(j,
             {"gpu", "count", "epoch_unix_s", "energy_update_period_ms", "power_reading",
@@ -168,8 +166,10 @@ Config Parse(const std::string& text, const std::string& source, const std::stri
     c.init_error = *code;
   }
   c.driver_version = String(j, "driver_version", c.driver_version, source, top);
-  c.cuda_driver_version =
-      static_cast<int>(Number(j, "cuda_driver_version", c.cuda_driver_version, source, top));
+  // Checked before the conversion: a double beyond int is undefined behaviour.
+  const double cuda = Number(j, "cuda_driver_version", c.cuda_driver_version, source, top);
+  if (!(cuda >= 0 && cuda <= 1e9)) Fail(source, "cuda_driver_version must be in [0, 1e9]");
+  c.cuda_driver_version = static_cast<int>(cuda);
 
   const physics::GpuSpec* gpu = Gpu(String(j, "gpu", "a100-sxm4-80gb", source, top), source);
   std::vector<LoadSegment> load;

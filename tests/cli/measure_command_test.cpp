@@ -3,30 +3,43 @@
 // `measure -- sleep 1` within 2 % of the model's idle power x duration),
 // exit-code passthrough, --csv, --cpu over a fake RAPL tree, bad flags, a
 // missing library, and `power` stopped by SIGINT printing its summary.
+// Then what must survive trouble: an unwritable --csv refused before the
+// command runs, a --csv that fails at the end, a GPU lost mid-run, signals
+// forwarded to the command's whole process group, a window that ends within
+// milliseconds of the command, the terminal handed to the command, and
+// nothing left behind.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "cli_test_support.hpp"
 #include "joulepipe/physics/gpu_model.hpp"
+#include "process_test_support.hpp"
 
 namespace joulepipe::cli {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::PtyCli;
 using testing::Quote;
 using testing::Result;
 using testing::ScratchDirTest;
+using testing::ShellCode;
 using testing::Slurp;
 using testing::Spit;
+using testing::StartCli;
+using testing::WaitStatus;
+using testing::WaitUntil;
 
 // The environment the joulepipe child sees: set here, restored afterwards.
 class ScopedEnv {
@@ -210,6 +223,9 @@ TEST_F(MeasureCommandTest, PowerStreamsUntilSigintThenSummarises) {
     ::execl(JOULEPIPE_CLI, JOULEPIPE_CLI, "power", "--interval-ms", "50", nullptr);
     ::_exit(99);
   }
+  // The header comes once power takes its signals (a SIGINT before that is
+  // an interruption, not the end of the stream).
+  ASSERT_TRUE(WaitUntil([&] { return Slurp(out).find("total_W\n") != std::string::npos; }, 10));
   std::this_thread::sleep_for(std::chrono::milliseconds(600));
   ::kill(pid, SIGINT);
   int status = 0;
@@ -223,6 +239,219 @@ TEST_F(MeasureCommandTest, PowerStreamsUntilSigintThenSummarises) {
        {"Summary: ", "GPU 0: mean 62.1", "max 62.12 W", "GPU 1: mean", "[counter]",
         "total: mean 124.", "GPU-only", "Methodology:", "simulated NVML library"}) {
     EXPECT_NE(text.find(needle), std::string::npos) << needle << " not in\n" << text;
+  }
+}
+
+// ---- Trouble: outputs, lost GPUs, signals, timing ------------------------------
+
+TEST_F(MeasureCommandTest, UnwritableCsvIsRefusedBeforeTheCommandRuns) {
+  Spit(root_ / "file", "a file where a directory should be");
+  fs::create_directories(root_ / "dir");
+  const fs::path marker = root_ / "ran";
+  for (const fs::path& csv : {root_ / "file" / "energy.csv", root_ / "dir",
+                              fs::path("/proc/joulepipe-no-such-dir/energy.csv")}) {
+    const Result r =
+        Run("measure --csv " + Quote(csv) + " -- sh -c " + Quote("touch " + Quote(marker)));
+    EXPECT_EQ(r.code, 2) << csv << "\n" << r.err;
+    EXPECT_FALSE(fs::exists(marker)) << "the command ran although --csv " << csv
+                                     << " cannot be written";
+    EXPECT_EQ(r.err.rfind("joulepipe: error: --csv: ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find("the command was not run"), std::string::npos) << r.err;
+    fs::remove(marker);
+  }
+  EXPECT_EQ(Entries(), (std::set<std::string>{"dir", "file"}));
+  EXPECT_TRUE(fs::is_empty(root_ / "dir"));
+}
+
+TEST_F(MeasureCommandTest, CsvFailingAtTheEndKeepsTheExitCodeAndTheReport) {
+  // The command removes the directory --csv was prepared in.
+  const fs::path dir = root_ / "out";
+  const Result r = Run("measure --csv " + Quote(dir / "energy.csv") + " -- sh -c " +
+                       Quote("rm -rf " + Quote(dir) + "; exit 5"));
+  EXPECT_EQ(r.code, 5) << r.err;
+  EXPECT_NE(r.err.find("joulepipe: error: --csv: cannot write"), std::string::npos) << r.err;
+  for (const char* needle : {"exit code 5", "GPU 0 (NVIDIA A100-SXM4-80GB)", "Total (GPU-only)",
+                             "device,index,name,energy_j", "\ntotal,,GPU-only,"}) {
+    EXPECT_NE(r.err.find(needle), std::string::npos) << needle << " not in " << r.err;
+  }
+  EXPECT_TRUE(Entries().empty());
+}
+
+TEST_F(MeasureCommandTest, GpuLostMidRunKeepsTheExitCodeAndReportsWhatWasMeasured) {
+  // Two simulated GPUs; the second is lost 1 s after the configuration is
+  // written (the counter's epoch), while `sleep 2` runs.
+  const fs::path config = root_ / "sim.json";
+  auto lose_gpu1_in_one_second = [&] {
+    const double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
+    Spit(config, nlohmann::json{{"epoch_unix_s", now},
+                                {"count", 2},
+                                {"devices", {nlohmann::json::object(),
+                                             {{"faults", {{"gpu_lost_at_s", 1.0}}}}}}}
+                     .dump());
+  };
+  ScopedEnv sim("JOULEPIPE_SIM_NVML_CONFIG", config.string());
+  const double idle_w = physics::FindGpu("a100-sxm4-80gb").idle_w;
+
+  lose_gpu1_in_one_second();
+  const Result r = Run("measure --json -- sh -c 'sleep 2; exit 7'");
+  EXPECT_EQ(r.code, 7) << r.err;
+  const nlohmann::json j = LastJsonLine(r.out);
+  EXPECT_EQ(j["exit_code"], 7);
+  EXPECT_EQ(j["complete"], false);
+  EXPECT_NEAR(j["duration_s"].get<double>(), 2.0, 0.1);
+  const nlohmann::json& ok = j["gpus"][0];
+  const nlohmann::json& lost = j["gpus"][1];
+  EXPECT_EQ(ok["failed"], false);
+  EXPECT_NEAR(ok["energy_j"].get<double>(), idle_w * j["duration_s"].get<double>(),
+              0.02 * idle_w * 2);
+  EXPECT_EQ(lost["failed"], true);
+  const double until = lost["measured_s"];
+  EXPECT_GT(until, 0.2) << "the GPU was measured until it was lost";
+  EXPECT_LT(until, 1.05);
+  EXPECT_NEAR(lost["energy_j"].get<double>(), idle_w * until, 0.15 * idle_w);
+  EXPECT_NE(lost["error"].get<std::string>().find("GPU 1"), std::string::npos) << lost;
+  EXPECT_NE(lost["error"].get<std::string>().find("fell off the bus"), std::string::npos) << lost;
+  ASSERT_EQ(j["errors"].size(), 1u);
+  EXPECT_NE(r.err.find("joulepipe: warning: GPU 1 (NVIDIA A100-SXM4-80GB) failed during the "
+                       "command, measured until"),
+            std::string::npos)
+      << r.err;
+
+  // The text report and the CSV say the same.
+  lose_gpu1_in_one_second();
+  const fs::path csv = root_ / "energy.csv";
+  const Result text = Run("measure --csv " + Quote(csv) + " -- sh -c 'sleep 2; exit 7'");
+  EXPECT_EQ(text.code, 7) << text.err;
+  for (const char* needle : {"exit code 7", "[counter, FAILED: first ", "[incomplete]",
+                             "Incomplete: GPU 1 (NVIDIA A100-SXM4-80GB) failed during"}) {
+    EXPECT_NE(text.err.find(needle), std::string::npos) << needle << " not in " << text.err;
+  }
+  const std::string rows = Slurp(csv);
+  EXPECT_NE(rows.find(",counter-until-failure,"), std::string::npos) << rows;
+  EXPECT_NE(rows.find("\ntotal,,GPU-only,"), std::string::npos) << rows;
+  EXPECT_NE(rows.find(",incomplete,"), std::string::npos) << rows;
+}
+
+// The command traps a signal sent to `measure` and records it; measure
+// passes its exit code through.
+TEST_F(MeasureCommandTest, SignalsToMeasureReachTheCommand) {
+  for (int sig : {SIGHUP, SIGUSR1, SIGUSR2, SIGQUIT, SIGINT, SIGTERM}) {
+    const std::string name = sig == SIGHUP    ? "HUP"
+                             : sig == SIGUSR1 ? "USR1"
+                             : sig == SIGUSR2 ? "USR2"
+                             : sig == SIGQUIT ? "QUIT"
+                             : sig == SIGINT  ? "INT"
+                                              : "TERM";
+    const fs::path ready = root_ / "ready", got = root_ / "got";
+    // (ulimit -c 0: a sleep that SIGQUIT ends dumps no core.)
+    const std::string script = "ulimit -c 0; trap 'echo " + name + " > " + Quote(got) +
+                               "; exit 9' " + name + "; touch " + Quote(ready) +
+                               "; while :; do sleep 0.05; done";
+    const pid_t pid =
+        StartCli({"measure", "--", "sh", "-c", script}, root_ / "out.txt", root_ / "err.txt");
+    ASSERT_TRUE(WaitUntil([&] { return fs::exists(ready); }, 10)) << Slurp(root_ / "err.txt");
+    ::kill(pid, sig);
+    const int status = WaitStatus(pid, 10);
+    EXPECT_EQ(ShellCode(status), 9) << name << ": " << Slurp(root_ / "err.txt");
+    EXPECT_EQ(Slurp(got), name + "\n") << name << " did not reach the command";
+    EXPECT_NE(Slurp(root_ / "err.txt").find("exit code 9"), std::string::npos) << name;
+    fs::remove(ready);
+    fs::remove(got);
+  }
+}
+
+TEST_F(MeasureCommandTest, SigtermReachesTheCommandsWholeProcessGroup) {
+  // sh starts a grandchild that traps SIGTERM, and waits for it.
+  const fs::path ready = root_ / "ready", got = root_ / "got";
+  const std::string grandchild = "trap 'echo TERM > " + Quote(got) + "; exit 0' TERM; touch " +
+                                 Quote(ready) + "; while :; do sleep 0.05; done";
+  const std::string script = "sh -c " + Quote(grandchild) + " & wait";
+  const pid_t pid =
+      StartCli({"measure", "--", "sh", "-c", script}, root_ / "out.txt", root_ / "err.txt");
+  ASSERT_TRUE(WaitUntil([&] { return fs::exists(ready); }, 10)) << Slurp(root_ / "err.txt");
+  ::kill(pid, SIGTERM);
+  const int status = WaitStatus(pid, 10);
+  EXPECT_EQ(ShellCode(status), 128 + SIGTERM) << Slurp(root_ / "err.txt");
+  EXPECT_TRUE(WaitUntil([&] { return Slurp(got) == "TERM\n"; }, 5))
+      << "SIGTERM did not reach the grandchild";
+}
+
+TEST_F(MeasureCommandTest, KilledMeasureWritesItsReportAndLeavesNoTemporary) {
+  const fs::path dir = root_ / "out";
+  const fs::path csv = dir / "energy.csv";
+  const pid_t pid = StartCli({"measure", "--csv", csv.string(), "--", "sleep", "30"},
+                             root_ / "out.txt", root_ / "err.txt");
+  // --csv is prepared before the command starts: its temporary appears.
+  ASSERT_TRUE(WaitUntil([&] { return fs::exists(dir) && !fs::is_empty(dir); }, 10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ::kill(pid, SIGTERM);
+  const int status = WaitStatus(pid, 10);
+  EXPECT_EQ(ShellCode(status), 128 + SIGTERM) << Slurp(root_ / "err.txt");
+  EXPECT_EQ(testing::EntriesOf(dir), std::set<std::string>{"energy.csv"});
+  EXPECT_NE(Slurp(csv).find("\ntotal,,GPU-only,"), std::string::npos);
+  EXPECT_NE(Slurp(root_ / "err.txt").find("killed by SIGTERM"), std::string::npos)
+      << Slurp(root_ / "err.txt");
+}
+
+TEST_F(MeasureCommandTest, WindowEndsWithinMillisecondsOfTheCommand) {
+  // The command's end used to be found by polling every 50 ms.
+  std::vector<double> late;
+  for (int run = 0; run < 5; ++run) {
+    const Result r = Run("measure --json -- sleep 0.2");
+    ASSERT_EQ(r.code, 0) << r.err;
+    late.push_back(LastJsonLine(r.out)["duration_s"].get<double>() - 0.2);
+  }
+  std::sort(late.begin(), late.end());
+  std::string all;
+  for (double x : late) all += std::to_string(x * 1e3) + " ms ";
+  EXPECT_GE(late.front(), 0.0) << all;
+  EXPECT_LT(late[late.size() / 2], 0.01) << "median lateness: " << all;
+  EXPECT_LT(late.back(), 0.03) << all;
+  std::printf("measure -- sleep 0.2: duration_s - 0.2 = %s\n", all.c_str());
+}
+
+TEST_F(MeasureCommandTest, AtATerminalTheCommandGetsTheTerminal) {
+  // The command reads the terminal (a background process group would be
+  // stopped by SIGTTIN) ...
+  {
+    PtyCli cli({"measure", "--", "sh", "-c", "read line; echo got:$line"});
+    ASSERT_TRUE(cli.ok());
+    cli.ReadUntil("\n", 0.5);  // let it start
+    cli.Type("hello\n");
+    const std::string& seen = cli.ReadUntil("Methodology", 10);
+    const int status = WaitStatus(cli.pid(), 10);
+    EXPECT_EQ(ShellCode(status), 0) << seen;
+    EXPECT_NE(seen.find("got:hello"), std::string::npos) << seen;
+  }
+  // ... and Ctrl-C reaches it (once: measure does not forward it again).
+  // (exec: a shell that gets SIGINT just before it forks a foreground
+  // command may wait for that command instead of ending.)
+  {
+    PtyCli cli({"measure", "--", "sh", "-c", "echo ready; exec sleep 30"});
+    ASSERT_TRUE(cli.ok());
+    ASSERT_NE(cli.ReadUntil("ready", 10).find("ready"), std::string::npos);
+    cli.Type("\x03");
+    const std::string& seen = cli.ReadUntil("Methodology", 10);
+    const int status = WaitStatus(cli.pid(), 10);
+    EXPECT_EQ(ShellCode(status), 128 + SIGINT) << seen;
+    EXPECT_NE(seen.find("killed by SIGINT"), std::string::npos) << seen;
+  }
+}
+
+TEST_F(MeasureCommandTest, PowerStopsWithItsSummaryOnEveryStopSignal) {
+  for (int sig : {SIGHUP, SIGTERM, SIGUSR1, SIGQUIT}) {
+    const fs::path out = root_ / "power.out";
+    const pid_t pid = StartCli({"power", "--interval-ms", "50"}, out, root_ / "err.txt");
+    ASSERT_TRUE(WaitUntil([&] { return Slurp(out).find("  total_W\n") != std::string::npos; }, 10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ::kill(pid, sig);
+    const int status = WaitStatus(pid, 10);
+    EXPECT_EQ(ShellCode(status), 0) << sig << ": " << Slurp(root_ / "err.txt");
+    const std::string text = Slurp(out);
+    EXPECT_NE(text.find("Summary: "), std::string::npos) << sig << "\n" << text;
+    EXPECT_NE(text.find("Methodology:"), std::string::npos) << sig << "\n" << text;
   }
 }
 

@@ -1,18 +1,30 @@
 // `joulepipe plan`, run as a separate process on small profiles: what it
 // writes, that `evaluate` (the independent replay) agrees with every written
-// figure, and that bad input exits 2 with a message and leaves nothing behind.
+// figure, and that bad input exits 2 with a message and leaves nothing behind;
+// on a large measured profile, that SIGINT/SIGTERM during the solve or the
+// writing leave nothing behind either, and that the staging directory of a
+// killed run is removed by the next.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "cli_test_support.hpp"
+#include "joulepipe/model/output_files.hpp"
+#include "process_test_support.hpp"
 
 namespace joulepipe::cli {
 namespace {
@@ -21,8 +33,13 @@ namespace fs = std::filesystem;
 using testing::Quote;
 using testing::Result;
 using testing::ScratchDirTest;
+using testing::ShellCode;
 using testing::Slurp;
 using testing::Spit;
+using testing::StartCli;
+using testing::StillRunning;
+using testing::WaitStatus;
+using testing::WaitUntil;
 
 // A synthetic profile: `stages` stages (ids from `first_stage`), four clocks;
 // later stages are slower so the pipeline has slack to exploit. Lower clocks
@@ -414,6 +431,134 @@ TEST_F(PlanCommandTest, ProfileWithoutPBlockNeedsTheFlag) {
                               Quote(root_ / "made" / "chosen.json"));
   EXPECT_EQ(evaluate.code, 2);
   EXPECT_NE(evaluate.err.find("--p-block"), std::string::npos) << evaluate.err;
+}
+
+// ---- Interruptions ----------------------------------------------------------------
+
+// Names in `dir` that are staging directories or temporaries.
+std::set<std::string> Temporaries(const fs::path& dir) {
+  std::set<std::string> out;
+  for (const std::string& name : testing::EntriesOf(dir)) {
+    if (name.find(".tmp-") != std::string::npos || name.find(".old-") != std::string::npos) {
+      out.insert(name);
+    }
+  }
+  return out;
+}
+
+class PlanInterruptTest : public PlanCommandTest {
+ protected:
+  // An earlier output at out_, to check that an interrupted run keeps it.
+  void SetUp() override {
+    PlanCommandTest::SetUp();
+    out_ = root_ / "out";
+    ASSERT_EQ(Run(PlanArgs(profile_, "--schedule 1f1b --stages 4 --microbatches 4 --out " +
+                                         Quote(out_)))
+                  .code,
+              0);
+    summary_ = Slurp(out_ / "summary.json");
+    ASSERT_FALSE(summary_.empty());
+  }
+
+  // `plan` on the measured GPT-3 A40 profile, 8 stages x 96 microbatches:
+  // seconds of solving; with max_plans "0" thousands of plan files.
+  pid_t StartBigPlan(const std::string& resolution_ms, const std::string& max_plans) {
+    return StartCli({"plan", "--profile",
+                     std::string(JOULEPIPE_SOURCE_DIR) + "/data/profiles/gpt3-175b+a40_bf16.csv",
+                     "--schedule", "1f1b", "--stages", "8", "--microbatches", "96",
+                     "--p-block", "70.38", "--resolution-ms", resolution_ms, "--max-plans",
+                     max_plans, "--out", out_.string()},
+                    root_ / "stdout.txt", root_ / "stderr.txt");
+  }
+
+  std::string Stderr() const { return Slurp(root_ / "stderr.txt"); }
+
+  // Ended by `sig` as the command line shows it ($? = 128 + sig), saying so,
+  // with nothing left beside --out and the earlier output untouched.
+  void ExpectInterruptedCleanly(int status, int sig) {
+    const std::string err = Stderr();
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig)
+        << "status " << status << "\n" << err;
+    EXPECT_EQ(ShellCode(status), 128 + sig) << err;
+    const std::string name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
+    EXPECT_NE(err.find("joulepipe: interrupted (" + name + "); nothing was written\n"),
+              std::string::npos)
+        << err;
+    EXPECT_TRUE(Temporaries(root_).empty()) << *Temporaries(root_).begin();
+    EXPECT_EQ(Slurp(out_ / "summary.json"), summary_) << "the earlier output changed";
+    EXPECT_EQ(Slurp(root_ / "stdout.txt"), "") << "no summary for an interrupted plan";
+  }
+
+  fs::path out_;
+  std::string summary_;
+};
+
+TEST_F(PlanInterruptTest, SignalDuringTheSolveLeavesNothingBehind) {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    const pid_t pid = StartBigPlan("0.2", "256");
+    ASSERT_TRUE(
+        WaitUntil([&] { return Stderr().find("joulepipe: planning") != std::string::npos; }, 30))
+        << Stderr();
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ASSERT_TRUE(StillRunning(pid)) << "the solve ended before the signal: " << Stderr();
+    ::kill(pid, sig);
+    const int status = WaitStatus(pid, 30);
+    ExpectInterruptedCleanly(status, sig);
+  }
+}
+
+TEST_F(PlanInterruptTest, SignalWhileWritingRemovesTheStagingDirectory) {
+  // One signal: the writing stops at the next file and unwinds. Two: the
+  // handler removes the staging directory itself and the process ends.
+  for (int signals : {1, 2}) {
+    const pid_t pid = StartBigPlan("0.5", "0");
+    fs::path staging;
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          for (const std::string& name : Temporaries(root_)) {
+            if (fs::exists(root_ / name / "plans" / "plan_00020.json")) staging = root_ / name;
+          }
+          return !staging.empty();
+        },
+        120))
+        << Stderr();
+    ASSERT_TRUE(StillRunning(pid)) << "the writing ended before the signal: " << Stderr();
+    ::kill(pid, SIGTERM);
+    if (signals == 2) ::kill(pid, SIGTERM);
+    const int status = WaitStatus(pid, 30);
+    ExpectInterruptedCleanly(status, SIGTERM);
+    EXPECT_FALSE(fs::exists(staging));
+  }
+}
+
+TEST_F(PlanCommandTest, TheNextRunRemovesTheStagingOfAKilledRunOnly) {
+  const fs::path out = root_ / "out";
+  // A run killed outright (SIGKILL, a crash): a child creates the staging
+  // directory, writes a plan into it and ends without cleaning up.
+  std::fflush(stdout);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    auto* staged = new model::StagedDirectory(out);  // never destroyed
+    staged->WriteFile("plans/plan_00000.json", "{}\n");
+    ::_exit(0);
+  }
+  ASSERT_EQ(WaitStatus(child, 30), 0);
+  std::set<std::string> dead = Temporaries(root_);
+  ASSERT_EQ(dead.size(), 1u);
+  // A live run's (this test process's) and a directory that is not ours.
+  auto live = std::make_unique<model::StagedDirectory>(out);
+  const fs::path unmarked = root_ / "out.tmp-999999-abcd";
+  fs::create_directories(unmarked);
+  Spit(unmarked / "notes.txt", "mine");
+
+  const Result r =
+      Run(PlanArgs(profile_, "--schedule 1f1b --stages 4 --microbatches 4 --out " + Quote(out)));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(root_ / *dead.begin())) << "the dead run's staging directory stayed";
+  EXPECT_TRUE(fs::exists(live->staging_path())) << "a live run's staging directory was removed";
+  EXPECT_EQ(Slurp(unmarked / "notes.txt"), "mine");
+  live.reset();
+  EXPECT_EQ(Temporaries(root_), std::set<std::string>{"out.tmp-999999-abcd"});
 }
 
 }  // namespace

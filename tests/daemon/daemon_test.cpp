@@ -280,7 +280,10 @@ TEST(Joulepiped, RestoresTheGpusOfAClientKilledMidRun) {
   EXPECT_CONTAINS(audit, "pid=" + std::to_string(child));
   EXPECT_CONTAINS(audit, "op=restore_locked_clocks");
   EXPECT_CONTAINS(audit, "op=restore_power_limit");
-  EXPECT_CONTAINS(audit, "result=\"ok (connection closed)\"");
+  // The socket's EOF usually comes first; the process watch may win the race.
+  EXPECT_TRUE(audit.find("result=\"ok (connection closed)\"") != std::string::npos ||
+              audit.find("result=\"ok (client process exited)\"") != std::string::npos)
+      << audit;
 }
 
 TEST(Joulepiped, OrderlyShutdownRestoresEverythingAndRemovesTheSocket) {
@@ -318,9 +321,10 @@ TEST(Joulepiped, SurvivesMalformedInputAndKeepsServingOthers) {
               R"({"op":"set_locked_clocks","device":[0],"min_mhz":1,"max_mhz":2})"))["error"]
           .get<std::string>(),
       "\"device\" must be");
+  // Refused by the bounded parser (model/json_input.hpp) before any recursion.
   EXPECT_CONTAINS(
       client.Request(std::string(20000, '[') + std::string(20000, ']'))["error"].get<std::string>(),
-      "must be a JSON object");
+      "nested deeper than");
   EXPECT_TRUE(client.Request(json{{"op", "list_devices"}})["ok"]);  // still served
 
   // Several requests in one write, answered in order.

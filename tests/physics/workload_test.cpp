@@ -342,9 +342,9 @@ TEST(Parallelism, ChecksNameTheField) {
               {"Parallelism::pp 25", "24 layers"});
   EXPECT_EQ(FieldOf([] { ResolveLayerSplit(Spec("gpt3-1.3b", 1, 25)); }), "Parallelism::pp");
   ExpectError(ErrorOf([] { ResolveLayerSplit(Spec("gpt3-1.3b", 0, 4)); }),
-              {"Parallelism::tp must be >= 1 (got 0)"});
+              {"Parallelism::tp must be 1..1024 (got 0)"});
   ExpectError(ErrorOf([] { ResolveLayerSplit(Spec("gpt3-1.3b", 1, 0)); }),
-              {"Parallelism::pp must be >= 1 (got 0)"});
+              {"Parallelism::pp must be 1..1024 (got 0)"});
   WorkloadSpec spec = Spec("gpt3-175b", 8, 8);
   spec.seq_length = 4096;
   ExpectError(ErrorOf([&] { ResolveLayerSplit(spec); }),
@@ -352,7 +352,7 @@ TEST(Parallelism, ChecksNameTheField) {
   EXPECT_EQ(FieldOf([&] { ResolveLayerSplit(spec); }), "WorkloadSpec::seq_length");
   spec.seq_length = -1;
   ExpectError(ErrorOf([&] { ResolveLayerSplit(spec); }),
-              {"WorkloadSpec::seq_length must be >= 1", "or 0 for the model's own"});
+              {"WorkloadSpec::seq_length must be 1..10000000", "or 0 for the model's own"});
   spec.seq_length = 0;
   spec.microbatch_size = 0;
   ExpectError(ErrorOf([&] { ResolveLayerSplit(spec); }), {"WorkloadSpec::microbatch_size"});
@@ -365,6 +365,51 @@ TEST(Parallelism, ChecksNameTheField) {
   ExpectError(ErrorOf([] { ParseRecompute("selective"); }),
               {"WorkloadSpec::recompute 'selective'", "none, full"});
   EXPECT_EQ(FieldOf([] { ParseRecompute("selective"); }), "WorkloadSpec::recompute");
+}
+
+// Every count has a plausible range, and the job's GPUs are counted in 64
+// bits: 2,000,000,000 data-parallel pipelines used to print "-589934592 GPUs".
+TEST(Parallelism, CountsHaveRangesAndTheirProductIsBounded) {
+  auto field_of = [](auto edit) {
+    WorkloadSpec spec = Spec("gpt3-1.3b", 1, 4);
+    edit(spec);
+    return FieldOf([&] { ResolveLayerSplit(spec); });
+  };
+  auto message_of = [](auto edit) {
+    WorkloadSpec spec = Spec("gpt3-1.3b", 1, 4);
+    edit(spec);
+    return ErrorOf([&] { ResolveLayerSplit(spec); });
+  };
+  EXPECT_EQ(field_of([](WorkloadSpec& s) { s.parallel.tp = 2048; }), "Parallelism::tp");
+  EXPECT_EQ(field_of([](WorkloadSpec& s) { s.parallel.pp = 1025; }), "Parallelism::pp");
+  ExpectError(message_of([](WorkloadSpec& s) { s.parallel.dp = 2000000000; }),
+              {"Parallelism::dp must be 1..100000 (got 2000000000)"});
+  // 1,024 x 16 x 100,000 GPUs: each count in range, the product not.
+  WorkloadSpec big = Spec("gpt3-175b", 8, 16);
+  big.parallel.dp = 100000;
+  ExpectError(ErrorOf([&] { ResolveLayerSplit(big); }),
+              {"Parallelism::tp 8 x Parallelism::pp 16 x Parallelism::dp 100000 = 12800000 GPUs",
+               "at most 10000000"});
+  big.parallel.dp = 78125;  // exactly 10,000,000
+  EXPECT_NO_THROW(ResolveLayerSplit(big));
+  ExpectError(message_of([](WorkloadSpec& s) { s.microbatch_size = 100000; }),
+              {"WorkloadSpec::microbatch_size must be 1..65536 (got 100000)"});
+  EXPECT_EQ(field_of([](WorkloadSpec& s) { s.seq_length = 20000000; }),
+            "WorkloadSpec::seq_length");
+}
+
+// A microbatch too big for one stage's GPUs gives instructions of hours; the
+// simulated profile says which workload fields to change instead of breaking
+// a profile bound (model::kMaxInstructionSeconds).
+TEST(SimulatedProfile, AnInstructionOverAnHourNamesTheWorkloadFields) {
+  WorkloadSpec spec = Spec("gpt3-175b", 8, 8);
+  spec.seq_length = 2048;
+  spec.microbatch_size = 60000;
+  const std::string message = ErrorOf([&] { SimulateWorkload(spec, TestA100()); });
+  ExpectError(message, {"WorkloadSpec::microbatch_size 60000 x WorkloadSpec::seq_length 2048",
+                        "more than an hour per microbatch", "Parallelism::tp"});
+  EXPECT_EQ(FieldOf([&] { SimulateWorkload(spec, TestA100()); }),
+            "WorkloadSpec::microbatch_size");
 }
 
 // ---- Time, power and the profile ---------------------------------------------------------

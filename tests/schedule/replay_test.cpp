@@ -292,7 +292,7 @@ TEST(Replay, MatchesLongestPathOnRandomShapesAndClocks) {
     for (int p = 0; p < profile_stages; ++p) {
       for (model::Kind k : {kForward, kBackward}) {
         for (int mhz : clocks)
-          profile.Add(p, k, Point(mhz, seconds(random), seconds(random) * 300));
+          profile.Add(p, k, Point(mhz, seconds(random), seconds(random) * 100));
       }
     }
 

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <random>
 #include <string>
@@ -181,6 +182,70 @@ TEST(SimulateJob, ErrorsNameItsOwnFields) {
     EXPECT_EQ(message.find("--"), std::string::npos) << "names a flag";
     EXPECT_EQ(message.find("PlanRequest::"), std::string::npos) << "names the plan call's field";
   }
+}
+
+// Absurd numbers are refused with their plausible range before any work
+// (docs/limits.md, "Numbers and ranges"): they used to give "-589934592
+// GPUs", "inf J", "saving -nan%" or 300-digit figures with success.
+TEST(SimulateJob, AbsurdNumbersAreRefusedWithTheirRange) {
+  struct Case {
+    const char* field;
+    const char* range;
+    void (*edit)(SimulateRequest*);
+  };
+  const Case cases[] = {
+      {"JobSpec::gpus_per_stage", "1..1024 (got 2000000000)",
+       [](SimulateRequest* r) { r->job.gpus_per_stage = 2000000000; }},
+      {"JobSpec::pipelines", "1..100000 (got 2000000000)",
+       [](SimulateRequest* r) { r->job.pipelines = 2000000000; }},
+      // Each count in range, the product (in 64 bits) not.
+      {"JobSpec::pipelines", "JobSpec::pipelines 100000 x Spec::stages 4 x "
+                             "JobSpec::gpus_per_stage 1024 = 409600000 GPUs",
+       [](SimulateRequest* r) {
+         r->job.pipelines = 100000;
+         r->job.gpus_per_stage = 1024;
+         r->job.iterations = 1;
+       }},
+      {"JobSpec::stall_s", "0..3600000 ms (got 1e+308 ms)",
+       [](SimulateRequest* r) { r->job.stall_s = 1e305; }},
+      {"JobSpec::allreduce_s", "0..3600000 ms (got 1e+300 ms)",
+       [](SimulateRequest* r) { r->job.allreduce_s = 1e297; }},
+      {"JobSpec::p2p_latency_s", "0..1000000 us (got 2e+06 us)",
+       [](SimulateRequest* r) { r->job.p2p_latency_s = 2; }},
+      {"Straggler::slowdown", "1..100 (got 1e+308)",
+       [](SimulateRequest* r) { r->job.straggler.slowdown = 1e308; }},
+      {"Straggler::from_iteration", "0..1000000000 iterations (got 2000000000)",
+       [](SimulateRequest* r) { r->job.straggler.from_iteration = 2000000000; }},
+      {"SimulateRequest::detection_lag", "0..1000000000 iterations",
+       [](SimulateRequest* r) { r->detection_lag = 2000000000; }},
+      {"SimulateRequest::p_block_w", "0..5000",
+       [](SimulateRequest* r) { r->p_block_w = 1e308; }},
+      {"Spec::stages", "1..1024 (got 2000)", [](SimulateRequest* r) { r->spec.stages = 2000; }},
+      {"SimulateRequest::resolution_s", "at most an hour",
+       [](SimulateRequest* r) { r->resolution_s = 1e305; }},
+  };
+  for (const Case& c : cases) {
+    SimulateRequest request = StragglerRequest();
+    c.edit(&request);
+    const model::InputError error = ErrorOf([&] { CheckSimulateRequest(request); });
+    const std::string message = error.what();
+    SCOPED_TRACE(message);
+    EXPECT_EQ(error.field(), c.field);
+    EXPECT_NE(message.find(c.range), std::string::npos) << c.range;
+    EXPECT_EQ(message.find("--"), std::string::npos) << "names a flag";
+  }
+  // At the bounds, and the GPU count is a 64-bit product.
+  SimulateRequest request = StragglerRequest();
+  request.job.gpus_per_stage = 1024;
+  request.job.straggler.slowdown = 100;
+  request.job.stall_s = 3600;
+  request.job.allreduce_s = 3600;
+  request.job.p2p_latency_s = 1;
+  EXPECT_NO_THROW(CheckSimulateRequest(request));
+  SimulateOutcome outcome;
+  outcome.request = request;
+  outcome.request.job.pipelines = 100000;
+  EXPECT_EQ(outcome.gpus(), std::int64_t{100000} * 4 * 1024);
 }
 
 TEST(SimulateJob, PBlockNoteNamesTheRequestField) {

@@ -554,7 +554,7 @@ TEST(SimulatorTest, BadInputThrowsInputErrorNamingTheField) {
     EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' not in: " << message;
     EXPECT_EQ(message.find("--"), std::string::npos) << message;
   };
-  expect_names([](JobSpec* j) { j->pipelines = 0; }, "JobSpec::pipelines must be at least 1");
+  expect_names([](JobSpec* j) { j->pipelines = 0; }, "JobSpec::pipelines must be 1..100000");
   expect_names([](JobSpec* j) { j->gpus_per_stage = 0; }, "JobSpec::gpus_per_stage");
   expect_names([](JobSpec* j) { j->p_block_w = -1; }, "JobSpec::p_block_w");
   expect_names([](JobSpec* j) { j->iterations = 0; }, "JobSpec::iterations");
@@ -567,9 +567,17 @@ TEST(SimulatorTest, BadInputThrowsInputErrorNamingTheField) {
   expect_names([](JobSpec* j) { j->clock_variability = 0.5; }, "JobSpec::clock_variability");
   expect_names([](JobSpec* j) { j->stall_probability = 2; }, "JobSpec::stall_probability");
   expect_names([](JobSpec* j) { j->stall_s = NAN; }, "JobSpec::stall_s");
-  // Seconds are quoted with their unit: front ends may take them in ms or us.
+  // Times are quoted with their unit: front ends may take them in ms or us.
   expect_names([](JobSpec* j) { j->p2p_latency_s = -1; }, "JobSpec::p2p_latency_s");
-  expect_names([](JobSpec* j) { j->p2p_latency_s = -1; }, "(got -1 s)");
+  expect_names([](JobSpec* j) { j->p2p_latency_s = -1; }, "(got -1e+06 us)");
+  // The simulator's own checks bound what the task's do (one rule for both,
+  // src/sim/job_checks.cpp).
+  expect_names([](JobSpec* j) { j->gpus_per_stage = 2000000000; },
+               "JobSpec::gpus_per_stage must be 1..1024 (got 2000000000)");
+  expect_names([](JobSpec* j) { j->stall_s = 1e305; }, "JobSpec::stall_s must be 0..3600000 ms");
+  expect_names([](JobSpec* j) { j->allreduce_s = 1e297; }, "at most an hour");
+  expect_names([](JobSpec* j) { j->straggler = {0, 1e308, 0, 0, 0}; },
+               "Straggler::slowdown must be a factor 1..100");
   expect_names([](JobSpec* j) { j->allreduce_s = INFINITY; }, "JobSpec::allreduce_s");
   // P_block goes through the one check of the energy rule (model::CheckPBlock),
   // which also refuses implausible powers and reports the field.

@@ -4,7 +4,8 @@
 //   {"socket": "/run/joulepiped.sock", "socket_mode": "0660",
 //    "socket_group": "joulepipe", "allow_users": ["alice", 1001],
 //    "allow_groups": ["joulepipe"], "audit_log": "/var/log/joulepiped.log",
-//    "max_clients": 64}
+//    "max_clients": 64, "max_clients_per_uid": 16, "hello_timeout_s": 5,
+//    "idle_timeout_s": 60}
 //
 // Users and groups are kept as written (names or numeric ids) and resolved
 // when a client connects, so accounts created after the start count.
@@ -27,6 +28,9 @@ struct Config {
   std::vector<std::string> allow_groups;     // names or decimal gids
   std::string audit_log;                     // file to append to; "" = stderr
   int max_clients = 64;                      // connections served at once
+  int max_clients_per_uid = 16;              // of one non-root uid at once (root is exempt)
+  double hello_timeout_s = 5;                // a new connection must say hello within this
+  double idle_timeout_s = 60;                // a client holding no lease may be silent this long
   std::size_t max_buffered_bytes = 1 << 20;  // unsent reply bytes per client
 };
 

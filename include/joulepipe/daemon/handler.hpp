@@ -54,13 +54,19 @@ class Handler {
   // One request line (no newline) -> one reply line (with newline).
   std::string HandleLine(SessionId session, std::string_view line) noexcept;
   // Ends the session; restores every GPU it holds. `why` goes to the log
-  // ("connection closed", "daemon shutdown").
+  // ("connection closed", "client process exited", "daemon shutdown").
   void Close(SessionId session, const std::string& why) noexcept;
   // Closes every session (shutdown).
   void RestoreAll(const std::string& why) noexcept;
 
   std::size_t device_count() const { return devices_.size(); }
   std::size_t session_count() const { return sessions_.size(); }
+  // Whether `session` has said hello with the right version (false for an
+  // unknown session). The server's hello timeout applies until it has.
+  bool greeted(SessionId session) const;
+  // Whether `session` holds a lease on any GPU. The server never closes such
+  // a session for idleness: training may go minutes without a clock change.
+  bool holds_lease(SessionId session) const;
 
  private:
   struct Session {

@@ -3,19 +3,34 @@
 // Why one thread: every request is a few NVML calls (tens of microseconds),
 // so a single thread keeps up with any realistic number of clients, and it
 // makes the leases race-free without locks — two clients can never change
-// one GPU at once. Non-blocking sockets with bounded buffers keep one slow or
-// hostile client from stalling the others:
-//   * at most max_clients connections; one more is answered with an error
-//     and closed;
+// one GPU at once. Non-blocking sockets with bounded buffers and deadlines
+// keep one slow or hostile client from stalling or locking out the others:
+//   * at most max_clients connections, and at most max_clients_per_uid of
+//     one uid other than root (Admission); one more is answered with an
+//     error and closed;
+//   * a connection that has not said hello within hello_timeout_s gets an
+//     error line and is closed (silent connections cannot hold the slots);
+//   * a greeted client that holds no lease and sends no request for
+//     idle_timeout_s gets an error line and is closed. A client holding a
+//     lease is never closed for idleness; the process watch below ends it;
 //   * a request line longer than kMaxLineBytes gets an error reply, then the
 //     connection is closed (the stream cannot be re-framed);
 //   * a client that does not read its replies is closed once more than
 //     max_buffered_bytes of replies are waiting;
 //   * replies are sent with MSG_NOSIGNAL, so a vanished peer is an error,
-//     never SIGPIPE.
+//     never SIGPIPE;
+//   * when accept() runs out of file descriptors, accepting pauses briefly
+//     instead of spinning.
+// The lines the server sends on its own before closing (timeouts, the
+// client's process exited) are error replies with a "closed" field naming
+// the reason ("hello_timeout", "idle_timeout", "process_exited"), so a
+// client can tell them from the reply to a request it just sent.
+//
 // Every connection ends in Handler::Close, which restores the GPUs it
-// changed: EOF, a read/write error, a peer killed with SIGKILL (the kernel
-// closes its socket), a limit exceeded.
+// changed: EOF, a read/write error, a limit or timeout, and the exit of the
+// process that connected (ProcessWatch, peer.hpp: a pidfd in the poll set,
+// or polled every kProcessPollIntervalS) — even while a forked child of it
+// keeps the socket open. The connection is then closed too.
 //
 // The socket file: a stale one (nothing listening) is removed at start; one
 // with a live daemon behind it, or a path that is not a socket, is an error.
@@ -25,14 +40,26 @@
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <cstdint>
 #include <map>
 #include <string>
 
 #include "joulepipe/daemon/config.hpp"
 #include "joulepipe/daemon/handler.hpp"
+#include "joulepipe/daemon/peer.hpp"
 #include "joulepipe/gpu/daemon_protocol.hpp"
 
 namespace joulepipe::daemon {
+
+// Why a new connection from `peer` is refused, or "" to serve it, given the
+// connections open now (`open`) and those of the peer's uid
+// (`open_of_uid`), in this order: max_clients; authorisation (Authorise);
+// max_clients_per_uid, which root (uid 0) is exempt from — root can stop
+// the daemon anyway, and jobs run as root in containers may have many
+// ranks. Messages name the configuration key and `config_source`.
+std::string Admission(const Peer& peer, const Config& config, const std::string& config_source,
+                      std::size_t open, std::size_t open_of_uid);
 
 class Server {
  public:
@@ -50,20 +77,35 @@ class Server {
   void Run(int stop_fd);
 
  private:
+  using Clock = std::chrono::steady_clock;
+
   struct Connection {
     SessionId session = 0;
     Peer peer;
+    ProcessWatch process;      // the process that connected
+    Clock::time_point opened;  // hello deadline: opened + hello_timeout_s
+    Clock::time_point last_request;  // idle deadline: last_request + idle_timeout_s
     gpu::LineBuffer input;
     std::string output;
     bool close_after_flush = false;  // refused or broken: say why, then close
     bool authorised = false;
   };
 
-  void Accept();
+  void Accept(Clock::time_point now);
   // false: the connection is done and must be dropped.
   bool ReadFrom(int fd, Connection& connection);
   bool Flush(int fd, Connection& connection);
   void Drop(int fd, const std::string& why);
+  // Ends the connection on the daemon's initiative: restores its GPUs, sends
+  // `message` as an error line with "closed": `reason` (best effort, never
+  // blocking) and closes it.
+  void Expel(int fd, const std::string& reason, const std::string& message,
+             const std::string& why);
+  // Expels the connections past their hello or idle deadline and those whose
+  // polled process watch says exited; returns the earliest next deadline
+  // (Clock::time_point::max() if none).
+  Clock::time_point CheckDeadlines(Clock::time_point now);
+  std::string Seconds(double seconds) const;
 
   Config config_;
   std::string config_source_;
@@ -72,6 +114,10 @@ class Server {
   dev_t socket_dev_ = 0;
   ino_t socket_ino_ = 0;
   std::map<int, Connection> connections_;
+  Clock::time_point accept_paused_until_{};  // after EMFILE/ENFILE
+  Clock::time_point next_process_poll_{};
+  Clock::time_point last_refusal_log_{};
+  std::uint64_t refusals_unlogged_ = 0;
 };
 
 }  // namespace joulepipe::daemon

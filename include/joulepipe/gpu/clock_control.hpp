@@ -52,9 +52,19 @@ std::unique_ptr<ClockControl> MakeNvmlClockControl();
 
 // Control through joulepiped listening on `socket_path` (the protocol is in
 // gpu/daemon_protocol.hpp). Connects at once; throws GpuError with the reason
-// (no daemon, not authorised, protocol version) if it cannot. The connection
-// is the lease: if this process dies, the daemon restores every device it
-// changed.
+// (no daemon, not authorised, protocol version, too many connections) if it
+// cannot. The connection is the lease: if this process dies, the daemon
+// restores every device it changed — even while a forked child still has
+// the socket open.
+//
+// While it holds no change, a connection the daemon closed (its idle
+// timeout, a daemon restart) is opened again transparently on the next call.
+//
+// Fork: the object belongs to the process that created it. In a forked
+// child its socket is closed at fork (pthread_atfork; SOCK_CLOEXEC for
+// exec), every request throws GpuError, and Restore() and the destructor do
+// nothing, so a child can neither act under the parent's lease nor reset the
+// parent's GPUs. A child that needs clocks makes its own object.
 std::unique_ptr<ClockControl> MakeDaemonClockControl(const std::string& socket_path);
 
 // The socket joulepiped listens on by default.

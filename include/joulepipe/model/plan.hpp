@@ -38,7 +38,9 @@ struct Plan {
 
 std::string PlanToJson(const Plan& plan);
 
-// Throws InputError naming `source` and the offending field.
+// Throws InputError naming `source` and the offending field (by its JSON
+// path, with a short excerpt of the bad value), or the line and column of a
+// syntax error or of nesting deeper than kMaxJsonDepth (json_input.hpp).
 Plan PlanFromJson(const std::string& text, const std::string& source);
 Plan ReadPlanFile(const std::string& path);
 

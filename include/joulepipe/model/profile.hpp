@@ -2,8 +2,10 @@
 // energy of one instruction at each SM clock.
 //
 // Invariants (enforced by Profile::Add / Validate and the CSV reader):
-//   * every time and energy is finite and > 0; statistics, where present,
-//     are >= 0 and finite;
+//   * every clock is 1..kMaxClockMhz; every time and energy is finite and
+//     > 0, a time at most kMaxInstructionSeconds, and energy / time (the
+//     GPU's mean power over the instruction) at most kMaxInstructionPowerW;
+//     statistics, where present, are >= 0 and finite;
 //   * (stage, kind, clock) is unique;
 //   * after Validate(S), stages are exactly 0..S-1 and every (stage, kind)
 //     has at least one clock.
@@ -19,6 +21,13 @@
 #include "joulepipe/model/instruction.hpp"
 
 namespace joulepipe::model {
+
+// What one row of a profile can physically be (docs/limits.md, "Numbers and
+// ranges"). Rows outside are typos or broken measurements: the CSV reader and
+// Profile::Add refuse them, so no plan or simulation sees them.
+inline constexpr int kMaxClockMhz = 10'000;              // no GPU clocks its SMs at 10 GHz
+inline constexpr double kMaxInstructionSeconds = 3600;   // one forward or backward: an hour
+inline constexpr double kMaxInstructionPowerW = 5'000;   // energy / time; as P_block's bound
 
 struct ClockPoint {
   ClockPoint() = default;
@@ -39,6 +48,11 @@ struct ClockPoint {
   std::optional<double> energy_spread;  // same for energy
   std::optional<double> confidence;     // relative 95 % half-width of energy_j
   std::optional<bool> approximate;      // some energy was instant power x time
+
+  // The 1-based line of the profile CSV this point was read from
+  // (ParseProfileCsv sets it), 0 when it did not come from a file. Messages
+  // about the point name it; nothing else reads it, and the writer ignores it.
+  int line = 0;
 };
 
 // What a profile says about itself; every field is optional. The CSV carries
@@ -56,10 +70,12 @@ class Profile {
  public:
   ProfileMetadata metadata;
 
-  // Adds one measurement. Throws InputError on a duplicate, a non-finite or
-  // non-positive time or energy, or a negative or non-finite statistic;
-  // `where` prefixes the message (e.g. "P.csv line 7") and the message names
-  // the ClockPoint field.
+  // Adds one measurement. Throws InputError on a duplicate, a clock outside
+  // 1..kMaxClockMhz, a non-finite or non-positive time or energy, a time over
+  // kMaxInstructionSeconds, a power (energy / time) over
+  // kMaxInstructionPowerW, or a negative or non-finite statistic; `where`
+  // prefixes the message (e.g. "P.csv line 7") and the message names the
+  // ClockPoint field.
   void Add(int stage, Kind kind, ClockPoint point, const std::string& where = "profile");
 
   // Number of profiled stages: highest stage id + 1 (0 when empty).
@@ -103,11 +119,15 @@ class Profile {
 // the columns stage,instruction,frequency,time,energy (any order), then one
 // row per (stage, instruction, frequency). Reads the optional statistics
 // columns samples, time_spread, energy_spread, confidence and approximate
-// into ClockPoint; other columns (rank ids, ...) and unknown metadata keys
-// are ignored; '#' lines after the header are comments. A legacy per-row
+// into ClockPoint, and each row's line into ClockPoint::line; other columns
+// (rank ids, ...) and unknown metadata keys are ignored; '#' lines after the
+// header are comments. A legacy per-row
 // `source` column (joulepipe 0.1's simulated profiles) sets metadata.source
 // when the file has no "# source:" line and every row agrees. Throws
-// InputError naming the file, the line and the column or metadata key.
+// InputError naming the file, the line and the column or metadata key, also
+// for a row outside the physical bounds above (a clock over kMaxClockMhz, a
+// time over an hour, a power over 5,000 W), and for a file (or a pipe, or a
+// device such as /dev/zero) over 256 MiB, which it stops reading at the limit.
 Profile ReadProfileCsv(const std::string& path);
 
 // Same, from text already in memory; `source` names it in errors.

@@ -113,6 +113,13 @@ struct MonitorOptions {
   // Edges::kAligned waits at most this long for a counter update, then falls
   // back to a cheap edge for that GPU (GpuEnergy::aligned = false).
   double align_timeout_s = 1.0;
+  // Whole-job windows (`joulepipe measure`): a GPU whose reads fail during a
+  // window (lost, the driver failing) does not make End throw; End reports
+  // it as failed with the energy up to its last good reading. The sampler
+  // thread then reads every GPU each sampling_period_s (counter GPUs: their
+  // counter too), so that reading is at most one period old. Failures at
+  // Begin still throw.
+  bool tolerate_gpu_failures = false;
 };
 
 struct GpuEnergy {
@@ -121,6 +128,13 @@ struct GpuEnergy {
   EnergySource source = EnergySource::kCounter;
   bool approximate = false;  // window shorter than the source's period
   bool aligned = false;      // both edges aligned to counter updates
+  // Only with MonitorOptions::tolerate_gpu_failures: the GPU's reads failed
+  // during the window. energy_j then covers [start, start + measured_s], up to
+  // the last reading that succeeded (0 if none did), and `error` says what
+  // failed. measured_s is the window's duration when nothing failed.
+  bool failed = false;
+  double measured_s = 0;
+  std::string error;
 };
 
 struct CpuEnergy {
@@ -144,6 +158,7 @@ struct Measurement {
 
   double total_energy_j() const { return gpu_energy_j + cpu_energy_j + dram_energy_j; }
   bool approximate() const;  // any GPU approximate
+  bool complete() const;     // no GPU failed
 };
 
 class Monitor {

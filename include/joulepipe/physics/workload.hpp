@@ -93,6 +93,15 @@ Recompute ParseRecompute(std::string_view text,
                          std::string_view field = "WorkloadSpec::recompute");
 std::string_view RecomputeName(Recompute recompute);
 
+// The plausible ranges ResolveLayerSplit enforces (docs/limits.md, "Numbers
+// and ranges").
+inline constexpr int kMaxTp = 1024;                    // Parallelism::tp
+inline constexpr int kMaxPp = 1024;                    // Parallelism::pp
+inline constexpr int kMaxDp = 100'000;                 // Parallelism::dp
+inline constexpr long long kMaxJobGpus = 10'000'000;   // tp x pp x dp
+inline constexpr int kMaxMicrobatchSize = 65'536;      // WorkloadSpec::microbatch_size
+inline constexpr int kMaxSeqLength = 10'000'000;       // WorkloadSpec::seq_length, tokens
+
 struct Parallelism {
   int tp = 1;  // tensor-parallel GPUs per stage
   int pp = 1;  // pipeline stages
@@ -121,10 +130,12 @@ struct WorkloadSpec {
 std::vector<int> ParseLayerSplit(std::string_view text,
                                  std::string_view field = "Parallelism::layer_split");
 
-// Checks the spec (tp divides heads, kv_heads and ffn_hidden; pp <= layers;
-// a split of pp positive entries summing to layers, or layers % pp == 0 for
-// the even split; learned positions cover seq; sizes > 0) and returns the
-// layers per stage. Throws model::InputError naming the field
+// Checks the spec (tp 1..kMaxTp, pp 1..kMaxPp, dp 1..kMaxDp and their
+// product up to kMaxJobGpus, counted in 64 bits; microbatch_size and
+// seq_length within their ranges; tp divides heads, kv_heads and ffn_hidden;
+// pp <= layers; a split of pp positive entries summing to layers, or
+// layers % pp == 0 for the even split; learned positions cover seq) and
+// returns the layers per stage. Throws model::InputError naming the field
 // ("Parallelism::tp", "Parallelism::layer_split", ...) and saying what to
 // change; an uneven model points to BalancedLayerSplit.
 std::vector<int> ResolveLayerSplit(const WorkloadSpec& spec);
@@ -233,7 +244,9 @@ struct SimulatedWorkload {
 
 // Costs every stage, converts them to physics::Work on `gpu` and runs each
 // (stage, kind) at every profiled clock. Throws model::InputError on a bad
-// spec or option.
+// spec or option, and naming the workload's fields when an instruction would
+// take longer than model::kMaxInstructionSeconds (a microbatch far too big
+// for the GPUs of one stage).
 SimulatedWorkload SimulateWorkload(const WorkloadSpec& spec, const GpuSpec& gpu,
                                    const ProfileOptions& options = {});
 

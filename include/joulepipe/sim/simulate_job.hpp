@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -48,10 +49,29 @@ struct SimulateRequest {
   std::string profile_name = "the profile";  // names the profile in messages
 };
 
+// The plausible ranges of a simulated job (docs/limits.md, "Numbers and
+// ranges"); the schedule's own (stages, microbatches, chunks), P_block and
+// the resolution are solver::CheckPlanRequest's.
+inline constexpr int kMaxPipelines = 100'000;                // JobSpec::pipelines (DP degree)
+inline constexpr int kMaxGpusPerStage = 1024;                // JobSpec::gpus_per_stage (TP)
+inline constexpr std::int64_t kMaxJobGpus = 10'000'000;      // pipelines x stages x TP
+inline constexpr double kMaxP2pLatencyS = 1;                 // JobSpec::p2p_latency_s
+inline constexpr double kMaxAllreduceS = 3600;               // JobSpec::allreduce_s
+inline constexpr double kMaxStallS = 3600;                   // JobSpec::stall_s
+inline constexpr double kMaxClockVariability = 0.2;          // JobSpec::clock_variability
+inline constexpr double kMaxStragglerSlowdown = 100;         // Straggler::slowdown
+inline constexpr int kMaxIterationIndex = 1'000'000'000;     // from/for/period, lags
+// Work guards: per-GPU energy is kept for every iteration, and every
+// instruction of every pipeline and iteration is simulated per policy.
+inline constexpr double kMaxGpuRecords = 5e7;         // iterations x pipelines x stages
+inline constexpr double kMaxInstructionSteps = 2e10;  // x instructions per pipeline
+
 // Checks the numbers of a request (not the profile), so a caller can refuse
-// them before reading any file. Throws model::InputError naming the field
-// (JobSpec::pipelines, Straggler::slowdown, SimulateRequest::resolution_s,
-// ...) and the fix.
+// them before reading any file: the schedule and planning fields as
+// solver::CheckPlanRequest does, then every number of the job against the
+// ranges above. Throws model::InputError naming the field (JobSpec::pipelines,
+// Straggler::slowdown, SimulateRequest::resolution_s, ...), its range and
+// the fix.
 void CheckSimulateRequest(const SimulateRequest& request);
 
 struct SimulateOutcome {
@@ -71,8 +91,10 @@ struct SimulateOutcome {
   SimulationResult baseline, joulepipe;
   std::vector<std::string> notes;  // for people, e.g. two different P_block values
 
-  int gpus() const {
-    return request.job.pipelines * request.spec.stages * request.job.gpus_per_stage;
+  // Every GPU of the job; at most kMaxJobGpus once checked.
+  std::int64_t gpus() const {
+    return std::int64_t{request.job.pipelines} * request.spec.stages *
+           request.job.gpus_per_stage;
   }
   bool has_straggler() const {
     return request.job.straggler.pipeline >= 0 && request.job.straggler.slowdown > 1;

@@ -49,7 +49,10 @@ struct PipelinePlan {
   PlanRequest request;
   schedule::Schedule schedule;
   Evaluation baseline;    // every instruction at its highest clock
-  double slowest_s = 0;   // iteration time with every instruction at its lowest clock
+  // Iteration time with every instruction at its least-energy clock among
+  // those no other clock of its (stage, kind) beats on both time and
+  // effective energy (cost_hull.hpp): the slowest plan the frontier can hold.
+  double slowest_s = 0;
   double deadline_s = 0;  // (1 + slowdown) * baseline.time_s
   Frontier frontier;      // empty until solved
   // Invariant once solved: chosen < frontier.points.size().
@@ -63,15 +66,47 @@ struct PipelinePlan {
   const FrontierPoint& chosen_point() const { return frontier.points[chosen]; }
 };
 
-// Checks what needs no profile: the spec's counts, P_block if given,
-// slowdown, resolution, extra deadline factors. Lets a caller refuse bad
-// numbers before it reads any file. Throws model::InputError.
+// The plausible ranges CheckPlanRequest enforces (docs/limits.md, "Numbers
+// and ranges"), beyond the schedule's own rules.
+inline constexpr int kMaxStages = 1024;             // Spec::stages (pipeline-parallel degree)
+inline constexpr int kMaxMicrobatches = 100'000;    // Spec::microbatches
+inline constexpr int kMaxChunks = 1024;             // Spec::chunks
+inline constexpr double kMaxSlowdown = 99;          // PlanRequest::slowdown: 100 x T at most
+inline constexpr double kMaxResolutionS = 3600;     // PlanRequest::resolution_s: an hour
+inline constexpr double kMaxDeadlineFactor = 100;   // each extra_deadline_factors entry
+
+// Checks what needs no profile: the spec's counts (stages 1..kMaxStages,
+// microbatches 1..kMaxMicrobatches, chunks up to kMaxChunks), P_block if
+// given, slowdown 0..kMaxSlowdown, resolution up to kMaxResolutionS, extra
+// deadline factors in (0, kMaxDeadlineFactor]. Lets a caller refuse bad
+// numbers before it reads any file. Throws model::InputError naming the
+// field and the range.
 void CheckPlanRequest(const PlanRequest& request);
 
+// Whether the rows of each (stage, kind) agree with one another as DVFS
+// allows. For two clocks g > f of one instruction, with a margin of
+// kRowMargin for measurement noise:
+//   * t(f) >= t(g) / kRowMargin: a lower clock does not make it faster;
+//   * t(f) <= t(g) x g/f x kRowMargin: a lower clock slows at most the
+//     part of the work that runs at the SM clock, so by at most g/f;
+//   * the mean powers e/t at f and g are within kMaxPowerRatio of each other.
+// Each row is compared with the row of its (stage, kind) that agrees with
+// the most others (usually the highest clock), so the message blames the odd
+// row, not its neighbours. Every measured and simulated profile shipped with
+// joulepipe passes with room to spare (tests/solver/plan_pipeline_test.cpp).
+// Throws model::InputError naming `profile_name`, the row's line (when it was
+// read from a file: ClockPoint::line), clock and figures, the row it was
+// compared with, and the fix.
+inline constexpr double kRowMargin = 1.5;
+inline constexpr double kMaxPowerRatio = 20;
+void CheckProfileRows(const model::Profile& profile, const std::string& profile_name);
+
 // The cheap first half: checks the request, resolves P_block, builds the
-// schedule, checks that the profile fits it and that the deadline grid is not
-// too fine, and evaluates the all-max-clock baseline, which fixes the
-// deadline. Every input error is found here, so a caller can check
+// schedule, checks that the profile fits it and that its rows are plausible
+// (CheckProfileRows), evaluates the all-max-clock baseline, which fixes the
+// deadline, and checks that the deadline grid between the fastest and the
+// slowest useful plan (dominated clocks dropped, as the solver drops them)
+// is not too fine. Every input error is found here, so a caller can check
 // everything before it creates any output. Throws model::InputError.
 PipelinePlan PreparePipelinePlan(const model::Profile& profile, const PlanRequest& request);
 
@@ -86,8 +121,10 @@ PipelinePlan PlanPipeline(const model::Profile& profile, const PlanRequest& requ
 // A frontier grid from fastest_s to slowest_s at resolution_s may have at most
 // this many deadlines (more take minutes and gigabytes; the plans that matter
 // are planned exactly anyway). Throws InputError naming
-// PlanRequest::resolution_s and the finest spacing that fits, in ms.
+// PlanRequest::resolution_s, the time span and the finest spacing that fits,
+// in ms; `why` (e.g. which instruction spans the most) is appended when given.
 inline constexpr double kMaxGridDeadlines = 100'000;
-void CheckGridSize(double fastest_s, double slowest_s, double resolution_s);
+void CheckGridSize(double fastest_s, double slowest_s, double resolution_s,
+                   const std::string& why = "");
 
 }  // namespace joulepipe::solver
