@@ -7,21 +7,14 @@
 #include <cstdio>
 #include <utility>
 
+#include "joulepipe/model/format.hpp"
+
 namespace joulepipe::cli {
 
 std::string Printf(const char* format, ...) {
   va_list args;
   va_start(args, format);
-  va_list copy;
-  va_copy(copy, args);
-  const int size = std::vsnprintf(nullptr, 0, format, copy);
-  va_end(copy);
-  std::string out;
-  if (size > 0) {
-    out.resize(static_cast<size_t>(size) + 1);  // vsnprintf writes the terminator
-    std::vsnprintf(out.data(), out.size(), format, args);
-    out.resize(static_cast<size_t>(size));
-  }
+  std::string out = model::FormatV(format, args);
   va_end(args);
   return out;
 }

@@ -57,7 +57,9 @@ bool UserMatches(const std::string& allowed, const Peer& peer) {
 // gid of a group name or number; false if no such group.
 bool GroupId(const std::string& group, gid_t* gid) {
   if (IsNumber(group)) {
-    *gid = static_cast<gid_t>(std::stoul(group));
+    const unsigned long long id = std::stoull(group);  // < 11 digits: cannot overflow
+    if (id > 0xFFFFFFFEull) return false;                // not a gid: no such group
+    *gid = static_cast<gid_t>(id);
     return true;
   }
   std::vector<char> buffer(16384);

@@ -70,6 +70,13 @@ void RemoveStale(const std::string& path) {
 
 gid_t GroupOf(const std::string& group) {
   if (!group.empty() && group.find_first_not_of("0123456789") == std::string::npos) {
+    // A gid is 32 bits; a longer number names no group (and must not reach
+    // std::stoul, whose out_of_range text would be the message).
+    if (group.size() > 10 || std::stoull(group) > 0xFFFFFFFEull) {
+      throw InputError("Config::socket_group",
+                       "socket group " + group + " is not a group id (ids are 0..4294967294); "
+                       "set \"socket_group\" to a group name or id");
+    }
     return static_cast<gid_t>(std::stoul(group));
   }
   std::vector<char> buffer(16384);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/format.hpp"
 #include "joulepipe/sim/simulate_job.hpp"
 
 namespace joulepipe::sim {
@@ -15,15 +16,7 @@ namespace {
 
 using model::InputError;
 
-std::string Format(const char* format, ...) __attribute__((format(printf, 1, 2)));
-std::string Format(const char* format, ...) {
-  char text[512];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(text, sizeof text, format, args);
-  va_end(args);
-  return text;
-}
+using model::Format;
 
 void Require(bool ok, const char* field, const std::string& message) {
   if (!ok) throw InputError(field, message);

@@ -12,6 +12,7 @@
 
 #include "joulepipe/model/energy.hpp"
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/format.hpp"
 #include "joulepipe/schedule/profile_fit.hpp"
 #include "joulepipe/schedule/replay.hpp"
 #include "joulepipe/solver/cost_hull.hpp"
@@ -22,15 +23,7 @@ namespace {
 
 using model::InputError;
 
-std::string Format(const char* format, ...) __attribute__((format(printf, 1, 2)));
-std::string Format(const char* format, ...) {
-  char text[512];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(text, sizeof text, format, args);
-  va_end(args);
-  return text;
-}
+using model::Format;
 
 // Throws InputError(field, message) unless 1 <= value <= most.
 void RequireCount(const char* field, int value, int most, const char* what) {
