@@ -147,12 +147,13 @@ std::string FormatDemoReport(const sim::SimulateOutcome& o, const std::string& o
     s += "intrinsic_plan.json, straggler_plan.json.\n";
   }
   s += "\nNext:\n";
-  s += "  joulepipe simulate --profile P.csv --p-block W --pipelines 16 --stages 8 \\\n";
-  s += "      --microbatches 96 --straggler-slowdown 1.3      # your own what-if\n";
   s += "  joulepipe profile --simulate --model llama3-70b --gpu h100-sxm --tp 8 --pp 8 \\\n";
   s += "      --microbatch-size 1 --seq 8192 --out P.csv       # a profile for any model/GPU\n";
+  s += "  joulepipe simulate --profile P.csv --pipelines 16 --stages 8 \\\n";
+  s += "      --microbatches 96 --straggler-slowdown 1.3      # your own what-if\n";
   s += "  joulepipe plan --profile P.csv --schedule 1f1b --stages 8 --microbatches 96 \\\n";
-  s += "      --p-block W --out plan-out                       # plans to deploy\n";
+  s += "      --out plan-out                                   # plans to deploy\n";
+  s += "  (P.csv records P_block; add --p-block W for a Perseus/Zeus profile, which does not)\n";
   return s;
 }
 
