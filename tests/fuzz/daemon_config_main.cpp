@@ -35,6 +35,7 @@ namespace {
 using joulepipe::daemon::Config;
 using joulepipe::fuzz::Generator;
 using joulepipe::fuzz::Input;
+using joulepipe::fuzz::MixedInput;
 using joulepipe::model::InputError;
 
 const std::vector<std::string> kSeeds = {
@@ -89,21 +90,11 @@ std::string Structured(Generator& g) {
   return text + (g.OneIn(10) ? "" : "}");
 }
 
-Input Next(Generator& g) {
-  switch (g.Below(8)) {
-    case 0:
-      return {g.RandomBytes(), "random bytes"};
-    case 1:
-    case 2:
-      return {Structured(g), "structured hostile values"};
-    case 3:
-      return {Generator::Nested(g.NestingDepth(), g.OneIn(2), g.OneIn(2)), "deep nesting"};
-    case 4:
-      return {g.Mutate(g.Seed(), 1), "mutated seed"};
-    default:
-      return {g.Mutate(g.Seed()), "mutated seed"};
-  }
+std::string DeepNesting(Generator& g) {
+  return Generator::Nested(g.NestingDepth(), g.OneIn(2), g.OneIn(2));
 }
+
+Input Next(Generator& g) { return MixedInput(g, Structured, DeepNesting, "deep nesting"); }
 
 std::string CheckConfig(const Config& c) {
   if (c.socket.empty()) return "an empty socket path was accepted";

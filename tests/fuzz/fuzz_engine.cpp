@@ -364,4 +364,23 @@ int Driver::Run(const std::function<Input(Generator&)>& next,
   return status;
 }
 
+Input MixedInput(Generator& g, const std::function<std::string(Generator&)>& structured,
+                 const std::function<std::string(Generator&)>& extreme, const char* extreme_kind) {
+  switch (g.Below(8)) {
+    case 0:
+      return {g.RandomBytes(), "random bytes"};
+    case 1:
+    case 2:
+      return {structured(g), "structured hostile values"};
+    case 3:
+      return {extreme(g), extreme_kind};
+    case 4:
+      return {g.Mutate(g.Seed(), 1), "mutated seed"};
+    default:
+      return {g.Mutate(g.Seed()), "mutated seed"};
+  }
+}
+
+bool SameBits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
 }  // namespace joulepipe::fuzz

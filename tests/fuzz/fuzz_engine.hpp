@@ -92,6 +92,15 @@ class Generator {
   std::vector<std::string> seeds_;
 };
 
+// The mix every fuzzer draws from, in eighths: random bytes (1), the
+// format's structured hostile values (2), its extreme shapes (1, reported as
+// `extreme_kind`), a seed with one mutation round (1) or up to eight (3).
+Input MixedInput(Generator& g, const std::function<std::string(Generator&)>& structured,
+                 const std::function<std::string(Generator&)>& extreme, const char* extreme_kind);
+
+// Bit-for-bit equality (a round trip must give back the same doubles).
+bool SameBits(double a, double b);
+
 // The invariants of a rejection: its message is at most kMaxMessage
 // characters, not empty, and carries no JSON library text
 // ("json.exception", "parse_error."). Returns "" or what is wrong.

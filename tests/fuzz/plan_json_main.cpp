@@ -27,6 +27,8 @@ namespace {
 
 using joulepipe::fuzz::Generator;
 using joulepipe::fuzz::Input;
+using joulepipe::fuzz::MixedInput;
+using joulepipe::fuzz::SameBits;
 using joulepipe::model::InputError;
 using joulepipe::model::Kind;
 using joulepipe::model::Plan;
@@ -204,22 +206,8 @@ std::string Extreme(Generator& g) {
 }
 
 Input Next(Generator& g) {
-  switch (g.Below(8)) {
-    case 0:
-      return {g.RandomBytes(), "random bytes"};
-    case 1:
-    case 2:
-      return {HostileField(g), "structured hostile values"};
-    case 3:
-      return {Extreme(g), "deep nesting and extreme shapes"};
-    case 4:
-      return {g.Mutate(g.Seed(), 1), "mutated seed"};
-    default:
-      return {g.Mutate(g.Seed()), "mutated seed"};
-  }
+  return MixedInput(g, HostileField, Extreme, "deep nesting and extreme shapes");
 }
-
-bool SameBits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 std::string Compare(const Plan& a, const Plan& b) {
   if (a.schedule != b.schedule || a.num_stages != b.num_stages ||

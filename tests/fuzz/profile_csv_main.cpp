@@ -24,6 +24,8 @@ namespace {
 
 using joulepipe::fuzz::Generator;
 using joulepipe::fuzz::Input;
+using joulepipe::fuzz::MixedInput;
+using joulepipe::fuzz::SameBits;
 using joulepipe::model::ClockPoint;
 using joulepipe::model::InputError;
 using joulepipe::model::Kind;
@@ -171,22 +173,8 @@ std::string Extreme(Generator& g) {
 }
 
 Input Next(Generator& g) {
-  switch (g.Below(8)) {
-    case 0:
-      return {g.RandomBytes(), "random bytes"};
-    case 1:
-    case 2:
-      return {StructuredCsv(g), "structured hostile values"};
-    case 3:
-      return {Extreme(g), "long lines and fields"};
-    case 4:
-      return {g.Mutate(g.Seed(), 1), "mutated seed"};
-    default:
-      return {g.Mutate(g.Seed()), "mutated seed"};
-  }
+  return MixedInput(g, StructuredCsv, Extreme, "long lines and fields");
 }
-
-bool SameBits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 template <typename T>
 bool SameOptional(const std::optional<T>& a, const std::optional<T>& b) {
