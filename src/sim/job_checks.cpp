@@ -1,9 +1,7 @@
 #include "job_checks.hpp"
 
 #include <cmath>
-#include <cstdarg>
 #include <cstdint>
-#include <cstdio>
 #include <string>
 
 #include "joulepipe/model/error.hpp"
@@ -18,9 +16,7 @@ using model::InputError;
 
 using model::Format;
 
-void Require(bool ok, const char* field, const std::string& message) {
-  if (!ok) throw InputError(field, message);
-}
+using model::Require;
 
 bool Within(double value, double low, double high) {
   return std::isfinite(value) && value >= low && value <= high;

@@ -24,10 +24,7 @@ constexpr std::pair<std::string_view, std::string_view> kPlanFields[] = {
     {"PlanRequest::resolution_s", "SimulateRequest::resolution_s"},
 };
 
-// Throws InputError(field, message) unless `ok`.
-void Require(bool ok, const char* field, const std::string& message) {
-  if (!ok) throw InputError(field, message);
-}
+using model::Require;
 
 std::vector<CandidatePlan> ToCandidates(const solver::Frontier& frontier) {
   std::vector<CandidatePlan> out;

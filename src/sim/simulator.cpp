@@ -47,9 +47,7 @@ void Require(bool ok, const std::string& message) {
 }
 
 // The same for a value of one field; `message` names it as "Struct::member".
-void Require(bool ok, const char* field, const std::string& message) {
-  if (!ok) throw InputError(field, message);
-}
+using model::Require;
 
 // The numbers (job_checks.hpp), P_block and the straggler's pipeline.
 void CheckJob(const JobSpec& job, const schedule::Spec& spec) {

@@ -30,6 +30,12 @@ class InputError : public std::runtime_error {
   std::string field_;
 };
 
+// Throws InputError(field, message) unless `ok`: the shape of every range
+// check in the library.
+inline void Require(bool ok, const char* field, const std::string& message) {
+  if (!ok) throw InputError(field, message);
+}
+
 // A long task (plan, simulate) was cancelled through its cancel flag. Nothing
 // it would have written exists.
 class Cancelled : public std::runtime_error {
