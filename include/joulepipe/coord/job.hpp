@@ -1,0 +1,236 @@
+// Job: the coordination policy for one training job's ranks, as a state
+// machine with no I/O, no threads and no clock of its own (callers pass the
+// time). Both front ends drive it: the embedded coordinator (rank 0 of the
+// job) and `joulepipe serve` (HTTP, SQLite); neither re-implements a step.
+//
+//   registered ──(every rank registered)──> waiting for a profile
+//       ──(profile set)──> ready to plan ──(SetPlan)──> planned
+//                                        └─(SetPlanFailed)──> failed
+//
+// The profile may come before the ranks. Planning (solver::PlanPipeline,
+// seconds to minutes) is the caller's to run, off any request thread:
+// ready_to_plan() says when, PlanRequest() says what.
+//
+// Once planned, every data-parallel pipeline runs a frontier point: the
+// intrinsic one (least energy within the all-max-clock time T) unless a
+// straggler is known. Iteration reports (per rank: the time its pipeline
+// work took, and its GPU energy) are gathered per iteration; an iteration is
+// complete when every rank has reported it. Each complete iteration feeds
+// the StragglerDetector (straggler.hpp); when it changes its verdict, the
+// plans are chosen again with the Perseus rule (plan_choice.hpp): a plan
+// switch, with a new plan version, a reason, the time and the predicted
+// saving. Ranks run a switch from the next iteration boundary after they
+// see it.
+//
+// Persistence is by replay: a store records the config, each rank, the
+// profile text, the solved frontier (FrontierToJson) and each switch; a new
+// Job fed the same calls (RestorePlan for the frontier and the switches)
+// is in the same state, except the detector's window of recent iterations,
+// which refills.
+//
+// Errors: model::InputError naming the field (JobConfig::dp_degree,
+// RankInfo::pp_rank, IterationReport::time_s, ...) with the range and fix;
+// JobStateError for a call the job's state does not allow (e.g. a profile
+// after planning), which a service answers with 409.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "joulepipe/coord/plan_choice.hpp"
+#include "joulepipe/coord/straggler.hpp"
+#include "joulepipe/model/plan.hpp"
+#include "joulepipe/model/profile.hpp"
+#include "joulepipe/schedule/schedule.hpp"
+#include "joulepipe/solver/frontier.hpp"
+#include "joulepipe/solver/plan_pipeline.hpp"
+
+namespace joulepipe::coord {
+
+// Ranges (docs/limits.md).
+inline constexpr int kMaxDegree = 100'000;               // each of pp/dp/tp
+inline constexpr std::int64_t kMaxWorldSize = 10'000'000;
+inline constexpr std::size_t kMaxJobIdLength = 256;
+inline constexpr std::size_t kMaxMetadataLength = 4096;
+inline constexpr std::size_t kMaxFrequencies = 4096;     // RankInfo::available_mhz
+inline constexpr double kMaxIterationTimeS = 86'400;     // IterationReport::time_s
+inline constexpr double kMaxIterationEnergyJ = 1e12;     // IterationReport::energy_j
+// Iterations kept open for late reports; older incomplete ones are dropped.
+inline constexpr int kOpenIterations = 16;
+
+class JobStateError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct JobConfig {
+  std::string job_id;  // 1..kMaxJobIdLength printable ASCII characters, no '/'
+  int pp_degree = 1;   // pipeline stages, = spec.stages
+  int dp_degree = 1;   // data-parallel pipelines
+  int tp_degree = 1;   // GPUs per stage
+  std::int64_t world_size = 0;  // pp * dp * tp (0: computed)
+  schedule::Spec spec;          // spec.stages = pp_degree
+  std::optional<double> p_block_w;  // unset: the profile's metadata
+  double resolution_s = 5e-3;       // frontier grid
+  std::string gpu;                  // informational, e.g. "A100-SXM4-80GB"
+  std::string metadata;             // free text (Zeus's job_metadata)
+  StragglerOptions straggler;
+
+  friend bool operator==(const JobConfig&, const JobConfig&) = default;
+};
+
+// Checks every field (and fills world_size when 0). Throws model::InputError.
+void CheckJobConfig(JobConfig* config);
+
+struct RankInfo {
+  int rank = -1;     // 0..world_size-1
+  int dp_rank = -1;  // 0..dp_degree-1: the pipeline
+  int pp_rank = -1;  // 0..pp_degree-1: the stage
+  int tp_rank = -1;  // 0..tp_degree-1
+  std::vector<int> available_mhz;  // the GPU's SM clocks (informational), each 1..10000
+
+  friend bool operator==(const RankInfo&, const RankInfo&) = default;
+};
+
+struct IterationReport {
+  int rank = -1;
+  std::int64_t iteration = 0;  // >= 0, counted by the rank from 0
+  double time_s = 0;           // its pipeline work in the iteration, (0, kMaxIterationTimeS]
+  std::optional<double> energy_j;  // its GPU's energy in the iteration, [0, kMaxIterationEnergyJ]
+};
+
+// What one rank runs: its stage's instructions of one iteration, in order.
+struct RankPlan {
+  int rank = 0, pipeline = 0, stage = 0;
+  int version = 0;  // the job's plan version, from 1
+  int point = 0;    // frontier point index
+  std::string reason;
+  model::Prediction predicted;  // the pipeline's iteration under this point
+  std::vector<model::PlannedInstruction> instructions;
+};
+
+struct PlanSwitch {
+  int version = 0;              // the plan version it created (1: the initial plan)
+  std::int64_t iteration = 0;   // first iteration it is meant for
+  double time_unix_s = 0;
+  std::string reason;
+  std::vector<double> slowdowns;   // per pipeline, as estimated (1 = on time)
+  double target_s = 0;             // T'
+  std::vector<int> point_of_pipeline;
+  // Predicted GPU energy saved per iteration (J) against every pipeline
+  // running the intrinsic plan through the same T', all GPUs (x tp).
+  double predicted_saving_j = 0;
+};
+
+enum class JobPhase { kWaitingForRanks, kWaitingForProfile, kReadyToPlan, kPlanned, kFailed };
+const char* JobPhaseName(JobPhase phase);  // "waiting_for_ranks", ..., "planned", "failed"
+
+class Job {
+ public:
+  // Checks the config (CheckJobConfig).
+  explicit Job(JobConfig config);
+
+  const JobConfig& config() const { return config_; }
+  JobPhase phase() const;
+  const std::string& failure() const { return failure_; }
+
+  // Returns true when the rank is new, false when it was registered with
+  // identical info. Throws InputError for a rank or coordinate out of range,
+  // the same rank with different info, or another rank at the same
+  // (dp, pp, tp) coordinates.
+  bool RegisterRank(const RankInfo& info);
+  int registered_ranks() const { return static_cast<int>(ranks_.size()); }
+  bool all_ranks_registered() const { return registered_ranks() == config_.world_size; }
+  const std::map<int, RankInfo>& ranks() const { return ranks_; }
+
+  // The profile to plan with (replaces an earlier one). JobStateError once
+  // planned. `csv` is kept for persistence (model::ProfileToCsv if empty).
+  void SetProfile(model::Profile profile, std::string csv = "");
+  bool has_profile() const { return profile_.has_value(); }
+  const std::string& profile_csv() const { return profile_csv_; }
+  const model::Profile* profile() const { return profile_ ? &*profile_ : nullptr; }
+
+  // Every rank registered, a profile, not planned, not failed.
+  bool ready_to_plan() const { return phase() == JobPhase::kReadyToPlan; }
+  // What to plan: the job's schedule, P_block and grid.
+  solver::PlanRequest PlanRequest() const;
+  // Installs a solved plan (solver::PlanPipeline on profile() with
+  // PlanRequest()): plan version 1, every pipeline on the chosen point.
+  // JobStateError unless ready to plan (or failed: a retry).
+  void SetPlan(const solver::PipelinePlan& plan, double now_unix_s);
+  void SetPlanFailed(std::string message);
+
+  // Restores a plan stored with FrontierToJson and the switches recorded
+  // since (in order; the first is version 1). Throws InputError on a
+  // document that does not match this job.
+  void RestorePlan(const nlohmann::json& frontier, const std::vector<PlanSwitch>& switches);
+  nlohmann::json FrontierToJson() const;  // JobStateError unless planned
+
+  int plan_version() const { return switches_.empty() ? 0 : switches_.back().version; }
+  // The rank's plan under the current version; nullopt before planning.
+  // InputError for an unregistered rank.
+  std::optional<RankPlan> PlanFor(int rank) const;
+  const std::vector<PlanSwitch>& switches() const { return switches_; }
+  const solver::Frontier* frontier() const { return planned_ ? &frontier_ : nullptr; }
+  int intrinsic_point() const { return intrinsic_; }
+  double baseline_time_s() const { return baseline_time_s_; }  // all max clocks
+
+  // Records one rank's report. When it completes an iteration, the detector
+  // sees it; a plan switch it causes is appended to switches() and returned.
+  // Reports before planning, repeated reports (a client's retry) and
+  // reports of iterations already completed or dropped are accepted and
+  // ignored (nullopt). InputError for an unregistered rank, a bad
+  // iteration, time or energy.
+  std::optional<PlanSwitch> ReportIteration(const IterationReport& report, double now_unix_s);
+  std::int64_t completed_iterations() const { return completed_; }
+  std::int64_t dropped_iterations() const { return dropped_; }
+  const StragglerDetector* detector() const { return detector_ ? &*detector_ : nullptr; }
+  // Per pipeline, the plan it runs now.
+  const std::vector<int>& point_of_pipeline() const { return point_of_pipeline_; }
+
+  // Everything a status page shows (no frontier mhz vectors).
+  nlohmann::json StatusJson() const;
+
+ private:
+  struct OpenIteration {
+    std::vector<double> pipeline_time_s;  // max over the pipeline's ranks
+    std::vector<char> reported;           // per rank
+    int count = 0;
+  };
+  void Install(PlanSwitch s);
+  PlanSwitch Decide(std::int64_t next_iteration, double now_unix_s);
+  double PredictedSavingJ(const PlanChoice& choice) const;
+
+  JobConfig config_;
+  std::map<int, RankInfo> ranks_;
+  std::map<std::int64_t, int> coordinate_owner_;  // (dp, pp, tp) key -> rank
+  std::optional<model::Profile> profile_;
+  std::string profile_csv_;
+  std::string failure_;
+
+  bool planned_ = false;
+  schedule::Schedule schedule_;
+  solver::Frontier frontier_;
+  int intrinsic_ = 0;
+  double baseline_time_s_ = 0;
+  double p_block_w_ = 0;
+  std::optional<CandidateIndex> index_;
+  std::vector<int> point_of_pipeline_;
+  std::vector<PlanSwitch> switches_;
+
+  std::optional<StragglerDetector> detector_;
+  std::map<std::int64_t, OpenIteration> open_;
+  std::int64_t completed_ = 0, dropped_ = 0, last_completed_ = -1;
+};
+
+// The JSON form of a switch (for stores and status pages), and back.
+nlohmann::json SwitchToJson(const PlanSwitch& s);
+PlanSwitch SwitchFromJson(const nlohmann::json& j);
+
+}  // namespace joulepipe::coord

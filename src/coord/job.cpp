@@ -1,0 +1,489 @@
+#include "joulepipe/coord/job.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "joulepipe/model/energy.hpp"
+#include "joulepipe/model/error.hpp"
+#include "joulepipe/model/format.hpp"
+
+namespace joulepipe::coord {
+
+namespace {
+
+using model::Format;
+using model::InputError;
+using model::Require;
+
+void CheckDegree(int value, const char* field) {
+  Require(value >= 1 && value <= kMaxDegree, field,
+          Format("%s must be 1..%d (got %d)", field, kMaxDegree, value));
+}
+
+bool PrintableId(const std::string& id) {
+  return std::all_of(id.begin(), id.end(), [](char c) { return c > ' ' && c < 127 && c != '/'; });
+}
+
+std::int64_t CoordinateKey(const JobConfig& c, const RankInfo& r) {
+  return (std::int64_t{r.dp_rank} * c.pp_degree + r.pp_rank) * c.tp_degree + r.tp_rank;
+}
+
+}  // namespace
+
+const char* JobPhaseName(JobPhase phase) {
+  switch (phase) {
+    case JobPhase::kWaitingForRanks:
+      return "waiting_for_ranks";
+    case JobPhase::kWaitingForProfile:
+      return "waiting_for_profile";
+    case JobPhase::kReadyToPlan:
+      return "ready_to_plan";
+    case JobPhase::kPlanned:
+      return "planned";
+    case JobPhase::kFailed:
+      return "failed";
+  }
+  return "unknown";
+}
+
+void CheckJobConfig(JobConfig* c) {
+  Require(!c->job_id.empty() && c->job_id.size() <= kMaxJobIdLength && PrintableId(c->job_id),
+          "JobConfig::job_id",
+          Format("JobConfig::job_id must be 1..%zu printable characters without spaces or '/' "
+                 "(got %zu characters)",
+                 kMaxJobIdLength, c->job_id.size()));
+  CheckDegree(c->pp_degree, "JobConfig::pp_degree");
+  CheckDegree(c->dp_degree, "JobConfig::dp_degree");
+  CheckDegree(c->tp_degree, "JobConfig::tp_degree");
+  const std::int64_t world = std::int64_t{c->pp_degree} * c->dp_degree * c->tp_degree;
+  Require(world <= kMaxWorldSize, "JobConfig::world_size",
+          Format("pp x dp x tp = %lld ranks; a job has at most %lld",
+                 static_cast<long long>(world), static_cast<long long>(kMaxWorldSize)));
+  if (c->world_size == 0) c->world_size = world;
+  Require(c->world_size == world, "JobConfig::world_size",
+          Format("JobConfig::world_size must be pp_degree x dp_degree x tp_degree = %d x %d x %d "
+                 "= %lld (got %lld)",
+                 c->pp_degree, c->dp_degree, c->tp_degree, static_cast<long long>(world),
+                 static_cast<long long>(c->world_size)));
+  Require(c->spec.stages == c->pp_degree, "Spec::stages",
+          Format("the schedule has %d stages but JobConfig::pp_degree is %d; they are the same "
+                 "number",
+                 c->spec.stages, c->pp_degree));
+  solver::PlanRequest request;
+  request.spec = c->spec;
+  request.p_block_w = c->p_block_w;
+  request.resolution_s = c->resolution_s;
+  solver::CheckPlanRequest(request);
+  schedule::Build(c->spec);  // impossible shapes (e.g. interleaved M not a multiple of S)
+  Require(c->gpu.size() <= 256, "JobConfig::gpu",
+          Format("JobConfig::gpu is a GPU name of at most 256 characters (got %zu)",
+                 c->gpu.size()));
+  Require(c->metadata.size() <= kMaxMetadataLength, "JobConfig::metadata",
+          Format("JobConfig::metadata is at most %zu characters (got %zu)", kMaxMetadataLength,
+                 c->metadata.size()));
+  CheckStragglerOptions(c->straggler);
+}
+
+Job::Job(JobConfig config) : config_(std::move(config)) { CheckJobConfig(&config_); }
+
+JobPhase Job::phase() const {
+  if (planned_) return JobPhase::kPlanned;
+  if (!failure_.empty()) return JobPhase::kFailed;
+  if (!all_ranks_registered()) return JobPhase::kWaitingForRanks;
+  if (!profile_) return JobPhase::kWaitingForProfile;
+  return JobPhase::kReadyToPlan;
+}
+
+bool Job::RegisterRank(const RankInfo& r) {
+  const JobConfig& c = config_;
+  Require(r.rank >= 0 && r.rank < c.world_size, "RankInfo::rank",
+          Format("RankInfo::rank must be 0..%lld for a job of %lld ranks (got %d)",
+                 static_cast<long long>(c.world_size - 1), static_cast<long long>(c.world_size),
+                 r.rank));
+  Require(r.dp_rank >= 0 && r.dp_rank < c.dp_degree, "RankInfo::dp_rank",
+          Format("RankInfo::dp_rank must be 0..%d (dp_degree %d; got %d)", c.dp_degree - 1,
+                 c.dp_degree, r.dp_rank));
+  Require(r.pp_rank >= 0 && r.pp_rank < c.pp_degree, "RankInfo::pp_rank",
+          Format("RankInfo::pp_rank must be 0..%d (pp_degree %d; got %d)", c.pp_degree - 1,
+                 c.pp_degree, r.pp_rank));
+  Require(r.tp_rank >= 0 && r.tp_rank < c.tp_degree, "RankInfo::tp_rank",
+          Format("RankInfo::tp_rank must be 0..%d (tp_degree %d; got %d)", c.tp_degree - 1,
+                 c.tp_degree, r.tp_rank));
+  Require(r.available_mhz.size() <= kMaxFrequencies, "RankInfo::available_mhz",
+          Format("RankInfo::available_mhz lists at most %zu clocks (got %zu)", kMaxFrequencies,
+                 r.available_mhz.size()));
+  for (int mhz : r.available_mhz) {
+    Require(mhz >= 1 && mhz <= 10'000, "RankInfo::available_mhz",
+            Format("RankInfo::available_mhz holds SM clocks in MHz, 1..10000 (got %d)", mhz));
+  }
+  const auto known = ranks_.find(r.rank);
+  if (known != ranks_.end()) {
+    if (known->second == r) return false;
+    throw InputError("RankInfo::rank",
+                     Format("rank %d is already registered with different information (dp %d, "
+                            "pp %d, tp %d); a restarted job registers as a new job",
+                            r.rank, known->second.dp_rank, known->second.pp_rank,
+                            known->second.tp_rank));
+  }
+  const std::int64_t key = CoordinateKey(c, r);
+  const auto owner = coordinate_owner_.find(key);
+  if (owner != coordinate_owner_.end()) {
+    throw InputError("RankInfo::rank",
+                     Format("rank %d claims dp %d, pp %d, tp %d, which rank %d already holds",
+                            r.rank, r.dp_rank, r.pp_rank, r.tp_rank, owner->second));
+  }
+  ranks_.emplace(r.rank, r);
+  coordinate_owner_.emplace(key, r.rank);
+  return true;
+}
+
+void Job::SetProfile(model::Profile profile, std::string csv) {
+  if (planned_) {
+    throw JobStateError("job " + config_.job_id +
+                        " is planned already; its profile cannot change (register a new job to "
+                        "plan with another profile)");
+  }
+  profile_csv_ = csv.empty() ? model::ProfileToCsv(profile) : std::move(csv);
+  profile_ = std::move(profile);
+  failure_.clear();  // a new profile is a new attempt
+}
+
+solver::PlanRequest Job::PlanRequest() const {
+  solver::PlanRequest r;
+  r.spec = config_.spec;
+  r.p_block_w = config_.p_block_w;
+  r.slowdown = 0;  // the intrinsic plan: least energy within T
+  r.resolution_s = config_.resolution_s;
+  r.profile_name = "the profile of job " + config_.job_id;
+  return r;
+}
+
+void Job::SetPlanFailed(std::string message) {
+  if (planned_) throw JobStateError("job " + config_.job_id + " is planned already");
+  failure_ = message.empty() ? "planning failed" : std::move(message);
+}
+
+void Job::SetPlan(const solver::PipelinePlan& plan, double now_unix_s) {
+  const JobPhase p = phase();
+  if (p != JobPhase::kReadyToPlan && p != JobPhase::kFailed) {
+    throw JobStateError(Format("job %s is %s; a plan is installed once every rank is "
+                               "registered and a profile is set",
+                               config_.job_id.c_str(), JobPhaseName(p)));
+  }
+  if (plan.frontier.points.empty() || plan.chosen >= plan.frontier.points.size()) {
+    throw JobStateError("the plan for job " + config_.job_id + " has no solved frontier");
+  }
+  schedule_ = plan.schedule;
+  frontier_ = plan.frontier;
+  intrinsic_ = static_cast<int>(plan.chosen);
+  baseline_time_s_ = plan.baseline.time_s;
+  p_block_w_ = plan.p_block_w;
+  failure_.clear();
+  std::vector<Candidate> candidates;
+  for (const solver::FrontierPoint& q : frontier_.points) candidates.push_back({q.time_s, q.energy_j});
+  index_.emplace(std::move(candidates), intrinsic_);
+  detector_.emplace(config_.dp_degree, config_.straggler);
+  planned_ = true;
+  PlanSwitch first;
+  first.version = 1;
+  first.iteration = 0;
+  first.time_unix_s = now_unix_s;
+  const solver::FrontierPoint& q = frontier_.points[intrinsic_];
+  first.reason = Format("initial plan: least energy within the all-max-clock time %.4f s "
+                        "(%.4f s, %.1f J per pipeline iteration)",
+                        baseline_time_s_, q.time_s, q.energy_j);
+  first.slowdowns.assign(config_.dp_degree, 1.0);
+  first.target_s = q.time_s;
+  first.point_of_pipeline.assign(config_.dp_degree, intrinsic_);
+  Install(std::move(first));
+}
+
+void Job::Install(PlanSwitch s) {
+  point_of_pipeline_ = s.point_of_pipeline;
+  switches_.push_back(std::move(s));
+}
+
+nlohmann::json Job::FrontierToJson() const {
+  if (!planned_) throw JobStateError("job " + config_.job_id + " is not planned yet");
+  nlohmann::json points = nlohmann::json::array();
+  for (const solver::FrontierPoint& q : frontier_.points) {
+    points.push_back({{"time_s", q.time_s}, {"energy_j", q.energy_j}, {"mhz", q.mhz}});
+  }
+  return {{"version", 1},
+          {"intrinsic", intrinsic_},
+          {"baseline_time_s", baseline_time_s_},
+          {"p_block_w", p_block_w_},
+          {"max_clock",
+           {{"time_s", frontier_.max_clock.time_s},
+            {"energy_j", frontier_.max_clock.energy_j},
+            {"mhz", frontier_.max_clock.mhz}}},
+          {"points", std::move(points)}};
+}
+
+void Job::RestorePlan(const nlohmann::json& j, const std::vector<PlanSwitch>& switches) {
+  const std::string where = "the stored frontier of job " + config_.job_id;
+  try {
+    schedule::Schedule schedule = schedule::Build(config_.spec);
+    solver::Frontier frontier;
+    for (const nlohmann::json& p : j.at("points")) {
+      solver::FrontierPoint q;
+      q.time_s = p.at("time_s").get<double>();
+      q.energy_j = p.at("energy_j").get<double>();
+      q.mhz = p.at("mhz").get<std::vector<std::uint16_t>>();
+      if (static_cast<int>(q.mhz.size()) != schedule.num_nodes()) {
+        throw InputError("Job::RestorePlan",
+                         Format("%s has a point of %zu clocks for a schedule of %d "
+                                "instructions",
+                                where.c_str(), q.mhz.size(), schedule.num_nodes()));
+      }
+      frontier.points.push_back(std::move(q));
+    }
+    const nlohmann::json& m = j.at("max_clock");
+    frontier.max_clock.time_s = m.at("time_s").get<double>();
+    frontier.max_clock.energy_j = m.at("energy_j").get<double>();
+    frontier.max_clock.mhz = m.at("mhz").get<std::vector<std::uint16_t>>();
+    const int intrinsic = j.at("intrinsic").get<int>();
+    std::vector<Candidate> candidates;
+    for (const solver::FrontierPoint& q : frontier.points) candidates.push_back({q.time_s, q.energy_j});
+    CandidateIndex index(std::move(candidates), intrinsic);
+    const int points = static_cast<int>(frontier.points.size());
+    if (switches.empty() || switches.front().version != 1) {
+      throw InputError("Job::RestorePlan", where + " comes without its initial plan (version 1)");
+    }
+    for (std::size_t k = 0; k < switches.size(); ++k) {
+      const PlanSwitch& s = switches[k];
+      if (s.version != static_cast<int>(k) + 1 ||
+          static_cast<int>(s.point_of_pipeline.size()) != config_.dp_degree ||
+          std::any_of(s.point_of_pipeline.begin(), s.point_of_pipeline.end(),
+                      [&](int q) { return q < 0 || q >= points; })) {
+        throw InputError("Job::RestorePlan",
+                         Format("%s: plan switch %zu does not fit the job (version %d, %zu "
+                                "pipelines)",
+                                where.c_str(), k + 1, s.version, s.point_of_pipeline.size()));
+      }
+    }
+    schedule_ = std::move(schedule);
+    frontier_ = std::move(frontier);
+    intrinsic_ = intrinsic;
+    baseline_time_s_ = j.at("baseline_time_s").get<double>();
+    p_block_w_ = j.at("p_block_w").get<double>();
+    index_.emplace(std::move(index));
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError("Job::RestorePlan", where + " is not readable: " + e.what());
+  }
+  detector_.emplace(config_.dp_degree, config_.straggler);
+  std::vector<double> slowdowns = switches.back().slowdowns;
+  slowdowns.resize(config_.dp_degree, 1.0);
+  detector_->Seed(slowdowns);
+  switches_ = switches;
+  point_of_pipeline_ = switches_.back().point_of_pipeline;
+  planned_ = true;
+  failure_.clear();
+}
+
+std::optional<RankPlan> Job::PlanFor(int rank) const {
+  const auto r = ranks_.find(rank);
+  if (r == ranks_.end()) {
+    throw InputError("RankInfo::rank", Format("rank %d is not registered with job %s", rank,
+                                              config_.job_id.c_str()));
+  }
+  if (!planned_) return std::nullopt;
+  RankPlan plan;
+  plan.rank = rank;
+  plan.pipeline = r->second.dp_rank;
+  plan.stage = r->second.pp_rank;
+  plan.version = plan_version();
+  plan.point = point_of_pipeline_[plan.pipeline];
+  plan.reason = switches_.back().reason;
+  const solver::FrontierPoint& q = frontier_.points[plan.point];
+  plan.predicted = {q.time_s, q.energy_j};
+  for (int node : schedule_.stage_order[plan.stage]) {
+    plan.instructions.push_back({schedule_.nodes[node], q.mhz[node]});
+  }
+  return plan;
+}
+
+std::optional<PlanSwitch> Job::ReportIteration(const IterationReport& r, double now_unix_s) {
+  if (ranks_.find(r.rank) == ranks_.end()) {
+    throw InputError("IterationReport::rank", Format("rank %d is not registered with job %s",
+                                                     r.rank, config_.job_id.c_str()));
+  }
+  Require(r.iteration >= 0 && r.iteration <= 1'000'000'000'000LL, "IterationReport::iteration",
+          Format("IterationReport::iteration counts from 0 (got %lld)",
+                 static_cast<long long>(r.iteration)));
+  Require(std::isfinite(r.time_s) && r.time_s > 0 && r.time_s <= kMaxIterationTimeS,
+          "IterationReport::time_s",
+          Format("IterationReport::time_s must be a time in seconds, > 0 and at most %g (got %g)",
+                 kMaxIterationTimeS, r.time_s));
+  if (r.energy_j) {
+    Require(std::isfinite(*r.energy_j) && *r.energy_j >= 0 && *r.energy_j <= kMaxIterationEnergyJ,
+            "IterationReport::energy_j",
+            Format("IterationReport::energy_j must be joules, 0..%g, or absent when not "
+                   "measured (got %g)",
+                   kMaxIterationEnergyJ, *r.energy_j));
+  }
+  if (!planned_ || r.iteration <= last_completed_) return std::nullopt;
+  if (!open_.empty() && r.iteration < open_.begin()->first &&
+      static_cast<int>(open_.size()) >= kOpenIterations) {
+    return std::nullopt;  // older than every iteration still open
+  }
+  OpenIteration& it = open_[r.iteration];
+  if (it.reported.empty()) {
+    it.reported.assign(static_cast<std::size_t>(config_.world_size), 0);
+    it.pipeline_time_s.assign(config_.dp_degree, 0.0);
+  }
+  char& seen = it.reported[static_cast<std::size_t>(r.rank)];
+  if (seen) return std::nullopt;  // a retry
+  seen = 1;
+  ++it.count;
+  double& t = it.pipeline_time_s[ranks_.at(r.rank).dp_rank];
+  t = std::max(t, r.time_s);
+  // Too many open: the oldest ones will not complete (a rank died or skipped).
+  while (static_cast<int>(open_.size()) > kOpenIterations) {
+    open_.erase(open_.begin());
+    ++dropped_;
+  }
+  const auto found = open_.find(r.iteration);
+  if (found == open_.end() || found->second.count < config_.world_size) return std::nullopt;
+
+  // Complete: iterations before it that are still open will not be.
+  const std::vector<double> measured = std::move(found->second.pipeline_time_s);
+  for (auto k = open_.begin(); k != open_.end() && k->first <= r.iteration;) {
+    if (k->first < r.iteration) ++dropped_;
+    k = open_.erase(k);
+  }
+  last_completed_ = r.iteration;
+  ++completed_;
+  std::vector<double> predicted(config_.dp_degree);
+  for (int p = 0; p < config_.dp_degree; ++p) {
+    predicted[p] = frontier_.points[point_of_pipeline_[p]].time_s;
+  }
+  if (!detector_->Observe(measured, predicted)) return std::nullopt;
+  PlanSwitch s = Decide(r.iteration + 1, now_unix_s);
+  if (s.point_of_pipeline == point_of_pipeline_) return std::nullopt;
+  Install(s);
+  return s;
+}
+
+double Job::PredictedSavingJ(const PlanChoice& choice) const {
+  // Each pipeline against the intrinsic plan through the same T'. A point's
+  // energy covers its own time; through T' it also blocks (T' - t) on each
+  // of its stages' GPUs: [E_i + Pb S (T' - t_i)] - [E_c + Pb S (T' - t_c)].
+  const solver::FrontierPoint& intrinsic = frontier_.points[intrinsic_];
+  const double stages = config_.pp_degree;
+  double saving = 0;
+  for (int c : choice.candidate_of_pipeline) {
+    const solver::FrontierPoint& q = frontier_.points[c];
+    saving += intrinsic.energy_j - q.energy_j + p_block_w_ * stages * (q.time_s - intrinsic.time_s);
+  }
+  return saving * config_.tp_degree;
+}
+
+PlanSwitch Job::Decide(std::int64_t next_iteration, double now_unix_s) {
+  const std::vector<double>& slow = detector_->slowdowns();
+  const PlanChoice choice = index_->Choose(slow);
+  PlanSwitch s;
+  s.version = plan_version() + 1;
+  s.iteration = next_iteration;
+  s.time_unix_s = now_unix_s;
+  s.slowdowns = slow;
+  s.target_s = choice.target_s;
+  s.point_of_pipeline = choice.candidate_of_pipeline;
+  s.predicted_saving_j = PredictedSavingJ(choice);
+  std::vector<int> stragglers;
+  for (int p = 0; p < config_.dp_degree; ++p) {
+    if (slow[p] > 1) stragglers.push_back(p);
+  }
+  if (stragglers.empty()) {
+    s.reason = "recovered: no pipeline straggles; every pipeline runs the initial plan";
+  } else {
+    std::string who;
+    for (std::size_t k = 0; k < stragglers.size() && k < 8; ++k) {
+      if (!who.empty()) who += ", ";
+      who += Format("%d at %.2fx", stragglers[k], slow[stragglers[k]]);
+    }
+    if (stragglers.size() > 8) who += Format(" and %zu more", stragglers.size() - 8);
+    int moved = 0;
+    for (int p = 0; p < config_.dp_degree; ++p) moved += s.point_of_pipeline[p] != intrinsic_;
+    s.reason = Format("straggler: pipeline%s %s; T' = %.4f s; %d other pipeline(s) slow down, "
+                      "saving a predicted %.1f J per iteration",
+                      stragglers.size() > 1 ? "s" : "", who.c_str(), s.target_s, moved,
+                      s.predicted_saving_j);
+  }
+  return s;
+}
+
+nlohmann::json SwitchToJson(const PlanSwitch& s) {
+  return {{"version", s.version},
+          {"iteration", s.iteration},
+          {"time_unix_s", s.time_unix_s},
+          {"reason", s.reason},
+          {"slowdowns", s.slowdowns},
+          {"target_s", s.target_s},
+          {"point_of_pipeline", s.point_of_pipeline},
+          {"predicted_saving_j", s.predicted_saving_j}};
+}
+
+PlanSwitch SwitchFromJson(const nlohmann::json& j) {
+  try {
+    PlanSwitch s;
+    s.version = j.at("version").get<int>();
+    s.iteration = j.at("iteration").get<std::int64_t>();
+    s.time_unix_s = j.at("time_unix_s").get<double>();
+    s.reason = j.at("reason").get<std::string>();
+    s.slowdowns = j.at("slowdowns").get<std::vector<double>>();
+    s.target_s = j.at("target_s").get<double>();
+    s.point_of_pipeline = j.at("point_of_pipeline").get<std::vector<int>>();
+    s.predicted_saving_j = j.at("predicted_saving_j").get<double>();
+    return s;
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError("PlanSwitch", std::string("a stored plan switch is not readable: ") +
+                                       e.what());
+  }
+}
+
+nlohmann::json Job::StatusJson() const {
+  const JobConfig& c = config_;
+  nlohmann::json j = {
+      {"job_id", c.job_id},
+      {"phase", JobPhaseName(phase())},
+      {"pp_degree", c.pp_degree},
+      {"dp_degree", c.dp_degree},
+      {"tp_degree", c.tp_degree},
+      {"world_size", c.world_size},
+      {"schedule", std::string(schedule::KindName(c.spec.kind))},
+      {"microbatches", c.spec.microbatches},
+      {"chunks", c.spec.chunks},
+      {"gpu", c.gpu},
+      {"metadata", c.metadata},
+      {"registered_ranks", registered_ranks()},
+      {"has_profile", has_profile()},
+      {"plan_version", plan_version()},
+      {"completed_iterations", completed_},
+      {"dropped_iterations", dropped_},
+  };
+  if (c.p_block_w) j["p_block_w"] = *c.p_block_w;
+  if (!failure_.empty()) j["failure"] = failure_;
+  if (planned_) {
+    nlohmann::json points = nlohmann::json::array();
+    for (const solver::FrontierPoint& q : frontier_.points) {
+      points.push_back({{"time_s", q.time_s}, {"energy_j", q.energy_j}});
+    }
+    j["frontier"] = {{"baseline_time_s", baseline_time_s_},
+                     {"max_clock_energy_j", frontier_.max_clock.energy_j},
+                     {"p_block_w", p_block_w_},
+                     {"intrinsic", intrinsic_},
+                     {"points", std::move(points)}};
+    j["point_of_pipeline"] = point_of_pipeline_;
+    j["slowdowns"] = detector_->slowdowns();
+    nlohmann::json history = nlohmann::json::array();
+    for (const PlanSwitch& s : switches_) history.push_back(SwitchToJson(s));
+    j["switches"] = std::move(history);
+  }
+  return j;
+}
+
+}  // namespace joulepipe::coord
