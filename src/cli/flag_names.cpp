@@ -26,6 +26,8 @@ constexpr std::pair<std::string_view, std::string_view> kFlagNames[] = {
     {"PlanRequest::resolution_s", "--resolution-ms"},
     // sim::SimulateRequest, sim::JobSpec, sim::Straggler (simulate, demo)
     {"SimulateRequest::detection_lag", "--detection-lag"},
+    {"StragglerOptions::window", "--detection-window"},
+    {"StragglerOptions::threshold", "--detection-threshold"},
     {"SimulateRequest::resolution_s", "--resolution-ms"},
     {"SimulateRequest::timeline_iterations", "--timeline-iterations"},
     {"JobSpec::p_block_w", "--p-block"},

@@ -71,7 +71,12 @@ std::string FormatSimulationSummary(const sim::SimulateOutcome& o) {
     s += Printf("  note          %s\n", WithFlagNames(note).c_str());
   }
   s += Printf("  straggler     %s\n", StragglerText(r).c_str());
-  if (o.has_straggler()) {
+  if (o.has_straggler() && r.detection == sim::Detection::kMeasured) {
+    s += Printf("  detection     measured: the coordinator's detector on each iteration's times "
+                "(%d slow iteration(s) at >= %gx to switch, %d below %gx to switch back)\n",
+                r.detector.window, r.detector.threshold, r.detector.window,
+                r.detector.recover_below);
+  } else if (o.has_straggler()) {
     s += Printf("  detection     %s\n",
                 r.detection_lag == 0 ? "immediate (T' known in the iteration it happens)"
                                      : Printf("%d iteration(s) late", r.detection_lag).c_str());
@@ -154,7 +159,10 @@ std::string SimulationJson(const sim::SimulateOutcome& o) {
   inputs["straggler_from"] = j.straggler.from_iteration;
   inputs["straggler_for"] = j.straggler.for_iterations;
   inputs["straggler_period"] = j.straggler.period;
+  inputs["detection"] = sim::DetectionName(r.detection);
   inputs["detection_lag"] = r.detection_lag;
+  inputs["detection_window"] = r.detector.window;
+  inputs["detection_threshold"] = r.detector.threshold;
   inputs["clock_variability"] = j.clock_variability;
   inputs["stall_probability"] = j.stall_probability;
   inputs["stall_s"] = j.stall_s;
@@ -219,7 +227,9 @@ constexpr char kSimulateFooter[] =
     "             iteration time T); while a straggler slows its pipeline to T',\n"
     "             the straggler keeps that plan and the others run the least-energy\n"
     "             frontier plan whose time is <= T' (they would wait anyway), and\n"
-    "             switch back when it recovers (after --detection-lag iterations).\n"
+    "             switch back when it recovers (after --detection-lag iterations,\n"
+    "             or, with --detection measured, when the coordinator's detector\n"
+    "             has seen --detection-window slow or recovered iterations).\n"
     "\n"
     "Accounting (GPU energy, simulated from the profile): per GPU and iteration\n"
     "  E = sum of instruction energies + P_block x (iteration time - busy time).\n"
@@ -254,6 +264,9 @@ struct SimulateFlags {
   int straggler_for = 0;
   int straggler_period = 0;
   int detection_lag = 0;
+  std::string detection = "oracle";
+  int detection_window = 2;
+  double detection_threshold = 1.05;
   double clock_variability = 0;
   double stall_probability = 0;
   double stall_ms = 0;
@@ -320,9 +333,27 @@ SimulateSubcommand::SimulateSubcommand(CLI::App* app)
       ->capture_default_str()
       ->type_name("P");
   c->add_option("--detection-lag", f->detection_lag,
-                "Iterations before joulepipe knows of a slowdown (0 = immediate)")
+                "Iterations before joulepipe knows of a slowdown (0 = immediate; "
+                "--detection oracle)")
       ->capture_default_str()
       ->type_name("K");
+  c->add_option("--detection", f->detection,
+                "oracle: the slowdown is known --detection-lag iterations late; measured: the "
+                "coordinator's straggler detector (joulepipe serve's) watches the simulated "
+                "iteration times")
+      ->check(CLI::IsMember({"oracle", "measured"}))
+      ->capture_default_str()
+      ->type_name("HOW");
+  c->add_option("--detection-window", f->detection_window,
+                "--detection measured: consecutive slow (or recovered) iterations before "
+                "switching, 1..100")
+      ->capture_default_str()
+      ->type_name("N");
+  c->add_option("--detection-threshold", f->detection_threshold,
+                "--detection measured: a pipeline this many times slower than the others "
+                "straggles, (1, 100]")
+      ->capture_default_str()
+      ->type_name("X");
   c->add_option("--clock-variability", f->clock_variability,
                 "Std. dev. of each GPU's time factor, drawn once, 0..0.2 (e.g. 0.02)")
       ->capture_default_str()
@@ -401,6 +432,12 @@ int SimulateSubcommand::Run() const {
   job.stall_s = f.stall_ms * 1e-3;
   job.seed = f.seed;
   request.detection_lag = f.detection_lag;
+  request.detection =
+      f.detection == "measured" ? sim::Detection::kMeasured : sim::Detection::kOracle;
+  request.detector.window = f.detection_window;
+  request.detector.threshold = f.detection_threshold;
+  request.detector.recover_below =
+      std::min(request.detector.recover_below, f.detection_threshold);
   request.resolution_s = f.resolution_ms * 1e-3;
   request.timeline_iterations = f.timeline.empty() ? 0 : f.timeline_iterations;
   sim::CheckSimulateRequest(request);  // flags before files

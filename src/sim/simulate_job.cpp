@@ -71,6 +71,7 @@ void CheckSimulateRequest(const SimulateRequest& r) {
   }
   CheckIterationIndex("SimulateRequest::detection_lag", r.detection_lag,
                       "iterations until the policy knows of a slowdown; 0 = immediate");
+  coord::CheckStragglerOptions(r.detector);
   CheckIterationIndex("SimulateRequest::timeline_iterations", r.timeline_iterations,
                       "iterations recorded in the timeline; 0 records none");
 }
@@ -123,7 +124,9 @@ SimulateOutcome SimulateJob(const model::Profile& profile, const SimulateRequest
   const Simulator simulator(outcome.schedule, profile, job, std::move(candidates), baseline,
                             intrinsic_index);
   RunOptions run;
+  run.detection = request.detection;
   run.detection_lag = request.detection_lag;
+  run.detector = request.detector;
   run.timeline_iterations = request.timeline_iterations;
   run.max_timeline_events = 500'000;  // each policy: ~75 MB of JSON at most
   outcome.baseline = simulator.Run(Policy::kBaseline, run);
@@ -135,12 +138,23 @@ SimulateOutcome SimulateJob(const model::Profile& profile, const SimulateRequest
   // What the non-straggler pipelines run once the straggler is known.
   outcome.straggler_plan = outcome.intrinsic;
   outcome.straggler_target_s = outcome.intrinsic.time_s;
-  if (outcome.has_straggler()) {
+  const int other = job.straggler.pipeline == 0 ? 1 : 0;
+  if (outcome.has_straggler() && request.detection == Detection::kMeasured) {
+    // The first plan the detector moved a non-straggler to.
+    const SimulationResult& r = outcome.joulepipe;
+    for (int i = 0; i < job.iterations && other < job.pipelines; ++i) {
+      const int c = r.plan[static_cast<std::size_t>(i) * job.pipelines + other];
+      if (c == intrinsic_index) continue;
+      const CandidatePlan& k = simulator.candidates()[c];
+      outcome.straggler_plan = {k.time_s, k.energy_j, k.mhz};
+      outcome.straggler_target_s = r.iterations[i].target_s;
+      break;
+    }
+  } else if (outcome.has_straggler()) {
     const int when = job.straggler.from_iteration + request.detection_lag;
     const std::vector<int> chosen = simulator.Choose(Policy::kJoulepipe, when,
                                                      request.detection_lag,
                                                      &outcome.straggler_target_s);
-    const int other = job.straggler.pipeline == 0 ? 1 : 0;
     if (other < job.pipelines) {
       const CandidatePlan& c = simulator.candidates()[chosen[other]];
       outcome.straggler_plan = {c.time_s, c.energy_j, c.mhz};

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -186,17 +187,9 @@ Simulator::Simulator(const schedule::Schedule& schedule, const model::Profile& p
   }
 
   // Least-energy-within lookup.
-  std::vector<int> order(count);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return candidates_[a].time_s < candidates_[b].time_s; });
-  for (int k = 0; k < count; ++k) {
-    const int c = order[k];
-    sorted_time_.push_back(candidates_[c].time_s);
-    const bool better = k == 0 || candidates_[c].energy_j < candidates_[best_upto_[k - 1]].energy_j;
-    best_upto_.push_back(better ? c : best_upto_[k - 1]);
-    if (better) chain_.push_back(c);
-  }
+  std::vector<coord::Candidate> index(count);
+  for (int c = 0; c < count; ++c) index[c] = {candidates_[c].time_s, candidates_[c].energy_j};
+  index_.emplace(std::move(index), intrinsic_);
 
   // Per-GPU speed factors, a pure function of (seed, pipeline, stage).
   speed_.assign(static_cast<std::size_t>(job_.pipelines) * stages_, 1.0);
@@ -225,12 +218,6 @@ const model::ClockPoint* Simulator::PointAt(int position, int mhz) const {
   const int offset = mhz - row_min_mhz_[id];
   if (offset < 0 || offset >= static_cast<int>(row_points_[id].size())) return nullptr;
   return row_points_[id][offset];
-}
-
-int Simulator::BestWithin(double time_s) const {
-  const auto end = std::upper_bound(sorted_time_.begin(), sorted_time_.end(), time_s);
-  if (end == sorted_time_.begin()) return -1;
-  return best_upto_[static_cast<std::size_t>(end - sorted_time_.begin()) - 1];
 }
 
 Simulator::Tables Simulator::BuildTables(int candidate) const {
@@ -311,18 +298,19 @@ int Simulator::MeasuredBestWithin(int pipeline, double slowdown, double limit_s,
   if (found != cache->chosen.end()) return found->second;
   // Along the Pareto chain (ascending predicted time, descending energy) the
   // measured time rises too; binary search for the last one that fits.
+  const std::vector<int>& chain = index_->chain();
   auto fits = [&](std::size_t k) {
-    return Measure(pipeline, chain_[k], slowdown, cache) <= limit_s * (1 + kTimeTolerance);
+    return Measure(pipeline, chain[k], slowdown, cache) <= limit_s * (1 + kTimeTolerance);
   };
   // If none does, the baseline does: T' is at least its measured time.
   int best = baseline_;
   if (fits(0)) {
-    std::size_t lo = 0, hi = chain_.size();
+    std::size_t lo = 0, hi = chain.size();
     while (hi - lo > 1) {
       const std::size_t mid = lo + (hi - lo) / 2;
       (fits(mid) ? lo : hi) = mid;
     }
-    best = chain_[lo];
+    best = chain[lo];
   }
   cache->chosen.emplace(key, best);
   return best;
@@ -347,21 +335,19 @@ std::vector<int> Simulator::Choose(Policy policy, int iteration, int detection_l
   if (known >= 0) {
     for (int p = 0; p < d; ++p) slow[p] = job_.straggler.SlowdownOf(p, known);
   }
-  std::vector<int> plan(d, intrinsic_);
+  return ChooseFor(slow, target_s, cache);
+}
+
+std::vector<int> Simulator::ChooseFor(const std::vector<double>& slow, double* target_s,
+                                      Cache* cache) const {
+  const int d = job_.pipelines;
   if (!measure_) {
-    // Noiseless pipelines: predicted times are exact.
-    const double worst = *std::max_element(slow.begin(), slow.end());
-    const double target = worst * candidates_[intrinsic_].time_s;
-    if (target_s != nullptr) *target_s = target;
-    for (int p = 0; p < d; ++p) {
-      if (slow[p] >= worst) continue;  // the slowest pipeline: zero-slowdown plan
-      const int best = BestWithin(target / slow[p] * (1 + kTimeTolerance));
-      if (best >= 0 && candidates_[best].energy_j <= candidates_[intrinsic_].energy_j) {
-        plan[p] = best;
-      }
-    }
-    return plan;
+    // Noiseless pipelines: predicted times are exact; the coordinator's rule.
+    coord::PlanChoice choice = index_->Choose(slow);
+    if (target_s != nullptr) *target_s = choice.target_s;
+    return std::move(choice.candidate_of_pipeline);
   }
+  std::vector<int> plan(d, intrinsic_);
   // Persistent noise: T' is what the job would take at max clocks, measured
   // on each pipeline's own GPUs; every pipeline runs the least-energy plan
   // that, measured the same way, fits within it.
@@ -372,9 +358,14 @@ std::vector<int> Simulator::Choose(Policy policy, int iteration, int detection_l
   return plan;
 }
 
+const char* DetectionName(Detection detection) {
+  return detection == Detection::kMeasured ? "measured" : "oracle";
+}
+
 SimulationResult Simulator::Run(Policy policy, const RunOptions& options) const {
   CheckIterationIndex("RunOptions::detection_lag", options.detection_lag,
                       "iterations until the policy knows of a slowdown; 0 = immediate");
+  coord::CheckStragglerOptions(options.detector);
   CheckIterationIndex("RunOptions::timeline_iterations", options.timeline_iterations,
                       "iterations recorded in the timeline; 0 records none");
   const int n = schedule_.num_nodes();
@@ -391,10 +382,20 @@ SimulationResult Simulator::Run(Policy policy, const RunOptions& options) const 
   result.finish_s.resize(static_cast<std::size_t>(iterations) * d);
   result.gpu_energy_j.resize(static_cast<std::size_t>(iterations) * d * S);
 
-  // Choices first (they do not depend on simulated outcomes), then tables
-  // for exactly the candidates used.
+  // Oracle choices do not depend on simulated outcomes: all of them first,
+  // then tables for exactly the candidates used. Measured ones are made at
+  // each iteration's start from what the detector has seen so far.
   Cache cache;
-  for (int i = 0; i < iterations; ++i) {
+  const bool measured =
+      policy == Policy::kJoulepipe && options.detection == Detection::kMeasured;
+  std::optional<coord::StragglerDetector> detector;
+  std::vector<int> current;  // measured: the plans in force
+  double current_target = 0;
+  if (measured) {
+    detector.emplace(d, options.detector);
+    current = ChooseFor(std::vector<double>(d, 1.0), &current_target, &cache);
+  }
+  for (int i = 0; i < iterations && !measured; ++i) {
     const std::vector<int> chosen =
         Choose(policy, i, options.detection_lag, &result.iterations[i].target_s, &cache);
     for (int p = 0; p < d; ++p) {
@@ -404,6 +405,7 @@ SimulationResult Simulator::Run(Policy policy, const RunOptions& options) const 
   }
   const std::vector<Tables>& tables = cache.tables;
   const std::vector<int>& table_of = cache.table_of;
+  std::vector<double> predicted(d);
 
   std::vector<double> finish(n), start(n);
   std::vector<double> factor(S);
@@ -422,6 +424,13 @@ SimulationResult Simulator::Run(Policy policy, const RunOptions& options) const 
 
   for (int i = 0; i < iterations; ++i) {
     IterationResult& it = result.iterations[i];
+    if (measured) {
+      it.target_s = current_target;
+      for (int p = 0; p < d; ++p) {
+        result.plan[static_cast<std::size_t>(i) * d + p] = current[p];
+        TablesOf(current[p], &cache);
+      }
+    }
     const bool record = !recording_done && i < options.timeline_iterations;
     it.straggler_active = job_.straggler.ActiveAt(i);
     double compute_end = 0;
@@ -464,6 +473,15 @@ SimulationResult Simulator::Run(Policy policy, const RunOptions& options) const 
     }
     it.compute_s = compute_end;
     it.time_s = compute_end + job_.allreduce_s;
+    if (measured) {
+      // What the coordinator hears: each pipeline's compute time against its
+      // plan's prediction; a changed verdict re-plans from the next iteration.
+      for (int p = 0; p < d; ++p) predicted[p] = candidates_[current[p]].time_s;
+      const double* measured_s = &result.finish_s[static_cast<std::size_t>(i) * d];
+      if (detector->Observe(std::vector<double>(measured_s, measured_s + d), predicted)) {
+        current = ChooseFor(detector->slowdowns(), &current_target, &cache);
+      }
+    }
 
     // Energy: per GPU, sum e + P_block * (T - sum t) with the slowed time
     // split out (simulator.hpp).

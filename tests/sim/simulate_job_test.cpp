@@ -101,6 +101,38 @@ TEST(SimulateJob, StragglerResponseSavesEnergyWithoutSlowingTheJob) {
   EXPECT_EQ(progress.back().second, 1.0);
 }
 
+// The coordinator's detector on the simulated iteration times: with window
+// w on a noiseless job it switches exactly when the oracle does w
+// iterations late, both ways, so the energy is the same to the bit.
+TEST(SimulateJob, MeasuredDetectionIsTheOracleWindowIterationsLate) {
+  const model::Profile profile = MakeProfile(4);
+  SimulateRequest request = StragglerRequest();
+  request.job.iterations = 14;
+  request.job.straggler.slowdown = 1.2;
+  request.job.straggler.from_iteration = 3;
+  request.job.straggler.for_iterations = 5;  // 3..7
+  request.detection = Detection::kMeasured;
+  request.detector.window = 2;
+  const SimulateOutcome measured = SimulateJob(profile, request);
+  request.detection = Detection::kOracle;
+  request.detection_lag = 2;
+  const SimulateOutcome oracle = SimulateJob(profile, request);
+  EXPECT_EQ(measured.joulepipe.plan, oracle.joulepipe.plan);
+  EXPECT_EQ(measured.joulepipe.TotalEnergy(), oracle.joulepipe.TotalEnergy());
+  EXPECT_LT(measured.joulepipe.TotalEnergy(), measured.baseline.TotalEnergy());
+  // Pipeline 0 leaves the intrinsic plan in iterations 5..9 only.
+  const int intrinsic = measured.joulepipe.plan[0];
+  for (int i = 0; i < 14; ++i) {
+    const bool switched = measured.joulepipe.plan[static_cast<std::size_t>(i) * 3] != intrinsic;
+    EXPECT_EQ(switched, i >= 5 && i <= 9) << "iteration " << i;
+  }
+  EXPECT_EQ(measured.straggler_plan.time_s, oracle.straggler_plan.time_s);
+  EXPECT_NEAR(measured.straggler_target_s, oracle.straggler_target_s, 1e-12);  // measured 1.2x
+  request.detection = Detection::kMeasured;
+  request.detector.window = 0;
+  EXPECT_EQ(ErrorOf([&] { SimulateJob(profile, request); }).field(), "StragglerOptions::window");
+}
+
 // The plan it simulates is PlanPipeline's with the straggler's factor.
 TEST(SimulateJob, PlansThroughPlanPipeline) {
   const model::Profile profile = MakeProfile(4);

@@ -38,7 +38,12 @@ struct SimulateRequest {
   // Pipelines, TP degree, faults, iterations, seed. A straggler with
   // slowdown 1 is no straggler (straggler.pipeline is ignored then).
   JobSpec job;
-  int detection_lag = 0;        // iterations until the policy knows a slowdown, >= 0
+  // How joulepipe learns of a straggler (simulator.hpp, Detection): the
+  // oracle, detection_lag iterations late, or the coordinator's detector on
+  // the simulated iteration times (window iterations to switch and back).
+  Detection detection = Detection::kOracle;
+  int detection_lag = 0;        // kOracle: iterations until the policy knows a slowdown, >= 0
+  coord::StragglerOptions detector;  // kMeasured
   double resolution_s = 5e-3;   // frontier grid (s), > 0; T and T' are planned exactly
   int timeline_iterations = 0;  // > 0: record the first N iterations of both policies
   // Called from the calling thread: phase ("relaxation", "rounding" while

@@ -33,12 +33,14 @@
 //   kBaseline   every pipeline runs the baseline candidate (all max clocks).
 //   kJoulepipe  straggler response (extrinsic bloat). In iteration i the
 //               policy knows each pipeline's straggler slowdown s_p as of
-//               iteration i - detection_lag (1 before the job started).
+//               iteration i - detection_lag (1 before the job started), or
+//               as coord::StragglerDetector measured it (Detection).
 //               Noiseless pipelines (no clock variability, no P2P latency):
 //               T' = max_p s_p * time(intrinsic); a pipeline with the
 //               largest s_p runs the intrinsic (zero-slowdown) candidate,
 //               every other one the least-energy candidate whose predicted
-//               time * s_p <= T'. This is Perseus's rule.
+//               time * s_p <= T'. This is Perseus's rule, and the
+//               coordinator's: coord::CandidateIndex::Choose.
 //               With clock variability or P2P latency (persistent, so a real
 //               system measures them), predicted times are not what a
 //               pipeline takes: a slowed plan has less slack, so a slow GPU
@@ -55,8 +57,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
+#include "joulepipe/coord/plan_choice.hpp"
+#include "joulepipe/coord/straggler.hpp"
 #include "joulepipe/model/profile.hpp"
 #include "joulepipe/schedule/schedule.hpp"
 #include "joulepipe/sim/timeline.hpp"
@@ -109,8 +114,21 @@ struct JobSpec {
 enum class Policy { kBaseline, kJoulepipe };
 const char* PolicyName(Policy policy);  // "baseline" | "joulepipe"
 
+// How kJoulepipe learns of a straggler.
+//   kOracle    it knows each pipeline's slowdown detection_lag iterations
+//              late (the experiment's knob: what a perfect detector gives).
+//   kMeasured  coord::StragglerDetector sees each iteration's simulated
+//              per-pipeline compute times against the plans' predicted
+//              times, exactly as the coordinator sees ranks' reports, and
+//              the plans are chosen again whenever its verdict changes.
+//              Noiseless, with window w, this equals kOracle with lag w.
+enum class Detection { kOracle, kMeasured };
+const char* DetectionName(Detection detection);  // "oracle" | "measured"
+
 struct RunOptions {
-  int detection_lag = 0;        // kJoulepipe: iterations until a slowdown is known, >= 0
+  Detection detection = Detection::kOracle;
+  int detection_lag = 0;        // kOracle: iterations until a slowdown is known, >= 0
+  coord::StragglerOptions detector;  // kMeasured
   int timeline_iterations = 0;  // record the timeline of the first N iterations
   std::size_t max_timeline_events = 1'000'000;  // stop recording beyond this
 };
@@ -183,6 +201,9 @@ class Simulator {
   const Tables& TablesOf(int candidate, Cache* cache) const;
   std::vector<int> Choose(Policy policy, int iteration, int detection_lag, double* target_s,
                           Cache* cache) const;
+  // kJoulepipe's plans for known slowdowns (one per pipeline, >= 1).
+  std::vector<int> ChooseFor(const std::vector<double>& slow, double* target_s,
+                             Cache* cache) const;
   // Noisy jobs: the time of `candidate` on `pipeline`'s own GPUs, slowed by
   // `slowdown` (no stall); and the least-energy candidate on the Pareto
   // chain whose measured time is <= limit_s (binary search).
@@ -200,13 +221,10 @@ class Simulator {
   std::vector<CandidatePlan> candidates_;
   int baseline_ = 0, intrinsic_ = 0, stages_ = 0;
 
-  // Candidates by ascending time with the least-energy index up to each:
-  // BestWithin is one binary search.
-  std::vector<double> sorted_time_;
-  std::vector<int> best_upto_;
-  std::vector<int> chain_;  // the distinct best_upto_ values: time up, energy strictly down
+  // The candidates' least-energy-within lookup and Pareto chain (time up,
+  // energy strictly down): the coordinator's rule.
+  std::optional<coord::CandidateIndex> index_;
   bool measure_ = false;    // clock variability or P2P latency: measure plans on each pipeline
-  int BestWithin(double time_s) const;
 
   // The DAG in topological order: position -> node and stage; predecessor
   // positions (CSR) with the latency of each edge (p2p_latency_s between
