@@ -52,6 +52,30 @@ TEST_F(SimulateCommandTest, JsonHasTheRequiredKeysAndSavesEnergyWithAStraggler) 
   EXPECT_NE(std::string(j["figures"]).find("simulated"), std::string::npos);
 }
 
+TEST_F(SimulateCommandTest, MeasuredDetectionSwitchesAfterTheWindowBothWays) {
+  const Result r = Simulate(
+      "--pipelines 3 --straggler-slowdown 1.2 --straggler-from 2 --straggler-for 3 "
+      "--iterations 9 --detection measured --detection-window 2 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["inputs"]["detection"], "measured");
+  // Slow in 2..4: switched for 4..6 (two slow iterations seen, then two
+  // recovered ones), T' back to T from 7.
+  const nlohmann::json& it = j["per_iteration"];
+  const double t = it[0]["target_s"];
+  for (int i = 0; i < 9; ++i) {
+    const bool switched = it[i]["target_s"].get<double>() > t * 1.1;
+    EXPECT_EQ(switched, i >= 4 && i <= 6) << "iteration " << i << ": " << it[i];
+  }
+  const Result human = Simulate(
+      "--pipelines 3 --straggler-slowdown 1.2 --straggler-from 2 --iterations 4 "
+      "--detection measured");
+  ASSERT_EQ(human.code, 0) << human.err;
+  EXPECT_NE(human.out.find("detection     measured: the coordinator's detector"),
+            std::string::npos)
+      << human.out;
+}
+
 TEST_F(SimulateCommandTest, HumanSummaryShowsBothPoliciesAndTheMethodology) {
   const Result r = Simulate("--pipelines 3 --straggler-slowdown 1.3 --iterations 1");
   ASSERT_EQ(r.code, 0) << r.err;
@@ -114,6 +138,9 @@ TEST_F(SimulateCommandTest, BadFlagsExitTwoNamingTheFlag) {
       {"--pipelines 2 --p2p-latency-us -3", "--p2p-latency-us"},
       {"--pipelines 2 --allreduce-ms nan", "--allreduce-ms"},
       {"--pipelines 2 --detection-lag -1", "--detection-lag"},
+      {"--pipelines 2 --detection measured --detection-window 0", "--detection-window"},
+      {"--pipelines 2 --detection measured --detection-threshold 1", "--detection-threshold"},
+      {"--pipelines 2 --detection psychic", "--detection"},
       {"--pipelines 2 --straggler-slowdown 1.2 --straggler-for 5 --straggler-period 3",
        "--straggler-for"},
       {"--pipelines 2 --resolution-ms 0", "--resolution-ms"},
