@@ -154,9 +154,10 @@ Config Parse(const std::string& text, const std::string& source, const std::stri
   }
   if (j.contains("permissions")) {
     const json& p = j["permissions"];
-    CheckKeys(p, {"clocks", "power_limit"}, source, "permissions");
+    CheckKeys(p, {"clocks", "power_limit", "persistence_mode"}, source, "permissions");
     c.allow_clocks = Bool(p, "clocks", false, source, "permissions");
     c.allow_power_limit = Bool(p, "power_limit", false, source, "permissions");
+    c.allow_persistence_mode = Bool(p, "persistence_mode", false, source, "permissions");
   }
   c.state_file = ResolvePath(String(j, "state_file", "", source, top), base_dir);
   c.call_log = ResolvePath(String(j, "call_log", "", source, top), base_dir);

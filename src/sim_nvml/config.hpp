@@ -55,8 +55,9 @@ struct Config {
   double epoch_unix_s = 0;                              // energy counter integrates power from here
   double energy_period_s = 0.1;                         // counter update granularity (> 0)
   PowerReading power_reading = PowerReading::kAverage;  // nvmlDeviceGetPowerUsage
-  bool allow_clocks = false;                            // permission for locked-clock setters
+  bool allow_clocks = false;                            // locked graphics and memory clocks
   bool allow_power_limit = false;                       // permission for the power-limit setter
+  bool allow_persistence_mode = false;                  // the persistence-mode setter
   std::string state_file;                               // "" = state is per process
   std::string call_log;                                 // "" = setter calls are not logged
   int init_error = 0;                                   // nvmlReturn_t nvmlInit returns; 0 = none

@@ -59,6 +59,26 @@ double PowerLimitW(const physics::GpuSpec& gpu, const Settings& s) {
   return s.power_limit_mw > 0 ? s.power_limit_mw / 1000.0 : gpu.tdp_w;
 }
 
+std::vector<unsigned> SupportedMemoryClocks(const physics::GpuSpec& gpu) {
+  return {static_cast<unsigned>(gpu.memory_mhz)};
+}
+
+unsigned MemoryClockMhz(const physics::GpuSpec& gpu, const Settings& s) {
+  const std::vector<unsigned> clocks = SupportedMemoryClocks(gpu);  // highest first
+  if (!s.mem_locked) return clocks.front();
+  for (unsigned mhz : clocks)
+    if (mhz <= s.mem_locked_max_mhz) return mhz;
+  return clocks.back();
+}
+
+double MemoryPowerShare(const physics::GpuSpec& gpu, const Operating& op) {
+  if (!(op.power_w > 0)) return 0;
+  const double busy_above_idle =
+      std::max(0.0, op.power_w - gpu.idle_w) * op.utilization * (1.0 - op.compute_fraction);
+  const double memory_w = kIdleMemoryShare * gpu.idle_w + busy_above_idle;
+  return std::clamp(memory_w / op.power_w, 0.0, 1.0);
+}
+
 Operating OperatingAt(const DeviceConfig& dev, double epoch, const Settings& s, double t) {
   const physics::GpuSpec& gpu = *dev.gpu;
   const ClockRange range = AllowedClocks(gpu, s);

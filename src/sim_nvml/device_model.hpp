@@ -30,10 +30,14 @@
 namespace joulepipe::sim_nvml {
 
 struct Settings {
-  bool locked = false;          // locked graphics clocks set
-  unsigned locked_min_mhz = 0;  // as requested (min <= max); used only if locked
+  bool locked = false;              // locked graphics clocks set
+  unsigned locked_min_mhz = 0;      // as requested (min <= max); used only if locked
   unsigned locked_max_mhz = 0;
-  unsigned power_limit_mw = 0;  // 0 = the GPU's default limit (tdp_w)
+  unsigned power_limit_mw = 0;      // 0 = the GPU's default limit (tdp_w)
+  bool mem_locked = false;          // locked memory clocks set
+  unsigned mem_locked_min_mhz = 0;  // as requested (min <= max); used only if mem_locked
+  unsigned mem_locked_max_mhz = 0;
+  bool persistence_mode = false;  // driver persistence mode (no effect on power)
   // In-process load override (nvmlJoulepipeSimSetLoad): -1 follows the
   // config's load schedule; otherwise sim_nvml::kLoadIdle, kLoadBlocked or
   // kLoadBusy (joulepipe/sim_nvml/ext.hpp), with the work's beta and
@@ -93,6 +97,23 @@ ClockRange AllowedClocks(const physics::GpuSpec& gpu, const Settings& s);
 double SnapDown(const physics::GpuSpec& gpu, double mhz);
 
 double PowerLimitW(const physics::GpuSpec& gpu, const Settings& s);
+
+// Supported memory clocks, highest first: the catalog's single memory_mhz
+// (A100 and H100 boards list one memory clock).
+std::vector<unsigned> SupportedMemoryClocks(const physics::GpuSpec& gpu);
+
+// The memory clock the settings give: unlocked, the highest supported one;
+// locked, the highest supported clock <= the locked max, or, if none, the
+// lowest supported one (the request is clamped to the supported range, as
+// for graphics clocks). With one supported clock this is always memory_mhz.
+unsigned MemoryClockMhz(const physics::GpuSpec& gpu, const Settings& s);
+
+// Share of the board power drawn by the memory subsystem at the instant
+// `op` (docs/sim-nvml.md, "Memory power"): kIdleMemoryShare of idle_w plus
+// the memory-bound share (1 - beta) of the busy power above idle_w, over
+// the board power. In [0, 1].
+inline constexpr double kIdleMemoryShare = 0.66;
+double MemoryPowerShare(const physics::GpuSpec& gpu, const Operating& op);
 
 Operating OperatingAt(const DeviceConfig& dev, double epoch_unix_s, const Settings& s, double t);
 

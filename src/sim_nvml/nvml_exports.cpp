@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "library.hpp"
 #include "nvml_extra.hpp"
@@ -37,6 +38,31 @@ nvmlReturn_t FillList(const std::vector<unsigned>& values, unsigned* count, unsi
   std::copy(values.begin(), values.end(), out);
   *count = needed;
   return NVML_SUCCESS;
+}
+
+// 30 C ambient plus 40 C at the default limit, following the 1 s power
+// (plausible, no thermal lag).
+unsigned TemperatureC(DeviceCall& c) {
+  return static_cast<unsigned>(std::lround(30.0 + 40.0 * AverageW(c) / c.gpu().tdp_w));
+}
+
+// A power field (NVML_FI_DEV_POWER_*) for one power scope, in mW; false when
+// the device has no sensor for that scope. A100 and H100 SXM boards report
+// the GPU scope; only Hopper reports the memory subsystem; neither is a
+// Grace Hopper module (docs/sim-nvml.md, "Power scopes").
+bool ScopedPowerMw(DeviceCall& c, unsigned field_id, unsigned scope, unsigned* mw) {
+  const double board_w = field_id == NVML_FI_DEV_POWER_AVERAGE ? AverageW(c) : c.Now().power_w;
+  switch (scope) {
+    case NVML_POWER_SCOPE_GPU:
+      *mw = Mw(board_w);
+      return true;
+    case NVML_POWER_SCOPE_MEMORY:
+      if (c.device().architecture != NVML_DEVICE_ARCH_HOPPER) return false;
+      *mw = Mw(board_w * MemoryPowerShare(c.gpu(), c.Now()));
+      return true;
+    default:
+      return false;
+  }
 }
 
 std::string ArgsJson(std::initializer_list<std::pair<const char*, unsigned>> args) {
@@ -262,12 +288,10 @@ SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int v
       }
       switch (v.fieldId) {
         case NVML_FI_DEV_POWER_AVERAGE:
-          v.value.uiVal = Mw(AverageW(c));
-          v.nvmlReturn = NVML_SUCCESS;
-          break;
         case NVML_FI_DEV_POWER_INSTANT:
-          v.value.uiVal = Mw(c.Now().power_w);
-          v.nvmlReturn = NVML_SUCCESS;
+          v.nvmlReturn = ScopedPowerMw(c, v.fieldId, v.scopeId, &v.value.uiVal)
+                             ? NVML_SUCCESS
+                             : NVML_ERROR_NOT_SUPPORTED;
           break;
         default:
           v.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
@@ -295,8 +319,21 @@ SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device,
                                                       unsigned int* temp) {
   return WithDevice(__func__, device, [&](DeviceCall& c) {
     if (temp == nullptr || sensorType != NVML_TEMPERATURE_GPU) return NVML_ERROR_INVALID_ARGUMENT;
-    // 30 C ambient plus 40 C at the default limit, following the 1 s power.
-    *temp = static_cast<unsigned>(std::lround(30.0 + 40.0 * AverageW(c) / c.gpu().tdp_w));
+    *temp = TemperatureC(c);
+    return NVML_SUCCESS;
+  });
+}
+
+static_assert(NVML_SIM_TEMPERATURE_V1 == 0x100000Cu, "pynvml's nvmlTemperature_v1");
+
+SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t device,
+                                                       nvmlTemperature_t* temperature) {
+  return WithDevice(__func__, device, [&](DeviceCall& c) {
+    if (temperature == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (temperature->version != NVML_SIM_TEMPERATURE_V1)
+      return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (temperature->sensorType != NVML_TEMPERATURE_GPU) return NVML_ERROR_INVALID_ARGUMENT;
+    temperature->temperature = static_cast<int>(TemperatureC(c));
     return NVML_SUCCESS;
   });
 }
@@ -337,13 +374,26 @@ SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device,
   });
 }
 
+// Hopper boards answer (C2C disabled: an H100 SXM on an x86 host); Ampere
+// and older have no C2C link and answer NOT_SUPPORTED (nvidia-smi: "GPU C2C
+// Mode: N/A"), which is what clients such as Zeus expect off Grace Hopper.
+SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetC2cModeInfoV(nvmlDevice_t device,
+                                                       nvmlC2cModeInfo_v1_t* c2cModeInfo) {
+  return WithDevice(__func__, device, [&](DeviceCall& c) {
+    if (c2cModeInfo == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (c.device().architecture != NVML_DEVICE_ARCH_HOPPER) return NVML_ERROR_NOT_SUPPORTED;
+    c2cModeInfo->isC2cEnabled = 0;
+    return NVML_SUCCESS;
+  });
+}
+
 // ---- Clocks -------------------------------------------------------------------
 
 SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedMemoryClocks(nvmlDevice_t device,
                                                                 unsigned int* count,
                                                                 unsigned int* clocksMHz) {
   return WithDevice(__func__, device, [&](DeviceCall& c) {
-    return FillList({static_cast<unsigned>(c.gpu().memory_mhz)}, count, clocksMHz);
+    return FillList(SupportedMemoryClocks(c.gpu()), count, clocksMHz);
   });
 }
 
@@ -353,7 +403,9 @@ SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedGraphicsClocks(nvmlDevice_t d
                                                                   unsigned int* clocksMHz) {
   return WithDevice(__func__, device, [&](DeviceCall& c) {
     if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    if (memoryClockMHz != static_cast<unsigned>(c.gpu().memory_mhz)) return NVML_ERROR_NOT_FOUND;
+    const std::vector<unsigned> memory = SupportedMemoryClocks(c.gpu());
+    if (std::find(memory.begin(), memory.end(), memoryClockMHz) == memory.end())
+      return NVML_ERROR_NOT_FOUND;
     std::vector<unsigned> clocks;
     for (int mhz : c.gpu().SupportedSmClocks()) clocks.push_back(static_cast<unsigned>(mhz));
     return FillList(clocks, count, clocksMHz);
@@ -370,7 +422,7 @@ SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClo
         *clock = static_cast<unsigned>(std::lround(c.Now().sm_mhz));
         return NVML_SUCCESS;
       case NVML_CLOCK_MEM:
-        *clock = static_cast<unsigned>(c.gpu().memory_mhz);
+        *clock = MemoryClockMhz(c.gpu(), c.settings());
         return NVML_SUCCESS;
       case NVML_CLOCK_VIDEO:
         return NVML_ERROR_NOT_SUPPORTED;
@@ -389,7 +441,7 @@ SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, nvml
         *clock = static_cast<unsigned>(c.gpu().max_sm_mhz);
         return NVML_SUCCESS;
       case NVML_CLOCK_MEM:
-        *clock = static_cast<unsigned>(c.gpu().memory_mhz);
+        *clock = SupportedMemoryClocks(c.gpu()).front();
         return NVML_SUCCESS;
       case NVML_CLOCK_VIDEO:
         return NVML_ERROR_NOT_SUPPORTED;
@@ -497,6 +549,66 @@ SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceResetGpuLockedClocks(nvmlDevice_t device)
     Settings s = c.settings();
     s.locked = false;
     s.locked_min_mhz = s.locked_max_mhz = 0;
+    c.SetSettings(s);
+    return NVML_SUCCESS;
+  });
+}
+
+// Memory locked clocks: Ampere and newer only (NVML: "For Ampere or newer
+// fully supported devices"); the device check comes before the permission
+// check, since it does not depend on the caller.
+SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceSetMemoryLockedClocks(nvmlDevice_t device,
+                                                             unsigned int minMemClockMHz,
+                                                             unsigned int maxMemClockMHz) {
+  const std::string args = ArgsJson({{"min_mhz", minMemClockMHz}, {"max_mhz", maxMemClockMHz}});
+  return Setter(__func__, device, args, [&](DeviceCall& c) {
+    if (c.device().architecture < NVML_DEVICE_ARCH_AMPERE) return NVML_ERROR_NOT_SUPPORTED;
+    if (!c.config().allow_clocks) return NVML_ERROR_NO_PERMISSION;
+    if (minMemClockMHz > maxMemClockMHz) return NVML_ERROR_INVALID_ARGUMENT;
+    Settings s = c.settings();
+    s.mem_locked = true;
+    s.mem_locked_min_mhz = minMemClockMHz;
+    s.mem_locked_max_mhz = maxMemClockMHz;
+    c.SetSettings(s);
+    return NVML_SUCCESS;
+  });
+}
+
+SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceResetMemoryLockedClocks(nvmlDevice_t device) {
+  return Setter(__func__, device, "{}", [&](DeviceCall& c) {
+    if (c.device().architecture < NVML_DEVICE_ARCH_AMPERE) return NVML_ERROR_NOT_SUPPORTED;
+    if (!c.config().allow_clocks) return NVML_ERROR_NO_PERMISSION;
+    Settings s = c.settings();
+    s.mem_locked = false;
+    s.mem_locked_min_mhz = s.mem_locked_max_mhz = 0;
+    c.SetSettings(s);
+    return NVML_SUCCESS;
+  });
+}
+
+// ---- Persistence mode ---------------------------------------------------------------
+
+// Disabled by default (the driver's state after a reboot); kept per device in
+// the settings, so with a state file every process sees the same mode.
+SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device,
+                                                          nvmlEnableState_t* mode) {
+  return WithDevice(__func__, device, [&](DeviceCall& c) {
+    if (mode == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    *mode = c.settings().persistence_mode ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    return NVML_SUCCESS;
+  });
+}
+
+// Needs permissions.persistence_mode (root on a real driver).
+SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceSetPersistenceMode(nvmlDevice_t device,
+                                                          nvmlEnableState_t mode) {
+  const unsigned requested = static_cast<unsigned>(mode);
+  return Setter(__func__, device, ArgsJson({{"mode", requested}}), [&](DeviceCall& c) {
+    if (!c.config().allow_persistence_mode) return NVML_ERROR_NO_PERMISSION;
+    if (requested != NVML_FEATURE_DISABLED && requested != NVML_FEATURE_ENABLED)
+      return NVML_ERROR_INVALID_ARGUMENT;
+    Settings s = c.settings();
+    s.persistence_mode = requested == NVML_FEATURE_ENABLED;
     c.SetSettings(s);
     return NVML_SUCCESS;
   });

@@ -1,7 +1,9 @@
 // NVML functions the simulated library exports beyond our ABI declaration
 // (include/joulepipe/gpu/nvml_api.hpp), for third-party clients such as
-// pynvml: the v1 entry points and a few common queries. Layouts and values
-// follow NVIDIA's public API documentation.
+// pynvml: the v1 entry points, a few common queries, and what Zeus's GPU
+// layer calls (versioned temperature, C2C mode, persistence mode, memory
+// locked clocks). Layouts and values follow NVIDIA's public API documentation
+// and pynvml's ctypes declarations.
 #pragma once
 
 #include "joulepipe/gpu/nvml_api.hpp"
@@ -25,6 +27,33 @@ typedef struct nvmlMemory_v2_st {
 // Struct version tag: sizeof | (2 << 24).
 #define NVML_SIM_MEMORY_V2 (static_cast<unsigned>(sizeof(nvmlMemory_v2_t)) | (2u << 24))
 
+// nvmlEnableState_t (persistence mode).
+typedef enum nvmlEnableState_enum {
+  NVML_FEATURE_DISABLED = 0,
+  NVML_FEATURE_ENABLED = 1
+} nvmlEnableState_t;
+
+// nvmlDeviceGetTemperatureV: the caller sets version and sensorType.
+typedef struct nvmlTemperature_v1_st {
+  unsigned int version;  // NVML_SIM_TEMPERATURE_V1
+  nvmlTemperatureSensors_t sensorType;
+  int temperature;  // degrees C
+} nvmlTemperature_v1_t;
+typedef nvmlTemperature_v1_t nvmlTemperature_t;
+
+// Struct version tag: sizeof | (1 << 24) = 0x100000C, pynvml's nvmlTemperature_v1.
+#define NVML_SIM_TEMPERATURE_V1 (static_cast<unsigned>(sizeof(nvmlTemperature_v1_t)) | (1u << 24))
+
+// nvmlDeviceGetC2cModeInfoV (no version field: pynvml passes the bare struct).
+typedef struct nvmlC2cModeInfo_v1_st {
+  unsigned int isC2cEnabled;
+} nvmlC2cModeInfo_v1_t;
+
+// nvmlFieldValue_t::scopeId of the power fields (NVML_FI_DEV_POWER_*).
+#define NVML_POWER_SCOPE_GPU 0u     // the GPU (board) power
+#define NVML_POWER_SCOPE_MODULE 1u  // GPU + CPU module (Grace Hopper)
+#define NVML_POWER_SCOPE_MEMORY 2u  // the GPU's memory subsystem
+
 nvmlReturn_t nvmlInit(void);
 nvmlReturn_t nvmlDeviceGetCount(unsigned int* deviceCount);
 nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t* device);
@@ -35,5 +64,12 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* me
 nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int* major, int* minor);
 nvmlReturn_t nvmlDeviceGetPowerManagementMode(nvmlDevice_t device, unsigned int* mode);
 nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, unsigned int* pState);
+nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t device, nvmlTemperature_t* temperature);
+nvmlReturn_t nvmlDeviceGetC2cModeInfoV(nvmlDevice_t device, nvmlC2cModeInfo_v1_t* c2cModeInfo);
+nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t* mode);
+nvmlReturn_t nvmlDeviceSetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t mode);
+nvmlReturn_t nvmlDeviceSetMemoryLockedClocks(nvmlDevice_t device, unsigned int minMemClockMHz,
+                                             unsigned int maxMemClockMHz);
+nvmlReturn_t nvmlDeviceResetMemoryLockedClocks(nvmlDevice_t device);
 
 }  // extern "C"

@@ -20,6 +20,8 @@ using nlohmann::json;
 json SettingsJson(const Settings& s) {
   json j{{"power_limit_mw", s.power_limit_mw}};
   if (s.locked) j["locked_mhz"] = {s.locked_min_mhz, s.locked_max_mhz};
+  if (s.mem_locked) j["mem_locked_mhz"] = {s.mem_locked_min_mhz, s.mem_locked_max_mhz};
+  if (s.persistence_mode) j["persistence_mode"] = true;
   if (s.load_state >= 0) j["load"] = {s.load_state, s.load_compute_fraction, s.load_activity};
   return j;
 }
@@ -32,6 +34,12 @@ Settings SettingsFrom(const json& j) {
     s.locked_min_mhz = j["locked_mhz"].at(0).get<unsigned>();
     s.locked_max_mhz = j["locked_mhz"].at(1).get<unsigned>();
   }
+  if (j.contains("mem_locked_mhz")) {
+    s.mem_locked = true;
+    s.mem_locked_min_mhz = j["mem_locked_mhz"].at(0).get<unsigned>();
+    s.mem_locked_max_mhz = j["mem_locked_mhz"].at(1).get<unsigned>();
+  }
+  s.persistence_mode = j.value("persistence_mode", false);
   if (j.contains("load")) {
     s.load_state = j["load"].at(0).get<int>();
     s.load_compute_fraction = j["load"].at(1).get<double>();
