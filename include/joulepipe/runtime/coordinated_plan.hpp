@@ -1,0 +1,149 @@
+// CoordinatedPlan: runs an Agent on the plans a coordinator (`joulepipe
+// serve`) hands this rank, without ever letting the coordinator slow or
+// break training.
+//
+//   runtime::Agent agent(agent_options);
+//   runtime::CoordinatedPlanOptions options;
+//   options.coordinator.url = "http://10.0.0.1:8470";
+//   options.job_id = job;
+//   options.rank = rank;
+//   runtime::CoordinatedPlan coordinated(agent, std::move(options));
+//   coordinated.Start();                 // bounded wait for the first plan
+//   for (each iteration) {
+//     coordinated.OnStepBegin();         // before agent.OnStepBegin()
+//     agent.OnStepBegin();
+//     ...the instructions, with the agent's instruction hooks...
+//     agent.OnStepEnd();
+//     coordinated.OnStepEnd();           // after agent.OnStepEnd()
+//     ...gradient all-reduce, optimizer step...
+//   }
+//
+// What it does:
+//   * Start() (training thread, before the first iteration) registers the
+//     rank when `registration` is set, then long-polls for the rank's plan
+//     for at most start_wait_s and, if one comes, gives it to the agent
+//     (Agent::SetPlan). If the coordinator is unreachable, refuses, or has
+//     no plan in time, it logs one line, e.g.
+//       coordinator unreachable at http://10.0.0.1:8470 after 5 attempts
+//       (last error: ...); this rank keeps default clocks, training goes on
+//     and leaves the agent as it was (off: default clocks). Start() returns
+//     within about start_timeout_s whatever the network does.
+//   * OnStepEnd() measures the iteration (OnStepBegin to OnStepEnd on the
+//     steady clock; energy from `meter` when given) and queues a report for
+//     the background thread: no network, no waiting on it. The queue holds
+//     queue_capacity reports; when full the oldest is dropped and counted
+//     (stats().reports_dropped).
+//   * The background thread sends each report (POST iterations, with the
+//     client's retries). The answer names the plan version the rank should
+//     run; when it differs from the newest one fetched, the thread fetches
+//     that plan and leaves it in a slot. It also retries a registration
+//     that failed at Start(), so a rank that started before the job was
+//     registered joins later.
+//   * OnStepBegin() and OnStepEnd() (between iterations, on the training
+//     thread) hand a waiting plan to the agent: the switch always lands at
+//     an iteration boundary, never inside a step. The check is one atomic
+//     load when nothing waits.
+//
+// Fail-safe: nothing here throws into the training loop (the hooks are
+// noexcept; a bad option is logged at Start() and coordination stays off).
+// Without a plan the agent stays off (default clocks). Losing the
+// coordinator later keeps the plan in force (it is still valid) and is
+// logged once; regaining it is logged once. The agent's own fail-safe (plan
+// mismatch, NVML errors) is untouched: a plan the agent fell back from is
+// not given again; the next new version is.
+//
+// Threads: Start, OnStepBegin, OnStepEnd and ApplyPendingPlan are called
+// from the training thread (the thread that calls the agent's hooks);
+// stats() from any thread. `log` is called from the training thread and the
+// background thread, one call at a time. The agent must outlive this object.
+// The destructor stops the background thread within about 50 ms (a request
+// in flight is abandoned; queued reports are dropped).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "joulepipe/monitor/monitor.hpp"
+#include "joulepipe/runtime/agent.hpp"
+#include "joulepipe/runtime/coord_client.hpp"
+
+namespace joulepipe::runtime {
+
+struct CoordinatedPlanOptions {
+  CoordinatorOptions coordinator;
+  std::string job_id;
+  int rank = 0;
+  // Registered at Start() (and retried in the background until it
+  // succeeds) when set; registering again is idempotent on the server.
+  std::optional<RankRegistration> registration;
+  // Start(): the plan's long poll waits at most this long (0..300 s)...
+  double start_wait_s = 60;
+  // ...and Start() as a whole (registration, retries, the long poll) gives
+  // up after about this long (> 0; a longer start_wait_s is cut to it).
+  double start_timeout_s = 90;
+  // Background: the wait when fetching a version the server announced (it
+  // normally answers at once). 0..300 s.
+  double fetch_wait_s = 5;
+  std::size_t queue_capacity = 64;  // reports waiting to be sent, >= 1
+  // This rank's GPU energy per iteration (energy counter delta, OnStepBegin
+  // to OnStepEnd: one read at each, on the training thread). nullptr: the
+  // reports say energy_j null (not measured).
+  std::shared_ptr<monitor::GpuMeter> meter;
+  std::int64_t first_iteration = 0;  // the number of the first OnStepEnd's iteration
+  // One line per event; default: stderr with a "joulepipe runtime: " prefix.
+  std::function<void(const std::string&)> log;
+};
+
+struct CoordinationStats {
+  int running_version = 0;    // the plan version given to the agent; 0: none
+  int announced_version = 0;  // the newest version the coordinator named
+  bool connected = false;     // the last exchange with the coordinator succeeded
+  std::uint64_t reports_queued = 0;
+  std::uint64_t reports_sent = 0;     // answered by the coordinator
+  std::uint64_t reports_failed = 0;   // gave up after the client's retries
+  std::uint64_t reports_dropped = 0;  // pushed out of a full queue
+  std::uint64_t plans_fetched = 0;    // by the background thread
+  std::uint64_t plans_applied = 0;    // given to the agent (Start included)
+  std::uint64_t fetch_failures = 0;
+};
+
+class CoordinatedPlan {
+ public:
+  // Never throws for bad options or network trouble (Start() logs them);
+  // starts no thread yet.
+  CoordinatedPlan(Agent& agent, CoordinatedPlanOptions options);
+  ~CoordinatedPlan();  // stops the background thread
+  CoordinatedPlan(const CoordinatedPlan&) = delete;
+  CoordinatedPlan& operator=(const CoordinatedPlan&) = delete;
+
+  // Training thread, once, before the first iteration. True when the agent
+  // got a plan. Starts the background thread (unless coordination is off
+  // for a bad option). A second call does nothing and returns the same.
+  bool Start() noexcept;
+
+  // Training thread, just before agent.OnStepBegin(): applies a waiting
+  // plan, marks the iteration's start.
+  void OnStepBegin() noexcept;
+  // Training thread, just after agent.OnStepEnd(): queues the iteration's
+  // report (time since OnStepBegin; nothing is reported without one) and
+  // applies a waiting plan.
+  void OnStepEnd() noexcept;
+  // The same with the caller's own measurements.
+  void OnStepEnd(double time_s, std::optional<double> energy_j) noexcept;
+  // Training thread, between iterations: gives a waiting plan to the agent.
+  // True when it did. OnStepBegin/OnStepEnd call it.
+  bool ApplyPendingPlan() noexcept;
+
+  CoordinationStats stats() const;
+
+  struct State;  // coordinated_plan.cpp
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace joulepipe::runtime

@@ -1,0 +1,537 @@
+// CoordinatorClient (coord_client.hpp has the contract): the routes of
+// `joulepipe serve`, the retry loop and the checks of every answer.
+//
+// Every answer is checked field by field as the plan reader does
+// (src/model/plan.cpp): a bad one names the route and the JSON path
+// ("instructions[3].frequency must be an integer >= 1, got string \"x\""),
+// so a server bug shows up as a precise message rather than a wrong clock.
+#include "joulepipe/runtime/coord_client.hpp"
+
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <limits>
+#include <random>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "http_client.hpp"
+#include "joulepipe/model/error.hpp"
+#include "joulepipe/model/json_input.hpp"
+#include "joulepipe/model/version.hpp"
+
+namespace joulepipe::runtime {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr double kMaxLongPollS = 300;  // the server's longest wait_s
+
+std::string Number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
+void CheckOptions(const CoordinatorOptions& o) {
+  if (std::any_of(o.token.begin(), o.token.end(), [](char c) {
+        return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+      })) {
+    throw model::InputError("CoordinatorOptions::token",
+                            "CoordinatorOptions::token must not contain line breaks or other "
+                            "control characters (it is sent in an HTTP header)");
+  }
+  auto positive = [](double v) { return std::isfinite(v) && v > 0; };
+  model::Require(positive(o.connect_timeout_s), "CoordinatorOptions::connect_timeout_s",
+                "CoordinatorOptions::connect_timeout_s must be a positive number of seconds (got " +
+                    Number(o.connect_timeout_s) + " s)");
+  model::Require(positive(o.request_timeout_s), "CoordinatorOptions::request_timeout_s",
+                "CoordinatorOptions::request_timeout_s must be a positive number of seconds (got " +
+                    Number(o.request_timeout_s) + " s)");
+  model::Require(o.max_response_bytes >= 1024, "CoordinatorOptions::max_response_bytes",
+                 "CoordinatorOptions::max_response_bytes must be at least 1024 (got " +
+                     std::to_string(o.max_response_bytes) + ")");
+  const RetryPolicy& r = o.retry;
+  model::Require(r.max_attempts >= 1, "RetryPolicy::max_attempts",
+                 "RetryPolicy::max_attempts must be at least 1 (got " +
+                     std::to_string(r.max_attempts) + "); 1 makes one attempt and no retries");
+  auto non_negative = [](double v) { return std::isfinite(v) && v >= 0; };
+  model::Require(non_negative(r.initial_backoff_s), "RetryPolicy::initial_backoff_s",
+                 "RetryPolicy::initial_backoff_s must be a finite number of seconds >= 0 (got " +
+                     Number(r.initial_backoff_s) + " s)");
+  model::Require(non_negative(r.max_backoff_s) && r.max_backoff_s >= r.initial_backoff_s,
+                 "RetryPolicy::max_backoff_s",
+                 "RetryPolicy::max_backoff_s must be a finite number of seconds >= "
+                 "RetryPolicy::initial_backoff_s (got " +
+                     Number(r.max_backoff_s) + " s and " + Number(r.initial_backoff_s) + " s)");
+  model::Require(std::isfinite(r.multiplier) && r.multiplier >= 1, "RetryPolicy::multiplier",
+                 "RetryPolicy::multiplier must be at least 1 (got " + Number(r.multiplier) + ")");
+  model::Require(std::isfinite(r.jitter) && r.jitter >= 0 && r.jitter <= 1, "RetryPolicy::jitter",
+                 "RetryPolicy::jitter must be between 0 and 1, the fraction a wait may be "
+                 "shortened by (got " +
+                     Number(r.jitter) + ")");
+  model::Require(non_negative(r.max_retry_after_s), "RetryPolicy::max_retry_after_s",
+                 "RetryPolicy::max_retry_after_s must be a finite number of seconds >= 0 (got " +
+                     Number(r.max_retry_after_s) + " s)");
+}
+
+// A server's Retry-After: delta-seconds or an HTTP date (RFC 9110 10.2.3).
+std::optional<double> RetryAfterSeconds(const std::string& value) {
+  if (!value.empty() && value.size() <= 9 &&
+      std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::stod(value);
+  }
+  std::tm tm{};
+  const char* end = ::strptime(value.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  if (end == nullptr || *end != '\0') return std::nullopt;
+  const std::time_t when = ::timegm(&tm);
+  if (when == static_cast<std::time_t>(-1)) return std::nullopt;
+  return std::max(0.0, std::difftime(when, std::time(nullptr)));
+}
+
+// "503 Service Unavailable"
+std::string StatusText(const http::Response& response) {
+  return std::to_string(response.status) +
+         (response.reason.empty() ? "" : " " + model::ExcerptText(response.reason, 60));
+}
+
+// The server's {"error": ..., "field": ...}, or an excerpt of whatever the
+// body was.
+std::pair<std::string, std::string> ServerError(const http::Response& response) {
+  try {
+    const json body = model::ParseJsonBounded(response.body, "error body", 8);
+    if (body.is_object()) {
+      auto error = body.find("error");
+      if (error != body.end() && error->is_string()) {
+        std::string field;
+        auto f = body.find("field");
+        if (f != body.end() && f->is_string()) {
+          field = model::ExcerptText(f->get_ref<const std::string&>(), 100);
+        }
+        return {model::ExcerptText(error->get_ref<const std::string&>(), 1000), field};
+      }
+    }
+  } catch (const std::exception&) {
+    // Not JSON: quote it below.
+  }
+  if (response.body.empty()) return {"(no error message in the answer)", ""};
+  return {"(answer body: " + model::ExcerptText(response.body, 200) + ")", ""};
+}
+
+// Checks one answer's JSON field by field; every failure is kBadResponse
+// naming the route and the field's path.
+class AnswerReader {
+ public:
+  AnswerReader(std::string context, int status) : context_(std::move(context)), status_(status) {}
+
+  json Parse(const std::string& body) const {
+    try {
+      return model::ParseJsonBounded(body, "the answer");
+    } catch (const model::InputError& e) {
+      throw CoordinatorError(CoordinatorError::Kind::kBadResponse, context_ + ": " + e.what(),
+                             status_);
+    }
+  }
+
+  [[noreturn]] void Fail(const std::string& path, const std::string& problem) const {
+    throw CoordinatorError(CoordinatorError::Kind::kBadResponse,
+                           context_ + ": " + path + " " + problem, status_);
+  }
+
+  const json& Object(const json& value, const std::string& path) const {
+    if (!value.is_object()) Fail(path, "must be a JSON object, got " + Show(value));
+    return value;
+  }
+
+  const json& Require(const json& object, const char* key, const std::string& parent) const {
+    auto it = object.find(key);
+    if (it == object.end()) {
+      Fail(parent.empty() ? "the answer" : parent, std::string("has no field '") + key + "'");
+    }
+    return *it;
+  }
+
+  // Absent or null: nullptr.
+  const json* Optional(const json& object, const char* key) const {
+    auto it = object.find(key);
+    return it == object.end() || it->is_null() ? nullptr : &*it;
+  }
+
+  std::int64_t Integer(const json& value, const std::string& path, std::int64_t min,
+                       std::int64_t max = std::numeric_limits<int>::max()) const {
+    double number = 0;
+    if (value.is_number_integer()) {
+      number = value.is_number_unsigned() ? static_cast<double>(value.get<std::uint64_t>())
+                                          : static_cast<double>(value.get<std::int64_t>());
+    } else if (value.is_number_float() && std::isfinite(value.get<double>()) &&
+               value.get<double>() == std::floor(value.get<double>())) {
+      number = value.get<double>();
+    } else {
+      Fail(path, "must be an integer, got " + Show(value));
+    }
+    if (number < static_cast<double>(min) || number > static_cast<double>(max)) {
+      Fail(path, "must be an integer >= " + std::to_string(min) + ", got " + Show(value));
+    }
+    return static_cast<std::int64_t>(number);
+  }
+
+  double Finite(const json& value, const std::string& path) const {
+    if (!value.is_number() || !std::isfinite(value.get<double>())) {
+      Fail(path, "must be a finite number, got " + Show(value));
+    }
+    return value.get<double>();
+  }
+
+  const std::string& String(const json& value, const std::string& path) const {
+    if (!value.is_string()) Fail(path, "must be a string, got " + Show(value));
+    return value.get_ref<const std::string&>();
+  }
+
+  model::Kind KindOf(const json& value, const std::string& path) const {
+    model::Kind kind{};
+    if (!value.is_string() || !model::ParseKind(value.get_ref<const std::string&>(), &kind)) {
+      Fail(path, "must be \"forward\" or \"backward\", got " + Show(value));
+    }
+    return kind;
+  }
+
+ private:
+  static std::string Show(const json& value) {
+    return value.type_name() + std::string(" ") + model::Excerpt(value, 60);
+  }
+
+  std::string context_;
+  int status_;
+};
+
+RankPlan ReadRankPlan(const AnswerReader& in, const json& root, int rank, int after_version) {
+  in.Object(root, "the answer");
+  RankPlan plan;
+  plan.rank = static_cast<int>(in.Integer(in.Require(root, "rank", ""), "rank", 0));
+  if (plan.rank != rank) {
+    in.Fail("rank", "is " + std::to_string(plan.rank) + " but the request asked for rank " +
+                        std::to_string(rank));
+  }
+  plan.pipeline = static_cast<int>(in.Integer(in.Require(root, "pipeline", ""), "pipeline", 0));
+  plan.stage = static_cast<int>(in.Integer(in.Require(root, "stage", ""), "stage", 0));
+  plan.version = static_cast<int>(in.Integer(in.Require(root, "version", ""), "version", 1));
+  if (plan.version <= after_version) {
+    in.Fail("version", "is " + std::to_string(plan.version) +
+                           " but the request asked for a plan newer than version " +
+                           std::to_string(after_version));
+  }
+  if (const json* reason = in.Optional(root, "reason")) plan.reason = in.String(*reason, "reason");
+  if (const json* predicted = in.Optional(root, "predicted")) {
+    in.Object(*predicted, "predicted");
+    model::Prediction p;
+    p.time_s = in.Finite(in.Require(*predicted, "time_s", "predicted"), "predicted.time_s");
+    p.energy_j = in.Finite(in.Require(*predicted, "energy_j", "predicted"), "predicted.energy_j");
+    plan.predicted = p;
+  }
+
+  const json& list = in.Require(root, "instructions", "");
+  if (!list.is_array() || list.empty()) {
+    in.Fail("instructions", "must be a non-empty array (this rank's stage, one iteration)");
+  }
+  plan.instructions.reserve(list.size());
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::string path = "instructions[" + std::to_string(i) + "]";
+    const json& entry = in.Object(list[i], path);
+    model::PlannedInstruction p;
+    p.instruction.stage = plan.stage;
+    p.instruction.kind = in.KindOf(in.Require(entry, "instruction", path), path + ".instruction");
+    p.instruction.microbatch = static_cast<int>(
+        in.Integer(in.Require(entry, "microbatch", path), path + ".microbatch", 0));
+    if (const json* chunk = in.Optional(entry, "chunk")) {
+      p.instruction.chunk = static_cast<int>(in.Integer(*chunk, path + ".chunk", 0));
+    }
+    p.mhz = static_cast<int>(
+        in.Integer(in.Require(entry, "frequency", path), path + ".frequency", 1));
+    plan.instructions.push_back(p);
+  }
+
+  // The Zeus shape must say the same thing as the instructions.
+  plan.frequencies.reserve(plan.instructions.size());
+  const json* frequencies = in.Optional(root, "frequencies");
+  if (frequencies != nullptr &&
+      (!frequencies->is_array() || frequencies->size() != plan.instructions.size())) {
+    in.Fail("frequencies", "must be an array of " + std::to_string(plan.instructions.size()) +
+                               " [kind, MHz] pairs, one per instruction");
+  }
+  for (std::size_t i = 0; i < plan.instructions.size(); ++i) {
+    const model::PlannedInstruction& p = plan.instructions[i];
+    if (frequencies != nullptr) {
+      const std::string path = "frequencies[" + std::to_string(i) + "]";
+      const json& pair = (*frequencies)[i];
+      if (!pair.is_array() || pair.size() != 2) in.Fail(path, "must be a [kind, MHz] pair");
+      const model::Kind kind = in.KindOf(pair[0], path + "[0]");
+      const int mhz = static_cast<int>(in.Integer(pair[1], path + "[1]", 1));
+      if (kind != p.instruction.kind || mhz != p.mhz) {
+        in.Fail(path, "is (" + std::string(model::KindName(kind)) + ", " + std::to_string(mhz) +
+                          ") but instructions[" + std::to_string(i) + "] is (" +
+                          std::string(model::KindName(p.instruction.kind)) + ", " +
+                          std::to_string(p.mhz) + "); the two lists must agree");
+      }
+    }
+    plan.frequencies.emplace_back(p.instruction.kind, p.mhz);
+  }
+  return plan;
+}
+
+}  // namespace
+
+struct CoordinatorClient::State {
+  CoordinatorOptions options;
+  http::Endpoint endpoint;
+  std::vector<std::pair<std::string, std::string>> headers;  // on every request
+
+  // One exchange with retries. Returns a 2xx response; throws
+  // CoordinatorError otherwise. `extra_timeout_s` extends the request
+  // timeout (long polls).
+  http::Response Call(const std::string& method, const std::string& target, std::string body,
+                      const char* content_type, double extra_timeout_s,
+                      const std::function<double()>& random) const {
+    const std::string route = method + " " + target;
+    http::Request request;
+    request.method = method;
+    request.target = target;
+    request.headers = headers;
+    if (content_type != nullptr) request.headers.emplace_back("Content-Type", content_type);
+    request.body = std::move(body);
+    http::Options http_options;
+    http_options.connect_timeout_s = options.connect_timeout_s;
+    http_options.timeout_s = options.request_timeout_s + extra_timeout_s;
+    http_options.max_body_bytes = options.max_response_bytes;
+    http_options.cancelled = options.cancelled;
+
+    const RetryPolicy& retry = options.retry;
+    std::string last_error;
+    int last_status = 0;
+    double backoff = retry.initial_backoff_s;
+    for (int attempt = 1;; ++attempt) {
+      if (options.cancelled && options.cancelled()) {
+        throw CoordinatorError(CoordinatorError::Kind::kCancelled,
+                               Cancelled(route, attempt - 1, last_error), last_status, "",
+                               attempt - 1, last_error);
+      }
+      std::optional<double> retry_after;
+      try {
+        http::Response response = http::Send(endpoint, request, http_options);
+        last_status = response.status;
+        if (response.status >= 200 && response.status < 300) return response;
+        const auto [message, field] = ServerError(response);
+        const bool transient =
+            response.status >= 500 || response.status == 408 || response.status == 429;
+        if (!transient) {
+          std::string text = "coordinator at " + options.url + " rejected " + route + ": " +
+                             StatusText(response) + ": " + message;
+          if (response.status >= 300 && response.status < 400) {
+            text += "; redirects are not followed: use the final address as the coordinator URL";
+          }
+          throw CoordinatorError(CoordinatorError::Kind::kRejected, text, response.status, field,
+                                 attempt);
+        }
+        last_error = StatusText(response) + ": " + message;
+        if (response.status == 429 || response.status == 503) {
+          if (const std::string* value = response.Header("retry-after")) {
+            retry_after = RetryAfterSeconds(*value);
+          }
+        }
+      } catch (const http::HttpError& e) {
+        if (e.failure() == http::Failure::kCancelled) {
+          throw CoordinatorError(CoordinatorError::Kind::kCancelled,
+                                 Cancelled(route, attempt, last_error), last_status, "",
+                                 attempt, last_error);
+        }
+        if (!http::IsTransient(e.failure())) {
+          throw CoordinatorError(CoordinatorError::Kind::kBadResponse,
+                                 "coordinator at " + options.url + " gave a bad answer to " +
+                                     route + ": " + e.what(),
+                                 last_status, "", attempt);
+        }
+        last_error = e.what();
+        last_status = 0;
+      }
+      if (attempt >= retry.max_attempts) {
+        throw CoordinatorError(CoordinatorError::Kind::kUnreachable,
+                               "coordinator unreachable at " + options.url + ": " + route +
+                                   " failed after " + std::to_string(attempt) + " attempt" +
+                                   (attempt == 1 ? "" : "s") + "; last error: " + last_error,
+                               last_status, "", attempt, last_error);
+      }
+      double delay = 0;
+      if (retry_after) {
+        delay = std::min(*retry_after, retry.max_retry_after_s);
+      } else {
+        double u = random ? random() : 0.0;
+        if (!(u >= 0)) u = 0;  // NaN too
+        if (u >= 1) u = std::nextafter(1.0, 0.0);
+        delay = std::min(backoff, retry.max_backoff_s) * (1 - retry.jitter * u);
+      }
+      backoff = std::min(retry.max_backoff_s, backoff * retry.multiplier);
+      if (options.sleep) {
+        options.sleep(delay);
+      } else {
+        std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+      }
+    }
+  }
+
+  std::string Cancelled(const std::string& route, int attempts, const std::string& last) const {
+    std::string text = route + " to the coordinator at " + options.url + " cancelled after " +
+                       std::to_string(attempts) + " attempt" + (attempts == 1 ? "" : "s");
+    if (!last.empty()) text += "; last error: " + last;
+    return text;
+  }
+
+  std::string Context(const std::string& route) const {
+    return "coordinator at " + options.url + " answered " + route + " with a bad body";
+  }
+};
+
+const char* CoordinatorErrorKindName(CoordinatorError::Kind kind) {
+  switch (kind) {
+    case CoordinatorError::Kind::kUnreachable:
+      return "unreachable";
+    case CoordinatorError::Kind::kRejected:
+      return "rejected";
+    case CoordinatorError::Kind::kBadResponse:
+      return "bad-response";
+    case CoordinatorError::Kind::kCancelled:
+      return "cancelled";
+  }
+  return "unknown";
+}
+
+CoordinatorClient::CoordinatorClient(CoordinatorOptions options) {
+  auto state = std::make_shared<State>();
+  state->endpoint = http::ParseHttpUrl(options.url, "CoordinatorOptions::url");
+  CheckOptions(options);
+  state->headers.emplace_back("User-Agent", "joulepipe/" + std::string(model::Version()));
+  state->headers.emplace_back("Accept", "application/json");
+  if (!options.token.empty()) {
+    state->headers.emplace_back("Authorization", "Bearer " + options.token);
+  }
+  if (options.random) {
+    random_ = options.random;
+  } else {
+    const std::uint64_t seed =
+        options.retry.seed != 0 ? options.retry.seed
+                                : (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^
+                                      std::random_device{}();
+    // Captured by value: each copy of the client draws on its own engine.
+    random_ = [engine = std::mt19937_64(seed)]() mutable {
+      return std::uniform_real_distribution<double>(0.0, 1.0)(engine);
+    };
+  }
+  state->options = std::move(options);
+  state_ = std::move(state);
+}
+
+const std::string& CoordinatorClient::url() const { return state_->options.url; }
+
+std::string CoordinatorClient::RegisterJob(const JobRegistration& job) {
+  if (job.p_block_w) {
+    model::Require(std::isfinite(*job.p_block_w) && *job.p_block_w > 0,
+                   "JobRegistration::p_block_w",
+                   "JobRegistration::p_block_w must be a positive number of watts when set (got " +
+                       Number(*job.p_block_w) + " W)");
+  }
+  json body = {{"pp_degree", job.pp_degree},       {"dp_degree", job.dp_degree},
+               {"tp_degree", job.tp_degree},       {"world_size", job.world_size},
+               {"schedule", job.schedule},         {"microbatches", job.microbatches},
+               {"chunks", job.chunks}};
+  if (!job.job_id.empty()) body["job_id"] = job.job_id;
+  if (job.p_block_w) body["p_block_w"] = *job.p_block_w;
+  if (job.gpu) body["gpu"] = *job.gpu;
+  if (job.metadata) body["metadata"] = *job.metadata;
+  const std::string target = "/jobs";
+  const http::Response response =
+      state_->Call("POST", target, body.dump(-1, ' ', false, json::error_handler_t::replace),
+                   "application/json", 0, random_);
+  AnswerReader in(state_->Context("POST " + target), response.status);
+  const json root = in.Parse(response.body);
+  in.Object(root, "the answer");
+  const std::string& id = in.String(in.Require(root, "job_id", ""), "job_id");
+  if (id.empty()) in.Fail("job_id", "is empty");
+  if (!job.job_id.empty() && id != job.job_id) {
+    in.Fail("job_id", "is '" + model::ExcerptText(id) + "' but the request registered '" +
+                          model::ExcerptText(job.job_id) + "'");
+  }
+  return id;
+}
+
+void CoordinatorClient::RegisterRank(const std::string& job_id, const RankRegistration& rank) {
+  const json body = {{"rank", rank.rank},
+                     {"dp_rank", rank.dp_rank},
+                     {"pp_rank", rank.pp_rank},
+                     {"tp_rank", rank.tp_rank},
+                     {"available_frequencies", rank.available_frequencies}};
+  state_->Call("POST", "/jobs/" + http::PercentEncode(job_id) + "/ranks", body.dump(),
+               "application/json", 0, random_);
+}
+
+int CoordinatorClient::UploadProfile(const std::string& job_id, const std::string& csv) {
+  const std::string target = "/jobs/" + http::PercentEncode(job_id) + "/profile";
+  const http::Response response = state_->Call("PUT", target, csv, "text/csv", 0, random_);
+  AnswerReader in(state_->Context("PUT " + target), response.status);
+  const json root = in.Parse(response.body);
+  in.Object(root, "the answer");
+  return static_cast<int>(in.Integer(in.Require(root, "rows", ""), "rows", 0));
+}
+
+std::optional<RankPlan> CoordinatorClient::WaitForPlan(const std::string& job_id, int rank,
+                                                       int after_version, double wait_s) {
+  if (rank < 0 || after_version < 0) {
+    throw model::InputError("WaitForPlan: rank and after_version must be >= 0 (got rank " +
+                            std::to_string(rank) + ", after_version " +
+                            std::to_string(after_version) + ")");
+  }
+  if (!std::isfinite(wait_s) || wait_s < 0 || wait_s > kMaxLongPollS) {
+    throw model::InputError("WaitForPlan: wait_s must be between 0 and " + Number(kMaxLongPollS) +
+                            " seconds, the coordinator's longest long poll (got " + Number(wait_s) +
+                            " s)");
+  }
+  const std::string target = "/jobs/" + http::PercentEncode(job_id) +
+                             "/plan?rank=" + std::to_string(rank) +
+                             "&after=" + std::to_string(after_version) +
+                             "&wait_s=" + Number(wait_s);
+  const http::Response response = state_->Call("GET", target, "", nullptr, wait_s, random_);
+  AnswerReader in(state_->Context("GET " + target), response.status);
+  if (response.status == 204) return std::nullopt;
+  if (response.status != 200) {
+    in.Fail("the answer", "has status " + std::to_string(response.status) +
+                              "; a plan comes with 200, no newer plan with 204");
+  }
+  return ReadRankPlan(in, in.Parse(response.body), rank, after_version);
+}
+
+int CoordinatorClient::ReportIteration(const std::string& job_id, const IterationReport& report) {
+  model::Require(std::isfinite(report.time_s) && report.time_s > 0, "IterationReport::time_s",
+                 "IterationReport::time_s must be a finite number of seconds > 0 (got " +
+                     Number(report.time_s) + " s)");
+  if (report.energy_j) {
+    model::Require(std::isfinite(*report.energy_j) && *report.energy_j >= 0,
+                   "IterationReport::energy_j",
+                   "IterationReport::energy_j must be a finite number of joules >= 0 when "
+                   "measured (got " +
+                       Number(*report.energy_j) + " J); leave it unset when not measured");
+  }
+  json body = {{"rank", report.rank}, {"iteration", report.iteration}, {"time_s", report.time_s}};
+  body["energy_j"] = report.energy_j ? json(*report.energy_j) : json(nullptr);
+  const std::string target = "/jobs/" + http::PercentEncode(job_id) + "/iterations";
+  const http::Response response =
+      state_->Call("POST", target, body.dump(), "application/json", 0, random_);
+  AnswerReader in(state_->Context("POST " + target), response.status);
+  const json root = in.Parse(response.body);
+  in.Object(root, "the answer");
+  return static_cast<int>(in.Integer(in.Require(root, "plan_version", ""), "plan_version", 0));
+}
+
+}  // namespace joulepipe::runtime

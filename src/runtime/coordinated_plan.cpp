@@ -1,0 +1,473 @@
+// CoordinatedPlan (coordinated_plan.hpp has the contract).
+//
+// Two threads, two hand-overs:
+//   * reports, training thread -> background thread: a fixed ring of
+//     queue_capacity entries under `mutex` (allocated once; pushing never
+//     allocates and holds the lock for a copy), drop-oldest when full;
+//   * plans, background thread -> training thread: one slot under
+//     `slot_mutex`, latest wins, announced by the atomic `has_pending` so
+//     the training thread's check at every boundary is one load.
+// The background thread is the only user of `worker_client`; Start() (the
+// training thread) uses `start_client`, before that thread exists. Each
+// client's waits are cut short by its own cancel predicate: the stop flag
+// for the background thread, Start()'s deadline for Start().
+#include "joulepipe/runtime/coordinated_plan.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "joulepipe/model/error.hpp"
+
+namespace joulepipe::runtime {
+
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+constexpr double kMaxLongPollS = 300;
+
+std::string Seconds(double s) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g s", s);
+  return text;
+}
+
+inline void Bump(std::atomic<std::uint64_t>& counter) {
+  counter.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Throws InputError for options CoordinatorClient does not check itself.
+void CheckOptions(const CoordinatedPlanOptions& o) {
+  model::Require(!o.job_id.empty(), "CoordinatedPlanOptions::job_id",
+                 "CoordinatedPlanOptions::job_id must name the job (the id RegisterJob returned)");
+  model::Require(o.rank >= 0, "CoordinatedPlanOptions::rank",
+                 "CoordinatedPlanOptions::rank must be >= 0 (got " + std::to_string(o.rank) + ")");
+  auto wait_ok = [](double s) { return std::isfinite(s) && s >= 0 && s <= kMaxLongPollS; };
+  model::Require(wait_ok(o.start_wait_s), "CoordinatedPlanOptions::start_wait_s",
+                 "CoordinatedPlanOptions::start_wait_s must be between 0 and 300 seconds, the "
+                 "coordinator's longest long poll (got " +
+                     Seconds(o.start_wait_s) + ")");
+  model::Require(std::isfinite(o.start_timeout_s) && o.start_timeout_s > 0,
+                 "CoordinatedPlanOptions::start_timeout_s",
+                 "CoordinatedPlanOptions::start_timeout_s must be a positive number of seconds "
+                 "(got " +
+                     Seconds(o.start_timeout_s) + ")");
+  model::Require(wait_ok(o.fetch_wait_s), "CoordinatedPlanOptions::fetch_wait_s",
+                 "CoordinatedPlanOptions::fetch_wait_s must be between 0 and 300 seconds (got " +
+                     Seconds(o.fetch_wait_s) + ")");
+  model::Require(o.queue_capacity >= 1, "CoordinatedPlanOptions::queue_capacity",
+                 "CoordinatedPlanOptions::queue_capacity must be at least 1 (got 0)");
+}
+
+}  // namespace
+
+struct CoordinatedPlan::State {
+  State(Agent& a, CoordinatedPlanOptions o) : agent(a), options(std::move(o)) {}
+
+  Agent& agent;
+  CoordinatedPlanOptions options;
+  std::optional<CoordinatorClient> start_client;   // empty: coordination off
+  std::optional<CoordinatorClient> worker_client;  // the background thread's
+  std::string off_reason;                          // why coordination is off
+
+  std::mutex log_mutex;
+
+  // Start() (training thread).
+  bool started = false;
+  bool start_result = false;
+  SteadyClock::time_point start_deadline;
+
+  // The report ring and the stop flag, under `mutex`; `wake` wakes the
+  // background thread for a report or the stop, and ends its sleeps.
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool stop = false;
+  std::atomic<bool> stopping{false};  // the same, for the cancel predicates
+  std::vector<IterationReport> ring;
+  std::size_t head = 0;
+  std::size_t count = 0;
+  std::thread worker;
+
+  // The plan slot.
+  std::mutex slot_mutex;
+  std::optional<RankPlan> pending;
+  std::atomic<bool> has_pending{false};
+
+  // Training thread: the iteration being measured.
+  bool step_open = false;
+  SteadyClock::time_point step_start;
+  std::optional<std::uint64_t> step_start_mj;
+  std::int64_t next_iteration = 0;
+
+  // Background thread (and Start() before it exists).
+  int fetched_version = 0;
+  bool registered = false;
+
+  std::atomic<int> running_version{0};
+  std::atomic<int> announced_version{0};
+  std::atomic<bool> connected{false};
+  std::atomic<std::uint64_t> reports_queued{0};
+  std::atomic<std::uint64_t> reports_sent{0};
+  std::atomic<std::uint64_t> reports_failed{0};
+  std::atomic<std::uint64_t> reports_dropped{0};
+  std::atomic<std::uint64_t> plans_fetched{0};
+  std::atomic<std::uint64_t> plans_applied{0};
+  std::atomic<std::uint64_t> fetch_failures{0};
+
+  const std::string& url() const { return options.coordinator.url; }
+
+  void Log(const std::string& line) noexcept {
+    try {
+      std::lock_guard<std::mutex> lock(log_mutex);
+      if (options.log) {
+        options.log(line);
+      } else {
+        std::fprintf(stderr, "joulepipe runtime: %s\n", line.c_str());
+      }
+    } catch (...) {
+    }
+  }
+
+  // The two clients, each with its own way of being interrupted.
+  void MakeClients() {
+    const CoordinatorOptions& base = options.coordinator;
+    const std::function<bool()> user_cancelled = base.cancelled;
+
+    CoordinatorOptions start = base;
+    start.cancelled = [this, user_cancelled] {
+      return SteadyClock::now() >= start_deadline || (user_cancelled && user_cancelled());
+    };
+    if (!start.sleep) {
+      start.sleep = [this](double seconds) {
+        const auto until = std::min(start_deadline, SteadyClock::now() + ToDuration(seconds));
+        std::this_thread::sleep_until(until);
+      };
+    }
+    start_client.emplace(std::move(start));
+
+    CoordinatorOptions worker_options = base;
+    worker_options.cancelled = [this, user_cancelled] {
+      return stopping.load(std::memory_order_acquire) || (user_cancelled && user_cancelled());
+    };
+    if (!worker_options.sleep) {
+      worker_options.sleep = [this](double seconds) {
+        std::unique_lock<std::mutex> lock(mutex);
+        wake.wait_for(lock, ToDuration(seconds), [this] { return stop; });
+      };
+    }
+    worker_client.emplace(std::move(worker_options));
+  }
+
+  static SteadyClock::duration ToDuration(double seconds) {
+    return std::chrono::duration_cast<SteadyClock::duration>(
+        std::chrono::duration<double>(std::max(0.0, seconds)));
+  }
+
+  std::string Keeps() const {
+    const int version = running_version.load(std::memory_order_relaxed);
+    return version > 0 ? "this rank keeps plan version " + std::to_string(version)
+                       : std::string("this rank keeps default clocks");
+  }
+
+  // Training thread, between iterations.
+  void Apply(RankPlan plan, const char* how) {
+    Log(std::string(how) + " plan version " + std::to_string(plan.version) + " for rank " +
+        std::to_string(plan.rank) + " (pipeline " + std::to_string(plan.pipeline) + ", stage " +
+        std::to_string(plan.stage) + ") from the coordinator at " + url() +
+        (plan.reason.empty() ? "" : ": " + plan.reason));
+    running_version.store(plan.version, std::memory_order_relaxed);
+    Bump(plans_applied);
+    agent.SetPlan(std::move(plan.instructions));
+  }
+
+  void LogStartFailure(const CoordinatorError& e) {
+    const std::string tail = "; this rank keeps default clocks, training goes on";
+    const std::string attempts =
+        std::to_string(e.attempts()) + " attempt" + (e.attempts() == 1 ? "" : "s");
+    switch (e.kind()) {
+      case CoordinatorError::Kind::kUnreachable:
+        Log("coordinator unreachable at " + url() + " after " + attempts + " (last error: " +
+            e.last_error() + ")" + tail);
+        return;
+      case CoordinatorError::Kind::kCancelled:
+        // Start()'s own deadline (or the caller's cancel predicate).
+        if (e.last_error().empty()) {
+          Log("no answer from the coordinator at " + url() + " within " +
+              Seconds(options.start_timeout_s) + tail);
+        } else {
+          Log("coordinator unreachable at " + url() + " after " + attempts + " in " +
+              Seconds(options.start_timeout_s) + " (last error: " + e.last_error() + ")" + tail);
+        }
+        return;
+      case CoordinatorError::Kind::kRejected:
+      case CoordinatorError::Kind::kBadResponse:
+        Log(e.what() + tail);
+        return;
+    }
+  }
+
+  // Background thread: contact regained / lost, each logged once.
+  void NoteConnected() {
+    if (!connected.exchange(true, std::memory_order_relaxed)) {
+      Log("coordinator at " + url() + " reachable; reporting iterations");
+    }
+  }
+  void NoteLost(const std::string& why) {
+    if (connected.exchange(false, std::memory_order_relaxed)) {
+      Log("lost the coordinator at " + url() + ": " + why + "; " + Keeps() +
+          ", training goes on");
+    }
+  }
+
+  void Run() {
+    for (;;) {
+      IterationReport report;
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        wake.wait(lock, [this] { return stop || count > 0; });
+        if (stop) return;
+        report = ring[head];
+        head = (head + 1) % ring.size();
+        --count;
+      }
+      if (!Exchange(report)) return;
+    }
+  }
+
+  // One report and, when the answer names a version not fetched yet, that
+  // plan. False once cancelled (the object is going away).
+  bool Exchange(const IterationReport& report) {
+    CoordinatorClient& client = *worker_client;
+    int version = 0;
+    try {
+      if (options.registration && !registered) {
+        client.RegisterRank(options.job_id, *options.registration);
+        registered = true;
+      }
+      version = client.ReportIteration(options.job_id, report);
+    } catch (const CoordinatorError& e) {
+      if (e.kind() == CoordinatorError::Kind::kCancelled) return false;
+      Bump(reports_failed);
+      NoteLost(e.what());
+      return true;
+    } catch (const std::exception& e) {
+      Bump(reports_failed);
+      NoteLost(e.what());
+      return true;
+    }
+    Bump(reports_sent);
+    announced_version.store(version, std::memory_order_relaxed);
+    NoteConnected();
+    if (version <= 0 || version == fetched_version) return true;
+    // after = version - 1 fetches `version` (or newer) whether it is above
+    // or below what this rank has (a restarted coordinator counts from 1).
+    try {
+      std::optional<RankPlan> plan =
+          client.WaitForPlan(options.job_id, options.rank, version - 1, options.fetch_wait_s);
+      if (!plan) return true;  // not there after all; the next report asks again
+      fetched_version = plan->version;
+      Bump(plans_fetched);
+      {
+        std::lock_guard<std::mutex> lock(slot_mutex);
+        pending = std::move(*plan);
+      }
+      has_pending.store(true, std::memory_order_release);
+    } catch (const CoordinatorError& e) {
+      if (e.kind() == CoordinatorError::Kind::kCancelled) return false;
+      Bump(fetch_failures);
+      NoteLost(e.what());
+    } catch (const std::exception& e) {
+      Bump(fetch_failures);
+      NoteLost(e.what());
+    }
+    return true;
+  }
+
+  // Training thread.
+  void Push(double time_s, std::optional<double> energy_j) {
+    const std::int64_t iteration = next_iteration++;
+    if (!worker.joinable()) return;  // not started, or coordination off
+    if (!std::isfinite(time_s) || time_s <= 0) return;  // the server takes > 0 only
+    if (energy_j && (!std::isfinite(*energy_j) || *energy_j < 0)) energy_j.reset();
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (count == ring.size()) {
+        head = (head + 1) % ring.size();
+        --count;
+        Bump(reports_dropped);
+      }
+      IterationReport& slot = ring[(head + count) % ring.size()];
+      slot.rank = options.rank;
+      slot.iteration = iteration;
+      slot.time_s = time_s;
+      slot.energy_j = energy_j;
+      ++count;
+    }
+    Bump(reports_queued);
+    wake.notify_one();
+  }
+
+  std::optional<std::uint64_t> ReadEnergyMj() noexcept {
+    if (!options.meter) return std::nullopt;
+    try {
+      return options.meter->ReadEnergyMj();
+    } catch (...) {
+      return std::nullopt;
+    }
+  }
+};
+
+CoordinatedPlan::CoordinatedPlan(Agent& agent, CoordinatedPlanOptions options)
+    : state_(std::make_unique<State>(agent, std::move(options))) {
+  State& s = *state_;
+  s.next_iteration = s.options.first_iteration;
+  try {
+    CheckOptions(s.options);
+    s.MakeClients();
+    s.ring.resize(s.options.queue_capacity);
+  } catch (const std::exception& e) {
+    s.start_client.reset();
+    s.worker_client.reset();
+    s.off_reason = e.what();
+  }
+}
+
+CoordinatedPlan::~CoordinatedPlan() {
+  State& s = *state_;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.stop = true;
+  }
+  s.stopping.store(true, std::memory_order_release);
+  s.wake.notify_all();
+  if (s.worker.joinable()) s.worker.join();
+}
+
+bool CoordinatedPlan::Start() noexcept {
+  State& s = *state_;
+  if (s.started) return s.start_result;
+  s.started = true;
+  if (!s.start_client) {
+    s.Log("coordination off: " + s.off_reason +
+          "; this rank keeps default clocks, training goes on");
+    return false;
+  }
+  s.start_deadline = SteadyClock::now() + State::ToDuration(s.options.start_timeout_s);
+  try {
+    if (s.options.registration) {
+      s.start_client->RegisterRank(s.options.job_id, *s.options.registration);
+      s.registered = true;
+    }
+    const double wait_s = std::min(s.options.start_wait_s, s.options.start_timeout_s);
+    std::optional<RankPlan> plan =
+        s.start_client->WaitForPlan(s.options.job_id, s.options.rank, 0, wait_s);
+    s.connected.store(true, std::memory_order_relaxed);
+    if (plan) {
+      s.fetched_version = plan->version;
+      s.announced_version.store(plan->version, std::memory_order_relaxed);
+      s.Apply(std::move(*plan), "running");
+      s.start_result = true;
+    } else {
+      s.Log("the coordinator at " + s.url() + " has no plan for rank " +
+            std::to_string(s.options.rank) + " of job '" + s.options.job_id + "' after " +
+            Seconds(wait_s) +
+            "; this rank keeps default clocks until one comes, training goes on");
+    }
+  } catch (const CoordinatorError& e) {
+    s.LogStartFailure(e);
+  } catch (const std::exception& e) {
+    s.Log(std::string("coordination failed at start: ") + e.what() +
+          "; this rank keeps default clocks, training goes on");
+  }
+  try {
+    s.worker = std::thread([&s] { s.Run(); });
+  } catch (const std::exception& e) {
+    s.Log(std::string("cannot start the coordinator thread: ") + e.what() +
+          "; iterations are not reported");
+  }
+  return s.start_result;
+}
+
+bool CoordinatedPlan::ApplyPendingPlan() noexcept {
+  State& s = *state_;
+  if (!s.has_pending.load(std::memory_order_acquire)) return false;
+  try {
+    std::optional<RankPlan> plan;
+    {
+      std::lock_guard<std::mutex> lock(s.slot_mutex);
+      plan.swap(s.pending);
+      s.has_pending.store(false, std::memory_order_relaxed);
+    }
+    if (!plan) return false;
+    s.Apply(std::move(*plan), "switching to");
+    return true;
+  } catch (const std::exception& e) {
+    s.Log(std::string("could not switch plans: ") + e.what());
+    return false;
+  }
+}
+
+void CoordinatedPlan::OnStepBegin() noexcept {
+  State& s = *state_;
+  ApplyPendingPlan();
+  s.step_start = SteadyClock::now();
+  s.step_start_mj = s.ReadEnergyMj();
+  s.step_open = true;
+}
+
+void CoordinatedPlan::OnStepEnd() noexcept {
+  State& s = *state_;
+  if (s.step_open) {
+    const double time_s = std::chrono::duration<double>(SteadyClock::now() - s.step_start).count();
+    std::optional<double> energy_j;
+    if (s.step_start_mj) {
+      const std::optional<std::uint64_t> end_mj = s.ReadEnergyMj();
+      if (end_mj && *end_mj >= *s.step_start_mj) {
+        energy_j = static_cast<double>(*end_mj - *s.step_start_mj) / 1000.0;
+      }
+    }
+    s.step_open = false;
+    OnStepEnd(time_s, energy_j);
+    return;
+  }
+  ++s.next_iteration;  // no begin: nothing measured, the numbering goes on
+  ApplyPendingPlan();
+}
+
+void CoordinatedPlan::OnStepEnd(double time_s, std::optional<double> energy_j) noexcept {
+  State& s = *state_;
+  s.step_open = false;
+  try {
+    s.Push(time_s, energy_j);
+  } catch (...) {
+    // Nothing in Push allocates; a throwing mutex is the only way here.
+  }
+  ApplyPendingPlan();
+}
+
+CoordinationStats CoordinatedPlan::stats() const {
+  const State& s = *state_;
+  CoordinationStats out;
+  out.running_version = s.running_version.load(std::memory_order_relaxed);
+  out.announced_version = s.announced_version.load(std::memory_order_relaxed);
+  out.connected = s.connected.load(std::memory_order_relaxed);
+  out.reports_queued = s.reports_queued.load(std::memory_order_relaxed);
+  out.reports_sent = s.reports_sent.load(std::memory_order_relaxed);
+  out.reports_failed = s.reports_failed.load(std::memory_order_relaxed);
+  out.reports_dropped = s.reports_dropped.load(std::memory_order_relaxed);
+  out.plans_fetched = s.plans_fetched.load(std::memory_order_relaxed);
+  out.plans_applied = s.plans_applied.load(std::memory_order_relaxed);
+  out.fetch_failures = s.fetch_failures.load(std::memory_order_relaxed);
+  return out;
+}
+
+}  // namespace joulepipe::runtime
