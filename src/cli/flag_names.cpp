@@ -67,6 +67,15 @@ constexpr std::pair<std::string_view, std::string_view> kFlagNames[] = {
     {"RunOptions::timeline_iterations", "--timeline-iterations"},
     // model: output directories and files
     {"OutputDirectory", "--out"},
+    // serve::ServerOptions and serve::ZeusDefaults (serve)
+    {"ServerOptions::host", "--host"},
+    {"ServerOptions::port", "--port"},
+    {"ServerOptions::db_path", "--db"},
+    {"ServerOptions::token", "--token-file"},
+    {"ServerOptions::evict_after_s", "--evict-after"},
+    {"ServerOptions::max_connections", "--max-connections"},
+    {"ZeusDefaults::microbatches", "--microbatches"},
+    {"ZeusDefaults::p_block_w", "--p-block"},
 };
 
 }  // namespace

@@ -341,9 +341,8 @@ SimulateSubcommand::SimulateSubcommand(CLI::App* app)
                 "oracle: the slowdown is known --detection-lag iterations late; measured: the "
                 "coordinator's straggler detector (joulepipe serve's) watches the simulated "
                 "iteration times")
-      ->check(CLI::IsMember({"oracle", "measured"}))
       ->capture_default_str()
-      ->type_name("HOW");
+      ->type_name("{oracle,measured}");
   c->add_option("--detection-window", f->detection_window,
                 "--detection measured: consecutive slow (or recovered) iterations before "
                 "switching, 1..100")
@@ -432,6 +431,12 @@ int SimulateSubcommand::Run() const {
   job.stall_s = f.stall_ms * 1e-3;
   job.seed = f.seed;
   request.detection_lag = f.detection_lag;
+  if (f.detection != "oracle" && f.detection != "measured") {
+    throw model::InputError("--detection",
+                            "--detection is oracle or measured (got '" + f.detection +
+                                "'): oracle knows a slowdown --detection-lag iterations late, "
+                                "measured detects it from the simulated iteration times");
+  }
   request.detection =
       f.detection == "measured" ? sim::Detection::kMeasured : sim::Detection::kOracle;
   request.detector.window = f.detection_window;

@@ -113,6 +113,7 @@ struct CoordinatedPlan::State {
   bool registered = false;
 
   std::atomic<int> running_version{0};
+  std::atomic<double> running_predicted_time_s{0};
   std::atomic<int> announced_version{0};
   std::atomic<bool> connected{false};
   std::atomic<std::uint64_t> reports_queued{0};
@@ -185,6 +186,8 @@ struct CoordinatedPlan::State {
         std::to_string(plan.stage) + ") from the coordinator at " + url() +
         (plan.reason.empty() ? "" : ": " + plan.reason));
     running_version.store(plan.version, std::memory_order_relaxed);
+    running_predicted_time_s.store(plan.predicted ? plan.predicted->time_s : 0,
+                                   std::memory_order_relaxed);
     Bump(plans_applied);
     agent.SetPlan(std::move(plan.instructions));
   }
@@ -458,6 +461,7 @@ CoordinationStats CoordinatedPlan::stats() const {
   const State& s = *state_;
   CoordinationStats out;
   out.running_version = s.running_version.load(std::memory_order_relaxed);
+  out.running_predicted_time_s = s.running_predicted_time_s.load(std::memory_order_relaxed);
   out.announced_version = s.announced_version.load(std::memory_order_relaxed);
   out.connected = s.connected.load(std::memory_order_relaxed);
   out.reports_queued = s.reports_queued.load(std::memory_order_relaxed);

@@ -98,7 +98,7 @@ TEST_F(AppTest, HelpListsEverySubcommandAndEachHasHelp) {
   ASSERT_NE(section, std::string::npos) << top.out;
   std::size_t at = section;
   for (const char* name :
-       {"demo", "plan", "evaluate", "simulate", "profile", "gpus", "measure", "power"}) {
+       {"demo", "plan", "evaluate", "simulate", "profile", "gpus", "measure", "power", "serve"}) {
     const std::size_t line = top.out.find("\n  " + std::string(name) + " ", at);
     ASSERT_NE(line, std::string::npos) << name << " not listed (in order)\n" << top.out;
     at = line + 1;

@@ -77,7 +77,7 @@ class HardeningTest : public testing::ScratchDirTest {
 
 TEST_F(HardeningTest, AnUnknownCommandIsNamedWithTheCommandsThereAre) {
   const std::string commands =
-      "the commands are demo, plan, evaluate, simulate, profile, gpus, measure, power";
+      "the commands are demo, plan, evaluate, simulate, profile, gpus, measure, power, serve";
   ExpectRefused("frobnicate", {"unknown command 'frobnicate'", commands, "joulepipe --help"});
   ExpectRefused("", {"no command given", commands, "joulepipe demo"});
   ExpectRefused("--frobnicate", {"unknown flag '--frobnicate' before the command", commands});
@@ -113,7 +113,7 @@ TEST_F(HardeningTest, EveryValueFlagOfEveryCommandRefusesAnEmptyValue) {
   int checked = 0;
   std::set<std::string> commands;
   for (const char* command :
-       {"demo", "plan", "evaluate", "simulate", "profile", "gpus", "measure", "power"}) {
+       {"demo", "plan", "evaluate", "simulate", "profile", "gpus", "measure", "power", "serve"}) {
     const Result help = Run(std::string(command) + " --help");
     ASSERT_EQ(help.code, 0) << command;
     std::istringstream lines(help.out);
@@ -133,7 +133,7 @@ TEST_F(HardeningTest, EveryValueFlagOfEveryCommandRefusesAnEmptyValue) {
     }
   }
   EXPECT_GE(checked, 40);               // every command's value flags
-  EXPECT_EQ(commands.size(), 7u);       // all but gpus, which has only --json
+  EXPECT_EQ(commands.size(), 8u);       // all but gpus, which has only --json
   EXPECT_TRUE(Entries().empty());
   // The same on a full command line: nothing is planned, nothing written.
   ExpectRefused(PlanWith(kA40, "--stages 8 --p-block ''"),

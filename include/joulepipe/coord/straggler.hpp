@@ -32,6 +32,8 @@ struct StragglerOptions {
   double recover_below = 1.03;  // relative slowdown that counts as recovered, [1, threshold]
   int window = 2;               // consecutive iterations to switch either way, 1..100
   double min_change = 0.05;     // relative estimate change that re-plans, [0, 10]
+
+  friend bool operator==(const StragglerOptions&, const StragglerOptions&) = default;
 };
 
 // Throws model::InputError naming StragglerOptions::<member>, its range and

@@ -100,6 +100,8 @@ struct CoordinatedPlanOptions {
 
 struct CoordinationStats {
   int running_version = 0;    // the plan version given to the agent; 0: none
+  // Its pipeline's predicted iteration time (s); 0: none or not given.
+  double running_predicted_time_s = 0;
   int announced_version = 0;  // the newest version the coordinator named
   bool connected = false;     // the last exchange with the coordinator succeeded
   std::uint64_t reports_queued = 0;

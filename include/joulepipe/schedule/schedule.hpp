@@ -29,6 +29,8 @@ struct Spec {
   int stages = 1;        // S >= 1
   int microbatches = 1;  // M >= 1
   int chunks = 1;        // V: 1 unless interleaved (>= 2 there)
+
+  friend bool operator==(const Spec&, const Spec&) = default;
 };
 
 struct Schedule {

@@ -1,0 +1,1432 @@
+// bench_coord_load: load test of `joulepipe serve` (issue 11, "Acceptance"),
+// over loopback HTTP against the real server process.
+//
+// What it does:
+//   1. Starts `joulepipe serve --host 127.0.0.1 --port 0 --db <tmp>/state.sqlite`
+//      and reads the port from its "listening on http://127.0.0.1:PORT" line.
+//   2. Registers a job (pp 8 x dp R/32 x tp 4, 1F1B, 16 microbatches) and
+//      uploads the GPT-3 175B A100-SXM profile (8 stages).
+//   3. R client threads (one per simulated rank, 1,024 by default) register
+//      their rank, then at once long-poll for their plan (after=0, wait_s=120):
+//      every rank waits at the same time, and the server must hold them
+//      without a thread each. Measured: the time from the last registration
+//      to each rank receiving its plan, and the server's solve time
+//      (joulepipe_plan_solve_seconds in /metrics).
+//   4. N iterations (100 by default), a barrier between them: each rank
+//      reports {time_s = its plan's predicted time (x 1.2 for pipeline 3 in
+//      iterations 30..59 of 100), energy_j = predicted energy / pp}. When an
+//      answer's plan_version rises, the rank fetches its new plan
+//      (after=<old>, wait_s=0) and runs it from the next iteration, as
+//      runtime::CoordinatedPlan does. A monitor thread GETs the job's status
+//      every 100 ms, another scrapes /metrics every 500 ms.
+//   5. Samples the server's /proc/<pid>/status every 50 ms: peak RSS
+//      (VmHWM) and thread count, also while the plans are awaited; the
+//      bench's own thread count is reported separately.
+//   6. Prints per route: count, throughput, p50/p99/max latency (client
+//      side: send to full answer, including queueing at the server and this
+//      process's scheduling; a rank's first request includes its TCP
+//      connect), the server's own view from its histograms, the CPU time of
+//      server and bench (they share the cores), and PASS/FAIL against the
+//      targets:
+//        * every rank has its plan within 2 s of the last registration plus
+//          the solve time;
+//        * p99 < 20 ms for every non-waiting request;
+//        * no request failed; every iteration completed;
+//        * the server's threads while all plans were awaited: at most 32
+//          (a thread per waiting rank would be >= ranks);
+//        * with a straggler, the plans switched and switched back.
+//      Then SIGTERMs the server and removes the temporary directory.
+//
+// Bounded: every request has a timeout, and a watchdog (--watchdog-s, 300 by
+// default) kills the server and exits 2 if the run has not finished. The
+// server gets PR_SET_PDEATHSIG, so it does not outlive the bench.
+//
+// Usage: bench_coord_load [--server PATH] [--ranks R] [--iterations N]
+//                         [--spread-ms S] [--in-memory] [--preconnect]
+//                         [--no-keep-alive] [--watchdog-s S] [--profile CSV]
+//   --server       the joulepipe binary (default: joulepipe next to this executable)
+//   --ranks        a multiple of 32 (pp 8 x tp 4), default 1024
+//   --iterations   default 100
+//   --spread-ms    each rank waits a random 0..S ms before registering and
+//                  before each report (default 0: all ranks send at the same
+//                  instant, the worst burst; real ranks start and finish their
+//                  iterations over tens to hundreds of ms)
+//   --in-memory    run the server without --db (no SQLite file), to tell
+//                  the store's share of a route's cost
+//   --preconnect   each rank opens its connection (GET /healthz, not counted)
+//                  before the registrations, to tell the TCP connect's share
+//   --no-keep-alive  one connection per request (keep --iterations small:
+//                  every request then uses an ephemeral port)
+// Exit status: 0 all targets met, 1 a target missed, 2 the run failed.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <latch>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench_stats.hpp"
+
+namespace {
+
+using joulepipe::bench::Percentile;
+using nlohmann::json;
+using SteadyClock = std::chrono::steady_clock;
+
+// The job's shape (the profile has 8 stages).
+constexpr int kPp = 8;
+constexpr int kTp = 4;
+constexpr int kMicrobatches = 16;
+constexpr double kPBlockW = 83.64;
+constexpr double kSlowdown = 1.2;
+constexpr int kStragglerPipeline = 3;
+
+// Targets (issue 11).
+constexpr double kPlanDeadlineS = 2.0;     // after the last registration, plus the solve
+constexpr double kP99TargetS = 0.020;      // every non-waiting request
+constexpr int kMaxServerThreadsWaiting = 32;
+
+constexpr double kPlanWaitS = 120;         // the long poll's wait_s
+constexpr double kRequestTimeoutS = 30;    // any non-waiting request
+
+const SteadyClock::time_point g_t0 = SteadyClock::now();
+double Now() { return std::chrono::duration<double>(SteadyClock::now() - g_t0).count(); }
+
+// ---- A small blocking HTTP/1.1 client over POSIX sockets -------------------
+
+struct HttpResponse {
+  int status = 0;     // 0: no answer (error says why)
+  std::string body;
+  std::string error;
+};
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// One connection to 127.0.0.1:port, kept open between requests unless
+// keep_alive is false or the server closes it. A request on a kept
+// connection that the server had closed (no byte of an answer came) is sent
+// once more on a new one; the routes this bench uses are idempotent or
+// deduplicated by the server (iteration reports are per rank and iteration).
+class HttpClient {
+ public:
+  HttpClient(int port, bool keep_alive) : port_(port), keep_alive_(keep_alive) {}
+  ~HttpClient() { Close(); }
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  HttpResponse Send(const char* method, const std::string& target, const std::string& body,
+                    const char* content_type, double timeout_s) {
+    const SteadyClock::time_point deadline =
+        SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(
+                                 std::chrono::duration<double>(timeout_s));
+    for (int attempt = 0;; ++attempt) {
+      const bool reused = fd_ >= 0 && served_ > 0;
+      bool stale = false;
+      HttpResponse r = Once(method, target, body, content_type, deadline, &stale);
+      if (r.status != 0 || !(reused && stale) || attempt > 0) return r;
+      Close();
+    }
+  }
+
+ private:
+  void Close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    served_ = 0;
+    in_.clear();
+  }
+
+  static int RemainingMs(SteadyClock::time_point deadline) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                            SteadyClock::now());
+    return static_cast<int>(std::max<std::int64_t>(0, left.count()));
+  }
+
+  bool Connect(SteadyClock::time_point deadline, std::string* error) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) {
+      *error = std::string("socket: ") + std::strerror(errno);
+      return false;
+    }
+    const int one = 1;
+    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(port_));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      if (errno != EINPROGRESS) {
+        *error = std::string("connect: ") + std::strerror(errno);
+        Close();
+        return false;
+      }
+      pollfd p{fd_, POLLOUT, 0};
+      const int n = ::poll(&p, 1, RemainingMs(deadline));
+      int err = 0;
+      socklen_t len = sizeof err;
+      if (n <= 0 || ::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
+        *error = n == 0 ? "connect: timed out" : std::string("connect: ") + std::strerror(err);
+        Close();
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // One try. *stale: the connection failed before any byte of an answer.
+  HttpResponse Once(const char* method, const std::string& target, const std::string& body,
+                    const char* content_type, SteadyClock::time_point deadline, bool* stale) {
+    HttpResponse r;
+    if (fd_ < 0 && !Connect(deadline, &r.error)) return r;
+    std::string out;
+    out.reserve(256 + body.size());
+    out += method;
+    out += ' ';
+    out += target;
+    out += " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port_) +
+           "\r\nUser-Agent: bench_coord_load\r\nAccept: */*\r\n";
+    if (!body.empty() || std::strcmp(method, "GET") != 0) {
+      if (content_type != nullptr) out += std::string("Content-Type: ") + content_type + "\r\n";
+      out += "Content-Length: " + std::to_string(body.size()) + "\r\n";
+    }
+    if (!keep_alive_) out += "Connection: close\r\n";
+    out += "\r\n";
+    out += body;
+    for (std::size_t sent = 0; sent < out.size();) {
+      const ssize_t n = ::send(fd_, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
+      if (n > 0) {
+        sent += static_cast<std::size_t>(n);
+        continue;
+      }
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        pollfd p{fd_, POLLOUT, 0};
+        if (::poll(&p, 1, RemainingMs(deadline)) <= 0) {
+          r.error = "send: timed out";
+          Close();
+          return r;
+        }
+        continue;
+      }
+      r.error = std::string("send: ") + std::strerror(errno);
+      *stale = true;
+      Close();
+      return r;
+    }
+    ++served_;
+
+    // Read the answer: status line, headers, then a body by Content-Length,
+    // chunked, or up to the close.
+    char buf[16384];
+    for (;;) {
+      bool until_close = false;
+      std::size_t consumed = 0;
+      if (Parse(&r, &consumed, &until_close, /*eof=*/false)) {
+        const bool close = !keep_alive_ || closing_;
+        in_.erase(0, consumed);
+        if (close) Close();
+        return r;
+      }
+      pollfd p{fd_, POLLIN, 0};
+      const int ready = ::poll(&p, 1, RemainingMs(deadline));
+      if (ready == 0) {
+        r = HttpResponse{};
+        r.error = "timed out waiting for the answer";
+        Close();
+        return r;
+      }
+      if (ready < 0 && errno == EINTR) continue;
+      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n > 0) {
+        in_.append(buf, static_cast<std::size_t>(n));
+        continue;
+      }
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+      // The server closed (or reset) the connection.
+      if (n == 0 && until_close && Parse(&r, &consumed, &until_close, /*eof=*/true)) {
+        Close();
+        return r;
+      }
+      *stale = in_.empty();
+      r = HttpResponse{};
+      r.error = n == 0 ? std::string("the server closed the connection")
+                       : std::string("recv: ") + std::strerror(errno);
+      Close();
+      return r;
+    }
+  }
+
+  // Whether in_ holds a whole answer; fills *r and *consumed.
+  bool Parse(HttpResponse* r, std::size_t* consumed, bool* until_close, bool eof) {
+    const std::size_t end = in_.find("\r\n\r\n");
+    if (end == std::string::npos) return false;
+    std::istringstream head(in_.substr(0, end));
+    std::string line;
+    std::getline(head, line);
+    int status = 0;
+    if (std::sscanf(line.c_str(), "HTTP/%*d.%*d %d", &status) != 1) {
+      r->status = 0;
+      r->error = "not an HTTP answer: " + line.substr(0, 80);
+      *consumed = in_.size();
+      closing_ = true;
+      return true;
+    }
+    std::optional<std::size_t> length;
+    bool chunked = false;
+    closing_ = false;
+    while (std::getline(head, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      const std::size_t colon = line.find(':');
+      if (colon == std::string::npos) continue;
+      const std::string key = Lower(line.substr(0, colon));
+      std::string value = line.substr(colon + 1);
+      value.erase(0, value.find_first_not_of(' '));
+      if (key == "content-length") length = std::strtoull(value.c_str(), nullptr, 10);
+      if (key == "transfer-encoding" && Lower(value).find("chunked") != std::string::npos) {
+        chunked = true;
+      }
+      if (key == "connection" && Lower(value).find("close") != std::string::npos) closing_ = true;
+    }
+    const std::size_t body_at = end + 4;
+    r->status = status;
+    if (status == 204 || status == 304 || (status >= 100 && status < 200)) {
+      r->body.clear();
+      *consumed = body_at;
+      return true;
+    }
+    if (chunked) {
+      std::string body;
+      std::size_t at = body_at;
+      for (;;) {
+        const std::size_t eol = in_.find("\r\n", at);
+        if (eol == std::string::npos) return false;
+        const std::size_t size = std::strtoull(in_.c_str() + at, nullptr, 16);
+        if (size == 0) {
+          // "0\r\n", trailers if any, "\r\n".
+          const std::size_t trailer_end = in_.find("\r\n\r\n", eol);
+          if (trailer_end == std::string::npos) return false;
+          *consumed = trailer_end + 4;
+          r->body = std::move(body);
+          return true;
+        }
+        if (in_.size() < eol + 2 + size + 2) return false;
+        body.append(in_, eol + 2, size);
+        at = eol + 2 + size + 2;
+      }
+    }
+    if (length) {
+      if (in_.size() < body_at + *length) return false;
+      r->body = in_.substr(body_at, *length);
+      *consumed = body_at + *length;
+      return true;
+    }
+    // No length: the body runs to the close.
+    *until_close = true;
+    closing_ = true;
+    if (!eof) return false;
+    r->body = in_.substr(body_at);
+    *consumed = in_.size();
+    return true;
+  }
+
+  int port_;
+  bool keep_alive_;
+  int fd_ = -1;
+  int served_ = 0;  // requests sent on this connection
+  bool closing_ = false;
+  std::string in_;
+};
+
+// ---- Latency records -----------------------------------------------------
+
+enum Route {
+  kCreateJob,
+  kUploadProfile,
+  kRegisterRank,
+  kPlanWait,
+  kPlanFetch,
+  kReportIteration,
+  kJobStatus,
+  kMetricsScrape,
+  kRoutes
+};
+
+const char* const kRouteNames[kRoutes] = {
+    "POST /jobs",
+    "PUT /jobs/{id}/profile",
+    "POST /jobs/{id}/ranks",
+    "GET /jobs/{id}/plan (long poll)",
+    "GET /jobs/{id}/plan (fetch)",
+    "POST /jobs/{id}/iterations",
+    "GET /jobs/{id} (every 100 ms)",
+    "GET /metrics (every 500 ms)",
+};
+
+// What each thread records, merged after it ends (no lock on the hot path).
+struct Recorder {
+  struct Sample {
+    double start_s, latency_s;
+  };
+  std::vector<Sample> samples[kRoutes];
+  int failures[kRoutes] = {};
+  std::string first_failure;
+
+  HttpResponse Timed(Route route, HttpClient& http, const char* method, const std::string& target,
+                     const std::string& body, const char* content_type, double timeout_s) {
+    const double start = Now();
+    HttpResponse r = http.Send(method, target, body, content_type, timeout_s);
+    samples[route].push_back({start, Now() - start});
+    if (r.status < 200 || r.status >= 300) {
+      ++failures[route];
+      if (first_failure.empty()) {
+        const std::string what =
+            r.status == 0 ? r.error
+                          : "HTTP " + std::to_string(r.status) + " " + r.body.substr(0, 300);
+        first_failure = std::string(method) + " " + target + ": " + what;
+      }
+    }
+    return r;
+  }
+};
+
+// ---- The server process ----------------------------------------------------
+
+std::atomic<pid_t> g_server_pid{-1};
+
+// The server's output (stdout and stderr), kept in a file and its last lines.
+class ServerLog {
+ public:
+  void Add(const std::string& line) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (file_) std::fprintf(file_, "%s\n", line.c_str());
+    tail_.push_back(line);
+    if (tail_.size() > 40) tail_.pop_front();
+  }
+  void Open(const std::string& path) { file_ = std::fopen(path.c_str(), "we"); }
+  void Close() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (file_) std::fclose(file_);
+    file_ = nullptr;
+  }
+  std::vector<std::string> Tail() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {tail_.begin(), tail_.end()};
+  }
+
+ private:
+  std::mutex mu_;
+  std::FILE* file_ = nullptr;
+  std::deque<std::string> tail_;
+};
+
+struct ServerProcess {
+  pid_t pid = -1;
+  int out = -1;  // the read end of its stdout+stderr
+  int port = 0;
+  std::string pending;  // output read but not yet split into lines
+  std::thread drain;
+};
+
+// Splits complete lines off `pending`.
+void TakeLines(std::string* pending, const std::function<void(const std::string&)>& each) {
+  for (std::size_t eol; (eol = pending->find('\n')) != std::string::npos;) {
+    std::string line = pending->substr(0, eol);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    pending->erase(0, eol + 1);
+    each(line);
+  }
+}
+
+// Starts the server and waits (up to 60 s) for the line naming its port.
+bool StartServer(const std::string& binary, const std::string& db, ServerProcess* server,
+                 ServerLog* log, std::string* error) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    *error = std::string("pipe: ") + std::strerror(errno);
+    return false;
+  }
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    *error = std::string("fork: ") + std::strerror(errno);
+    return false;
+  }
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) _exit(127);
+    ::dup2(fds[1], 1);
+    ::dup2(fds[1], 2);
+    const char* argv[] = {binary.c_str(), "serve",     "--host", "127.0.0.1", "--port", "0",
+                          db.empty() ? nullptr : "--db", db.c_str(), nullptr};
+    ::execv(binary.c_str(), const_cast<char* const*>(argv));
+    const char message[] = "bench_coord_load: exec of the server failed\n";
+    (void)!::write(2, message, sizeof message - 1);
+    _exit(127);
+  }
+  ::close(fds[1]);
+  server->pid = pid;
+  server->out = fds[0];
+  g_server_pid = pid;
+
+  const SteadyClock::time_point deadline = SteadyClock::now() + std::chrono::seconds(60);
+  char buf[4096];
+  while (server->port == 0) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - SteadyClock::now());
+    if (left.count() <= 0) {
+      *error = "the server printed no \"listening on http://...\" line within 60 s";
+      return false;
+    }
+    pollfd p{server->out, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    const ssize_t n = ::read(server->out, buf, sizeof buf);
+    if (n <= 0) {
+      *error = "the server exited before it listened";
+      return false;
+    }
+    server->pending.append(buf, static_cast<std::size_t>(n));
+    TakeLines(&server->pending, [&](const std::string& line) {
+      log->Add(line);
+      const std::size_t at = line.find("listening on http://");
+      if (at == std::string::npos || server->port != 0) return;
+      const std::size_t colon = line.find(':', at + std::strlen("listening on http://"));
+      if (colon != std::string::npos) server->port = std::atoi(line.c_str() + colon + 1);
+    });
+  }
+  server->drain = std::thread([server, log] {
+    char chunk[4096];
+    for (;;) {
+      const ssize_t n = ::read(server->out, chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      server->pending.append(chunk, static_cast<std::size_t>(n));
+      TakeLines(&server->pending, [&](const std::string& line) { log->Add(line); });
+    }
+    if (!server->pending.empty()) log->Add(server->pending);
+  });
+  return true;
+}
+
+// SIGTERM, then up to 15 s for the exit (SIGKILL after). Returns the time
+// it took and how it ended.
+std::string StopServer(ServerProcess* server, double* seconds) {
+  std::string how;
+  const double start = Now();
+  if (server->pid > 0) {
+    ::kill(server->pid, SIGTERM);
+    int status = 0;
+    pid_t done = 0;
+    while ((done = ::waitpid(server->pid, &status, WNOHANG)) == 0 && Now() - start < 15) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (done == 0) {
+      ::kill(server->pid, SIGKILL);
+      ::waitpid(server->pid, &status, 0);
+      how = "did not exit within 15 s of SIGTERM; killed";
+    } else if (WIFEXITED(status)) {
+      how = "exited with status " + std::to_string(WEXITSTATUS(status));
+    } else if (WIFSIGNALED(status)) {
+      how = std::string("ended by signal ") + strsignal(WTERMSIG(status));
+    }
+    g_server_pid = -1;
+    server->pid = -1;
+  }
+  *seconds = Now() - start;
+  if (server->drain.joinable()) server->drain.join();
+  if (server->out >= 0) ::close(server->out);
+  server->out = -1;
+  return how;
+}
+
+// ---- /proc sampling -----------------------------------------------------------
+
+struct ProcStatus {
+  long hwm_kb = -1, rss_kb = -1;
+  int threads = -1;
+};
+
+ProcStatus ReadProcStatus(const std::string& path) {
+  ProcStatus s;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) s.hwm_kb = std::atol(line.c_str() + 6);
+    if (line.rfind("VmRSS:", 0) == 0) s.rss_kb = std::atol(line.c_str() + 6);
+    if (line.rfind("Threads:", 0) == 0) s.threads = std::atoi(line.c_str() + 8);
+  }
+  return s;
+}
+
+// CPU seconds (user + system) used so far by the server and by this bench:
+// the two share the machine's cores, so the bench's own share matters when
+// reading its latencies.
+struct CpuMark {
+  double server_s = 0, client_s = 0;
+};
+
+CpuMark ReadCpu(pid_t server) {
+  CpuMark m;
+  std::ifstream in("/proc/" + std::to_string(server) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::size_t paren = stat.rfind(')');
+  if (paren != std::string::npos) {
+    // After "pid (comm)": state is field 3; utime and stime are fields 14, 15.
+    std::istringstream fields(stat.substr(paren + 2));
+    std::string f;
+    unsigned long long utime = 0, stime = 0;
+    for (int k = 3; k <= 15 && fields >> f; ++k) {
+      if (k == 14) utime = std::strtoull(f.c_str(), nullptr, 10);
+      if (k == 15) stime = std::strtoull(f.c_str(), nullptr, 10);
+    }
+    m.server_s = static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  }
+  rusage self{};
+  ::getrusage(RUSAGE_SELF, &self);
+  m.client_s = self.ru_utime.tv_sec + self.ru_utime.tv_usec * 1e-6 + self.ru_stime.tv_sec +
+               self.ru_stime.tv_usec * 1e-6;
+  return m;
+}
+
+// Phases of the run, for the samples.
+enum Phase { kSetup, kRanks, kAwaiting, kIterations, kDone };
+std::atomic<int> g_phase{kSetup};
+
+struct ProcPeaks {
+  long hwm_kb = 0, rss_kb = 0, hwm_kb_awaiting = 0;
+  int threads = 0, threads_awaiting = 0, threads_iterations = 0;
+  int client_threads = 0;
+  int samples = 0;
+};
+
+// ---- /metrics parsing ---------------------------------------------------------
+
+// The value of the first sample line "<name> <value>" (no labels).
+std::optional<double> MetricValue(const std::string& text, const std::string& name) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(name + " ", 0) == 0) return std::strtod(line.c_str() + name.size() + 1, nullptr);
+  }
+  return std::nullopt;
+}
+
+// The server's request-duration histogram per route: p50 and p99 as the
+// upper bound of the bucket that holds them, and the count.
+struct ServerRoute {
+  std::vector<std::pair<double, double>> buckets;  // (le, cumulative count)
+  double count = 0, sum = 0;
+};
+
+std::map<std::string, ServerRoute> ServerHistograms(const std::string& text,
+                                                    const std::string& metric) {
+  std::map<std::string, ServerRoute> out;
+  std::istringstream in(text);
+  std::string line;
+  auto route_of = [](const std::string& l) {
+    const std::size_t a = l.find("route=\"");
+    if (a == std::string::npos) return std::string();
+    const std::size_t b = l.find('"', a + 7);
+    return l.substr(a + 7, b - a - 7);
+  };
+  while (std::getline(in, line)) {
+    if (line.rfind(metric + "_bucket{", 0) == 0) {
+      const std::size_t le = line.find("le=\"");
+      const std::string bound = line.substr(le + 4, line.find('"', le + 4) - le - 4);
+      const double b = bound == "+Inf" ? INFINITY : std::strtod(bound.c_str(), nullptr);
+      const double n = std::strtod(line.c_str() + line.rfind(' ') + 1, nullptr);
+      out[route_of(line)].buckets.emplace_back(b, n);
+    } else if (line.rfind(metric + "_count{", 0) == 0) {
+      out[route_of(line)].count = std::strtod(line.c_str() + line.rfind(' ') + 1, nullptr);
+    } else if (line.rfind(metric + "_sum{", 0) == 0) {
+      out[route_of(line)].sum = std::strtod(line.c_str() + line.rfind(' ') + 1, nullptr);
+    }
+  }
+  return out;
+}
+
+double BucketQuantile(const ServerRoute& r, double q) {
+  for (const auto& [le, n] : r.buckets) {
+    if (n >= q * r.count) return le;
+  }
+  return INFINITY;
+}
+
+// ---- A blocking barrier ---------------------------------------------------------
+
+// std::barrier's waiters spin and sched_yield before they block; with 1,024
+// threads on 2 cores that spinning takes CPU from the server under test.
+// This one blocks at once. Drop() leaves for good (counts as an arrival now
+// and is not waited for in later phases).
+class Barrier {
+ public:
+  explicit Barrier(int parties) : parties_(parties) {}
+
+  void ArriveAndWait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    const std::uint64_t phase = phase_;
+    if (Arrive()) return;
+    cv_.wait(lock, [&] { return phase_ != phase; });
+  }
+
+  void Drop() {
+    std::lock_guard<std::mutex> lock(mu_);
+    --parties_;
+    if (arrived_ >= parties_) Complete();
+  }
+
+ private:
+  // mu_ held; true if this arrival completed the phase.
+  bool Arrive() {
+    if (++arrived_ < parties_) return false;
+    Complete();
+    return true;
+  }
+  void Complete() {
+    arrived_ = 0;
+    ++phase_;
+    cv_.notify_all();
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int parties_;
+  int arrived_ = 0;
+  std::uint64_t phase_ = 0;
+};
+
+// ---- Threads with small stacks -------------------------------------------------
+
+// A pthread with a 256 KiB stack running `body` (1,024 of them at 8 MiB
+// each would reserve 8 GiB of address space for nothing).
+class SmallThread {
+ public:
+  explicit SmallThread(std::function<void()> body) : body_(std::move(body)) {
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    const int rc = pthread_create(&id_, &attr, &SmallThread::Run, this);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) throw std::runtime_error(std::string("pthread_create: ") + std::strerror(rc));
+  }
+  ~SmallThread() { pthread_join(id_, nullptr); }
+  SmallThread(const SmallThread&) = delete;
+  SmallThread& operator=(const SmallThread&) = delete;
+
+ private:
+  static void* Run(void* self) {
+    static_cast<SmallThread*>(self)->body_();
+    return nullptr;
+  }
+  std::function<void()> body_;
+  pthread_t id_{};
+};
+
+// ---- The run ------------------------------------------------------------------
+
+struct Options {
+  std::string server;
+  std::string profile =
+      std::string(JOULEPIPE_SOURCE_DIR) + "/data/profiles/gpt3-175b+a100_sxm_bf16.csv";
+  int ranks = 1024;
+  int iterations = 100;
+  int spread_ms = 0;
+  bool keep_alive = true;
+  bool in_memory = false;  // the server without --db (no SQLite writes)
+  bool preconnect = false;  // each rank connects (GET /healthz) before the registrations
+  double watchdog_s = 300;
+};
+
+struct RankResult {
+  double registered_at_s = -1;  // the registration's answer arrived
+  double plan_at_s = -1;        // the first plan arrived
+  int version = 0;              // the plan version it runs at the end
+  int fetches = 0;              // plans fetched after a version rise
+  int not_ready = 0;            // fetches answered 204 (the new plan was not there)
+  Recorder rec;
+};
+
+std::string PathOfSelfDir() {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(".") : self.parent_path().string();
+}
+
+void Usage() {
+  std::fprintf(stderr,
+               "usage: bench_coord_load [--server PATH] [--ranks R (multiple of %d)] "
+               "[--iterations N] [--spread-ms S] [--no-keep-alive] [--in-memory] "
+               "[--preconnect] [--watchdog-s S] [--profile CSV]\n",
+               kPp * kTp);
+}
+
+struct RouteFigures {
+  std::size_t count = 0;
+  int failures = 0;
+  double rate = 0, p50 = 0, p99 = 0, max = 0;
+};
+
+RouteFigures Figures(const std::vector<Recorder::Sample>& s, int failures) {
+  RouteFigures f;
+  f.count = s.size();
+  f.failures = failures;
+  if (s.empty()) return f;
+  std::vector<double> lat;
+  lat.reserve(s.size());
+  double first = INFINITY, last = 0;
+  for (const Recorder::Sample& x : s) {
+    lat.push_back(x.latency_s);
+    first = std::min(first, x.start_s);
+    last = std::max(last, x.start_s + x.latency_s);
+  }
+  f.rate = last > first ? static_cast<double>(s.size()) / (last - first) : 0;
+  f.p50 = Percentile(lat, 0.5);
+  f.p99 = Percentile(lat, 0.99);
+  f.max = Percentile(lat, 1.0);
+  return f;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  opt.server = PathOfSelfDir() + "/joulepipe";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (a == "--server" && has_value) {
+      opt.server = argv[++i];
+    } else if (a == "--profile" && has_value) {
+      opt.profile = argv[++i];
+    } else if (a == "--ranks" && has_value) {
+      opt.ranks = std::atoi(argv[++i]);
+    } else if (a == "--iterations" && has_value) {
+      opt.iterations = std::atoi(argv[++i]);
+    } else if (a == "--spread-ms" && has_value) {
+      opt.spread_ms = std::atoi(argv[++i]);
+    } else if (a == "--watchdog-s" && has_value) {
+      opt.watchdog_s = std::atof(argv[++i]);
+    } else if (a == "--preconnect") {
+      opt.preconnect = true;
+    } else if (a == "--in-memory") {
+      opt.in_memory = true;
+    } else if (a == "--no-keep-alive") {
+      opt.keep_alive = false;
+    } else {
+      Usage();
+      return 2;
+    }
+  }
+  if (opt.ranks < kPp * kTp || opt.ranks % (kPp * kTp) != 0 || opt.iterations < 1 ||
+      opt.spread_ms < 0 || opt.watchdog_s <= 0) {
+    Usage();
+    return 2;
+  }
+  const int dp = opt.ranks / (kPp * kTp);
+  // The straggler: pipeline 3 (or the last one of fewer), slow in the middle
+  // three tenths of the run; none with one pipeline (nothing to compare to).
+  const int straggler = dp >= 2 ? std::min(kStragglerPipeline, dp - 1) : -1;
+  const std::int64_t slow_begin = opt.iterations * 3 / 10, slow_end = opt.iterations * 6 / 10;
+
+  std::string csv;
+  {
+    std::ifstream in(opt.profile, std::ios::binary);
+    if (!in) {
+      std::fprintf(stderr, "bench_coord_load: cannot read the profile %s\n", opt.profile.c_str());
+      return 2;
+    }
+    std::ostringstream s;
+    s << in.rdbuf();
+    csv = s.str();
+  }
+  if (::access(opt.server.c_str(), X_OK) != 0) {
+    std::fprintf(stderr, "bench_coord_load: %s is not an executable (give --server PATH)\n",
+                 opt.server.c_str());
+    return 2;
+  }
+
+  // Sockets: one per rank, the monitors', and the server's (it raises its own).
+  rlimit nofile{};
+  ::getrlimit(RLIMIT_NOFILE, &nofile);
+  const rlim_t want = static_cast<rlim_t>(opt.ranks) * 2 + 256;
+  if (nofile.rlim_cur < want) {
+    nofile.rlim_cur = std::min(nofile.rlim_max, std::max<rlim_t>(want, 4096));
+    ::setrlimit(RLIMIT_NOFILE, &nofile);
+  }
+  if (nofile.rlim_cur < static_cast<rlim_t>(opt.ranks) + 64) {
+    std::fprintf(stderr, "bench_coord_load: the open-file limit is %llu; %d ranks need more\n",
+                 static_cast<unsigned long long>(nofile.rlim_cur), opt.ranks);
+    return 2;
+  }
+
+  char tmpl[] = "/tmp/joulepipe-coord-load-XXXXXX";
+  if (::mkdtemp(tmpl) == nullptr) {
+    std::fprintf(stderr, "bench_coord_load: mkdtemp: %s\n", std::strerror(errno));
+    return 2;
+  }
+  const std::string tmpdir = tmpl;
+  ServerLog log;
+  log.Open(tmpdir + "/server.log");
+
+  // Watchdog: a broken server must not hang the bench.
+  std::mutex watchdog_mu;
+  std::condition_variable watchdog_cv;
+  bool finished = false;
+  std::thread watchdog([&] {
+    std::unique_lock<std::mutex> lock(watchdog_mu);
+    if (watchdog_cv.wait_for(lock, std::chrono::duration<double>(opt.watchdog_s),
+                             [&] { return finished; })) {
+      return;
+    }
+    std::fprintf(stderr, "bench_coord_load: watchdog: not finished after %.0f s (phase %d); "
+                 "killing the server. Its last lines:\n", opt.watchdog_s, g_phase.load());
+    for (const std::string& l : log.Tail()) std::fprintf(stderr, "  | %s\n", l.c_str());
+    const pid_t pid = g_server_pid.load();
+    if (pid > 0) ::kill(pid, SIGKILL);
+    std::error_code ec;
+    std::filesystem::remove_all(tmpdir, ec);
+    std::fflush(stderr);
+    _exit(2);
+  });
+  auto finish = [&](int code) {
+    {
+      std::lock_guard<std::mutex> lock(watchdog_mu);
+      finished = true;
+    }
+    watchdog_cv.notify_all();
+    watchdog.join();
+    log.Close();
+    std::error_code ec;
+    std::filesystem::remove_all(tmpdir, ec);
+    return code;
+  };
+
+  ServerProcess server;
+  std::string error;
+  if (!StartServer(opt.server, opt.in_memory ? "" : tmpdir + "/state.sqlite", &server, &log,
+                   &error)) {
+    std::fprintf(stderr, "bench_coord_load: starting %s serve: %s. Its output:\n",
+                 opt.server.c_str(), error.c_str());
+    for (const std::string& l : log.Tail()) std::fprintf(stderr, "  | %s\n", l.c_str());
+    double ignored;
+    StopServer(&server, &ignored);
+    return finish(2);
+  }
+  const int port = server.port;
+  std::printf("bench_coord_load: %d ranks (pp %d x dp %d x tp %d), %d iterations, %s, %s; "
+              "server %s (pid %d, port %d)\n",
+              opt.ranks, kPp, dp, kTp, opt.iterations,
+              opt.keep_alive ? "keep-alive connections" : "a connection per request",
+              opt.in_memory ? "state in memory" : "state in SQLite",
+              opt.server.c_str(), static_cast<int>(server.pid), port);
+  if (straggler >= 0) {
+    std::printf("  straggler: pipeline %d x%.1f in iterations %lld..%lld; requests spread over "
+                "0..%d ms\n",
+                straggler, kSlowdown, static_cast<long long>(slow_begin),
+                static_cast<long long>(slow_end - 1), opt.spread_ms);
+  }
+  std::fflush(stdout);
+
+  // /proc sampler (50 ms).
+  std::atomic<bool> stop_monitors{false};
+  ProcPeaks peaks;
+  std::thread sampler([&] {
+    const std::string path = "/proc/" + std::to_string(server.pid) + "/status";
+    while (!stop_monitors.load()) {
+      const ProcStatus s = ReadProcStatus(path);
+      const ProcStatus self = ReadProcStatus("/proc/self/status");
+      const int phase = g_phase.load();
+      if (s.threads > 0) {
+        ++peaks.samples;
+        peaks.hwm_kb = std::max(peaks.hwm_kb, s.hwm_kb);
+        peaks.rss_kb = std::max(peaks.rss_kb, s.rss_kb);
+        peaks.threads = std::max(peaks.threads, s.threads);
+        if (phase == kRanks || phase == kAwaiting) {
+          peaks.threads_awaiting = std::max(peaks.threads_awaiting, s.threads);
+          peaks.hwm_kb_awaiting = std::max(peaks.hwm_kb_awaiting, s.hwm_kb);
+        }
+        if (phase == kIterations) {
+          peaks.threads_iterations = std::max(peaks.threads_iterations, s.threads);
+        }
+      }
+      peaks.client_threads = std::max(peaks.client_threads, self.threads);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+
+  Recorder setup_rec;
+  bool ok = true;
+  {
+    HttpClient http(port, opt.keep_alive);
+    const json job = {{"job_id", "load"},       {"pp_degree", kPp},
+                      {"dp_degree", dp},        {"tp_degree", kTp},
+                      {"world_size", opt.ranks}, {"schedule", "1f1b"},
+                      {"microbatches", kMicrobatches}, {"p_block_w", kPBlockW}};
+    HttpResponse r = setup_rec.Timed(kCreateJob, http, "POST", "/jobs", job.dump(),
+                                     "application/json", kRequestTimeoutS);
+    ok = r.status == 200;
+    if (ok) {
+      r = setup_rec.Timed(kUploadProfile, http, "PUT", "/jobs/load/profile", csv, "text/csv",
+                          kRequestTimeoutS);
+      ok = r.status == 200;
+    }
+    if (!ok) std::fprintf(stderr, "bench_coord_load: %s\n", setup_rec.first_failure.c_str());
+  }
+
+  // Monitors: job status every 100 ms, /metrics every 500 ms.
+  Recorder status_rec, metrics_rec;
+  int max_waiting = 0;
+  std::thread status_monitor, metrics_monitor;
+  if (ok) {
+    status_monitor = std::thread([&] {
+      HttpClient http(port, opt.keep_alive);
+      while (!stop_monitors.load()) {
+        const HttpResponse r = status_rec.Timed(kJobStatus, http, "GET", "/jobs/load", "",
+                                                nullptr, kRequestTimeoutS);
+        if (r.status == 200) {
+          const json j = json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+          if (j.is_object() && j.contains("waiting_requests") &&
+              j.at("waiting_requests").is_number_integer()) {
+            max_waiting = std::max(max_waiting, j.at("waiting_requests").get<int>());
+          }
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    });
+    metrics_monitor = std::thread([&] {
+      HttpClient http(port, opt.keep_alive);
+      while (!stop_monitors.load()) {
+        metrics_rec.Timed(kMetricsScrape, http, "GET", "/metrics", "", nullptr, kRequestTimeoutS);
+        for (int k = 0; k < 10 && !stop_monitors.load(); ++k) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+      }
+    });
+  }
+
+  // The ranks.
+  std::vector<RankResult> results(opt.ranks);
+  std::atomic<bool> failed{!ok};
+  std::atomic<int> registered{0}, planned{0};
+  std::latch start(opt.ranks);
+  Barrier sync(opt.ranks);
+  double ranks_started_s = 0, plans_done_s = 0, iterations_done_s = 0;
+  CpuMark cpu_ranks, cpu_plans, cpu_iterations;
+  std::mutex first_error_mu;
+  std::string first_error;
+  auto fail = [&](const std::string& what) {
+    std::lock_guard<std::mutex> lock(first_error_mu);
+    if (first_error.empty()) first_error = what;
+    failed = true;
+  };
+
+  if (ok) {
+    g_phase = kRanks;
+    ranks_started_s = Now();
+    cpu_ranks = ReadCpu(server.pid);
+    std::vector<std::unique_ptr<SmallThread>> threads;
+    threads.reserve(opt.ranks);
+    for (int rank = 0; rank < opt.ranks; ++rank) {
+      std::function<void()> body = [&, rank] {
+        RankResult& me = results[rank];
+        Recorder& rec = me.rec;
+        // Rank = (dp x pp + pp) x tp + tp, Megatron's order with tp innermost.
+        const int tp_rank = rank % kTp, pp_rank = (rank / kTp) % kPp, dp_rank = rank / (kTp * kPp);
+        std::mt19937 rng(static_cast<unsigned>(rank) * 7919u + 17u);
+        HttpClient http(port, opt.keep_alive);
+        if (opt.preconnect) {
+          const HttpResponse h = http.Send("GET", "/healthz", "", nullptr, kRequestTimeoutS);
+          if (h.status != 200) {
+            fail("rank " + std::to_string(rank) + ": GET /healthz: " + h.error);
+          }
+        }
+        start.arrive_and_wait();
+        if (opt.spread_ms > 0) {
+          std::this_thread::sleep_for(std::chrono::microseconds(
+              std::uniform_int_distribution<int>(0, opt.spread_ms * 1000)(rng)));
+        }
+
+        json info = {{"rank", rank}, {"dp_rank", dp_rank}, {"pp_rank", pp_rank},
+                     {"tp_rank", tp_rank}};
+        std::vector<int> mhz;
+        for (int f = 1410; f >= 210; f -= 15) mhz.push_back(f);
+        info["available_frequencies"] = mhz;
+        HttpResponse r = rec.Timed(kRegisterRank, http, "POST", "/jobs/load/ranks", info.dump(),
+                                   "application/json", kRequestTimeoutS);
+        if (r.status != 200) {
+          fail("rank " + std::to_string(rank) + ": " + rec.first_failure);
+          sync.Drop();
+          return;
+        }
+        me.registered_at_s = Now();
+        if (registered.fetch_add(1) + 1 == opt.ranks) g_phase = kAwaiting;
+
+        // The plan: a long poll (204 at the deadline: ask again).
+        double time_s = 0, energy_j = 0;
+        const std::string wait_target = "/jobs/load/plan?rank=" + std::to_string(rank) +
+                                        "&after=0&wait_s=" + std::to_string(int(kPlanWaitS));
+        // The plan's shape: the rank's own, a version, a predicted time and
+        // instructions (json::value throws on a member of another type).
+        auto read_plan = [&](const HttpResponse& answer) {
+          try {
+            const json p = json::parse(answer.body, nullptr, false);
+            if (p.is_object() && p.value("rank", -1) == rank &&
+                p.value("pipeline", -1) == dp_rank && p.value("stage", -1) == pp_rank &&
+                p.contains("predicted") && p.at("predicted").is_object() &&
+                p.contains("instructions") && p.at("instructions").is_array() &&
+                !p.at("instructions").empty() && p.value("version", 0) >= 1 &&
+                p.at("predicted").value("time_s", 0.0) > 0) {
+              me.version = p.at("version").get<int>();
+              time_s = p.at("predicted").at("time_s").get<double>();
+              energy_j = p.at("predicted").value("energy_j", 0.0);
+              return true;
+            }
+          } catch (const json::exception&) {
+          }
+          fail("rank " + std::to_string(rank) + ": a plan of an unexpected shape: " +
+               answer.body.substr(0, 300));
+          return false;
+        };
+        for (;;) {
+          r = rec.Timed(kPlanWait, http, "GET", wait_target, "", nullptr, kPlanWaitS + 30);
+          if (r.status == 204 && !failed.load()) continue;
+          break;
+        }
+        if (r.status != 200 || !read_plan(r)) {
+          if (r.status != 200) {
+            fail("rank " + std::to_string(rank) + ": " + rec.first_failure);
+          }
+          sync.Drop();
+          return;
+        }
+        me.plan_at_s = Now();
+        planned.fetch_add(1);
+        sync.ArriveAndWait();  // every plan delivered; iterations start together
+
+        for (std::int64_t it = 0; it < opt.iterations; ++it) {
+          if (failed.load()) {
+            sync.Drop();
+            return;
+          }
+          if (opt.spread_ms > 0) {
+            std::this_thread::sleep_for(std::chrono::microseconds(
+                std::uniform_int_distribution<int>(0, opt.spread_ms * 1000)(rng)));
+          }
+          const bool slowed = dp_rank == straggler && it >= slow_begin && it < slow_end;
+          const double slow = slowed ? kSlowdown : 1.0;
+          const json report = {{"rank", rank},
+                               {"iteration", it},
+                               {"time_s", time_s * slow},
+                               {"energy_j", energy_j / kPp * slow}};
+          r = rec.Timed(kReportIteration, http, "POST", "/jobs/load/iterations", report.dump(),
+                        "application/json", kRequestTimeoutS);
+          if (r.status != 200) {
+            fail("rank " + std::to_string(rank) + ", iteration " +
+                 std::to_string(it) + ": " + rec.first_failure);
+            sync.Drop();
+            return;
+          }
+          const json answer = json::parse(r.body, nullptr, false);
+          int version = 0;
+          if (answer.is_object() && answer.contains("plan_version") &&
+              answer.at("plan_version").is_number_integer()) {
+            version = answer.at("plan_version").get<int>();
+          }
+          if (version > me.version) {
+            const std::string target = "/jobs/load/plan?rank=" + std::to_string(rank) +
+                                       "&after=" + std::to_string(me.version) + "&wait_s=0";
+            r = rec.Timed(kPlanFetch, http, "GET", target, "", nullptr, kRequestTimeoutS);
+            ++me.fetches;
+            if (r.status == 204) {
+              ++me.not_ready;
+            } else if (r.status != 200 || !read_plan(r)) {
+              if (r.status != 200) {
+                fail("rank " + std::to_string(rank) + ", iteration " + std::to_string(it) + ": " +
+                     rec.first_failure);
+              }
+              sync.Drop();
+              return;
+            }
+          }
+          sync.ArriveAndWait();
+        }
+      };
+      try {
+        threads.push_back(std::make_unique<SmallThread>(std::move(body)));
+      } catch (const std::exception& e) {
+        // The ranks without a thread leave the latch and the barrier at once.
+        fail(std::string("starting rank threads: ") + e.what() + " at rank " +
+             std::to_string(rank));
+        for (int missing = rank; missing < opt.ranks; ++missing) {
+          start.count_down();
+          sync.Drop();
+        }
+        break;
+      }
+    }
+    // Mark the phases as the ranks pass them (the sampler keys on them).
+    std::thread phases([&] {
+      while (planned.load() < opt.ranks && !failed.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      plans_done_s = Now();
+      cpu_plans = ReadCpu(server.pid);
+      if (!failed.load()) g_phase = kIterations;
+    });
+    threads.clear();  // joins every rank
+    phases.join();
+    iterations_done_s = Now();
+    cpu_iterations = ReadCpu(server.pid);
+  }
+  g_phase = kDone;
+
+  // The job's final state and one last scrape, then stop the monitors.
+  json final_status;
+  std::string metrics_text;
+  {
+    HttpClient http(port, opt.keep_alive);
+    Recorder rec;
+    HttpResponse r =
+        rec.Timed(kJobStatus, http, "GET", "/jobs/load", "", nullptr, kRequestTimeoutS);
+    if (r.status == 200) final_status = json::parse(r.body, nullptr, false);
+    r = rec.Timed(kMetricsScrape, http, "GET", "/metrics", "", nullptr, kRequestTimeoutS);
+    if (r.status == 200) metrics_text = r.body;
+  }
+  stop_monitors = true;
+  if (status_monitor.joinable()) status_monitor.join();
+  if (metrics_monitor.joinable()) metrics_monitor.join();
+  sampler.join();
+  double stop_s = 0;
+  const std::string stopped = StopServer(&server, &stop_s);
+
+  // ---- Figures ---------------------------------------------------------------
+  std::vector<Recorder::Sample> by_route[kRoutes];
+  int failures[kRoutes] = {};
+  auto merge = [&](const Recorder& rec) {
+    for (int k = 0; k < kRoutes; ++k) {
+      by_route[k].insert(by_route[k].end(), rec.samples[k].begin(), rec.samples[k].end());
+      failures[k] += rec.failures[k];
+    }
+  };
+  merge(setup_rec);
+  merge(status_rec);
+  merge(metrics_rec);
+  int fetches = 0, not_ready = 0;
+  for (const RankResult& r : results) {
+    merge(r.rec);
+    fetches += r.fetches;
+    not_ready += r.not_ready;
+  }
+
+  std::printf("\n%-34s %8s %9s %9s %9s %9s %6s\n", "route (client side)", "count", "req/s",
+              "p50 ms", "p99 ms", "max ms", "fail");
+  RouteFigures fig[kRoutes];
+  for (int k = 0; k < kRoutes; ++k) {
+    fig[k] = Figures(by_route[k], failures[k]);
+    if (fig[k].count == 0) {
+      std::printf("%-34s %8d\n", kRouteNames[k], 0);
+      continue;
+    }
+    std::printf("%-34s %8zu %9.1f %9.2f %9.2f %9.2f %6d\n", kRouteNames[k], fig[k].count,
+                fig[k].rate, fig[k].p50 * 1e3, fig[k].p99 * 1e3, fig[k].max * 1e3,
+                fig[k].failures);
+  }
+
+  // The server's own view (handling time, arrival to answer minus parking).
+  const auto server_routes =
+      ServerHistograms(metrics_text, "joulepipe_http_request_duration_seconds");
+  if (!server_routes.empty()) {
+    std::printf("\n%-34s %8s %9s %11s %11s\n", "route (server's histogram)", "count", "mean ms",
+                "p50 <= ms", "p99 <= ms");
+    for (const auto& [route, h] : server_routes) {
+      std::printf("%-34s %8.0f %9.3f %11g %11g\n", route.c_str(), h.count,
+                  h.count > 0 ? h.sum / h.count * 1e3 : 0.0, BucketQuantile(h, 0.5) * 1e3,
+                  BucketQuantile(h, 0.99) * 1e3);
+    }
+  }
+
+  // Plan delivery.
+  double last_registration = -1;
+  std::vector<double> delays;
+  for (const RankResult& r : results) {
+    last_registration = std::max(last_registration, r.registered_at_s);
+  }
+  for (const RankResult& r : results) {
+    if (r.plan_at_s >= 0) delays.push_back(r.plan_at_s - last_registration);
+  }
+  const std::optional<double> solve_sum =
+      MetricValue(metrics_text, "joulepipe_plan_solve_seconds_sum");
+  const std::optional<double> solve_count =
+      MetricValue(metrics_text, "joulepipe_plan_solve_seconds_count");
+  const double solve_s = solve_sum.value_or(NAN);
+  std::printf("\nregistration: %d ranks in %.3f s (first request to last answer)\n",
+              registered.load(), last_registration - ranks_started_s);
+  if (!delays.empty()) {
+    std::printf("plans: %zu of %d delivered; after the last registration: p50 %.3f s, p99 %.3f s, "
+                "max %.3f s; server solve %.3f s (%s solve%s)\n",
+                delays.size(), opt.ranks, Percentile(delays, 0.5), Percentile(delays, 0.99),
+                Percentile(delays, 1.0), solve_s,
+                solve_count ? std::to_string(static_cast<int>(*solve_count)).c_str() : "?",
+                solve_count && *solve_count == 1 ? "" : "s");
+  }
+  std::printf("requests parked at once (GET /jobs/{id} waiting_requests, sampled every 100 ms): "
+              "max %d\n", max_waiting);
+  if (opt.iterations > 0 && iterations_done_s > plans_done_s) {
+    const double span = iterations_done_s - plans_done_s;
+    std::printf("iterations: %d in %.2f s (%.1f iterations/s, %.0f reports/s); plan fetches "
+                "after a version rise: %d (%d answered 204)\n",
+                opt.iterations, span, opt.iterations / span, opt.iterations * opt.ranks / span,
+                fetches, not_ready);
+  }
+  std::printf("server: peak RSS (VmHWM) %.1f MiB (%.1f MiB by the time every plan was "
+              "delivered); threads max %d (%d while the plans were awaited, %s during "
+              "iterations); %d samples at 50 ms\n",
+              peaks.hwm_kb / 1024.0, peaks.hwm_kb_awaiting / 1024.0, peaks.threads,
+              peaks.threads_awaiting,
+              peaks.threads_iterations > 0 ? std::to_string(peaks.threads_iterations).c_str()
+                                           : "not sampled",
+              peaks.samples);
+  std::printf("client (this bench): threads max %d (%d rank threads + monitors)\n",
+              peaks.client_threads, opt.ranks);
+  if (iterations_done_s > plans_done_s && plans_done_s > ranks_started_s) {
+    const double plan_wall = plans_done_s - ranks_started_s;
+    const double it_wall = iterations_done_s - plans_done_s;
+    std::printf("CPU (s, user+system): registration + plans %.2f server / %.2f bench in %.2f s "
+                "wall; iterations %.2f server / %.2f bench in %.2f s wall (%u cores)\n",
+                cpu_plans.server_s - cpu_ranks.server_s, cpu_plans.client_s - cpu_ranks.client_s,
+                plan_wall, cpu_iterations.server_s - cpu_plans.server_s,
+                cpu_iterations.client_s - cpu_plans.client_s, it_wall,
+                std::thread::hardware_concurrency());
+  }
+  std::printf("server stop: SIGTERM -> %s in %.3f s\n", stopped.c_str(), stop_s);
+
+  // The job's switches.
+  int switches = 0, reverts = 0;
+  std::int64_t completed = -1, dropped = -1;
+  int final_version = 0;
+  // json::value throws on a member of another type: a wrong shape is a
+  // finding, not a crash.
+  try {
+    if (final_status.is_object()) {
+      completed = final_status.value("completed_iterations", std::int64_t{-1});
+      dropped = final_status.value("dropped_iterations", std::int64_t{-1});
+      final_version = final_status.value("plan_version", 0);
+      if (final_status.contains("switches") && final_status["switches"].is_array()) {
+        std::printf("plan versions:\n");
+        for (const json& s : final_status["switches"]) {
+          const int version = s.value("version", 0);
+          bool any_slow = false;
+          if (s.contains("slowdowns") && s["slowdowns"].is_array()) {
+            for (const json& x : s["slowdowns"]) any_slow = any_slow || x.get<double>() > 1;
+          }
+          if (version > 1) (any_slow ? switches : reverts) += 1;
+          std::printf("  v%d from iteration %lld: T' %.4f s, predicted saving %.1f J/iteration: "
+                      "%s\n",
+                      version, static_cast<long long>(s.value("iteration", std::int64_t{0})),
+                      s.value("target_s", 0.0), s.value("predicted_saving_j", 0.0),
+                      s.value("reason", std::string()).c_str());
+        }
+      }
+    }
+  } catch (const json::exception& e) {
+    std::printf("GET /jobs/load: an answer of an unexpected shape: %s\n", e.what());
+  }
+  int on_final = 0;
+  for (const RankResult& r : results) on_final += r.version == final_version;
+  std::printf("ranks running the final plan version %d at the end: %d of %d\n", final_version,
+              on_final, opt.ranks);
+
+  // ---- Targets ---------------------------------------------------------------
+  int missed = 0;
+  auto check = [&](bool pass, const std::string& what) {
+    std::printf("  [%s] %s\n", pass ? "PASS" : "FAIL", what.c_str());
+    missed += !pass;
+  };
+  std::printf("\ntargets:\n");
+  if (!first_error.empty() || !ok) {
+    std::printf("  error: %s\n", first_error.empty() ? setup_rec.first_failure.c_str()
+                                                     : first_error.c_str());
+  }
+  {
+    const double max_delay = delays.empty() ? INFINITY : Percentile(delays, 1.0);
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "every rank has its plan within %.0f s of the last registration plus the solve "
+                  "(%zu of %d; max %.3f s - solve %.3f s = %.3f s)",
+                  kPlanDeadlineS, delays.size(), opt.ranks, max_delay, solve_s,
+                  max_delay - solve_s);
+    check(static_cast<int>(delays.size()) == opt.ranks && solve_sum &&
+              max_delay - solve_s <= kPlanDeadlineS,
+          line);
+  }
+  for (int k = 0; k < kRoutes; ++k) {
+    if (k == kPlanWait || fig[k].count == 0) continue;
+    char line[160];
+    std::snprintf(line, sizeof line, "p99 < %.0f ms: %s (%.2f ms)", kP99TargetS * 1e3,
+                  kRouteNames[k], fig[k].p99 * 1e3);
+    check(fig[k].p99 < kP99TargetS, line);
+  }
+  {
+    int total_failures = 0;
+    for (int k = 0; k < kRoutes; ++k) total_failures += failures[k];
+    check(total_failures == 0 && first_error.empty(),
+          "every request answered 2xx (" + std::to_string(total_failures) + " failed)");
+  }
+  check(completed == opt.iterations && dropped == 0,
+        "every iteration completed at the server (" + std::to_string(completed) + " of " +
+            std::to_string(opt.iterations) + ", " + std::to_string(dropped) + " dropped)");
+  check(peaks.threads_awaiting > 0 && peaks.threads_awaiting <= kMaxServerThreadsWaiting,
+        "server threads while " + std::to_string(opt.ranks) + " plans were awaited <= " +
+            std::to_string(kMaxServerThreadsWaiting) + " (max " +
+            std::to_string(peaks.threads_awaiting) + ")");
+  if (straggler >= 0 && slow_end - slow_begin >= 4) {
+    check(switches >= 1 && reverts >= 1,
+          "the straggler moved the other pipelines and its recovery moved them back (" +
+              std::to_string(switches) + " switch(es) with a straggler, " +
+              std::to_string(reverts) + " back)");
+  }
+  std::printf("%s\n", missed == 0 && first_error.empty() ? "PASS" : "FAIL");
+  if (!first_error.empty()) {
+    std::printf("server's last lines:\n");
+    for (const std::string& l : log.Tail()) std::printf("  | %s\n", l.c_str());
+  }
+  std::fflush(stdout);
+  return finish(!first_error.empty() || !ok ? 2 : missed == 0 ? 0 : 1);
+}

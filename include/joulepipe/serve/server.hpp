@@ -1,0 +1,117 @@
+// Server: coord::Job served over HTTP+JSON with persistent state, the
+// library behind `joulepipe serve` (docs/coordination.md for the routes,
+// docs/openapi.yaml for their shapes).
+//
+//   serve::ServerOptions options;
+//   options.db_path = "state.sqlite";
+//   serve::Server server(std::move(options));  // restores, binds, serves
+//   ... server.port() ...
+//   server.Stop();                             // or the destructor
+//
+// Transport: libmicrohttpd with one internal epoll loop per worker thread
+// (ServerOptions::threads, 2 by default) and suspend/resume. Why not
+// cpp-httplib: its thread-per-connection pool cannot hold 1,024 long-polling
+// ranks on 2 cores without 1,024 threads; here a request waiting for its plan
+// is a suspended connection (a socket and ~1 KiB of state, no thread). One
+// timer thread ends waits at their deadline and notices clients that hung
+// up; the planner thread resumes the waiters of a job when its plan appears
+// or changes. Threads in all: the workers, the planner, the timer.
+//
+// Policy: the coord part's Job, fed by the routes; every state change is
+// validated in full first, then applied to the Job and written to the Store
+// (store.hpp) in one transaction. Should the write fail, the job is reloaded
+// from the store, so memory and file never disagree. Planning
+// (solver::PlanPipeline, seconds to minutes) runs on the one planner thread,
+// never on a request thread, one job at a time in the order jobs became
+// ready; on restart, jobs that were ready and not planned are planned again.
+//
+// Security: without a token, anyone who can connect may change any job:
+// bind to loopback (the default) or set a token, which every route but
+// GET /healthz then requires ("Authorization: Bearer <token>", compared in
+// constant time; or a "/t/<token>" path prefix for clients that cannot send
+// headers, such as Zeus's). A non-loopback address without a token is
+// logged as a warning. No TLS: put a TLS proxy in front on untrusted
+// networks.
+//
+// Errors: the constructor throws model::InputError naming the ServerOptions
+// field (ServerOptions::port when the port is taken, ServerOptions::db_path
+// for an unusable database, ...); routes answer errors as JSON
+// {"error": "<message>", "field": "<Struct::member>" | null}.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "joulepipe/model/profile.hpp"
+#include "joulepipe/schedule/schedule.hpp"
+
+namespace joulepipe::serve {
+
+// What jobs registered through Zeus's POST /register_job plan with: Zeus's
+// JobInfo has only the parallel degrees. Without `microbatches`, Zeus
+// registration is refused (the schedule is unknown). With a profile, each
+// Zeus job gets it at registration (its stages must equal the job's
+// pp_degree); without one, an operator uploads a profile with
+// PUT /jobs/{id}/profile while the ranks wait in GET /schedule.
+struct ZeusDefaults {
+  schedule::Kind kind = schedule::Kind::k1F1B;
+  int microbatches = 0;  // 0: Zeus jobs cannot be registered
+  int chunks = 1;
+  std::optional<double> p_block_w;  // unset: the profile's metadata
+  std::optional<model::Profile> profile;
+  std::string profile_csv;   // its text as stored (ProfileToCsv if empty)
+  std::string profile_name;  // for messages and GET /info, e.g. its path
+};
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";  // an address or a name; "0.0.0.0" / "::" for all
+  int port = 8470;                 // 0: any free port (port() says which)
+  std::string db_path;             // "" or ":memory:": in memory, nothing persists
+  std::string token;               // "" = no authentication
+  double evict_after_s = 7 * 86400;  // idle jobs are deleted after this; 0 = never
+  double evict_check_period_s = 60;  // how often idleness is checked (> 0)
+  int max_connections = 4096;        // open connections, parked ones included
+  int threads = 2;                   // HTTP worker threads, 1..64
+  double connection_timeout_s = 120;  // an idle (not parked) connection is closed
+  ZeusDefaults zeus;
+  // One line per event (job registered, planned, switched, evicted, ...;
+  // warnings start with "warning: "). Called from any server thread, never
+  // two at once. Empty: the lines are dropped.
+  std::function<void(const std::string&)> log;
+};
+
+class Server {
+ public:
+  // Opens the store, restores every job in it (re-queuing those ready to
+  // plan), raises the open-file limit to its hard limit and starts serving.
+  // Throws model::InputError naming the ServerOptions field at fault.
+  explicit Server(ServerOptions options);
+  // Stop().
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Answers every parked request with 503 (Retry-After), stops the planner
+  // (a solve in progress is cancelled; the job is planned again on restart),
+  // closes every connection, writes the jobs' last-active times. Idempotent.
+  void Stop();
+
+  int port() const;         // the bound port
+  std::string url() const;  // "http://127.0.0.1:8470"
+  bool persistent() const;  // false for an in-memory store
+  int restored_jobs() const;
+  int jobs() const;
+  int waiting_requests() const;  // parked right now
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Whether `host` (an address or "localhost") is a loopback address.
+bool IsLoopbackHost(const std::string& host);
+
+}  // namespace joulepipe::serve

@@ -1,0 +1,446 @@
+#include "codec.hpp"
+
+#include <cmath>
+#include <ctime>
+#include <limits>
+#include <set>
+#include <string_view>
+#include <utility>
+
+#include "joulepipe/model/field_names.hpp"
+#include "joulepipe/model/format.hpp"
+#include "joulepipe/model/json_input.hpp"
+
+namespace joulepipe::serve {
+
+namespace {
+
+using model::Format;
+using model::InputError;
+using nlohmann::json;
+
+// Library tokens -> the API's JSON members (order matters only in that no
+// replacement produces a later token).
+constexpr std::pair<std::string_view, std::string_view> kApiNames[] = {
+    {"Spec::stages", "JobConfig::pp_degree"},
+    {"Spec::microbatches", "JobConfig::microbatches"},
+    {"Spec::chunks", "JobConfig::chunks"},
+    {"Spec::kind", "JobConfig::schedule"},
+    {"PlanRequest::p_block_w", "JobConfig::p_block_w"},
+    {"PlanRequest::resolution_s", "JobConfig::resolution_s"},
+    {"Options::p_block_w", "JobConfig::p_block_w"},
+    {"RankInfo::available_mhz", "RankInfo::available_frequencies"},
+};
+
+// JobConfig and IterationReport as Zeus's JobInfo and ProfilingResult.
+constexpr std::pair<std::string_view, std::string_view> kZeusNames[] = {
+    {"JobConfig::pp_degree", "JobInfo::pp_degree"},
+    {"JobConfig::dp_degree", "JobInfo::dp_degree"},
+    {"JobConfig::tp_degree", "JobInfo::tp_degree"},
+    {"JobConfig::world_size", "JobInfo::world_size"},
+    {"JobConfig::job_id", "JobInfo::job_id"},
+    {"JobConfig::metadata", "JobInfo::job_metadata"},
+    {"IterationReport::rank", "ProfilingResult::rank"},
+    {"IterationReport::time_s", "ProfilingResult::iter_time"},
+    {"IterationReport::energy_j", "ProfilingResult::iter_energy"},
+};
+
+// One JSON object read member by member. Each getter names the member as
+// "<what>::<key>"; Done() refuses members no getter asked for (strict).
+class Members {
+ public:
+  Members(const json& j, std::string what, bool strict)
+      : j_(j), what_(std::move(what)), strict_(strict) {
+    if (!j.is_object()) {
+      throw InputError(what_, Format("the request body must be a JSON object (%s), got %s",
+                                     what_.c_str(), model::Excerpt(j).c_str()));
+    }
+  }
+
+  std::string Field(const char* key) const { return what_ + "::" + key; }
+
+  // The member, or nullptr when absent or null.
+  const json* Find(const char* key) {
+    seen_.insert(key);
+    const auto it = j_.find(key);
+    if (it == j_.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+
+  const json& Require(const char* key) {
+    const json* v = Find(key);
+    if (v == nullptr) {
+      throw InputError(Field(key), Format("%s is missing; it is required", Field(key).c_str()));
+    }
+    return *v;
+  }
+
+  std::int64_t Integer(const json& v, const char* key) const {
+    if (v.is_number_unsigned()) {
+      const auto u = v.get<std::uint64_t>();
+      if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+        TooLarge(v, key);
+      }
+      return static_cast<std::int64_t>(u);
+    }
+    if (v.is_number_integer()) return v.get<std::int64_t>();
+    throw InputError(Field(key), Format("%s must be a whole number (got %s)", Field(key).c_str(),
+                                        model::Excerpt(v).c_str()));
+  }
+
+  int Int(const json& v, const char* key) const {
+    const std::int64_t n = Integer(v, key);
+    if (n < std::numeric_limits<int>::min() || n > std::numeric_limits<int>::max()) {
+      TooLarge(v, key);
+    }
+    return static_cast<int>(n);
+  }
+
+  int Int(const char* key) { return Int(Require(key), key); }
+  int Int(const char* key, int fallback) {
+    const json* v = Find(key);
+    return v == nullptr ? fallback : Int(*v, key);
+  }
+
+  double Number(const json& v, const char* key) const {
+    if (!v.is_number()) {
+      throw InputError(Field(key), Format("%s must be a number (got %s)", Field(key).c_str(),
+                                          model::Excerpt(v).c_str()));
+    }
+    return v.get<double>();
+  }
+
+  std::optional<double> OptionalNumber(const char* key) {
+    const json* v = Find(key);
+    if (v == nullptr) return std::nullopt;
+    return Number(*v, key);
+  }
+
+  std::string String(const char* key, const std::string& fallback) {
+    const json* v = Find(key);
+    if (v == nullptr) return fallback;
+    if (!v->is_string()) {
+      throw InputError(Field(key), Format("%s must be a string (got %s)", Field(key).c_str(),
+                                          model::Excerpt(*v).c_str()));
+    }
+    return v->get<std::string>();
+  }
+
+  // A list of whole numbers; entry k is named "<key>[k]" in messages.
+  std::vector<int> IntList(const char* key, std::size_t max_entries) {
+    const json* v = Find(key);
+    if (v == nullptr) return {};
+    if (!v->is_array()) {
+      throw InputError(Field(key), Format("%s must be a list of whole numbers (got %s)",
+                                          Field(key).c_str(), model::Excerpt(*v).c_str()));
+    }
+    if (v->size() > max_entries) {
+      throw InputError(Field(key), Format("%s lists at most %zu entries (got %zu)",
+                                          Field(key).c_str(), max_entries, v->size()));
+    }
+    std::vector<int> out;
+    out.reserve(v->size());
+    for (std::size_t k = 0; k < v->size(); ++k) {
+      const json& e = (*v)[k];
+      if (!e.is_number_integer() || e.get<std::int64_t>() < std::numeric_limits<int>::min() ||
+          e.get<std::int64_t>() > std::numeric_limits<int>::max()) {
+        throw InputError(Field(key), Format("%s[%zu] must be a whole number (got %s)",
+                                            Field(key).c_str(), k, model::Excerpt(e).c_str()));
+      }
+      out.push_back(e.get<int>());
+    }
+    return out;
+  }
+
+  std::vector<double> NumberList(const char* key, std::size_t max_entries) {
+    const json& v = Require(key);
+    if (!v.is_array()) {
+      throw InputError(Field(key), Format("%s must be a list of numbers (got %s)",
+                                          Field(key).c_str(), model::Excerpt(v).c_str()));
+    }
+    if (v.size() > max_entries) {
+      throw InputError(Field(key), Format("%s lists at most %zu entries (got %zu)",
+                                          Field(key).c_str(), max_entries, v.size()));
+    }
+    std::vector<double> out;
+    out.reserve(v.size());
+    for (std::size_t k = 0; k < v.size(); ++k) {
+      if (!v[k].is_number()) {
+        throw InputError(Field(key), Format("%s[%zu] must be a number (got %s)",
+                                            Field(key).c_str(), k, model::Excerpt(v[k]).c_str()));
+      }
+      out.push_back(v[k].get<double>());
+    }
+    return out;
+  }
+
+  void Done() const {
+    if (!strict_) return;
+    for (const auto& [key, value] : j_.items()) {
+      if (seen_.count(key) != 0) continue;
+      std::string known;
+      for (const std::string& k : seen_) known += (known.empty() ? "" : ", ") + k;
+      throw InputError(what_, Format("%s has no member \"%s\"; its members are %s",
+                                     what_.c_str(), model::ExcerptText(key).c_str(),
+                                     known.c_str()));
+    }
+  }
+
+ private:
+  [[noreturn]] void TooLarge(const json& v, const char* key) const {
+    throw InputError(Field(key), Format("%s is out of range (got %s)", Field(key).c_str(),
+                                        model::Excerpt(v).c_str()));
+  }
+
+  const json& j_;
+  std::string what_;
+  bool strict_;
+  std::set<std::string, std::less<>> seen_;
+};
+
+// What an IterationReport's numbers may be (coord::Job::ReportIteration's
+// rule, checked here too: coord ignores reports before planning unchecked).
+void CheckTime(double time_s, const char* field) {
+  model::Require(std::isfinite(time_s) && time_s > 0 && time_s <= coord::kMaxIterationTimeS, field,
+                 Format("%s must be a time in seconds, > 0 and at most %g (got %g)", field,
+                        coord::kMaxIterationTimeS, time_s));
+}
+
+void CheckEnergy(double energy_j, const char* field) {
+  model::Require(
+      std::isfinite(energy_j) && energy_j >= 0 && energy_j <= coord::kMaxIterationEnergyJ, field,
+      Format("%s must be joules, 0..%g, or absent when not measured (got %g)", field,
+             coord::kMaxIterationEnergyJ, energy_j));
+}
+
+}  // namespace
+
+InputError ForApi(const InputError& error, bool zeus) {
+  InputError out = model::RenameFields(error, kApiNames);
+  return zeus ? model::RenameFields(out, kZeusNames) : out;
+}
+
+std::string ForApi(const std::string& message, bool zeus) {
+  std::string out = model::RenameFields(message, kApiNames);
+  return zeus ? model::RenameFields(out, kZeusNames) : out;
+}
+
+json ParseBody(std::string_view body) {
+  if (body.empty()) throw InputError("the request has no body; it takes a JSON object");
+  return model::ParseJsonBounded(body, "the request body");
+}
+
+coord::JobConfig JobConfigFromJson(const json& j) {
+  Members m(j, "JobConfig", /*strict=*/true);
+  coord::JobConfig c;
+  c.job_id = m.String("job_id", "");
+  c.pp_degree = m.Int("pp_degree");
+  c.dp_degree = m.Int("dp_degree");
+  c.tp_degree = m.Int("tp_degree");
+  if (const json* w = m.Find("world_size")) {
+    c.world_size = m.Integer(*w, "world_size");
+    model::Require(c.world_size >= 1, "JobConfig::world_size",
+                   Format("JobConfig::world_size must be pp_degree x dp_degree x tp_degree, or "
+                          "absent to compute it (got %lld)",
+                          static_cast<long long>(c.world_size)));
+  }
+  const std::string kind = m.String("schedule", "");
+  if (kind.empty()) {
+    throw InputError("JobConfig::schedule",
+                     "JobConfig::schedule is missing; it is \"1f1b\", \"gpipe\" or "
+                     "\"interleaved\"");
+  }
+  if (!schedule::ParseKind(kind, &c.spec.kind)) {
+    throw InputError("JobConfig::schedule",
+                     Format("JobConfig::schedule must be \"1f1b\", \"gpipe\" or \"interleaved\" "
+                            "(got \"%s\")",
+                            model::ExcerptText(kind).c_str()));
+  }
+  c.spec.stages = c.pp_degree;
+  c.spec.microbatches = m.Int("microbatches");
+  c.spec.chunks = m.Int("chunks", 1);
+  c.p_block_w = m.OptionalNumber("p_block_w");
+  if (std::optional<double> r = m.OptionalNumber("resolution_s")) c.resolution_s = *r;
+  c.gpu = m.String("gpu", "");
+  c.metadata = m.String("metadata", "");
+  if (const json* s = m.Find("straggler")) {
+    Members st(*s, "StragglerOptions", /*strict=*/true);
+    if (auto v = st.OptionalNumber("threshold")) c.straggler.threshold = *v;
+    if (auto v = st.OptionalNumber("recover_below")) c.straggler.recover_below = *v;
+    c.straggler.window = st.Int("window", c.straggler.window);
+    if (auto v = st.OptionalNumber("min_change")) c.straggler.min_change = *v;
+    st.Done();
+  }
+  m.Done();
+  return c;
+}
+
+json JobConfigToJson(const coord::JobConfig& c) {
+  json j = {{"job_id", c.job_id},
+            {"pp_degree", c.pp_degree},
+            {"dp_degree", c.dp_degree},
+            {"tp_degree", c.tp_degree},
+            {"world_size", c.world_size},
+            {"schedule", std::string(schedule::KindName(c.spec.kind))},
+            {"microbatches", c.spec.microbatches},
+            {"chunks", c.spec.chunks},
+            {"resolution_s", c.resolution_s},
+            {"gpu", c.gpu},
+            {"metadata", c.metadata},
+            {"straggler",
+             {{"threshold", c.straggler.threshold},
+              {"recover_below", c.straggler.recover_below},
+              {"window", c.straggler.window},
+              {"min_change", c.straggler.min_change}}}};
+  if (c.p_block_w) j["p_block_w"] = *c.p_block_w;
+  return j;
+}
+
+coord::RankInfo RankInfoFromJson(const json& j, bool strict) {
+  Members m(j, "RankInfo", strict);
+  coord::RankInfo r;
+  r.rank = m.Int("rank");
+  r.dp_rank = m.Int("dp_rank");
+  r.pp_rank = m.Int("pp_rank");
+  r.tp_rank = m.Int("tp_rank");
+  r.available_mhz = m.IntList("available_frequencies", coord::kMaxFrequencies);
+  m.Done();
+  return r;
+}
+
+json RankInfoToJson(const coord::RankInfo& r) {
+  return {{"rank", r.rank},
+          {"dp_rank", r.dp_rank},
+          {"pp_rank", r.pp_rank},
+          {"tp_rank", r.tp_rank},
+          {"available_frequencies", r.available_mhz}};
+}
+
+coord::IterationReport IterationReportFromJson(const json& j) {
+  Members m(j, "IterationReport", /*strict=*/true);
+  coord::IterationReport r;
+  r.rank = m.Int("rank");
+  r.iteration = m.Integer(m.Require("iteration"), "iteration");
+  model::Require(r.iteration >= 0, "IterationReport::iteration",
+                 Format("IterationReport::iteration counts from 0 (got %lld)",
+                        static_cast<long long>(r.iteration)));
+  r.time_s = m.Number(m.Require("time_s"), "time_s");
+  CheckTime(r.time_s, "IterationReport::time_s");
+  r.energy_j = m.OptionalNumber("energy_j");
+  if (r.energy_j) CheckEnergy(*r.energy_j, "IterationReport::energy_j");
+  m.Done();
+  return r;
+}
+
+ZeusJobInfo JobInfoFromJson(const json& j) {
+  Members m(j, "JobInfo", /*strict=*/false);
+  const std::string id = m.String("job_id", "");
+  model::Require(id.empty(), "JobInfo::job_id",
+                 Format("JobInfo::job_id must be empty: the server assigns the id (got \"%s\")",
+                        model::ExcerptText(id).c_str()));
+  ZeusJobInfo z;
+  z.pp_degree = m.Int("pp_degree");
+  z.dp_degree = m.Int("dp_degree");
+  z.tp_degree = m.Int("tp_degree");
+  for (const auto& [value, key] : {std::pair{z.pp_degree, "pp_degree"},
+                                   std::pair{z.dp_degree, "dp_degree"},
+                                   std::pair{z.tp_degree, "tp_degree"}}) {
+    model::Require(value >= 1, m.Field(key).c_str(),
+                   Format("%s must be at least 1 (got %d)", m.Field(key).c_str(), value));
+  }
+  z.world_size = m.Integer(m.Require("world_size"), "world_size");
+  const std::int64_t product = std::int64_t{z.pp_degree} * z.dp_degree * z.tp_degree;
+  model::Require(z.world_size == product, "JobInfo::world_size",
+                 Format("JobInfo::world_size must be pp_degree x dp_degree x tp_degree = %d x %d "
+                        "x %d = %lld (got %lld)",
+                        z.pp_degree, z.dp_degree, z.tp_degree, static_cast<long long>(product),
+                        static_cast<long long>(z.world_size)));
+  z.metadata = m.String("job_metadata", "");
+  m.Done();
+  return z;
+}
+
+ZeusProfilingResult ProfilingResultFromJson(const json& j) {
+  Members m(j, "ProfilingResult", /*strict=*/false);
+  ZeusProfilingResult r;
+  r.rank = m.Int("rank");
+  model::Require(r.rank >= 0, "ProfilingResult::rank",
+                 Format("ProfilingResult::rank must be >= 0 (got %d)", r.rank));
+  // A profiling window is a few to a few hundred iterations.
+  constexpr std::size_t kMaxEntries = 100'000;
+  r.iter_time = m.NumberList("iter_time", kMaxEntries);
+  r.iter_energy = m.NumberList("iter_energy", kMaxEntries);
+  if (!r.iter_energy.empty() && r.iter_energy.size() != r.iter_time.size()) {
+    throw InputError("ProfilingResult::iter_energy",
+                     Format("ProfilingResult::iter_energy has %zu entries but iter_time has %zu; "
+                            "give one energy per iteration time, or none",
+                            r.iter_energy.size(), r.iter_time.size()));
+  }
+  for (std::size_t k = 0; k < r.iter_time.size(); ++k) {
+    const std::string field = Format("ProfilingResult::iter_time[%zu]", k);
+    model::Require(std::isfinite(r.iter_time[k]) && r.iter_time[k] > 0 &&
+                       r.iter_time[k] <= coord::kMaxIterationTimeS,
+                   "ProfilingResult::iter_time",
+                   Format("%s must be a time in seconds, > 0 and at most %g (got %g)",
+                          field.c_str(), coord::kMaxIterationTimeS, r.iter_time[k]));
+  }
+  for (std::size_t k = 0; k < r.iter_energy.size(); ++k) {
+    const std::string field = Format("ProfilingResult::iter_energy[%zu]", k);
+    model::Require(std::isfinite(r.iter_energy[k]) && r.iter_energy[k] >= 0 &&
+                       r.iter_energy[k] <= coord::kMaxIterationEnergyJ,
+                   "ProfilingResult::iter_energy",
+                   Format("%s must be joules, 0..%g (got %g)", field.c_str(),
+                          coord::kMaxIterationEnergyJ, r.iter_energy[k]));
+  }
+  m.Done();
+  return r;
+}
+
+json RankPlanToJson(const coord::RankPlan& p, const std::string& job_id) {
+  json frequencies = json::array();
+  json instructions = json::array();
+  for (const model::PlannedInstruction& i : p.instructions) {
+    const std::string kind(model::KindName(i.instruction.kind));
+    frequencies.push_back(json::array({kind, i.mhz}));
+    instructions.push_back({{"instruction", kind},
+                            {"microbatch", i.instruction.microbatch},
+                            {"chunk", i.instruction.chunk},
+                            {"frequency", i.mhz}});
+  }
+  return {{"job_id", job_id},
+          {"rank", p.rank},
+          {"pipeline", p.pipeline},
+          {"stage", p.stage},
+          {"version", p.version},
+          {"point", p.point},
+          {"reason", p.reason},
+          {"predicted", {{"time_s", p.predicted.time_s}, {"energy_j", p.predicted.energy_j}}},
+          {"frequencies", std::move(frequencies)},
+          {"instructions", std::move(instructions)}};
+}
+
+json FrequencyScheduleToJson(const coord::RankPlan& p) {
+  json frequencies = json::array();
+  for (const model::PlannedInstruction& i : p.instructions) {
+    frequencies.push_back(json::array({std::string(model::KindName(i.instruction.kind)), i.mhz}));
+  }
+  return {{"rank", p.rank}, {"frequencies", std::move(frequencies)}};
+}
+
+std::string ZeusStyleJobId(int dp, int pp, int tp, const std::string& metadata,
+                           std::int64_t unix_s) {
+  const std::time_t t = static_cast<std::time_t>(unix_s);
+  std::tm local{};
+  localtime_r(&t, &local);
+  char when[32];
+  std::strftime(when, sizeof when, "%Y-%m-%d-%H-%M-%S", &local);
+  std::string id = Format("%s+dp%d+pp%d+tp%d+joulepipe", when, dp, pp, tp);
+  if (!metadata.empty()) {
+    id += '+';
+    for (char c : metadata) id += (c > ' ' && c < 127 && c != '/') ? c : '_';
+  }
+  if (id.size() > coord::kMaxJobIdLength) id.resize(coord::kMaxJobIdLength);
+  return id;
+}
+
+}  // namespace joulepipe::serve

@@ -1,0 +1,368 @@
+#include "http_server.hpp"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <optional>
+
+#include "joulepipe/model/error.hpp"
+#include "joulepipe/model/format.hpp"
+#include "joulepipe/model/json_input.hpp"
+
+namespace joulepipe::serve {
+
+namespace {
+
+using model::Format;
+using model::InputError;
+
+double Seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// %XX-decodes `text`; with `plus_is_space` (query strings) '+' is a space.
+// nullopt on a malformed escape.
+std::optional<std::string> PercentDecode(const std::string& text, bool plus_is_space) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '%') {
+      if (i + 2 >= text.size()) return std::nullopt;
+      const int hi = HexDigit(text[i + 1]), lo = HexDigit(text[i + 2]);
+      if (hi < 0 || lo < 0) return std::nullopt;
+      out += static_cast<char>(hi * 16 + lo);
+      i += 2;
+    } else if (c == '+' && plus_is_space) {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// MHD's unescaping off: the raw path reaches OnRequest, decoded per segment.
+size_t KeepEscapes(void*, MHD_Connection*, char* s) { return std::strlen(s); }
+
+// Constant time in the contents (the loop runs over the longer length).
+bool SameToken(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  const std::size_t n = std::max(a.size(), b.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff = static_cast<unsigned char>(diff | (x ^ y));
+  }
+  return diff == 0;
+}
+
+MHD_Result CollectArgument(void* cls, MHD_ValueKind, const char* key, const char* value) {
+  auto* args = static_cast<std::vector<std::pair<std::string, std::string>>*>(cls);
+  args->emplace_back(key != nullptr ? key : "", value != nullptr ? value : "");
+  return MHD_YES;
+}
+
+std::string Limit(std::size_t bytes) {
+  return bytes >= (1u << 20) ? Format("%zu MiB (%zu bytes)", bytes >> 20, bytes)
+                             : Format("%zu bytes", bytes);
+}
+
+}  // namespace
+
+struct HttpServer::Connection final : Parked {
+  MHD_Connection* mhd = nullptr;
+  Request request;
+  std::size_t limit = kMaxJsonBody;
+  std::size_t received = 0;  // body bytes seen, kept or dropped
+  bool bad_path = false;
+  bool handled = false;  // Service::Handle was called
+  int status = 0;        // of the answer, once queued
+  SteadyClock::time_point start = SteadyClock::now();
+  SteadyClock::time_point parked_at;
+  double parked_s = 0;
+
+  void Suspend() override {
+    parked_at = SteadyClock::now();
+    MHD_suspend_connection(mhd);
+  }
+  void Resume() override { MHD_resume_connection(mhd); }
+  int Socket() const override {
+    const MHD_ConnectionInfo* info =
+        MHD_get_connection_info(mhd, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info != nullptr ? info->connect_fd : -1;
+  }
+};
+
+struct HttpServer::MhdLog {
+  std::mutex mu;
+  std::string last;
+  bool started = false;
+  std::function<void(const std::string&)> log;
+};
+
+namespace {
+
+void OnMhdLog(void* cls, const char* format, va_list args) {
+  auto* s = static_cast<HttpServer::MhdLog*>(cls);
+  std::string line = model::FormatV(format, args);
+  while (!line.empty() && (line.back() == '\n' || line.back() == ' ')) line.pop_back();
+  std::lock_guard<std::mutex> lock(s->mu);
+  if (!s->started) {
+    s->last = line;
+  } else if (s->log) {
+    s->log("microhttpd: " + line);
+  }
+}
+
+}  // namespace
+
+HttpServer::HttpServer(const ServerOptions& options, Service* service,
+                       std::function<void(const std::string&)> log,
+                       std::function<void(const std::string&, int, double, double)> observe)
+    : service_(service), token_(options.token), log_(std::move(log)), observe_(std::move(observe)) {
+  model::Require(options.port >= 0 && options.port <= 65535, "ServerOptions::port",
+                 Format("ServerOptions::port must be 0..65535, 0 for any free port (got %d)",
+                        options.port));
+  model::Require(options.threads >= 1 && options.threads <= 64, "ServerOptions::threads",
+                 Format("ServerOptions::threads must be 1..64 (got %d)", options.threads));
+  model::Require(options.max_connections >= 1 && options.max_connections <= 1'000'000,
+                 "ServerOptions::max_connections",
+                 Format("ServerOptions::max_connections must be 1..1000000 (got %d)",
+                        options.max_connections));
+  model::Require(options.connection_timeout_s >= 1 && options.connection_timeout_s <= 86400,
+                 "ServerOptions::connection_timeout_s",
+                 Format("ServerOptions::connection_timeout_s must be 1..86400 (got %g)",
+                        options.connection_timeout_s));
+
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string port = std::to_string(options.port);
+  const int gai = ::getaddrinfo(options.host.c_str(), port.c_str(), &hints, &found);
+  if (gai != 0 || found == nullptr) {
+    throw InputError("ServerOptions::host",
+                     Format("cannot resolve ServerOptions::host '%s': %s; give an address such "
+                            "as 127.0.0.1, ::1 or 0.0.0.0",
+                            model::ExcerptText(options.host).c_str(), ::gai_strerror(gai)));
+  }
+  sockaddr_storage address{};
+  std::memcpy(&address, found->ai_addr, found->ai_addrlen);
+  const bool ipv6 = found->ai_family == AF_INET6;
+  ::freeaddrinfo(found);
+
+  mhd_log_ = std::make_unique<MhdLog>();
+  mhd_log_->log = log_;
+  MhdLog* logs = mhd_log_.get();
+  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                   MHD_USE_ERROR_LOG;
+  if (ipv6) flags |= MHD_USE_IPv6;
+  const unsigned pool = options.threads > 1 ? static_cast<unsigned>(options.threads) : 0;
+  daemon_ = MHD_start_daemon(
+      flags, static_cast<uint16_t>(options.port), nullptr, nullptr, &HttpServer::OnRequest, this,
+      MHD_OPTION_SOCK_ADDR, reinterpret_cast<const sockaddr*>(&address),
+      MHD_OPTION_THREAD_POOL_SIZE, pool,
+      MHD_OPTION_CONNECTION_LIMIT, static_cast<unsigned>(options.max_connections),
+      MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned>(options.connection_timeout_s),
+      MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096u,
+      MHD_OPTION_NOTIFY_COMPLETED, &HttpServer::OnCompleted, this,
+      MHD_OPTION_UNESCAPE_CALLBACK, &KeepEscapes, nullptr,
+      MHD_OPTION_EXTERNAL_LOGGER, &OnMhdLog, logs,
+      MHD_OPTION_END);
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lock(logs->mu);
+    why = logs->last;
+    logs->started = true;
+  }
+  const std::string where =
+      ipv6 ? Format("[%s]:%d", options.host.c_str(), options.port)
+           : Format("%s:%d", options.host.c_str(), options.port);
+  if (daemon_ == nullptr) {
+    throw InputError("ServerOptions::port",
+                     Format("cannot listen on %s: %s; choose another ServerOptions::port (0 "
+                            "picks a free one) or ServerOptions::host",
+                            where.c_str(), why.empty() ? "the HTTP library refused" : why.c_str()));
+  }
+  const MHD_DaemonInfo* info = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT);
+  port_ = info != nullptr ? info->port : options.port;
+}
+
+HttpServer::~HttpServer() { Stop(); }
+
+void HttpServer::Stop() {
+  if (daemon_ == nullptr) return;
+  MHD_stop_daemon(daemon_);
+  daemon_ = nullptr;
+}
+
+bool HttpServer::Authorized(MHD_Connection* connection, const std::string& path_token,
+                            bool has_path_token, Reply* refusal) const {
+  if (token_.empty()) return true;
+  auto refuse = [&](const std::string& message) {
+    *refusal = ErrorReply(401, message);
+    refusal->headers.emplace_back("WWW-Authenticate", "Bearer realm=\"joulepipe\"");
+    return false;
+  };
+  if (has_path_token) {
+    return SameToken(path_token, token_) ||
+           refuse("the token in the path (/t/<token>/...) does not match this server's");
+  }
+  const char* header = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Authorization");
+  if (header == nullptr) {
+    return refuse(
+        "this server requires a bearer token: send the header 'Authorization: Bearer <token>' "
+        "(or prefix the path with /t/<token>); only GET /healthz is open");
+  }
+  const std::string value = header;
+  const std::size_t space = value.find(' ');
+  const std::string scheme = value.substr(0, space);
+  if (space == std::string::npos || strcasecmp(scheme.c_str(), "Bearer") != 0) {
+    return refuse(Format("the Authorization header must be 'Bearer <token>' (got the scheme "
+                         "'%s')",
+                         model::ExcerptText(scheme, 20).c_str()));
+  }
+  std::size_t begin = space;
+  while (begin < value.size() && value[begin] == ' ') ++begin;
+  return SameToken(value.substr(begin), token_) ||
+         refuse("the bearer token does not match this server's");
+}
+
+MHD_Result HttpServer::Answer(Connection* c, const Reply& reply) {
+  MHD_Response* response = MHD_create_response_from_buffer(
+      reply.body.size(), const_cast<char*>(reply.body.data()), MHD_RESPMEM_MUST_COPY);
+  if (response == nullptr) return MHD_NO;
+  if (reply.status != 204) {
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, reply.content_type.c_str());
+  }
+  for (const auto& [name, value] : reply.headers) {
+    MHD_add_response_header(response, name.c_str(), value.c_str());
+  }
+  const MHD_Result queued =
+      MHD_queue_response(c->mhd, static_cast<unsigned>(reply.status), response);
+  MHD_destroy_response(response);
+  if (queued == MHD_YES) c->status = reply.status;
+  return queued;
+}
+
+MHD_Result HttpServer::OnRequest(void* cls, MHD_Connection* connection, const char* url,
+                                 const char* method, const char*, const char* upload_data,
+                                 size_t* upload_data_size, void** context) {
+  auto* self = static_cast<HttpServer*>(cls);
+  auto* c = static_cast<Connection*>(*context);
+  if (c == nullptr) {
+    // 1. The headers are in.
+    c = new Connection;
+    *context = c;
+    c->mhd = connection;
+    c->request.method = method;
+    std::vector<std::string> segments;
+    const std::string path = url != nullptr ? url : "/";
+    std::size_t begin = path.empty() || path[0] != '/' ? 0 : 1;
+    while (begin <= path.size()) {
+      std::size_t end = path.find('/', begin);
+      if (end == std::string::npos) end = path.size();
+      std::optional<std::string> segment = PercentDecode(path.substr(begin, end - begin), false);
+      if (!segment) c->bad_path = true;
+      segments.push_back(segment.value_or(""));
+      begin = end + 1;
+    }
+    if (!segments.empty() && segments.back().empty()) segments.pop_back();  // trailing '/'
+    std::string path_token;
+    const bool has_path_token = segments.size() >= 2 && segments[0] == "t";
+    if (has_path_token) {
+      path_token = segments[1];
+      segments.erase(segments.begin(), segments.begin() + 2);
+    }
+    c->request.match = RouteOf(c->request.method, segments);
+    c->limit = BodyLimit(c->request.match.route);
+    if (c->bad_path) {
+      return self->Answer(c, ErrorReply(400, "the path has a malformed percent-escape (a '%' "
+                                             "not followed by two hex digits)"));
+    }
+    Reply refusal;
+    if (c->request.match.route != Route::kHealthz &&
+        !self->Authorized(connection, path_token, has_path_token, &refusal)) {
+      return self->Answer(c, refusal);
+    }
+    const char* length = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
+                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (length != nullptr) {
+      const unsigned long long declared = std::strtoull(length, nullptr, 10);
+      if (declared > c->limit) {
+        return self->Answer(
+            c, ErrorReply(413, Format("the request body is %llu bytes; %s takes at most %s",
+                                      declared, c->request.match.template_name.c_str(),
+                                      Limit(c->limit).c_str())));
+      }
+    }
+    return MHD_YES;
+  }
+  if (*upload_data_size > 0) {
+    // 2. A piece of the body.
+    c->received += *upload_data_size;
+    if (c->received <= c->limit) c->request.body.append(upload_data, *upload_data_size);
+    *upload_data_size = 0;
+    return MHD_YES;
+  }
+  if (c->status != 0) return MHD_YES;  // answered already
+  // 3. The whole request.
+  if (c->received > c->limit) {
+    c->request.body.clear();
+    return self->Answer(
+        c, ErrorReply(413, Format("the request body is over %s; %s takes at most %s",
+                                  Limit(c->limit).c_str(), c->request.match.template_name.c_str(),
+                                  Limit(c->limit).c_str())));
+  }
+  std::optional<Reply> reply;
+  if (!c->handled) {
+    c->handled = true;
+    std::vector<std::pair<std::string, std::string>> raw;
+    MHD_get_connection_values(connection, MHD_GET_ARGUMENT_KIND, &CollectArgument, &raw);
+    for (const auto& [key, value] : raw) {
+      std::optional<std::string> k = PercentDecode(key, true), v = PercentDecode(value, true);
+      if (!k || !v) {
+        return self->Answer(c, ErrorReply(400, "the query string has a malformed "
+                                               "percent-escape (a '%' not followed by two hex "
+                                               "digits)"));
+      }
+      c->request.query.emplace_back(std::move(*k), std::move(*v));
+    }
+    reply = self->service_->Handle(c->request, c);
+  } else {
+    c->parked_s += Seconds(SteadyClock::now() - c->parked_at);
+    reply = self->service_->Resumed(c->request, c);
+  }
+  if (!reply) return MHD_YES;  // parked: suspended by the service
+  return self->Answer(c, *reply);
+}
+
+void HttpServer::OnCompleted(void* cls, MHD_Connection*, void** context,
+                             MHD_RequestTerminationCode) {
+  auto* self = static_cast<HttpServer*>(cls);
+  auto* c = static_cast<Connection*>(*context);
+  if (c == nullptr) return;
+  *context = nullptr;
+  if (c->handled) self->service_->Forget(c);  // a no-op unless it is still parked
+  if (c->status != 0 && self->observe_) {
+    const double total = Seconds(SteadyClock::now() - c->start);
+    self->observe_(c->request.match.template_name, c->status, total - c->parked_s, c->parked_s);
+  }
+  delete c;
+}
+
+}  // namespace joulepipe::serve

@@ -1,0 +1,69 @@
+// HttpServer: the libmicrohttpd transport of `joulepipe serve` (server.hpp
+// says why libmicrohttpd). Private to the serve part.
+//
+// Per request, on MHD's worker thread:
+//   1. headers: the path is split at '/' and each segment percent-decoded
+//      (MHD's own unescaping is off, so "%2F" cannot split a segment and
+//      "%2B" is a '+'); a "/t/<token>" prefix is taken off and counts as the
+//      bearer token; the route is matched; a missing or wrong token is
+//      answered 401 and a declared Content-Length over the route's limit
+//      413, both before any body is read;
+//   2. body: kept up to the route's limit; beyond it (chunked uploads) the
+//      rest is read and dropped, and the answer is 413;
+//   3. the complete request goes to Service::Handle; when it parks, the
+//      connection is suspended (no thread waits) until Service resumes it,
+//      and then Service::Resumed answers.
+// Every answered request is timed into the service's metrics by route.
+#pragma once
+
+#include <microhttpd.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "service.hpp"
+
+namespace joulepipe::serve {
+
+class HttpServer {
+ public:
+  // Binds and starts the workers. Throws model::InputError naming
+  // ServerOptions::host / ::port / ::threads / ::max_connections.
+  HttpServer(const ServerOptions& options, Service* service,
+             std::function<void(const std::string&)> log,
+             std::function<void(const std::string& route, int status, double handling_s,
+                                double parked_s)>
+                 observe);
+  ~HttpServer();  // Stop()
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  void Stop();  // closes the socket and every connection; idempotent
+  int port() const { return port_; }
+
+  struct Connection;  // http_server.cpp
+  struct MhdLog;      // http_server.cpp
+
+ private:
+  static MHD_Result OnRequest(void* cls, MHD_Connection* connection, const char* url,
+                              const char* method, const char* version, const char* upload_data,
+                              size_t* upload_data_size, void** context);
+  static void OnCompleted(void* cls, MHD_Connection* connection, void** context,
+                          MHD_RequestTerminationCode code);
+  MHD_Result Answer(Connection* c, const Reply& reply);
+  bool Authorized(MHD_Connection* connection, const std::string& path_token, bool has_path_token,
+                  Reply* refusal) const;
+
+  Service* service_;
+  std::string token_;
+  std::function<void(const std::string&)> log_;
+  std::function<void(const std::string&, int, double, double)> observe_;
+  // What MHD logs: kept while starting (the reason a start failed), then
+  // passed to log_. Heap-allocated: MHD holds its address.
+  std::unique_ptr<MhdLog> mhd_log_;
+  MHD_Daemon* daemon_ = nullptr;
+  int port_ = 0;
+};
+
+}  // namespace joulepipe::serve

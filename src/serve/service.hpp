@@ -1,0 +1,255 @@
+// Service: the routes of `joulepipe serve` over coord::Job, the Store, the
+// planner thread and the timer thread, with no HTTP in it: the transport
+// (http_server.hpp) hands it decoded requests and parks the connections it
+// asks to park. Private to the serve part.
+//
+// Locking: one mutex (mu_) guards every job, the store and the waiter
+// registry. Request handlers hold it only for in-memory changes and their
+// store write (parsing, profile checks and solving happen outside it).
+//
+// Parking (long polls): Handle() returns nullopt after calling
+// Parked::Suspend() with mu_ held and registering the request as a waiter.
+// Whoever makes its answer possible (the planner, a switch, the Zeus
+// barrier, the timer at the deadline, a deletion, Stop) claims the waiter
+// under mu_ (removing it from every registry, so only one party ever
+// resumes it) and calls Parked::Resume() after releasing mu_. The transport
+// then calls Resumed(), which answers (or, rarely, parks again). Since
+// Suspend happens under mu_ and claiming needs mu_, a Resume never precedes
+// its Suspend.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "joulepipe/coord/job.hpp"
+#include "joulepipe/serve/server.hpp"
+#include "joulepipe/serve/store.hpp"
+#include "metrics.hpp"
+
+namespace joulepipe::serve {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// The routes. RouteOf maps a method and decoded path to one of them.
+enum class Route {
+  kHealthz,
+  kMetrics,
+  kListJobs,
+  kCreateJob,
+  kGetJob,
+  kDeleteJob,
+  kRegisterRank,
+  kPutProfile,
+  kGetPlan,
+  kReportIteration,
+  kZeusInfo,
+  kZeusRegisterJob,
+  kZeusRegisterRank,
+  kZeusSchedule,
+  kZeusResult,
+  kMethodNotAllowed,  // a known path with another method
+  kNotFound,
+};
+
+struct RouteMatch {
+  Route route = Route::kNotFound;
+  std::string template_name;  // "GET /jobs/{id}/plan": the metrics label
+  std::string job_id;         // decoded, for routes with one
+  std::string allowed;        // kMethodNotAllowed: "GET, DELETE"
+};
+RouteMatch RouteOf(const std::string& method, const std::vector<std::string>& segments);
+
+// The largest body a route accepts: 64 MiB for PUT /jobs/{id}/profile,
+// 1 MiB otherwise.
+inline constexpr std::size_t kMaxProfileBody = 64u << 20;
+inline constexpr std::size_t kMaxJsonBody = 1u << 20;
+std::size_t BodyLimit(Route route);
+
+struct Request {
+  std::string method;
+  RouteMatch match;
+  std::vector<std::pair<std::string, std::string>> query;  // decoded
+  std::string body;
+};
+
+struct Reply {
+  int status = 200;
+  std::string body;  // JSON unless content_type says otherwise; empty for 204
+  std::string content_type = "application/json";
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+// {"error": message, "field": field or null} with `status`.
+Reply ErrorReply(int status, const std::string& message, const std::string& field = "");
+
+// A request the service may park; implemented by the transport.
+class Parked {
+ public:
+  virtual ~Parked() = default;
+  // Stops serving the connection. Called by the service, from the request's
+  // handler, with the service's lock held.
+  virtual void Suspend() = 0;
+  // Serves it again (the transport then calls Service::Resumed). Called by
+  // the service from any thread without its lock, once per Suspend.
+  virtual void Resume() = 0;
+  // The connection's socket, polled for a hang-up while parked; -1: unknown.
+  virtual int Socket() const = 0;
+
+  // The service's record of the wait (guarded by the service's lock).
+  enum class Outcome { kNone, kReady, kDeadline, kJobGone, kStopping, kHungUp };
+  struct Wait {
+    bool registered = false;
+    bool zeus = false;        // GET /schedule (else GET /jobs/{id}/plan)
+    std::string job_id;
+    int rank = 0;
+    int after = 0;            // plan: answer when version > after
+    std::optional<SteadyClock::time_point> deadline;
+    Outcome outcome = Outcome::kNone;
+    std::string gone_reason;  // kJobGone: "deleted" or "evicted"
+    bool pending = false;     // claimed and resumed, its answer not yet sent
+  } wait;
+};
+
+class Service {
+ public:
+  // Opens the store and restores its jobs; starts the planner and timer
+  // threads. Throws model::InputError (ServerOptions::...).
+  explicit Service(const ServerOptions& options);
+  ~Service();
+
+  // A complete request (body received). nullopt: parked (see above).
+  std::optional<Reply> Handle(const Request& request, Parked* parked);
+  // A parked request that was resumed.
+  std::optional<Reply> Resumed(const Request& request, Parked* parked);
+  // The transport is done with `parked` (its answer was sent, or its
+  // connection closed): forget it.
+  void Forget(Parked* parked);
+
+  // Stop, first half: no more parking; every parked request is resumed (to
+  // answer 503) and the planner's solve is cancelled. Then waits up to
+  // `wait_s` until the resumed requests have been answered.
+  void BeginStop(double wait_s);
+  // Second half, after the transport stopped: joins the threads and writes
+  // the last-active times.
+  void Finish();
+
+  // Metrics of one answered request (the transport's completion callback).
+  void ObserveRequest(const std::string& route, int status, double handling_s, double parked_s) {
+    metrics_.ObserveRequest(route, status, handling_s, parked_s);
+  }
+  // A line to ServerOptions::log (serialized).
+  void Log(const std::string& line);
+
+  int restored_jobs() const { return restored_; }
+  bool persistent() const { return store_.persistent(); }
+  int jobs() const;
+  int waiting() const;
+
+ private:
+  struct Entry {
+    explicit Entry(coord::JobConfig config) : job(std::move(config)) {}
+    coord::Job job;
+    std::int64_t seq = 0;
+    double created_unix_s = 0;
+    double last_active_unix_s = 0;
+    double stored_last_active_unix_s = 0;
+    std::uint64_t profile_generation = 0;  // bumped by every profile change
+    std::set<Parked*> waiters;
+    // Zeus: ranks that asked GET /schedule, and whether all have (persisted).
+    std::set<int> schedule_asked;
+    bool schedule_released = false;
+    std::map<int, std::int64_t> zeus_iteration;  // rank -> its next iteration
+  };
+  using EntryPtr = std::shared_ptr<Entry>;
+
+  // Routes (called with no lock held; each takes mu_ as it needs).
+  Reply Healthz();
+  Reply MetricsText();
+  Reply ListJobs();
+  Reply CreateJob(const Request& r);
+  Reply GetJob(const Request& r);
+  Reply DeleteJob(const Request& r);
+  Reply RegisterRank(const Request& r, bool zeus);
+  Reply PutProfile(const Request& r);
+  std::optional<Reply> GetPlan(const Request& r, Parked* parked, bool zeus);
+  Reply ReportIteration(const Request& r);
+  Reply ZeusInfo();
+  Reply ZeusRegisterJob(const Request& r);
+  Reply ZeusResult(const Request& r);
+
+  // The answer to a wait if it has one now (with mu_ held), else nullopt.
+  std::optional<Reply> AnswerWait(const Parked::Wait& wait);
+  void Park(Parked* parked);  // mu_ held
+  // Claims `parked` (mu_ held): removes it from every registry. False if
+  // it was not registered (someone else claimed it).
+  bool Claim(Parked* parked, Parked::Outcome outcome, std::vector<Parked*>* claimed);
+  // Claims the waiters of `entry` whose answer now exists (mu_ held).
+  void WakeReady(Entry& entry, std::vector<Parked*>* claimed);
+  static void ResumeAll(const std::vector<Parked*>& claimed);
+
+  // Registers a job; mu_ held. Throws StoreError (nothing changed).
+  EntryPtr Insert(coord::JobConfig config, const model::Profile* profile, const std::string& csv);
+  EntryPtr Find(const std::string& id);  // mu_ held; 404 (or 409 for a broken one)
+  // `base`, or base+"+2", "+3", ... : an id no job has (mu_ held).
+  std::string UniqueId(const std::string& base) const;
+  void Touch(Entry& entry);              // mu_ held
+  // Rebuilds `entry`'s job from the store after a failed write (mu_ held).
+  void Reload(const std::string& id);
+  EntryPtr Replay(const StoredJob& stored);
+  // Whether the wait's answer exists now (mu_ held).
+  bool Ready(const Parked::Wait& wait, const Entry& entry) const;
+  // Zeus: opens the schedule barrier once every rank asked (mu_ held).
+  void MaybeReleaseSchedule(Entry& entry, std::vector<Parked*>* claimed);
+  // Persists a plan switch the job just made; on failure reloads the job
+  // and rethrows (mu_ held).
+  void StoreSwitch(Entry& entry, const coord::PlanSwitch& s);
+  // Deletes idle jobs and writes changed last-active times (mu_ held).
+  void EvictAndFlush(std::vector<Parked*>* claimed);
+  void QueuePlan(const std::string& id);  // mu_ held
+  void Remove(const std::string& id, const std::string& reason, std::vector<Parked*>* claimed);
+
+  void PlannerLoop();
+  void TimerLoop();
+  static double NowUnix();
+
+  ServerOptions options_;
+  Store store_;
+  Metrics metrics_;
+  const SteadyClock::time_point started_ = SteadyClock::now();
+
+  mutable std::mutex mu_;
+  std::map<std::string, EntryPtr> jobs_;
+  // Jobs in the store that could not be replayed: id -> why. Their rows are
+  // kept until DELETE; their ids stay taken.
+  std::map<std::string, std::string> broken_;
+  std::int64_t next_seq_ = 1;
+  int restored_ = 0;
+  std::set<Parked*> parked_;
+  std::multimap<SteadyClock::time_point, Parked*> deadlines_;
+  int unanswered_ = 0;  // claimed and resumed, answer not yet sent
+  std::condition_variable answered_cv_;
+  bool stopping_ = false;
+
+  std::deque<std::string> plan_queue_;
+  std::condition_variable planner_cv_;
+  std::atomic<bool> cancel_{false};
+  std::condition_variable timer_cv_;
+  std::mutex log_mu_;
+  std::thread planner_, timer_;
+};
+
+}  // namespace joulepipe::serve
