@@ -136,8 +136,6 @@ HttpServer::HttpServer(const ServerOptions& options, Service* service,
   model::Require(options.port >= 0 && options.port <= 65535, "ServerOptions::port",
                  Format("ServerOptions::port must be 0..65535, 0 for any free port (got %d)",
                         options.port));
-  model::Require(options.threads >= 1 && options.threads <= 64, "ServerOptions::threads",
-                 Format("ServerOptions::threads must be 1..64 (got %d)", options.threads));
   model::Require(options.max_connections >= 1 && options.max_connections <= 1'000'000,
                  "ServerOptions::max_connections",
                  Format("ServerOptions::max_connections must be 1..1000000 (got %d)",
@@ -168,14 +166,19 @@ HttpServer::HttpServer(const ServerOptions& options, Service* service,
   mhd_log_ = std::make_unique<MhdLog>();
   mhd_log_->log = log_;
   MhdLog* logs = mhd_log_.get();
+  // One epoll thread, no thread pool. With libmicrohttpd 0.9.75's thread
+  // pool over epoll, requests on kept-alive connections were sometimes
+  // never read under load (bench_coord_load: 7 of 20 runs left reports
+  // unread in the socket for 30 s); poll() with the pool did not lose any
+  // but cost 4x the CPU with 1,024 idle connections. One thread handles a
+  // request in ~0.05 ms (25,000 reports/s) and never blocks: planning has
+  // its own thread, waiting requests are suspended (docs/benchmarks.md).
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
                    MHD_USE_ERROR_LOG;
   if (ipv6) flags |= MHD_USE_IPv6;
-  const unsigned pool = options.threads > 1 ? static_cast<unsigned>(options.threads) : 0;
   daemon_ = MHD_start_daemon(
       flags, static_cast<uint16_t>(options.port), nullptr, nullptr, &HttpServer::OnRequest, this,
       MHD_OPTION_SOCK_ADDR, reinterpret_cast<const sockaddr*>(&address),
-      MHD_OPTION_THREAD_POOL_SIZE, pool,
       MHD_OPTION_CONNECTION_LIMIT, static_cast<unsigned>(options.max_connections),
       MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned>(options.connection_timeout_s),
       MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096u,

@@ -1,7 +1,7 @@
 // HttpServer: the libmicrohttpd transport of `joulepipe serve` (server.hpp
 // says why libmicrohttpd). Private to the serve part.
 //
-// Per request, on MHD's worker thread:
+// Per request, on MHD's one polling thread:
 //   1. headers: the path is split at '/' and each segment percent-decoded
 //      (MHD's own unescaping is off, so "%2F" cannot split a segment and
 //      "%2B" is a '+'); a "/t/<token>" prefix is taken off and counts as the
@@ -28,8 +28,8 @@ namespace joulepipe::serve {
 
 class HttpServer {
  public:
-  // Binds and starts the workers. Throws model::InputError naming
-  // ServerOptions::host / ::port / ::threads / ::max_connections.
+  // Binds and starts the polling thread. Throws model::InputError naming
+  // ServerOptions::host / ::port / ::max_connections.
   HttpServer(const ServerOptions& options, Service* service,
              std::function<void(const std::string&)> log,
              std::function<void(const std::string& route, int status, double handling_s,

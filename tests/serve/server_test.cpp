@@ -454,7 +454,7 @@ TEST_F(ServeTest, ManyWaitersHoldNoThreads) {
   }
   ASSERT_TRUE(WaitFor([&] { return server_->waiting_requests() == 2 * kPipelines; }, 20))
       << server_->waiting_requests();
-  // The server's threads (workers, planner, timer) plus this test's: the
+  // The server's threads (the HTTP thread, planner, timer) plus this test's: the
   // same as before the 256 requests arrived.
   EXPECT_EQ(ThreadCount(), before);
   EXPECT_LE(ThreadCount(), 12);

@@ -8,14 +8,15 @@
 //   ... server.port() ...
 //   server.Stop();                             // or the destructor
 //
-// Transport: libmicrohttpd with one internal epoll loop per worker thread
-// (ServerOptions::threads, 2 by default) and suspend/resume. Why not
+// Transport: libmicrohttpd with one internal epoll thread (not its thread
+// pool, which lost requests on kept-alive connections under load; see
+// http_server.cpp) and suspend/resume. Why not
 // cpp-httplib: its thread-per-connection pool cannot hold 1,024 long-polling
 // ranks on 2 cores without 1,024 threads; here a request waiting for its plan
 // is a suspended connection (a socket and ~1 KiB of state, no thread). One
 // timer thread ends waits at their deadline and notices clients that hung
 // up; the planner thread resumes the waiters of a job when its plan appears
-// or changes. Threads in all: the workers, the planner, the timer.
+// or changes. Threads in all: the HTTP thread, the planner, the timer.
 //
 // Policy: the coord part's Job, fed by the routes; every state change is
 // validated in full first, then applied to the Job and written to the Store
@@ -73,7 +74,6 @@ struct ServerOptions {
   double evict_after_s = 7 * 86400;  // idle jobs are deleted after this; 0 = never
   double evict_check_period_s = 60;  // how often idleness is checked (> 0)
   int max_connections = 4096;        // open connections, parked ones included
-  int threads = 2;                   // HTTP worker threads, 1..64
   double connection_timeout_s = 120;  // an idle (not parked) connection is closed
   ZeusDefaults zeus;
   // One line per event (job registered, planned, switched, evicted, ...;
