@@ -300,10 +300,9 @@ void Service::BeginStop(double wait_s) {
                         [&] { return unanswered_ == 0; });
 }
 
-void Service::Finish() {
-  if (planner_.joinable()) planner_.join();
-  if (timer_.joinable()) timer_.join();
-  std::lock_guard<std::mutex> lock(mu_);
+// Writes the last-active times that changed since they were last written
+// (one transaction); a failure is logged, the times are written next time.
+void Service::SaveLastActive() {
   try {
     store_.Write([&] {
       for (auto& [id, e] : jobs_) {
@@ -316,6 +315,13 @@ void Service::Finish() {
   } catch (const std::exception& e) {
     Log(std::string("warning: the jobs' last-active times were not saved: ") + e.what());
   }
+}
+
+void Service::Finish() {
+  if (planner_.joinable()) planner_.join();
+  if (timer_.joinable()) timer_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  SaveLastActive();
 }
 
 int Service::jobs() const {
@@ -521,6 +527,22 @@ void Service::QueuePlan(const std::string& id) {
     plan_queue_.push_back(id);
   }
   planner_cv_.notify_one();
+}
+
+// One iteration report into the job: counted in the metrics (with the
+// saving of the plan in force); a switch it causes is stored and wakes the
+// job's waiters (claimed, to be resumed once mu_ is released). mu_ held.
+void Service::FeedReport(Entry& e, const coord::IterationReport& report,
+                         std::vector<Parked*>* claimed) {
+  coord::Job& job = e.job;
+  const std::int64_t before = job.completed_iterations();
+  const double saving = job.switches().empty() ? 0 : job.switches().back().predicted_saving_j;
+  const std::optional<coord::PlanSwitch> s = job.ReportIteration(report, NowUnix());
+  metrics_.CountReport(job.completed_iterations() - before, saving);
+  if (s) {
+    StoreSwitch(e, *s);
+    WakeReady(e, claimed);
+  }
 }
 
 Reply Service::Healthz() {
@@ -968,14 +990,7 @@ Reply Service::ReportIteration(const Request& r) {
     const EntryPtr e = Find(r.match.job_id);
     Touch(*e);
     coord::Job& job = e->job;
-    const std::int64_t before = job.completed_iterations();
-    const double saving = job.switches().empty() ? 0 : job.switches().back().predicted_saving_j;
-    const std::optional<coord::PlanSwitch> s = job.ReportIteration(report, NowUnix());
-    metrics_.CountReport(job.completed_iterations() - before, saving);
-    if (s) {
-      StoreSwitch(*e, *s);
-      WakeReady(*e, &claimed);
-    }
+    FeedReport(*e, report, &claimed);
     version = job.plan_version();
   }
   ResumeAll(claimed);
@@ -1062,14 +1077,7 @@ Reply Service::ZeusResult(const Request& r) {
       report.iteration = next++;
       report.time_s = result.iter_time[k];
       if (!result.iter_energy.empty()) report.energy_j = result.iter_energy[k];
-      const std::int64_t before = job.completed_iterations();
-      const double saving = job.switches().empty() ? 0 : job.switches().back().predicted_saving_j;
-      const std::optional<coord::PlanSwitch> s = job.ReportIteration(report, NowUnix());
-      metrics_.CountReport(job.completed_iterations() - before, saving);
-      if (s) {
-        StoreSwitch(*e, *s);
-        WakeReady(*e, &claimed);
-      }
+      FeedReport(*e, report, &claimed);
     }
   }
   ResumeAll(claimed);
@@ -1183,18 +1191,7 @@ void Service::EvictAndFlush(std::vector<Parked*>* claimed) {
       Log(Format("job %s: evicted after %.0f s without a request", id.c_str(), idle_s));
     }
   }
-  try {
-    store_.Write([&] {
-      for (auto& [id, e] : jobs_) {
-        if (e->last_active_unix_s != e->stored_last_active_unix_s) {
-          store_.SetLastActive(id, e->last_active_unix_s);
-        }
-      }
-    });
-    for (auto& [id, e] : jobs_) e->stored_last_active_unix_s = e->last_active_unix_s;
-  } catch (const StoreError& error) {
-    Log(std::string("warning: the jobs' last-active times were not saved: ") + error.what());
-  }
+  SaveLastActive();
 }
 
 void Service::TimerLoop() {
