@@ -77,7 +77,17 @@ void CheckJobConfig(JobConfig* c) {
   request.p_block_w = c->p_block_w;
   request.resolution_s = c->resolution_s;
   solver::CheckPlanRequest(request);
-  schedule::Build(c->spec);  // impossible shapes (e.g. interleaved M not a multiple of S)
+  // Impossible shapes (e.g. interleaved M not a multiple of S), without
+  // building the schedule: a request thread calls this.
+  schedule::CheckSpec(c->spec);
+  const std::int64_t instructions =
+      std::int64_t{2} * c->spec.stages * c->spec.microbatches * c->spec.chunks;
+  Require(instructions <= kMaxPipelineInstructions, "Spec::microbatches",
+          Format("the schedule has %lld instructions per pipeline iteration (2 x %d stages x %d "
+                 "microbatches x %d chunks); a coordinated job has at most %lld: use fewer "
+                 "microbatches",
+                 static_cast<long long>(instructions), c->spec.stages, c->spec.microbatches,
+                 c->spec.chunks, static_cast<long long>(kMaxPipelineInstructions)));
   Require(c->gpu.size() <= 256, "JobConfig::gpu",
           Format("JobConfig::gpu is a GPU name of at most 256 characters (got %zu)",
                  c->gpu.size()));

@@ -57,7 +57,7 @@ std::string Shape(const Spec& spec) {
          std::to_string(spec.chunks) + " chunks (Spec::chunks)";
 }
 
-void ValidateSpec(const Spec& spec) {
+void CheckSpecShape(const Spec& spec) {
   const std::string name(KindName(spec.kind));
   if (name.empty()) {
     throw InputError("Spec::kind", "Spec::kind " + std::to_string(static_cast<int>(spec.kind)) +
@@ -291,8 +291,10 @@ void CheckStagesAndMicrobatches(const Spec& spec) {
   }
 }
 
+void CheckSpec(const Spec& spec) { CheckSpecShape(spec); }
+
 Schedule Build(const Spec& spec) {
-  ValidateSpec(spec);
+  CheckSpec(spec);
   Schedule schedule;
   schedule.spec = spec;
   PlaceNodes(&schedule);

@@ -142,7 +142,11 @@ class Members {
     out.reserve(v->size());
     for (std::size_t k = 0; k < v->size(); ++k) {
       const json& e = (*v)[k];
-      if (!e.is_number_integer() || e.get<std::int64_t>() < std::numeric_limits<int>::min() ||
+      // An unsigned value above INT64_MAX would wrap in get<int64_t>() (2^64-1 -> -1).
+      if (!e.is_number_integer() ||
+          (e.is_number_unsigned() &&
+           e.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) ||
+          e.get<std::int64_t>() < std::numeric_limits<int>::min() ||
           e.get<std::int64_t>() > std::numeric_limits<int>::max()) {
         throw InputError(Field(key), Format("%s[%zu] must be a whole number (got %s)",
                                             Field(key).c_str(), k, model::Excerpt(e).c_str()));

@@ -3,6 +3,7 @@
 // recorded iteration streams, persistence by replay, and bad input.
 #include "joulepipe/coord/job.hpp"
 
+#include <chrono>
 #include <cmath>
 
 #include <gtest/gtest.h>
@@ -231,6 +232,14 @@ TEST(Job, RefusesBadConfigsRanksAndReportsByField) {
   c = Config();
   c.dp_degree = 0;
   EXPECT_EQ(field([&] { Job{c}; }), "JobConfig::dp_degree");
+  // A huge schedule is refused at once, without being built (a service
+  // checks configs on its request thread).
+  c = Config();
+  c.pp_degree = c.spec.stages = 1024;
+  c.spec.microbatches = 24000;
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_EQ(field([&] { Job{c}; }), "Spec::microbatches");
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));  // was 36 s
 
   Job job(Config());
   EXPECT_TRUE(job.RegisterRank({0, 0, 0, 0, {1410}}));

@@ -31,4 +31,8 @@ TEST(FuzzInputs, DaemonConfigTwentyThousandInputsNeitherCrashNorHangNorLeak) {
   RunFuzzer(JOULEPIPE_FUZZ_DAEMON_CONFIG);
 }
 
+TEST(FuzzInputs, ServeCodecTwentyThousandInputsNeitherCrashNorHangNorLeak) {
+  RunFuzzer(JOULEPIPE_FUZZ_SERVE_CODEC);
+}
+
 }  // namespace

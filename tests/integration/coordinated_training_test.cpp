@@ -197,7 +197,9 @@ TEST(CoordinatedTraining, AStragglerMovesTheOtherPipelineToACheaperPlanAndBack) 
     EXPECT_EQ(run.versions.back(), 3);
     int first2 = -1, first3 = -1;
     for (int i = 0; i < kIterations; ++i) {
-      if (i > 0) EXPECT_GE(run.versions[i], run.versions[i - 1]);
+      if (i > 0) {
+        EXPECT_GE(run.versions[i], run.versions[i - 1]);
+      }
       if (run.versions[i] == 2 && first2 < 0) first2 = i;
       if (run.versions[i] == 3 && first3 < 0) first3 = i;
     }

@@ -61,6 +61,10 @@ inline constexpr std::size_t kMaxMetadataLength = 4096;
 inline constexpr std::size_t kMaxFrequencies = 4096;     // RankInfo::available_mhz
 inline constexpr double kMaxIterationTimeS = 86'400;     // IterationReport::time_s
 inline constexpr double kMaxIterationEnergyJ = 1e12;     // IterationReport::energy_j
+// Instructions of one pipeline iteration (2 x stages x microbatches x
+// chunks) a coordinated job may have: planning more takes hours, and a
+// request must not make the service build it (pp 64 x 7,812 microbatches).
+inline constexpr std::int64_t kMaxPipelineInstructions = 1'000'000;
 // Iterations kept open for late reports; older incomplete ones are dropped.
 inline constexpr int kOpenIterations = 16;
 

@@ -52,6 +52,12 @@ struct Schedule {
 // files.
 void CheckStagesAndMicrobatches(const Spec& spec);
 
+// Every check Build makes, without building: the kind, S >= 1, M >= 1, the
+// chunks the kind needs, M a multiple of S for interleaved, at most 50
+// million instructions. O(1); a service checks a request with it before
+// doing any work. Throws model::InputError as Build does.
+void CheckSpec(const Spec& spec);
+
 // Builds the schedule. Throws model::InputError for impossible shapes (e.g.
 // S < 1, M < 1, interleaved with V < 2 or M not a multiple of S), naming the
 // Spec field to change in the message and as InputError::field()
