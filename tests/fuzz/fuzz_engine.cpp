@@ -383,4 +383,58 @@ Input MixedInput(Generator& g, const std::function<std::string(Generator&)>& str
 
 bool SameBits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
+namespace {
+
+// End of the JSON value starting at `at` (a scalar token, or a bracketed
+// value matched outside strings).
+std::size_t ValueEnd(const std::string& text, std::size_t at) {
+  if (at < text.size() && (text[at] == '[' || text[at] == '{')) {
+    int depth = 0;
+    bool in_string = false;
+    for (std::size_t i = at; i < text.size(); ++i) {
+      const char c = text[i];
+      if (in_string) {
+        if (c == '\\') {
+          ++i;
+        } else if (c == '"') {
+          in_string = false;
+        }
+      } else if (c == '"') {
+        in_string = true;
+      } else if (c == '[' || c == '{') {
+        ++depth;
+      } else if ((c == ']' || c == '}') && --depth == 0) {
+        return i + 1;
+      }
+    }
+    return text.size();
+  }
+  const std::size_t end = text.find_first_of(",}]\n", at);
+  return end == std::string::npos ? text.size() : end;
+}
+
+}  // namespace
+
+std::string ReplaceJsonMembers(Generator& g, std::string text,
+                               const std::vector<std::string>& keys,
+                               const std::function<std::string(Generator&)>& replacement) {
+  const std::size_t edits = 1 + g.Below(3);
+  for (std::size_t e = 0; e < edits; ++e) {
+    const std::string& key = g.Pick(keys);
+    std::vector<std::size_t> found;
+    for (std::size_t p = text.find(key); p != std::string::npos; p = text.find(key, p + 1)) {
+      found.push_back(p);
+    }
+    if (found.empty()) continue;
+    const std::size_t at = g.Pick(found) + key.size();
+    const std::size_t colon = text.find(':', at);
+    if (colon == std::string::npos) continue;
+    std::size_t value = colon + 1;
+    while (value < text.size() && text[value] == ' ') ++value;
+    const std::size_t end = ValueEnd(text, value);
+    text.replace(value, end - value, replacement(g));
+  }
+  return text;
+}
+
 }  // namespace joulepipe::fuzz

@@ -101,6 +101,15 @@ Input MixedInput(Generator& g, const std::function<std::string(Generator&)>& str
 // Bit-for-bit equality (a round trip must give back the same doubles).
 bool SameBits(double a, double b);
 
+// JSON-shaped fuzzing: replaces the value of one to three members of `text`
+// (a random occurrence of a random key from `keys`, each spelled with its
+// quotes, e.g. "\"rank\"") with what `replacement` makes. The value's end is
+// found by bracket matching outside strings, so a nested value is replaced
+// whole. Keys that do not occur are skipped.
+std::string ReplaceJsonMembers(Generator& g, std::string text,
+                               const std::vector<std::string>& keys,
+                               const std::function<std::string(Generator&)>& replacement);
+
 // The invariants of a rejection: its message is at most kMaxMessage
 // characters, not empty, and carries no JSON library text
 // ("json.exception", "parse_error."). Returns "" or what is wrong.

@@ -28,6 +28,7 @@ namespace {
 using joulepipe::fuzz::Generator;
 using joulepipe::fuzz::Input;
 using joulepipe::fuzz::MixedInput;
+using joulepipe::fuzz::ReplaceJsonMembers;
 using joulepipe::fuzz::SameBits;
 using joulepipe::model::InputError;
 using joulepipe::model::Kind;
@@ -111,68 +112,21 @@ const std::vector<std::string> kKeys = {
     "\"energy_j\"",    "\"instruction\"", "\"microbatch\"", "\"chunk\"",
     "\"frequency\""};
 
-// End of the JSON value starting at `at` (a scalar token, or a bracketed
-// value matched outside strings).
-std::size_t ValueEnd(const std::string& text, std::size_t at) {
-  if (at < text.size() && (text[at] == '[' || text[at] == '{')) {
-    int depth = 0;
-    bool in_string = false;
-    for (std::size_t i = at; i < text.size(); ++i) {
-      const char c = text[i];
-      if (in_string) {
-        if (c == '\\') {
-          ++i;
-        } else if (c == '"') {
-          in_string = false;
-        }
-      } else if (c == '"') {
-        in_string = true;
-      } else if (c == '[' || c == '{') {
-        ++depth;
-      } else if ((c == ']' || c == '}') && --depth == 0) {
-        return i + 1;
-      }
-    }
-    return text.size();
-  }
-  const std::size_t end = text.find_first_of(",}]\n", at);
-  return end == std::string::npos ? text.size() : end;
-}
-
 // A valid plan with the value of one field (a random occurrence of a key)
 // replaced, one field removed, or an unknown one added.
 std::string HostileField(Generator& g) {
-  std::string text = g.Seed();
-  const std::size_t edits = 1 + g.Below(3);
-  for (std::size_t e = 0; e < edits; ++e) {
-    const std::string& key = g.Pick(kKeys);
-    std::vector<std::size_t> found;
-    for (std::size_t p = text.find(key); p != std::string::npos; p = text.find(key, p + 1)) {
-      found.push_back(p);
-    }
-    if (found.empty()) continue;
-    const std::size_t at = g.Pick(found) + key.size();
-    const std::size_t colon = text.find(':', at);
-    if (colon == std::string::npos) continue;
-    std::size_t value = colon + 1;
-    while (value < text.size() && text[value] == ' ') ++value;
-    const std::size_t end = ValueEnd(text, value);
-    std::string replacement;
+  std::string text = ReplaceJsonMembers(g, g.Seed(), kKeys, [](Generator& g) -> std::string {
     switch (g.Below(6)) {
       case 0:
-        replacement = Generator::Nested(g.NestingDepth(), g.OneIn(2), !g.OneIn(10));
-        break;
+        return Generator::Nested(g.NestingDepth(), g.OneIn(2), !g.OneIn(10));
       case 1:
-        replacement = "\"" + g.LongRun(g.OneIn(10) ? 1 << 20 : 1000) + "\"";
-        break;
+        return "\"" + g.LongRun(g.OneIn(10) ? 1 << 20 : 1000) + "\"";
       case 2:
-        replacement = std::to_string(g.Below(1u << 31));
-        break;
+        return std::to_string(g.Below(1u << 31));
       default:
-        replacement = g.Pick(kJsonValues);
+        return g.Pick(kJsonValues);
     }
-    text.replace(value, end - value, replacement);
-  }
+  });
   if (g.OneIn(4)) {  // an unknown field, possibly huge or deep
     const std::size_t brace = text.find('{');
     if (brace != std::string::npos) {
