@@ -113,6 +113,18 @@ bool Job::RegisterRank(const RankInfo& r) {
           Format("RankInfo::rank must be 0..%lld for a job of %lld ranks (got %d)",
                  static_cast<long long>(c.world_size - 1), static_cast<long long>(c.world_size),
                  r.rank));
+  const auto known = ranks_.find(r.rank);
+  if (known != ranks_.end()) {
+    if (known->second == r) return false;
+    const RankInfo& k = known->second;
+    throw RankConflictError(
+        "RankInfo::rank",
+        Format("rank %d is already registered with job %s with other information (dp %d, pp %d, "
+               "tp %d, %zu clocks; given dp %d, pp %d, tp %d, %zu clocks); a restarted job "
+               "registers as a new job",
+               r.rank, c.job_id.c_str(), k.dp_rank, k.pp_rank, k.tp_rank, k.available_mhz.size(),
+               r.dp_rank, r.pp_rank, r.tp_rank, r.available_mhz.size()));
+  }
   Require(r.dp_rank >= 0 && r.dp_rank < c.dp_degree, "RankInfo::dp_rank",
           Format("RankInfo::dp_rank must be 0..%d (dp_degree %d; got %d)", c.dp_degree - 1,
                  c.dp_degree, r.dp_rank));
@@ -122,28 +134,20 @@ bool Job::RegisterRank(const RankInfo& r) {
   Require(r.tp_rank >= 0 && r.tp_rank < c.tp_degree, "RankInfo::tp_rank",
           Format("RankInfo::tp_rank must be 0..%d (tp_degree %d; got %d)", c.tp_degree - 1,
                  c.tp_degree, r.tp_rank));
+  const std::int64_t key = CoordinateKey(c, r);
+  const auto owner = coordinate_owner_.find(key);
+  if (owner != coordinate_owner_.end()) {
+    throw RankConflictError(
+        "RankInfo::rank",
+        Format("rank %d claims dp %d, pp %d, tp %d, which rank %d of job %s already holds", r.rank,
+               r.dp_rank, r.pp_rank, r.tp_rank, owner->second, c.job_id.c_str()));
+  }
   Require(r.available_mhz.size() <= kMaxFrequencies, "RankInfo::available_mhz",
           Format("RankInfo::available_mhz lists at most %zu clocks (got %zu)", kMaxFrequencies,
                  r.available_mhz.size()));
   for (int mhz : r.available_mhz) {
     Require(mhz >= 1 && mhz <= 10'000, "RankInfo::available_mhz",
             Format("RankInfo::available_mhz holds SM clocks in MHz, 1..10000 (got %d)", mhz));
-  }
-  const auto known = ranks_.find(r.rank);
-  if (known != ranks_.end()) {
-    if (known->second == r) return false;
-    throw InputError("RankInfo::rank",
-                     Format("rank %d is already registered with different information (dp %d, "
-                            "pp %d, tp %d); a restarted job registers as a new job",
-                            r.rank, known->second.dp_rank, known->second.pp_rank,
-                            known->second.tp_rank));
-  }
-  const std::int64_t key = CoordinateKey(c, r);
-  const auto owner = coordinate_owner_.find(key);
-  if (owner != coordinate_owner_.end()) {
-    throw InputError("RankInfo::rank",
-                     Format("rank %d claims dp %d, pp %d, tp %d, which rank %d already holds",
-                            r.rank, r.dp_rank, r.pp_rank, r.tp_rank, owner->second));
   }
   ranks_.emplace(r.rank, r);
   coordinate_owner_.emplace(key, r.rank);
@@ -186,17 +190,8 @@ void Job::SetPlan(const solver::PipelinePlan& plan, double now_unix_s) {
   if (plan.frontier.points.empty() || plan.chosen >= plan.frontier.points.size()) {
     throw JobStateError("the plan for job " + config_.job_id + " has no solved frontier");
   }
-  schedule_ = plan.schedule;
-  frontier_ = plan.frontier;
-  intrinsic_ = static_cast<int>(plan.chosen);
-  baseline_time_s_ = plan.baseline.time_s;
-  p_block_w_ = plan.p_block_w;
-  failure_.clear();
-  std::vector<Candidate> candidates;
-  for (const solver::FrontierPoint& q : frontier_.points) candidates.push_back({q.time_s, q.energy_j});
-  index_.emplace(std::move(candidates), intrinsic_);
-  detector_.emplace(config_.dp_degree, config_.straggler);
-  planned_ = true;
+  Adopt(plan.schedule, plan.frontier, static_cast<int>(plan.chosen), plan.baseline.time_s,
+        plan.p_block_w);
   PlanSwitch first;
   first.version = 1;
   first.iteration = 0;
@@ -209,6 +204,23 @@ void Job::SetPlan(const solver::PipelinePlan& plan, double now_unix_s) {
   first.target_s = q.time_s;
   first.point_of_pipeline.assign(config_.dp_degree, intrinsic_);
   Install(std::move(first));
+}
+
+void Job::Adopt(schedule::Schedule schedule, solver::Frontier frontier, int intrinsic,
+                double baseline_time_s, double p_block_w) {
+  std::vector<Candidate> candidates;
+  candidates.reserve(frontier.points.size());
+  for (const solver::FrontierPoint& q : frontier.points) candidates.push_back({q.time_s, q.energy_j});
+  CandidateIndex index(std::move(candidates), intrinsic);  // throws before anything changes
+  schedule_ = std::move(schedule);
+  frontier_ = std::move(frontier);
+  intrinsic_ = intrinsic;
+  baseline_time_s_ = baseline_time_s;
+  p_block_w_ = p_block_w;
+  index_.emplace(std::move(index));
+  detector_.emplace(config_.dp_degree, config_.straggler);
+  planned_ = true;
+  failure_.clear();
 }
 
 void Job::Install(PlanSwitch s) {
@@ -256,9 +268,6 @@ void Job::RestorePlan(const nlohmann::json& j, const std::vector<PlanSwitch>& sw
     frontier.max_clock.energy_j = m.at("energy_j").get<double>();
     frontier.max_clock.mhz = m.at("mhz").get<std::vector<std::uint16_t>>();
     const int intrinsic = j.at("intrinsic").get<int>();
-    std::vector<Candidate> candidates;
-    for (const solver::FrontierPoint& q : frontier.points) candidates.push_back({q.time_s, q.energy_j});
-    CandidateIndex index(std::move(candidates), intrinsic);
     const int points = static_cast<int>(frontier.points.size());
     if (switches.empty() || switches.front().version != 1) {
       throw InputError("Job::RestorePlan", where + " comes without its initial plan (version 1)");
@@ -275,23 +284,16 @@ void Job::RestorePlan(const nlohmann::json& j, const std::vector<PlanSwitch>& sw
                                 where.c_str(), k + 1, s.version, s.point_of_pipeline.size()));
       }
     }
-    schedule_ = std::move(schedule);
-    frontier_ = std::move(frontier);
-    intrinsic_ = intrinsic;
-    baseline_time_s_ = j.at("baseline_time_s").get<double>();
-    p_block_w_ = j.at("p_block_w").get<double>();
-    index_.emplace(std::move(index));
+    Adopt(std::move(schedule), std::move(frontier), intrinsic,
+          j.at("baseline_time_s").get<double>(), j.at("p_block_w").get<double>());
   } catch (const nlohmann::json::exception& e) {
     throw InputError("Job::RestorePlan", where + " is not readable: " + e.what());
   }
-  detector_.emplace(config_.dp_degree, config_.straggler);
   std::vector<double> slowdowns = switches.back().slowdowns;
   slowdowns.resize(config_.dp_degree, 1.0);
   detector_->Seed(slowdowns);
   switches_ = switches;
   point_of_pipeline_ = switches_.back().point_of_pipeline;
-  planned_ = true;
-  failure_.clear();
 }
 
 std::optional<RankPlan> Job::PlanFor(int rank) const {

@@ -34,8 +34,9 @@ using model::InputError;
 constexpr std::uint64_t kSpeedStream = 1;
 constexpr std::uint64_t kStallStream = 2;
 constexpr double kTruncation = 3.0;  // |z| <= 3 standard deviations
-// Plan choice tolerates round-off in predicted times (T' * s / s != T').
-constexpr double kTimeTolerance = 1e-12;
+// Plan choice tolerates round-off in predicted times (T' * s / s != T'): the
+// coordinator's tolerance, coord::kTimeTolerance.
+using coord::kTimeTolerance;
 
 std::string Num(double value) {
   char buffer[64];
@@ -405,7 +406,7 @@ SimulationResult Simulator::Run(Policy policy, const RunOptions& options) const 
   }
   const std::vector<Tables>& tables = cache.tables;
   const std::vector<int>& table_of = cache.table_of;
-  std::vector<double> predicted(d);
+  std::vector<double> measured_s(d), predicted(d);  // kMeasured, per iteration
 
   std::vector<double> finish(n), start(n);
   std::vector<double> factor(S);
@@ -477,8 +478,9 @@ SimulationResult Simulator::Run(Policy policy, const RunOptions& options) const 
       // What the coordinator hears: each pipeline's compute time against its
       // plan's prediction; a changed verdict re-plans from the next iteration.
       for (int p = 0; p < d; ++p) predicted[p] = candidates_[current[p]].time_s;
-      const double* measured_s = &result.finish_s[static_cast<std::size_t>(i) * d];
-      if (detector->Observe(std::vector<double>(measured_s, measured_s + d), predicted)) {
+      const double* finish = &result.finish_s[static_cast<std::size_t>(i) * d];
+      measured_s.assign(finish, finish + d);
+      if (detector->Observe(measured_s, predicted)) {
         current = ChooseFor(detector->slowdowns(), &current_target, &cache);
       }
     }

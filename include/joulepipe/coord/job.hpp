@@ -45,6 +45,7 @@
 
 #include "joulepipe/coord/plan_choice.hpp"
 #include "joulepipe/coord/straggler.hpp"
+#include "joulepipe/model/error.hpp"
 #include "joulepipe/model/plan.hpp"
 #include "joulepipe/model/profile.hpp"
 #include "joulepipe/schedule/schedule.hpp"
@@ -71,6 +72,14 @@ inline constexpr int kOpenIterations = 16;
 class JobStateError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+// A rank that conflicts with what is registered (the same rank with other
+// information, or another rank at its coordinates): an InputError naming
+// RankInfo::rank that a service answers with 409, not 400.
+class RankConflictError : public model::InputError {
+ public:
+  using model::InputError::InputError;
 };
 
 struct JobConfig {
@@ -145,9 +154,12 @@ class Job {
   const std::string& failure() const { return failure_; }
 
   // Returns true when the rank is new, false when it was registered with
-  // identical info. Throws InputError for a rank or coordinate out of range,
-  // the same rank with different info, or another rank at the same
-  // (dp, pp, tp) coordinates.
+  // identical info. Throws InputError for a rank or coordinate out of range
+  // or a bad clock, and RankConflictError for the same rank with different
+  // info or another rank at the same (dp, pp, tp) coordinates (the same rank
+  // is checked right after its number, another rank's coordinates before
+  // the clocks: a conflicting registration is a conflict whatever else it
+  // says).
   bool RegisterRank(const RankInfo& info);
   int registered_ranks() const { return static_cast<int>(ranks_.size()); }
   bool all_ranks_registered() const { return registered_ranks() == config_.world_size; }
@@ -207,6 +219,11 @@ class Job {
     std::vector<char> reported;           // per rank
     int count = 0;
   };
+  // Takes a solved frontier (SetPlan, RestorePlan): the candidate index, a
+  // fresh detector, planned. Throws InputError for a bad intrinsic index
+  // before changing anything.
+  void Adopt(schedule::Schedule schedule, solver::Frontier frontier, int intrinsic,
+             double baseline_time_s, double p_block_w);
   void Install(PlanSwitch s);
   PlanSwitch Decide(std::int64_t next_iteration, double now_unix_s);
   double PredictedSavingJ(const PlanChoice& choice) const;
