@@ -23,16 +23,6 @@ const physics::GpuSpec& A100() {
   return physics::FindGpu("a100-sxm4-80gb");
 }
 
-// Runs `child` in a forked process; returns its exit status (0 = success).
-template <class F>
-int InChild(F&& child) {
-  const pid_t pid = fork();
-  if (pid == 0) _exit(child());
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
-}
-
 TEST_F(SimNvmlSetterTest, SettersNeedPermission) {
   const nvmlDevice_t device = InitWith(json::object());
   EXPECT_EQ(nvml().nvmlDeviceSetGpuLockedClocks(device, 900, 1200), NVML_ERROR_NO_PERMISSION);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <dlfcn.h>
+#include <sys/wait.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <time.h>
@@ -209,5 +210,15 @@ class SimNvmlTest : public ::testing::Test {
 
   std::string dir_;
 };
+
+// Runs `child` in a forked process; returns its exit status (0 = success).
+template <class F>
+int InChild(F&& child) {
+  const pid_t pid = fork();
+  if (pid == 0) _exit(child());
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+}
 
 }  // namespace joulepipe::sim_nvml::testing

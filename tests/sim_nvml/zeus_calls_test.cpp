@@ -100,16 +100,6 @@ class SimNvmlZeusTest : public SimNvmlTest {
   }
 };
 
-// Runs `child` in a forked process; returns its exit status (0 = success).
-template <class F>
-int InChild(F&& child) {
-  const pid_t pid = fork();
-  if (pid == 0) _exit(child());
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
-}
-
 unsigned Mw(double watts) {
   return static_cast<unsigned>(std::lround(watts * 1000.0));
 }
