@@ -4,20 +4,14 @@ The build directory is $JOULEPIPE_BUILD_DIR (default: build/ in the repo).
 """
 
 import json
-import os
 import re
 import signal
 import subprocess
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-BUILD = Path(os.environ.get("JOULEPIPE_BUILD_DIR", REPO / "build"))
-if not BUILD.is_absolute():
-    BUILD = REPO / BUILD
-CLI = BUILD / "joulepipe"
+from build_paths import CLI
 
 
 class Server:

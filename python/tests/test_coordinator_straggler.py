@@ -15,7 +15,8 @@ import subprocess
 
 import pytest
 
-from coord_server import CLI, REPO, Server
+from build_paths import CLI, REPO
+from coord_server import Server
 
 if not CLI.exists():
     pytest.skip(f"joulepipe not built: {CLI} (cmake --build build)", allow_module_level=True)

@@ -7,21 +7,14 @@ The build directory is $JOULEPIPE_BUILD_DIR (default: build/ in the repo).
 """
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-BUILD = Path(os.environ.get("JOULEPIPE_BUILD_DIR", REPO / "build"))
-if not BUILD.is_absolute():
-    BUILD = REPO / BUILD
-LIB_DIR = BUILD / "sim-nvml"
-LIB = LIB_DIR / "libnvidia-ml.so.1"
+from build_paths import LIB, sim_nvml_env
 
 pytest.importorskip("pynvml", reason="pynvml not installed (pip install nvidia-ml-py)")
 if not LIB.exists():
@@ -44,11 +37,7 @@ def run_pynvml(tmp_path, config, body):
             with open("/proc/self/maps") as maps:
                 return sorted({l.split()[-1] for l in maps if "libnvidia-ml" in l})
     """) + textwrap.dedent(body)
-    env = dict(os.environ)
-    env["LD_LIBRARY_PATH"] = f"{LIB_DIR}:{env.get('LD_LIBRARY_PATH', '')}"
-    env["JOULEPIPE_SIM_NVML_CONFIG"] = str(cfg)
-    env.pop("JOULEPIPE_SIM_NVML_GPU", None)
-    env.pop("JOULEPIPE_SIM_NVML_COUNT", None)
+    env = sim_nvml_env(cfg)
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -16,7 +16,6 @@ shipped.
 """
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -24,13 +23,13 @@ import textwrap
 
 import pytest
 
-from coord_server import BUILD, CLI, Server
+from build_paths import BUILD, CLI, LIB, sim_nvml_env
+from coord_server import Server
 
 pytest.importorskip("zeus", reason="Zeus is not installed (scripts/install-deps installs "
                                    "zeus==0.16.0 and its pipeline-frequency client)")
 pytest.importorskip("torch", reason="torch is not installed (scripts/install-deps)")
-LIB_DIR = BUILD / "sim-nvml"
-if not CLI.exists() or not (LIB_DIR / "libnvidia-ml.so.1").exists():
+if not CLI.exists() or not LIB.exists():
     pytest.skip(f"joulepipe not built in {BUILD} (cmake --build build)", allow_module_level=True)
 
 # A two-stage profile at clocks the simulated A100 supports (210..1410 in
@@ -98,14 +97,9 @@ def test_zeus_client_gets_and_applies_joulepipes_plan(tmp_path):
                   "call_log": str(log), "state_file": str(tmp_path / "state.json")}
         (tmp_path / "nvml.json").write_text(json.dumps(config))
         (tmp_path / "rank.py").write_text(RANK)
-        env = dict(os.environ)
-        env["LD_LIBRARY_PATH"] = f"{LIB_DIR}:{env.get('LD_LIBRARY_PATH', '')}"
-        env["JOULEPIPE_SIM_NVML_CONFIG"] = str(tmp_path / "nvml.json")
+        env = sim_nvml_env(tmp_path / "nvml.json", zeus=True)
         env["MASTER_ADDR"] = "127.0.0.1"
         env["MASTER_PORT"] = str(free_port())
-        for name in ("JOULEPIPE_SIM_NVML_GPU", "JOULEPIPE_SIM_NVML_COUNT",
-                     "CUDA_VISIBLE_DEVICES", "ZEUSD_SOCK_PATH", "ZEUSD_HOST_PORT", "ZEUSD_TOKEN"):
-            env.pop(name, None)
         procs = [subprocess.Popen([sys.executable, str(tmp_path / "rank.py"), str(r), server.url],
                                   env=env, cwd=tmp_path, stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, text=True) for r in (0, 1)]

@@ -11,20 +11,13 @@ directory is $JOULEPIPE_BUILD_DIR (default: build/ in the repo).
 """
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-BUILD = Path(os.environ.get("JOULEPIPE_BUILD_DIR", REPO / "build"))
-if not BUILD.is_absolute():
-    BUILD = REPO / BUILD
-LIB_DIR = BUILD / "sim-nvml"
-LIB = LIB_DIR / "libnvidia-ml.so.1"
+from build_paths import LIB, sim_nvml_env
 
 pytest.importorskip("zeus", reason="Zeus is not installed (scripts/install-deps installs "
                                    "zeus==0.16.0 and its pipeline-frequency client)")
@@ -47,14 +40,7 @@ def run_zeus(tmp_path, config, body, timeout=120):
         def out(value):
             print("RESULT " + json.dumps(value), flush=True)
     """) + textwrap.dedent(body)
-    env = dict(os.environ)
-    env["LD_LIBRARY_PATH"] = f"{LIB_DIR}:{env.get('LD_LIBRARY_PATH', '')}"
-    env["JOULEPIPE_SIM_NVML_CONFIG"] = str(cfg)
-    # Zeus would restrict the GPUs to CUDA_VISIBLE_DEVICES, or send its
-    # setters to a Zeus daemon if one is configured.
-    for name in ("JOULEPIPE_SIM_NVML_GPU", "JOULEPIPE_SIM_NVML_COUNT", "CUDA_VISIBLE_DEVICES",
-                 "ZEUSD_SOCK_PATH", "ZEUSD_HOST_PORT", "ZEUSD_TOKEN"):
-        env.pop(name, None)
+    env = sim_nvml_env(cfg, zeus=True)
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                           text=True, timeout=timeout, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr

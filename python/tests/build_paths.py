@@ -1,0 +1,33 @@
+"""Where the tests find what the C++ build made, and the environment that
+points a child process at the simulated NVML library.
+
+The build directory is $JOULEPIPE_BUILD_DIR (default: build/ in the repo).
+"""
+
+import os
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("JOULEPIPE_BUILD_DIR", REPO / "build"))
+if not BUILD.is_absolute():
+    BUILD = REPO / BUILD
+CLI = BUILD / "joulepipe"
+LIB_DIR = BUILD / "sim-nvml"
+LIB = LIB_DIR / "libnvidia-ml.so.1"
+
+# Variables that would override the config file or, for Zeus, restrict the
+# GPUs (CUDA_VISIBLE_DEVICES) or send setters to a Zeus daemon.
+_SIM_OVERRIDES = ("JOULEPIPE_SIM_NVML_GPU", "JOULEPIPE_SIM_NVML_COUNT")
+_ZEUS_OVERRIDES = ("CUDA_VISIBLE_DEVICES", "ZEUSD_SOCK_PATH", "ZEUSD_HOST_PORT", "ZEUSD_TOKEN")
+
+
+def sim_nvml_env(config_path, zeus=False):
+    """os.environ for a child whose dlopen("libnvidia-ml.so.1") finds the
+    simulated library configured by `config_path`; with `zeus`, also without
+    what would redirect Zeus's GPU layer."""
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = f"{LIB_DIR}:{env.get('LD_LIBRARY_PATH', '')}"
+    env["JOULEPIPE_SIM_NVML_CONFIG"] = str(config_path)
+    for name in _SIM_OVERRIDES + (_ZEUS_OVERRIDES if zeus else ()):
+        env.pop(name, None)
+    return env
