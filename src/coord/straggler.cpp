@@ -39,7 +39,6 @@ StragglerDetector::StragglerDetector(int pipelines, StragglerOptions options)
   model::Require(pipelines >= 1, "StragglerDetector::pipelines",
                  model::Format("a job has at least one pipeline (got %d)", pipelines));
   slowdown_.assign(pipelines, 1.0);
-  last_.assign(pipelines, 1.0);
   slow_run_.assign(pipelines, 0);
   fast_run_.assign(pipelines, 0);
   recent_.assign(pipelines, {});
@@ -66,7 +65,6 @@ bool StragglerDetector::Observe(const std::vector<double>& measured_s,
                  model::Format("one measured and one predicted time per pipeline (%zu); got %zu "
                                "and %zu",
                                d, measured_s.size(), predicted_s.size()));
-  ++observed_;
   // Ratios of the pipelines measured this iteration, and their lower median.
   std::vector<double> ratio(d, 0.0);
   std::vector<double> valid;
@@ -88,7 +86,6 @@ bool StragglerDetector::Observe(const std::vector<double>& measured_s,
   for (std::size_t p = 0; p < d; ++p) {
     if (ratio[p] <= 0) continue;  // not measured: its runs stand still
     const double rel = std::max(1.0, ratio[p] / reference);
-    last_[p] = rel;
     std::vector<double>& recent = recent_[p];
     recent.push_back(rel);
     if (recent.size() > window) recent.erase(recent.begin());

@@ -22,7 +22,6 @@
 // Deterministic; no I/O.
 #pragma once
 
-#include <cstdint>
 #include <vector>
 
 namespace joulepipe::coord {
@@ -56,17 +55,12 @@ class StragglerDetector {
   // Per pipeline: 1 unless straggling, else its estimate (> 1).
   const std::vector<double>& slowdowns() const { return slowdown_; }
   bool any() const;
-  // The last relative slowdown seen per pipeline (1 before any).
-  const std::vector<double>& last_relative() const { return last_; }
-  std::int64_t observed() const { return observed_; }
 
  private:
   StragglerOptions options_;
   std::vector<double> slowdown_;  // 1 = on time
-  std::vector<double> last_;
   std::vector<int> slow_run_, fast_run_;  // consecutive slow / recovered iterations
   std::vector<std::vector<double>> recent_;  // last `window` relative slowdowns
-  std::int64_t observed_ = 0;
 };
 
 }  // namespace joulepipe::coord
