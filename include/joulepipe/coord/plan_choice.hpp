@@ -50,7 +50,6 @@ class CandidateIndex {
   // every faster one (the Pareto chain; the indices BestWithin can return).
   const std::vector<int>& chain() const { return chain_; }
   const std::vector<Candidate>& candidates() const { return candidates_; }
-  int intrinsic() const { return intrinsic_; }
 
  private:
   std::vector<Candidate> candidates_;
