@@ -31,3 +31,22 @@ def sim_nvml_env(config_path, zeus=False):
     for name in _SIM_OVERRIDES + (_ZEUS_OVERRIDES if zeus else ()):
         env.pop(name, None)
     return env
+
+# The build tree's Python package (cmake/python_module.cmake): the extension
+# module joulepipe._core next to the pure-Python sources.
+PYTHON_DIR = BUILD / "python"
+PACKAGE = PYTHON_DIR / "joulepipe"
+
+
+def python_env(config_path=None):
+    """os.environ for a child that imports the build tree's joulepipe and,
+    with `config_path`, loads the simulated NVML library it configures."""
+    env = sim_nvml_env(config_path) if config_path is not None else dict(os.environ)
+    env["PYTHONPATH"] = f"{PYTHON_DIR}:{env.get('PYTHONPATH', '')}"
+    env.pop("JOULEPIPE_NVML_LIBRARY", None)
+    return env
+
+
+def package_built():
+    """Whether the build made the extension module (it needs pybind11)."""
+    return any(PACKAGE.glob("_core*.so"))

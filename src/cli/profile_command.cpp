@@ -11,7 +11,6 @@
 #include "format.hpp"
 #include "output_dir.hpp"
 #include "joulepipe/model/error.hpp"
-#include "joulepipe/model/version.hpp"
 #include "joulepipe/solver/plan_pipeline.hpp"
 
 namespace joulepipe::cli {
@@ -159,13 +158,7 @@ std::string Ms(double seconds) {
 }  // namespace
 
 std::string SimulatedProfileCsv(const physics::SimulatedWorkload& w, const physics::GpuSpec& gpu) {
-  model::Profile profile = w.profile;
-  profile.metadata.gpu = gpu.name;
-  profile.metadata.p_block_w = gpu.p_block_w;
-  profile.metadata.source = "simulated";
-  profile.metadata.date = model::IsoUtcNow();
-  profile.metadata.joulepipe_version = std::string(model::Version());
-  return model::ProfileToCsv(profile);
+  return model::ProfileToCsv(physics::StampedProfile(w, gpu));
 }
 
 std::string FormatProfileSummary(const physics::SimulatedWorkload& w, const ProfileRequest& r,

@@ -76,6 +76,7 @@ void CheckJobConfig(JobConfig* c) {
   request.spec = c->spec;
   request.p_block_w = c->p_block_w;
   request.resolution_s = c->resolution_s;
+  request.slowdown = c->slowdown;
   solver::CheckPlanRequest(request);
   // Impossible shapes (e.g. interleaved M not a multiple of S), without
   // building the schedule: a request thread calls this.
@@ -169,7 +170,7 @@ solver::PlanRequest Job::PlanRequest() const {
   solver::PlanRequest r;
   r.spec = config_.spec;
   r.p_block_w = config_.p_block_w;
-  r.slowdown = 0;  // the intrinsic plan: least energy within T
+  r.slowdown = config_.slowdown;  // the intrinsic plan: least energy within (1 + s) T
   r.resolution_s = config_.resolution_s;
   r.profile_name = "the profile of job " + config_.job_id;
   return r;

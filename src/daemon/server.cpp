@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/format.hpp"
 
 namespace joulepipe::daemon {
 namespace {
@@ -106,6 +107,12 @@ std::chrono::steady_clock::duration Duration(double seconds) {
       std::chrono::duration<double>(seconds));
 }
 
+// What an expelled client whose process exited is told.
+std::string ProcessExitedMessage(pid_t pid) {
+  return "the process that opened this connection (pid " + std::to_string(pid) +
+         ") has exited; joulepiped restored the GPUs it changed and closes the connection";
+}
+
 }  // namespace
 
 std::string Admission(const Peer& peer, const Config& config, const std::string& config_source,
@@ -190,9 +197,7 @@ Server::~Server() {
 }
 
 std::string Server::Seconds(double seconds) const {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%g s", seconds);
-  return text;
+  return model::Format("%g s", seconds);
 }
 
 void Server::Accept(Clock::time_point now) {
@@ -340,9 +345,17 @@ Server::Clock::time_point Server::CheckDeadlines(Clock::time_point now) {
   };
   std::vector<Expulsion> expel;
   for (auto& [fd, connection] : connections_) {
-    if (!connection.authorised || !handler_->greeted(connection.session)) {
-      const Clock::time_point deadline = connection.opened + Duration(config_.hello_timeout_s);
+    // Whether `deadline` has passed (past the grace while input is unread);
+    // if not, `next` is lowered to when it will.
+    const auto expired = [&, fd = fd](Clock::time_point deadline) {
       if (now >= deadline && (now >= deadline + kDeadlineGrace || !HasPendingInput(fd))) {
+        return true;
+      }
+      next = std::min(next, now >= deadline ? deadline + kDeadlineGrace : deadline);
+      return false;
+    };
+    if (!connection.authorised || !handler_->greeted(connection.session)) {
+      if (expired(connection.opened + Duration(config_.hello_timeout_s))) {
         expel.push_back({fd, "hello_timeout",
                          "no hello within " + Seconds(config_.hello_timeout_s) +
                              " of connecting; send {\"op\":\"hello\",\"version\":" +
@@ -351,11 +364,8 @@ Server::Clock::time_point Server::CheckDeadlines(Clock::time_point now) {
                          "hello timeout"});
         continue;
       }
-      next = std::min(next, now >= deadline ? deadline + kDeadlineGrace : deadline);
     } else if (!handler_->holds_lease(connection.session)) {
-      const Clock::time_point deadline =
-          connection.last_request + Duration(config_.idle_timeout_s);
-      if (now >= deadline && (now >= deadline + kDeadlineGrace || !HasPendingInput(fd))) {
+      if (expired(connection.last_request + Duration(config_.idle_timeout_s))) {
         expel.push_back(
             {fd, "idle_timeout",
              "no request for " + Seconds(config_.idle_timeout_s) +
@@ -363,18 +373,13 @@ Server::Clock::time_point Server::CheckDeadlines(Clock::time_point now) {
              "idle timeout"});
         continue;
       }
-      next = std::min(next, now >= deadline ? deadline + kDeadlineGrace : deadline);
     }
     const ProcessWatch& process = connection.process;
     if (connection.authorised && process.fd() < 0 &&
         process.method() != ProcessWatch::Method::kNone) {
       any_polled = true;
       if (poll_processes && process.Exited()) {
-        expel.push_back({fd, "process_exited",
-                         "the process that opened this connection (pid " +
-                             std::to_string(connection.peer.pid) +
-                             ") has exited; joulepiped restored the GPUs it changed and closes "
-                             "the connection",
+        expel.push_back({fd, "process_exited", ProcessExitedMessage(connection.peer.pid),
                          "client process exited"});
       }
     }
@@ -439,10 +444,7 @@ void Server::Run(int stop_fd) {
       const int fd = owners[i - 2];
       const auto it = connections_.find(fd);
       if (it == connections_.end() || it->second.process.fd() != fds[i].fd) continue;
-      Expel(fd, "process_exited",
-            "the process that opened this connection (pid " +
-                std::to_string(it->second.peer.pid) +
-                ") has exited; joulepiped restored the GPUs it changed and closes the connection",
+      Expel(fd, "process_exited", ProcessExitedMessage(it->second.peer.pid),
             "client process exited");
     }
     if (fds[1].revents != 0) Accept(Clock::now());

@@ -313,20 +313,15 @@ class DaemonClockControl final : public ClockControl {
       Reconnect(prefix, why);
     }
     json reply = Exchange(request, prefix);
-    if (reply.contains("closed")) {
+    for (bool retried = false; reply.contains("closed"); retried = true) {
       // The daemon closed the connection as the request arrived (its idle
-      // timeout); this line is its reason, not the reply.
+      // timeout); this line is its reason, not the reply. Sent again once.
       const std::string closed_why =
           "the daemon closed the connection: " + reply["error"].get<std::string>();
       CloseConnection();
-      if (!may_reconnect || HoldsChanges()) throw GpuError(prefix + closed_why);
+      if (retried || !may_reconnect || HoldsChanges()) throw GpuError(prefix + closed_why);
       Reconnect(prefix, closed_why);
       reply = Exchange(request, prefix);
-      if (reply.contains("closed")) {
-        CloseConnection();
-        throw GpuError(prefix + "the daemon closed the connection: " +
-                       reply["error"].get<std::string>());
-      }
     }
     if (!reply["ok"].get<bool>()) throw GpuError(prefix + reply["error"].get<std::string>());
     return reply;

@@ -7,15 +7,14 @@
 #include <cstring>
 
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/format.hpp"
 
 namespace joulepipe::model {
 
 namespace {
 
 std::string Mib(double bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.0f MiB", bytes / (1 << 20));
-  return text;
+  return Format("%.0f MiB", bytes / (1 << 20));
 }
 
 [[noreturn]] void TooLarge(const std::string& path, const std::string& what, double bytes) {

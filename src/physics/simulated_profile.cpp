@@ -5,6 +5,7 @@
 
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/profile.hpp"
+#include "joulepipe/model/version.hpp"
 #include "joulepipe/physics/workload.hpp"
 
 namespace joulepipe::physics {
@@ -150,6 +151,16 @@ SimulatedWorkload SimulateWorkload(const WorkloadSpec& spec, const GpuSpec& gpu,
 model::Profile SimulateProfile(const WorkloadSpec& spec, const GpuSpec& gpu,
                                const ProfileOptions& options) {
   return SimulateWorkload(spec, gpu, options).profile;
+}
+
+model::Profile StampedProfile(const SimulatedWorkload& workload, const GpuSpec& gpu) {
+  model::Profile profile = workload.profile;
+  profile.metadata.gpu = gpu.name;
+  profile.metadata.p_block_w = gpu.p_block_w;
+  profile.metadata.source = "simulated";
+  profile.metadata.date = model::IsoUtcNow();
+  profile.metadata.joulepipe_version = std::string(model::Version());
+  return profile;
 }
 
 double DpAllReduceSeconds(const StageCost& stage, int dp, double inter_node_gbps) {

@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <ctime>
 #include <limits>
 #include <random>
@@ -22,6 +21,7 @@
 
 #include "http_client.hpp"
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/format.hpp"
 #include "joulepipe/model/json_input.hpp"
 #include "joulepipe/model/version.hpp"
 
@@ -30,14 +30,6 @@ namespace joulepipe::runtime {
 namespace {
 
 using nlohmann::json;
-
-constexpr double kMaxLongPollS = 300;  // the server's longest wait_s
-
-std::string Number(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", value);
-  return text;
-}
 
 void CheckOptions(const CoordinatorOptions& o) {
   if (std::any_of(o.token.begin(), o.token.end(), [](char c) {
@@ -49,11 +41,13 @@ void CheckOptions(const CoordinatorOptions& o) {
   }
   auto positive = [](double v) { return std::isfinite(v) && v > 0; };
   model::Require(positive(o.connect_timeout_s), "CoordinatorOptions::connect_timeout_s",
-                "CoordinatorOptions::connect_timeout_s must be a positive number of seconds (got " +
-                    Number(o.connect_timeout_s) + " s)");
+                 model::Format("CoordinatorOptions::connect_timeout_s must be a positive number of "
+                               "seconds (got %g s)",
+                               o.connect_timeout_s));
   model::Require(positive(o.request_timeout_s), "CoordinatorOptions::request_timeout_s",
-                "CoordinatorOptions::request_timeout_s must be a positive number of seconds (got " +
-                    Number(o.request_timeout_s) + " s)");
+                 model::Format("CoordinatorOptions::request_timeout_s must be a positive number of "
+                               "seconds (got %g s)",
+                               o.request_timeout_s));
   model::Require(o.max_response_bytes >= 1024, "CoordinatorOptions::max_response_bytes",
                  "CoordinatorOptions::max_response_bytes must be at least 1024 (got " +
                      std::to_string(o.max_response_bytes) + ")");
@@ -63,22 +57,24 @@ void CheckOptions(const CoordinatorOptions& o) {
                      std::to_string(r.max_attempts) + "); 1 makes one attempt and no retries");
   auto non_negative = [](double v) { return std::isfinite(v) && v >= 0; };
   model::Require(non_negative(r.initial_backoff_s), "RetryPolicy::initial_backoff_s",
-                 "RetryPolicy::initial_backoff_s must be a finite number of seconds >= 0 (got " +
-                     Number(r.initial_backoff_s) + " s)");
+                 model::Format("RetryPolicy::initial_backoff_s must be a finite number of seconds "
+                               ">= 0 (got %g s)",
+                               r.initial_backoff_s));
   model::Require(non_negative(r.max_backoff_s) && r.max_backoff_s >= r.initial_backoff_s,
                  "RetryPolicy::max_backoff_s",
-                 "RetryPolicy::max_backoff_s must be a finite number of seconds >= "
-                 "RetryPolicy::initial_backoff_s (got " +
-                     Number(r.max_backoff_s) + " s and " + Number(r.initial_backoff_s) + " s)");
+                 model::Format("RetryPolicy::max_backoff_s must be a finite number of seconds >= "
+                               "RetryPolicy::initial_backoff_s (got %g s and %g s)",
+                               r.max_backoff_s, r.initial_backoff_s));
   model::Require(std::isfinite(r.multiplier) && r.multiplier >= 1, "RetryPolicy::multiplier",
-                 "RetryPolicy::multiplier must be at least 1 (got " + Number(r.multiplier) + ")");
+                 model::Format("RetryPolicy::multiplier must be at least 1 (got %g)", r.multiplier));
   model::Require(std::isfinite(r.jitter) && r.jitter >= 0 && r.jitter <= 1, "RetryPolicy::jitter",
-                 "RetryPolicy::jitter must be between 0 and 1, the fraction a wait may be "
-                 "shortened by (got " +
-                     Number(r.jitter) + ")");
+                 model::Format("RetryPolicy::jitter must be between 0 and 1, the fraction a wait "
+                               "may be shortened by (got %g)",
+                               r.jitter));
   model::Require(non_negative(r.max_retry_after_s), "RetryPolicy::max_retry_after_s",
-                 "RetryPolicy::max_retry_after_s must be a finite number of seconds >= 0 (got " +
-                     Number(r.max_retry_after_s) + " s)");
+                 model::Format("RetryPolicy::max_retry_after_s must be a finite number of seconds "
+                               ">= 0 (got %g s)",
+                               r.max_retry_after_s));
 }
 
 // A server's Retry-After: delta-seconds or an HTTP date (RFC 9110 10.2.3).
@@ -440,8 +436,9 @@ std::string CoordinatorClient::RegisterJob(const JobRegistration& job) {
   if (job.p_block_w) {
     model::Require(std::isfinite(*job.p_block_w) && *job.p_block_w > 0,
                    "JobRegistration::p_block_w",
-                   "JobRegistration::p_block_w must be a positive number of watts when set (got " +
-                       Number(*job.p_block_w) + " W)");
+                   model::Format("JobRegistration::p_block_w must be a positive number of watts "
+                                 "when set (got %g W)",
+                                 *job.p_block_w));
   }
   json body = {{"pp_degree", job.pp_degree},       {"dp_degree", job.dp_degree},
                {"tp_degree", job.tp_degree},       {"world_size", job.world_size},
@@ -493,15 +490,15 @@ std::optional<RankPlan> CoordinatorClient::WaitForPlan(const std::string& job_id
                             std::to_string(rank) + ", after_version " +
                             std::to_string(after_version) + ")");
   }
-  if (!std::isfinite(wait_s) || wait_s < 0 || wait_s > kMaxLongPollS) {
-    throw model::InputError("WaitForPlan: wait_s must be between 0 and " + Number(kMaxLongPollS) +
-                            " seconds, the coordinator's longest long poll (got " + Number(wait_s) +
-                            " s)");
+  if (!std::isfinite(wait_s) || wait_s < 0 || wait_s > kMaxPlanWaitS) {
+    throw model::InputError(model::Format("WaitForPlan: wait_s must be between 0 and %g seconds, "
+                                          "the coordinator's longest long poll (got %g s)",
+                                          kMaxPlanWaitS, wait_s));
   }
   const std::string target = "/jobs/" + http::PercentEncode(job_id) +
                              "/plan?rank=" + std::to_string(rank) +
                              "&after=" + std::to_string(after_version) +
-                             "&wait_s=" + Number(wait_s);
+                             "&wait_s=" + model::Format("%g", wait_s);
   const http::Response response = state_->Call("GET", target, "", nullptr, wait_s, random_);
   AnswerReader in(state_->Context("GET " + target), response.status);
   if (response.status == 204) return std::nullopt;
@@ -514,14 +511,15 @@ std::optional<RankPlan> CoordinatorClient::WaitForPlan(const std::string& job_id
 
 int CoordinatorClient::ReportIteration(const std::string& job_id, const IterationReport& report) {
   model::Require(std::isfinite(report.time_s) && report.time_s > 0, "IterationReport::time_s",
-                 "IterationReport::time_s must be a finite number of seconds > 0 (got " +
-                     Number(report.time_s) + " s)");
+                 model::Format("IterationReport::time_s must be a finite number of seconds > 0 "
+                               "(got %g s)",
+                               report.time_s));
   if (report.energy_j) {
     model::Require(std::isfinite(*report.energy_j) && *report.energy_j >= 0,
                    "IterationReport::energy_j",
-                   "IterationReport::energy_j must be a finite number of joules >= 0 when "
-                   "measured (got " +
-                       Number(*report.energy_j) + " J); leave it unset when not measured");
+                   model::Format("IterationReport::energy_j must be a finite number of joules >= 0 "
+                                 "when measured (got %g J); leave it unset when not measured",
+                                 *report.energy_j));
   }
   json body = {{"rank", report.rank}, {"iteration", report.iteration}, {"time_s", report.time_s}};
   body["energy_j"] = report.energy_j ? json(*report.energy_j) : json(nullptr);

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/format.hpp"
 
 namespace joulepipe::runtime {
 
@@ -33,16 +34,16 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-constexpr double kMaxLongPollS = 300;
-
-std::string Seconds(double s) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g s", s);
-  return text;
-}
+std::string Seconds(double s) { return model::Format("%g s", s); }
 
 inline void Bump(std::atomic<std::uint64_t>& counter) {
   counter.fetch_add(1, std::memory_order_relaxed);
+}
+
+// The client's kCancelled: this object is going away.
+bool IsCancellation(const std::exception& e) {
+  const auto* error = dynamic_cast<const CoordinatorError*>(&e);
+  return error != nullptr && error->kind() == CoordinatorError::Kind::kCancelled;
 }
 
 // Throws InputError for options CoordinatorClient does not check itself.
@@ -51,19 +52,20 @@ void CheckOptions(const CoordinatedPlanOptions& o) {
                  "CoordinatedPlanOptions::job_id must name the job (the id RegisterJob returned)");
   model::Require(o.rank >= 0, "CoordinatedPlanOptions::rank",
                  "CoordinatedPlanOptions::rank must be >= 0 (got " + std::to_string(o.rank) + ")");
-  auto wait_ok = [](double s) { return std::isfinite(s) && s >= 0 && s <= kMaxLongPollS; };
+  auto wait_ok = [](double s) { return std::isfinite(s) && s >= 0 && s <= kMaxPlanWaitS; };
   model::Require(wait_ok(o.start_wait_s), "CoordinatedPlanOptions::start_wait_s",
-                 "CoordinatedPlanOptions::start_wait_s must be between 0 and 300 seconds, the "
-                 "coordinator's longest long poll (got " +
-                     Seconds(o.start_wait_s) + ")");
+                 model::Format("CoordinatedPlanOptions::start_wait_s must be between 0 and %g "
+                               "seconds, the coordinator's longest long poll (got %g s)",
+                               kMaxPlanWaitS, o.start_wait_s));
   model::Require(std::isfinite(o.start_timeout_s) && o.start_timeout_s > 0,
                  "CoordinatedPlanOptions::start_timeout_s",
-                 "CoordinatedPlanOptions::start_timeout_s must be a positive number of seconds "
-                 "(got " +
-                     Seconds(o.start_timeout_s) + ")");
+                 model::Format("CoordinatedPlanOptions::start_timeout_s must be a positive number "
+                               "of seconds (got %g s)",
+                               o.start_timeout_s));
   model::Require(wait_ok(o.fetch_wait_s), "CoordinatedPlanOptions::fetch_wait_s",
-                 "CoordinatedPlanOptions::fetch_wait_s must be between 0 and 300 seconds (got " +
-                     Seconds(o.fetch_wait_s) + ")");
+                 model::Format("CoordinatedPlanOptions::fetch_wait_s must be between 0 and %g "
+                               "seconds (got %g s)",
+                               kMaxPlanWaitS, o.fetch_wait_s));
   model::Require(o.queue_capacity >= 1, "CoordinatedPlanOptions::queue_capacity",
                  "CoordinatedPlanOptions::queue_capacity must be at least 1 (got 0)");
 }
@@ -87,11 +89,11 @@ struct CoordinatedPlan::State {
   SteadyClock::time_point start_deadline;
 
   // The report ring and the stop flag, under `mutex`; `wake` wakes the
-  // background thread for a report or the stop, and ends its sleeps.
+  // background thread for a report or the stop, and ends its sleeps. `stop`
+  // is atomic too, for the cancel predicates that read it without the lock.
   std::mutex mutex;
   std::condition_variable wake;
-  bool stop = false;
-  std::atomic<bool> stopping{false};  // the same, for the cancel predicates
+  std::atomic<bool> stop{false};
   std::vector<IterationReport> ring;
   std::size_t head = 0;
   std::size_t count = 0;
@@ -157,12 +159,12 @@ struct CoordinatedPlan::State {
 
     CoordinatorOptions worker_options = base;
     worker_options.cancelled = [this, user_cancelled] {
-      return stopping.load(std::memory_order_acquire) || (user_cancelled && user_cancelled());
+      return stop.load(std::memory_order_acquire) || (user_cancelled && user_cancelled());
     };
     if (!worker_options.sleep) {
       worker_options.sleep = [this](double seconds) {
         std::unique_lock<std::mutex> lock(mutex);
-        wake.wait_for(lock, ToDuration(seconds), [this] { return stop; });
+        wake.wait_for(lock, ToDuration(seconds), [this] { return stop.load(); });
       };
     }
     worker_client.emplace(std::move(worker_options));
@@ -236,8 +238,8 @@ struct CoordinatedPlan::State {
       IterationReport report;
       {
         std::unique_lock<std::mutex> lock(mutex);
-        wake.wait(lock, [this] { return stop || count > 0; });
-        if (stop) return;
+        wake.wait(lock, [this] { return stop.load() || count > 0; });
+        if (stop.load()) return;
         report = ring[head];
         head = (head + 1) % ring.size();
         --count;
@@ -257,12 +259,8 @@ struct CoordinatedPlan::State {
         registered = true;
       }
       version = client.ReportIteration(options.job_id, report);
-    } catch (const CoordinatorError& e) {
-      if (e.kind() == CoordinatorError::Kind::kCancelled) return false;
-      Bump(reports_failed);
-      NoteLost(e.what());
-      return true;
     } catch (const std::exception& e) {
+      if (IsCancellation(e)) return false;
       Bump(reports_failed);
       NoteLost(e.what());
       return true;
@@ -284,11 +282,8 @@ struct CoordinatedPlan::State {
         pending = std::move(*plan);
       }
       has_pending.store(true, std::memory_order_release);
-    } catch (const CoordinatorError& e) {
-      if (e.kind() == CoordinatorError::Kind::kCancelled) return false;
-      Bump(fetch_failures);
-      NoteLost(e.what());
     } catch (const std::exception& e) {
+      if (IsCancellation(e)) return false;
       Bump(fetch_failures);
       NoteLost(e.what());
     }
@@ -348,9 +343,8 @@ CoordinatedPlan::~CoordinatedPlan() {
   State& s = *state_;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
-    s.stop = true;
+    s.stop.store(true, std::memory_order_release);
   }
-  s.stopping.store(true, std::memory_order_release);
   s.wake.notify_all();
   if (s.worker.joinable()) s.worker.join();
 }
@@ -425,10 +419,20 @@ void CoordinatedPlan::OnStepBegin() noexcept {
   s.step_start = SteadyClock::now();
   s.step_start_mj = s.ReadEnergyMj();
   s.step_open = true;
+  s.agent.OnStepBegin();
+}
+
+void CoordinatedPlan::OnInstructionBegin(model::Kind kind, int microbatch, int chunk) noexcept {
+  state_->agent.OnInstructionBegin(kind, microbatch, chunk);
+}
+
+void CoordinatedPlan::OnInstructionEnd(model::Kind kind, int microbatch, int chunk) noexcept {
+  state_->agent.OnInstructionEnd(kind, microbatch, chunk);
 }
 
 void CoordinatedPlan::OnStepEnd() noexcept {
   State& s = *state_;
+  s.agent.OnStepEnd();
   if (s.step_open) {
     const double time_s = std::chrono::duration<double>(SteadyClock::now() - s.step_start).count();
     std::optional<double> energy_j;
@@ -438,8 +442,7 @@ void CoordinatedPlan::OnStepEnd() noexcept {
         energy_j = static_cast<double>(*end_mj - *s.step_start_mj) / 1000.0;
       }
     }
-    s.step_open = false;
-    OnStepEnd(time_s, energy_j);
+    Report(time_s, energy_j);
     return;
   }
   ++s.next_iteration;  // no begin: nothing measured, the numbering goes on
@@ -447,6 +450,11 @@ void CoordinatedPlan::OnStepEnd() noexcept {
 }
 
 void CoordinatedPlan::OnStepEnd(double time_s, std::optional<double> energy_j) noexcept {
+  state_->agent.OnStepEnd();
+  Report(time_s, energy_j);
+}
+
+void CoordinatedPlan::Report(double time_s, std::optional<double> energy_j) noexcept {
   State& s = *state_;
   s.step_open = false;
   try {

@@ -18,12 +18,13 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
-#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/format.hpp"
 
 namespace joulepipe::runtime::http {
 
@@ -37,11 +38,7 @@ constexpr int kMaxInterimResponses = 8;
 
 std::string ErrnoText(int error) { return std::strerror(error); }
 
-std::string Seconds(double s) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g s", s);
-  return text;
-}
+std::string Seconds(double s) { return model::Format("%g s", s); }
 
 Clock::time_point DeadlineAfter(double seconds) {
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -84,6 +81,7 @@ class Socket {
   Socket(const Socket&) = delete;
   Socket& operator=(const Socket&) = delete;
   int fd() const { return fd_; }
+  int Release() { return std::exchange(fd_, -1); }
 
  private:
   int fd_;
@@ -133,37 +131,28 @@ int Connect(const Endpoint& endpoint, const Options& options, const std::string&
   const Clock::time_point deadline = DeadlineAfter(options.connect_timeout_s);
   std::string last_error = "no address";
   for (addrinfo* ai = list; ai != nullptr; ai = ai->ai_next) {
-    const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                            ai->ai_protocol);
+    Socket socket(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                           ai->ai_protocol));
+    const int fd = socket.fd();
     if (fd < 0) {
       last_error = ErrnoText(errno);
       continue;
     }
-    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) return fd;
+    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) return socket.Release();
     if (errno != EINPROGRESS && errno != EINTR) {
       last_error = ErrnoText(errno);
-      ::close(fd);
       continue;
     }
-    bool ready = false;
-    try {
-      ready = WaitReady(fd, POLLOUT, deadline, options, authority);
-    } catch (...) {
-      ::close(fd);
-      throw;
-    }
-    if (!ready) {
+    if (!WaitReady(fd, POLLOUT, deadline, options, authority)) {
       // The deadline covers every address: none is left for the others.
-      ::close(fd);
       throw HttpError(Failure::kTimeout, "connecting to " + authority + " timed out after " +
                                              Seconds(options.connect_timeout_s));
     }
     int error = 0;
     socklen_t length = sizeof error;
     if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0) error = errno;
-    if (error == 0) return fd;
+    if (error == 0) return socket.Release();
     last_error = ErrnoText(error);
-    ::close(fd);
   }
   throw HttpError(Failure::kConnect, "cannot connect to " + authority + ": " + last_error);
 }

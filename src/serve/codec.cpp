@@ -28,6 +28,7 @@ constexpr std::pair<std::string_view, std::string_view> kApiNames[] = {
     {"Spec::kind", "JobConfig::schedule"},
     {"PlanRequest::p_block_w", "JobConfig::p_block_w"},
     {"PlanRequest::resolution_s", "JobConfig::resolution_s"},
+    {"PlanRequest::slowdown", "JobConfig::slowdown"},
     {"Options::p_block_w", "JobConfig::p_block_w"},
     {"RankInfo::available_mhz", "RankInfo::available_frequencies"},
 };
@@ -265,6 +266,7 @@ coord::JobConfig JobConfigFromJson(const json& j) {
   c.spec.chunks = m.Int("chunks", 1);
   c.p_block_w = m.OptionalNumber("p_block_w");
   if (std::optional<double> r = m.OptionalNumber("resolution_s")) c.resolution_s = *r;
+  if (std::optional<double> s = m.OptionalNumber("slowdown")) c.slowdown = *s;
   c.gpu = m.String("gpu", "");
   c.metadata = m.String("metadata", "");
   if (const json* s = m.Find("straggler")) {
@@ -289,6 +291,7 @@ json JobConfigToJson(const coord::JobConfig& c) {
             {"microbatches", c.spec.microbatches},
             {"chunks", c.spec.chunks},
             {"resolution_s", c.resolution_s},
+            {"slowdown", c.slowdown},
             {"gpu", c.gpu},
             {"metadata", c.metadata},
             {"straggler",
@@ -400,13 +403,23 @@ ZeusProfilingResult ProfilingResultFromJson(const json& j) {
   return r;
 }
 
-json RankPlanToJson(const coord::RankPlan& p, const std::string& job_id) {
+namespace {
+
+// A rank plan's clocks in instruction order: [["forward", MHz], ...] (Zeus's form).
+json Frequencies(const coord::RankPlan& p) {
   json frequencies = json::array();
+  for (const model::PlannedInstruction& i : p.instructions) {
+    frequencies.push_back(json::array({std::string(model::KindName(i.instruction.kind)), i.mhz}));
+  }
+  return frequencies;
+}
+
+}  // namespace
+
+json RankPlanToJson(const coord::RankPlan& p, const std::string& job_id) {
   json instructions = json::array();
   for (const model::PlannedInstruction& i : p.instructions) {
-    const std::string kind(model::KindName(i.instruction.kind));
-    frequencies.push_back(json::array({kind, i.mhz}));
-    instructions.push_back({{"instruction", kind},
+    instructions.push_back({{"instruction", std::string(model::KindName(i.instruction.kind))},
                             {"microbatch", i.instruction.microbatch},
                             {"chunk", i.instruction.chunk},
                             {"frequency", i.mhz}});
@@ -419,16 +432,12 @@ json RankPlanToJson(const coord::RankPlan& p, const std::string& job_id) {
           {"point", p.point},
           {"reason", p.reason},
           {"predicted", {{"time_s", p.predicted.time_s}, {"energy_j", p.predicted.energy_j}}},
-          {"frequencies", std::move(frequencies)},
+          {"frequencies", Frequencies(p)},
           {"instructions", std::move(instructions)}};
 }
 
 json FrequencyScheduleToJson(const coord::RankPlan& p) {
-  json frequencies = json::array();
-  for (const model::PlannedInstruction& i : p.instructions) {
-    frequencies.push_back(json::array({std::string(model::KindName(i.instruction.kind)), i.mhz}));
-  }
-  return {{"rank", p.rank}, {"frequencies", std::move(frequencies)}};
+  return {{"rank", p.rank}, {"frequencies", Frequencies(p)}};
 }
 
 std::string ZeusStyleJobId(int dp, int pp, int tp, const std::string& metadata,

@@ -47,6 +47,11 @@ void Header(const char* name, const char* type, const char* help, std::string* o
   *out += Format("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+void Counter(const char* name, const char* help, std::uint64_t value, std::string* out) {
+  Header(name, "counter", help, out);
+  *out += Format("%s %llu\n", name, static_cast<unsigned long long>(value));
+}
+
 }  // namespace
 
 Histogram::Histogram(std::vector<double> bounds)
@@ -118,25 +123,19 @@ std::string Metrics::Text(const Gauges& g) const {
   Header("joulepipe_waiting_requests", "gauge",
          "Requests parked waiting for a plan or Zeus's schedule barrier (no thread each).", &out);
   out += Format("joulepipe_waiting_requests %d\n", g.waiting_requests);
-  Header("joulepipe_plans_total", "counter", "Initial plans solved since the server started.",
-         &out);
-  out += Format("joulepipe_plans_total %llu\n", static_cast<unsigned long long>(plans_));
-  Header("joulepipe_plan_failures_total", "counter",
-         "Plan solves that failed since the server started.", &out);
-  out += Format("joulepipe_plan_failures_total %llu\n",
-                static_cast<unsigned long long>(plan_failures_));
-  Header("joulepipe_plan_switches_total", "counter",
-         "Straggler plan switches (versions after the initial plan) since the server started.",
-         &out);
-  out += Format("joulepipe_plan_switches_total %llu\n", static_cast<unsigned long long>(switches_));
-  Header("joulepipe_iteration_reports_total", "counter",
-         "Iteration reports accepted (native reports and Zeus iter_time entries).", &out);
-  out += Format("joulepipe_iteration_reports_total %llu\n",
-                static_cast<unsigned long long>(reports_));
-  Header("joulepipe_completed_iterations_total", "counter",
-         "Job iterations completed (every rank reported) since the server started.", &out);
-  out += Format("joulepipe_completed_iterations_total %llu\n",
-                static_cast<unsigned long long>(completed_));
+  Counter("joulepipe_plans_total", "Initial plans solved since the server started.", plans_,
+          &out);
+  Counter("joulepipe_plan_failures_total", "Plan solves that failed since the server started.",
+          plan_failures_, &out);
+  Counter("joulepipe_plan_switches_total",
+          "Straggler plan switches (versions after the initial plan) since the server started.",
+          switches_, &out);
+  Counter("joulepipe_iteration_reports_total",
+          "Iteration reports accepted (native reports and Zeus iter_time entries).", reports_,
+          &out);
+  Counter("joulepipe_completed_iterations_total",
+          "Job iterations completed (every rank reported) since the server started.", completed_,
+          &out);
   Header("joulepipe_predicted_energy_saved_joules_total", "counter",
          "Sum over completed iterations of the predicted GPU energy saving per iteration of the "
          "plan switch in force (J; predicted from the profile, not measured).",

@@ -67,17 +67,12 @@ Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>()) {
                         "or lower the connection limit",
                         static_cast<unsigned long long>(files), s.options.max_connections));
   }
-  try {
-    s.http = std::make_unique<HttpServer>(
-        s.options, service, [service](const std::string& line) { service->Log(line); },
-        [service](const std::string& route, int status, double handling_s, double parked_s) {
-          service->ObserveRequest(route, status, handling_s, parked_s);
-        });
-  } catch (...) {
-    s.service->BeginStop(0);
-    s.service->Finish();
-    throw;
-  }
+  // If this throws, ~Impl destroys the service, whose destructor stops it.
+  s.http = std::make_unique<HttpServer>(
+      s.options, service, [service](const std::string& line) { service->Log(line); },
+      [service](const std::string& route, int status, double handling_s, double parked_s) {
+        service->ObserveRequest(route, status, handling_s, parked_s);
+      });
   if (s.options.token.empty() && !IsLoopbackHost(host)) {
     service->Log(Format("warning: listening on %s, which is not a loopback address, without a "
                         "token (ServerOptions::token): anyone who can reach port %d can register "

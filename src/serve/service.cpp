@@ -58,13 +58,6 @@ Reply Plain(int status, std::string body) {
   return r;
 }
 
-// coord::JobConfig's operator== is deleted (schedule::Spec and
-// StragglerOptions have none): configs compare by their stored JSON form,
-// which holds every member.
-bool SameConfig(const coord::JobConfig& a, const coord::JobConfig& b) {
-  return JobConfigToJson(a) == JobConfigToJson(b);
-}
-
 Reply Unavailable() {
   Reply r = ErrorReply(503, "the server is stopping; retry in a moment");
   r.headers.emplace_back("Retry-After", "1");
@@ -139,6 +132,11 @@ std::pair<std::string, std::string> FirstDifference(const coord::JobConfig& a,
     }
   }
   return {"", ""};
+}
+
+// The predicted saving per iteration (J) of the plan switch in force; 0 unplanned.
+double SavingInForce(const coord::Job& job) {
+  return job.switches().empty() ? 0 : job.switches().back().predicted_saving_j;
 }
 
 int ProfileRows(const model::Profile& profile) {
@@ -396,6 +394,9 @@ std::optional<Reply> Service::Handle(const Request& r, Parked* parked) {
     return ErrorReply(500, "internal error: unknown route");
   } catch (const HttpError& e) {
     return ErrorReply(e.status(), ForApi(e.what(), zeus), ForApi(e.field(), zeus));
+  } catch (const coord::RankConflictError& e) {
+    const InputError api = ForApi(e, zeus);
+    return ErrorReply(409, api.what(), api.field());
   } catch (const InputError& e) {
     const InputError api = ForApi(e, zeus);
     return ErrorReply(400, api.what(), api.field());
@@ -428,6 +429,12 @@ Service::EntryPtr Service::Find(const std::string& id) {
 }
 
 void Service::Touch(Entry& e) { e.last_active_unix_s = NowUnix(); }
+
+Service::EntryPtr Service::FindAndTouch(const std::string& id) {
+  EntryPtr e = Find(id);
+  Touch(*e);
+  return e;
+}
 
 Service::EntryPtr Service::Insert(coord::JobConfig config, const model::Profile* profile,
                                   const std::string& csv) {
@@ -536,7 +543,7 @@ void Service::FeedReport(Entry& e, const coord::IterationReport& report,
                          std::vector<Parked*>* claimed) {
   coord::Job& job = e.job;
   const std::int64_t before = job.completed_iterations();
-  const double saving = job.switches().empty() ? 0 : job.switches().back().predicted_saving_j;
+  const double saving = SavingInForce(job);
   const std::optional<coord::PlanSwitch> s = job.ReportIteration(report, NowUnix());
   metrics_.CountReport(job.completed_iterations() - before, saving);
   if (s) {
@@ -570,9 +577,7 @@ Reply Service::MetricsText() {
     for (const auto& [id, e] : jobs_) {
       ++g.jobs_by_phase[coord::JobPhaseName(e->job.phase())];
       g.ranks += e->job.registered_ranks();
-      if (!e->job.switches().empty()) {
-        g.saving_j_per_iteration += e->job.switches().back().predicted_saving_j;
-      }
+      g.saving_j_per_iteration += SavingInForce(e->job);
     }
     g.waiting_requests = static_cast<int>(parked_.size());
   }
@@ -609,13 +614,13 @@ Reply Service::CreateJob(const Request& r) {
     config.job_id = ZeusStyleJobId(config.dp_degree, config.pp_degree, config.tp_degree,
                                    config.metadata, static_cast<std::int64_t>(NowUnix()));
   }
-  config = coord::Job(std::move(config)).config();  // every check; world_size filled in
+  coord::CheckJobConfig(&config);  // every check; world_size filled in
   std::lock_guard<std::mutex> lock(mu_);
   if (!assigned) {
     const auto it = jobs_.find(config.job_id);
     if (it != jobs_.end()) {
       Touch(*it->second);
-      if (SameConfig(it->second->job.config(), config)) {
+      if (it->second->job.config() == config) {
         return JsonReply(200, {{"job_id", config.job_id}});
       }
       const auto [field, difference] = FirstDifference(it->second->job.config(), config);
@@ -647,8 +652,7 @@ std::string Service::UniqueId(const std::string& base) const {
 
 Reply Service::GetJob(const Request& r) {
   std::lock_guard<std::mutex> lock(mu_);
-  const EntryPtr e = Find(r.match.job_id);
-  Touch(*e);
+  const EntryPtr e = FindAndTouch(r.match.job_id);
   const coord::Job& job = e->job;
   json j = job.StatusJson();
   j["created_unix_s"] = e->created_unix_s;
@@ -695,36 +699,10 @@ Reply Service::DeleteJob(const Request& r) {
 Reply Service::RegisterRank(const Request& r, bool zeus) {
   const coord::RankInfo info = RankInfoFromJson(ParseBody(r.body), /*strict=*/!zeus);
   std::lock_guard<std::mutex> lock(mu_);
-  const EntryPtr e = Find(r.match.job_id);
-  Touch(*e);
+  const EntryPtr e = FindAndTouch(r.match.job_id);
   coord::Job& job = e->job;
   const std::string& id = job.config().job_id;
-  // Conflicts with what is registered are 409s (coord calls them input errors).
-  const auto known = job.ranks().find(info.rank);
-  if (known != job.ranks().end() && !(known->second == info)) {
-    const coord::RankInfo& k = known->second;
-    throw HttpError(409,
-                    Format("rank %d is already registered with job %s with other information "
-                           "(dp %d, pp %d, tp %d, %zu clocks; given dp %d, pp %d, tp %d, %zu "
-                           "clocks); a restarted job registers as a new job",
-                           info.rank, id.c_str(), k.dp_rank, k.pp_rank, k.tp_rank,
-                           k.available_mhz.size(), info.dp_rank, info.pp_rank, info.tp_rank,
-                           info.available_mhz.size()),
-                    "RankInfo::rank");
-  }
-  if (known == job.ranks().end() && info.rank >= 0 && info.rank < job.config().world_size) {
-    for (const auto& [rank, other] : job.ranks()) {
-      if (other.dp_rank == info.dp_rank && other.pp_rank == info.pp_rank &&
-          other.tp_rank == info.tp_rank) {
-        throw HttpError(409,
-                        Format("rank %d claims dp %d, pp %d, tp %d, which rank %d of job %s "
-                               "already holds",
-                               info.rank, info.dp_rank, info.pp_rank, info.tp_rank, rank,
-                               id.c_str()),
-                        "RankInfo::rank");
-      }
-    }
-  }
+  // A conflict with what is registered is a coord::RankConflictError: 409.
   if (job.RegisterRank(info)) {
     try {
       store_.Write([&] { store_.PutRank(id, info.rank, RankInfoToJson(info).dump()); });
@@ -747,8 +725,7 @@ Reply Service::PutProfile(const Request& r) {
   EntryPtr e;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    e = Find(r.match.job_id);
-    Touch(*e);
+    e = FindAndTouch(r.match.job_id);
     if (e->job.phase() == coord::JobPhase::kPlanned) {
       throw coord::JobStateError(
           Format("job %s is planned already; its profile cannot change (register a new job to "
@@ -894,8 +871,7 @@ std::optional<Reply> Service::GetPlan(const Request& r, Parked* parked, bool zeu
   std::optional<Reply> reply;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    const EntryPtr e = Find(r.match.job_id);
-    Touch(*e);
+    const EntryPtr e = FindAndTouch(r.match.job_id);
     const std::string& id = e->job.config().job_id;
     if (e->job.ranks().count(rank) == 0) {
       throw InputError(q + "::rank",
@@ -945,11 +921,7 @@ std::optional<Reply> Service::Resumed(const Request& r, Parked* parked) {
     if (reply) return reply;
     if (w.outcome == Parked::Outcome::kDeadline) return Plain(204, "");
     if (stopping_) return Unavailable();
-    if (w.pending) {
-      w.pending = false;
-      --unanswered_;
-      answered_cv_.notify_all();
-    }
+    MarkAnswered(w);
     Park(parked);  // woken early (the plan changed back?): wait on
     return std::nullopt;
   } catch (const std::exception& e) {
@@ -961,11 +933,14 @@ void Service::Forget(Parked* p) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<Parked*> ignored;
   Claim(p, Parked::Outcome::kHungUp, &ignored);
-  if (p->wait.pending) {
-    p->wait.pending = false;
-    --unanswered_;
-    answered_cv_.notify_all();
-  }
+  MarkAnswered(p->wait);
+}
+
+void Service::MarkAnswered(Parked::Wait& w) {
+  if (!w.pending) return;
+  w.pending = false;
+  --unanswered_;
+  answered_cv_.notify_all();
 }
 
 void Service::StoreSwitch(Entry& e, const coord::PlanSwitch& s) {
@@ -987,8 +962,7 @@ Reply Service::ReportIteration(const Request& r) {
   int version = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    const EntryPtr e = Find(r.match.job_id);
-    Touch(*e);
+    const EntryPtr e = FindAndTouch(r.match.job_id);
     coord::Job& job = e->job;
     FeedReport(*e, report, &claimed);
     version = job.plan_version();
@@ -1061,8 +1035,7 @@ Reply Service::ZeusResult(const Request& r) {
   std::vector<Parked*> claimed;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    const EntryPtr e = Find(r.match.job_id);
-    Touch(*e);
+    const EntryPtr e = FindAndTouch(r.match.job_id);
     coord::Job& job = e->job;
     if (job.ranks().count(result.rank) == 0) {
       throw InputError("ProfilingResult::rank",

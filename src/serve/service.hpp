@@ -200,6 +200,8 @@ class Service {
   // Claims the waiters of `entry` whose answer now exists (mu_ held).
   void WakeReady(Entry& entry, std::vector<Parked*>* claimed);
   static void ResumeAll(const std::vector<Parked*>& claimed);
+  // A claimed wait's answer was sent or abandoned: lets Stop stop waiting for it (mu_ held).
+  void MarkAnswered(Parked::Wait& wait);
 
   // Registers a job; mu_ held. Throws StoreError (nothing changed).
   EntryPtr Insert(coord::JobConfig config, const model::Profile* profile, const std::string& csv);
@@ -207,6 +209,7 @@ class Service {
   // `base`, or base+"+2", "+3", ... : an id no job has (mu_ held).
   std::string UniqueId(const std::string& base) const;
   void Touch(Entry& entry);              // mu_ held
+  EntryPtr FindAndTouch(const std::string& id);  // Find, then Touch (mu_ held)
   // Rebuilds `entry`'s job from the store after a failed write (mu_ held).
   void Reload(const std::string& id);
   EntryPtr Replay(const StoredJob& stored);

@@ -109,6 +109,31 @@ TEST(Job, WalksFromRegistrationToPlans) {
   EXPECT_THROW(job.SetProfile(SmallProfile()), JobStateError);
 }
 
+// A job that allows a slowdown gets a slower, cheaper intrinsic plan within
+// (1 + slowdown) T; a bad slowdown is refused by name.
+TEST(Job, SlowdownTradesTimeForEnergyWithinItsBudget) {
+  const Job same = PlannedJob();
+  JobConfig c = Config();
+  c.slowdown = 0.1;
+  Job slower(c);
+  RegisterAll(&slower);
+  slower.SetProfile(SmallProfile());
+  EXPECT_DOUBLE_EQ(slower.PlanRequest().slowdown, 0.1);
+  slower.SetPlan(solver::PlanPipeline(*slower.profile(), slower.PlanRequest()), 1000);
+  const solver::FrontierPoint& a = same.frontier()->points[same.intrinsic_point()];
+  const solver::FrontierPoint& b = slower.frontier()->points[slower.intrinsic_point()];
+  EXPECT_GT(b.time_s, a.time_s);
+  EXPECT_LE(b.time_s, slower.baseline_time_s() * 1.1 * (1 + 1e-9));
+  EXPECT_LT(b.energy_j, a.energy_j);
+  c.slowdown = -0.5;
+  try {
+    Job bad(c);
+    FAIL() << "a negative slowdown was accepted";
+  } catch (const model::InputError& e) {
+    EXPECT_EQ(e.field(), "PlanRequest::slowdown");
+  }
+}
+
 TEST(Job, StragglerSwitchesWithinTwoIterationsAndRevertsWithinTwo) {
   Job job = PlannedJob();
   const int intrinsic = job.intrinsic_point();

@@ -125,15 +125,13 @@ std::vector<RankRun> Train(const std::string& url, const std::string& job) {
         coordinated.OnStepBegin();
         run.versions.push_back(coordinated.stats().running_version);
         run.locked_before.push_back(static_cast<int>(run.control->locked().size()));
-        agent.OnStepBegin();
         for (int node : schedule.stage_order[stage]) {
           const model::Instruction& in = schedule.nodes[node];
-          agent.OnInstructionBegin(in.kind, in.microbatch, in.chunk);
+          coordinated.OnInstructionBegin(in.kind, in.microbatch, in.chunk);
           // The kernels: long enough for the controller to apply the clock.
           std::this_thread::sleep_for(std::chrono::milliseconds(2));
-          agent.OnInstructionEnd(in.kind, in.microbatch, in.chunk);
+          coordinated.OnInstructionEnd(in.kind, in.microbatch, in.chunk);
         }
-        agent.OnStepEnd();
         // The pipeline's work took its plan's predicted time (1.3x on the
         // straggler while it straggles).
         const double slow = pipeline == 1 && i >= kSlowFrom && i <= kSlowTo ? 1.3 : 1.0;
@@ -245,10 +243,8 @@ TEST(CoordinatedTraining, WithoutACoordinatorRanksKeepDefaultClocksAndTrainingGo
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
   for (int i = 0; i < 3; ++i) {  // training goes on; the hooks are no-ops
     coordinated.OnStepBegin();
-    agent.OnStepBegin();
-    agent.OnInstructionBegin(model::Kind::kForward, 0, 0);
-    agent.OnInstructionEnd(model::Kind::kForward, 0, 0);
-    agent.OnStepEnd();
+    coordinated.OnInstructionBegin(model::Kind::kForward, 0, 0);
+    coordinated.OnInstructionEnd(model::Kind::kForward, 0, 0);
     coordinated.OnStepEnd(0.1, std::nullopt);
   }
   EXPECT_EQ(agent.mode(), runtime::Mode::kOff);

@@ -777,11 +777,10 @@ struct AgentFixture {
     o.log = [this](const std::string& line) { log.Add(line); };
     return o;
   }
-  // One training iteration with both objects' hooks, in the documented order.
+  // One training iteration through the coordinated plan's hooks (they drive
+  // the agent).
   void Step(CoordinatedPlan& coordinated) {
-    coordinated.OnStepBegin();
-    RunStep(*agent, SimplePlan(2, 0, 0));  // identities only: every plan here has them
-    coordinated.OnStepEnd();
+    RunStep(coordinated, SimplePlan(2, 0, 0));  // identities only: every plan here has them
   }
   std::shared_ptr<FakeControl> control = std::make_shared<FakeControl>();
   std::unique_ptr<Agent> agent;
@@ -885,7 +884,10 @@ TEST(CoordinatedPlanTest, StartRegistersAndRunsThePlan) {
 
   // One iteration, 2.5 J on the meter: reported with the energy.
   coordinated.OnStepBegin();
-  RunStep(*f.agent, SimplePlan(2, 0, 0));
+  for (const model::PlannedInstruction& p : SimplePlan(2, 0, 0)) {
+    coordinated.OnInstructionBegin(p.instruction.kind, p.instruction.microbatch, p.instruction.chunk);
+    coordinated.OnInstructionEnd(p.instruction.kind, p.instruction.microbatch, p.instruction.chunk);
+  }
   meter->energy_mj += 2500;
   coordinated.OnStepEnd();
   ASSERT_TRUE(server.WaitRequests(3));

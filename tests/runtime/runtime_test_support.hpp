@@ -145,7 +145,10 @@ inline std::vector<model::PlannedInstruction> SimplePlan(int n, int forward_mhz,
 }
 
 // Runs every instruction of `plan` through the hooks, one step.
-inline void RunStep(Agent& agent, const std::vector<model::PlannedInstruction>& plan) {
+// One step through `hooks`: an Agent, or a CoordinatedPlan (which drives its
+// agent).
+template <typename Hooks>
+void RunStep(Hooks& agent, const std::vector<model::PlannedInstruction>& plan) {
   agent.OnStepBegin();
   for (const model::PlannedInstruction& p : plan) {
     agent.OnInstructionBegin(p.instruction.kind, p.instruction.microbatch, p.instruction.chunk);

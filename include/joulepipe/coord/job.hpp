@@ -91,6 +91,9 @@ struct JobConfig {
   schedule::Spec spec;          // spec.stages = pp_degree
   std::optional<double> p_block_w;  // unset: the profile's metadata
   double resolution_s = 5e-3;       // frontier grid
+  // Iteration time the intrinsic plan may add over the all-max-clock time T,
+  // a fraction (PlanRequest::slowdown): 0 plans for the same speed.
+  double slowdown = 0;
   std::string gpu;                  // informational, e.g. "A100-SXM4-80GB"
   std::string metadata;             // free text (Zeus's job_metadata)
   StragglerOptions straggler;

@@ -254,6 +254,11 @@ SimulatedWorkload SimulateWorkload(const WorkloadSpec& spec, const GpuSpec& gpu,
 model::Profile SimulateProfile(const WorkloadSpec& spec, const GpuSpec& gpu,
                                const ProfileOptions& options = {});
 
+// The workload's profile with the metadata a simulated profile file carries:
+// the GPU's name and P_block, source "simulated", the date now and this
+// joulepipe's version (what `profile --simulate` writes).
+model::Profile StampedProfile(const SimulatedWorkload& workload, const GpuSpec& gpu);
+
 // ---- Figures for the summary -------------------------------------------------------------
 
 // Default inter-node bandwidth per GPU for data-parallel traffic: 25 GB/s =

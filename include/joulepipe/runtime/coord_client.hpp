@@ -67,6 +67,10 @@
 
 namespace joulepipe::runtime {
 
+// The coordinator's longest long poll: WaitForPlan's wait_s and
+// CoordinatedPlanOptions' waits are 0..this.
+inline constexpr double kMaxPlanWaitS = 300;
+
 struct RetryPolicy {
   int max_attempts = 5;  // >= 1; 1 = no retries
   double initial_backoff_s = 0.2;
@@ -195,7 +199,8 @@ class CoordinatorClient {
   // server read.
   int UploadProfile(const std::string& job_id, const std::string& csv);
   // Long poll: the rank's plan as soon as the job has one whose version is
-  // above `after_version`, or nullopt after `wait_s` (0..300) without one.
+  // above `after_version`, or nullopt after `wait_s` (0..kMaxPlanWaitS)
+  // without one.
   // The request's timeout is request_timeout_s + wait_s.
   std::optional<RankPlan> WaitForPlan(const std::string& job_id, int rank, int after_version,
                                       double wait_s);

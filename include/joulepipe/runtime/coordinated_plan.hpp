@@ -10,13 +10,17 @@
 //   runtime::CoordinatedPlan coordinated(agent, std::move(options));
 //   coordinated.Start();                 // bounded wait for the first plan
 //   for (each iteration) {
-//     coordinated.OnStepBegin();         // before agent.OnStepBegin()
-//     agent.OnStepBegin();
-//     ...the instructions, with the agent's instruction hooks...
-//     agent.OnStepEnd();
-//     coordinated.OnStepEnd();           // after agent.OnStepEnd()
+//     coordinated.OnStepBegin();
+//     ...each instruction between coordinated.OnInstructionBegin(kind,
+//        microbatch, chunk) and coordinated.OnInstructionEnd(...)...
+//     coordinated.OnStepEnd();
 //     ...gradient all-reduce, optimizer step...
 //   }
+//
+// This object's hooks are the only ones a front end calls: they call the
+// agent's in the order the agent needs (a waiting plan is handed over before
+// agent.OnStepBegin(); the report is queued after agent.OnStepEnd()), so no
+// caller sequences the two objects.
 //
 // What it does:
 //   * Start() (training thread, before the first iteration) registers the
@@ -52,8 +56,8 @@
 // mismatch, NVML errors) is untouched: a plan the agent fell back from is
 // not given again; the next new version is.
 //
-// Threads: Start, OnStepBegin, OnStepEnd and ApplyPendingPlan are called
-// from the training thread (the thread that calls the agent's hooks);
+// Threads: Start, the hooks and ApplyPendingPlan are called from the
+// training thread (the one thread that drives the agent);
 // stats() from any thread. `log` is called from the training thread and the
 // background thread, one call at a time. The agent must outlive this object.
 // The destructor stops the background thread within about 50 ms (a request
@@ -127,12 +131,15 @@ class CoordinatedPlan {
   // for a bad option). A second call does nothing and returns the same.
   bool Start() noexcept;
 
-  // Training thread, just before agent.OnStepBegin(): applies a waiting
-  // plan, marks the iteration's start.
+  // Training thread, at the iteration's start: applies a waiting plan, marks
+  // the iteration's start, then agent.OnStepBegin().
   void OnStepBegin() noexcept;
-  // Training thread, just after agent.OnStepEnd(): queues the iteration's
-  // report (time since OnStepBegin; nothing is reported without one) and
-  // applies a waiting plan.
+  // Training thread, around each forward/backward: the agent's hooks.
+  void OnInstructionBegin(model::Kind kind, int microbatch, int chunk) noexcept;
+  void OnInstructionEnd(model::Kind kind, int microbatch, int chunk) noexcept;
+  // Training thread, after the iteration's last instruction: agent.OnStepEnd(),
+  // then queues the iteration's report (time since OnStepBegin; nothing is
+  // reported without one) and applies a waiting plan.
   void OnStepEnd() noexcept;
   // The same with the caller's own measurements.
   void OnStepEnd(double time_s, std::optional<double> energy_j) noexcept;
@@ -145,6 +152,9 @@ class CoordinatedPlan {
   struct State;  // coordinated_plan.cpp
 
  private:
+  // Queues the iteration's report and applies a waiting plan.
+  void Report(double time_s, std::optional<double> energy_j) noexcept;
+
   std::unique_ptr<State> state_;
 };
 

@@ -1,0 +1,74 @@
+"""joulepipe: less GPU energy for pipeline-parallel training at the same speed.
+
+The native library (``joulepipe._core``) does the work: measurement windows
+and the per-step energy log, the planner (the iteration time-energy
+frontier), the in-situ profiler, the coordination policy and the per-rank
+runtime that applies a clock per forward/backward off the training thread.
+This package adds the integrations:
+
+* ``joulepipe.megatron``: Megatron-LM / megatron-core, behind one option
+  (``enable(mode=...)`` or ``--joulepipe optimize``);
+* ``joulepipe.pytorch``: context managers for custom PyTorch loops.
+
+Errors are Python exceptions with the library's messages:
+``InputError`` (a ValueError; ``.field`` names what to change),
+``GpuError``, ``JobStateError``.
+"""
+
+from joulepipe._core import (  # noqa: F401  (re-exported)
+    Agent,
+    Cancelled,
+    CoordinatedPlan,
+    Frontier,
+    GpuError,
+    InputError,
+    InSituProfiler,
+    JobStateError,
+    Kind,
+    Measurement,
+    Monitor,
+    PipelinePlan,
+    Profile,
+    ProfileMetadata,
+    ProfileReport,
+    StepLogger,
+    candidate_clocks,
+    evaluate_plan,
+    gpus,
+    merge_reports,
+    plan_pipeline,
+    read_profile,
+    simulate,
+    simulate_profile,
+    version as __version__,
+)
+from joulepipe._paths import sim_nvml_library_dir  # noqa: F401
+
+__all__ = [
+    "Agent",
+    "Cancelled",
+    "CoordinatedPlan",
+    "Frontier",
+    "GpuError",
+    "InputError",
+    "InSituProfiler",
+    "JobStateError",
+    "Kind",
+    "Measurement",
+    "Monitor",
+    "PipelinePlan",
+    "Profile",
+    "ProfileMetadata",
+    "ProfileReport",
+    "StepLogger",
+    "candidate_clocks",
+    "evaluate_plan",
+    "gpus",
+    "merge_reports",
+    "plan_pipeline",
+    "read_profile",
+    "simulate",
+    "simulate_profile",
+    "sim_nvml_library_dir",
+    "__version__",
+]

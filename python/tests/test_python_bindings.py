@@ -1,0 +1,385 @@
+"""joulepipe's Python package against its own C++ library and CLI: profiles,
+planning (bit for bit the CLI's files), simulation, errors with their field,
+Ctrl-C, measurement windows, the agent's clocks and the coordinated plan.
+
+Tests that touch NVML run a child process whose LD_LIBRARY_PATH points at
+the simulated library (NVML is loaded once per process); the others import
+the build tree's package here (conftest.py). Every child has a timeout.
+"""
+
+import csv
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from build_paths import CLI, LIB, REPO, package_built, python_env
+
+if not package_built():
+    pytest.skip("joulepipe._core not built (pip install pybind11; cmake --build build)",
+                allow_module_level=True)
+
+import joulepipe as jp  # noqa: E402
+
+A40 = REPO / "data" / "profiles" / "gpt3-175b+a40_bf16.csv"
+P_BLOCK = 70.38
+
+
+def run_cli(*args, timeout=120):
+    proc = subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def run_child(tmp_path, body, config=None, timeout=120):
+    """Runs `body` in a fresh Python that imports the build tree's joulepipe
+    (and, with `config`, loads the simulated NVML library it configures);
+    returns the value the body passes to out(...)."""
+    env = python_env(None)
+    if config is not None:
+        cfg = tmp_path / "sim-nvml.json"
+        cfg.write_text(json.dumps(config))
+        env = python_env(cfg)
+    script = "import json\ndef out(v):\n    print('RESULT ' + json.dumps(v), flush=True)\n"
+    proc = subprocess.run([sys.executable, "-c", script + textwrap.dedent(body)], env=env,
+                          capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = [json.loads(l[7:]) for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
+    assert len(results) == 1, proc.stdout + proc.stderr
+    return results[0]
+
+
+# ---- the package ---------------------------------------------------------------------
+
+
+def test_version_is_the_clis():
+    assert jp.__version__ == run_cli("--version").stdout.strip()
+
+
+def test_sim_nvml_library_dir_is_the_packaged_library():
+    packaged = os.path.join(jp.sim_nvml_library_dir(), "libnvidia-ml.so.1")
+    with open(packaged, "rb") as a, open(LIB, "rb") as b:
+        assert a.read() == b.read()
+
+
+# ---- profiles --------------------------------------------------------------------------
+
+
+def test_profile_round_trip_and_metadata(tmp_path):
+    p = jp.read_profile(A40)
+    assert p.stages == 8
+    assert p.metadata.source == ""  # a Perseus CSV carries no metadata
+    points = p.points(0, jp.Kind.FORWARD)
+    assert points[0][0] > points[-1][0]  # highest clock first
+    p.metadata.gpu = "NVIDIA A40"
+    p.metadata.p_block_w = P_BLOCK
+    p.metadata.source = "imported"
+    out = tmp_path / "p.csv"
+    p.write(out)
+    again = jp.Profile.read(out)
+    assert again.to_csv() == p.to_csv() == out.read_text()
+    assert (again.metadata.gpu, again.metadata.p_block_w, again.metadata.source) == (
+        "NVIDIA A40", P_BLOCK, "imported")
+    # Nothing of the user's is replaced without being asked.
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        p.write(out)
+    p.metadata.gpu = "changed"
+    p.write(out, overwrite=True)
+    assert jp.read_profile(out).metadata.gpu == "changed"
+
+
+def test_simulated_profile_is_the_clis(tmp_path):
+    out = tmp_path / "cli.csv"
+    run_cli("profile", "--simulate", "--model", "gpt3-xl", "--gpu", "a100-pcie", "--tp", 1,
+            "--pp", 4, "--out", out)
+    py = jp.simulate_profile("gpt3-xl", "a100-pcie", tp=1, pp=4)
+    assert py.metadata.source == "simulated"
+    assert py.metadata.gpu and py.metadata.p_block_w > 0
+
+    def without_date(text):
+        return [l for l in text.splitlines() if not l.startswith("# date:")]
+
+    assert without_date(py.to_csv()) == without_date(out.read_text())
+
+
+# ---- planning --------------------------------------------------------------------------
+
+
+def test_plan_is_bit_for_bit_the_clis(tmp_path):
+    out = tmp_path / "plan"
+    run_cli("plan", "--profile", A40, "--schedule", "1f1b", "--stages", 8, "--microbatches", 24, "--p-block", P_BLOCK,
+            "--max-plans", 0, "--out", out)
+    plan = jp.plan_pipeline(A40, stages=8, microbatches=24, p_block_w=P_BLOCK)
+    assert plan.to_json() == (out / "chosen.json").read_text()
+    with open(out / "frontier.csv") as f:
+        rows = list(csv.DictReader(f))
+    frontier = plan.frontier.tolist()
+    assert len(rows) == len(frontier) == len(plan.frontier)
+    # The CLI writes round-trip decimals: the same doubles, bit for bit.
+    assert [(float(r["time_s"]), float(r["energy_j"])) for r in rows] == frontier
+    assert plan.point_json(plan.chosen_index) == plan.to_json()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["chosen"]["energy_j"] == plan.energy_j
+    assert summary["bound_at_baseline"]["energy_j"] == plan.bound_energy_j
+    assert plan.p_block_w == P_BLOCK and plan.p_block_source == "request"
+    assert 0 < plan.saving < 0.5
+    # One clock per instruction of each stage, in execution order.
+    stage0 = plan.stage_plan(0)
+    assert len(stage0) == 2 * 24
+    assert stage0[0][0] == jp.Kind.FORWARD and all(mhz > 0 for *_, mhz in stage0)
+
+
+def test_frontier_is_a_numpy_view_without_copies():
+    np = pytest.importorskip("numpy")
+    plan = jp.plan_pipeline(A40, stages=8, microbatches=24, p_block_w=P_BLOCK)
+    a = np.asarray(plan.frontier)
+    assert a.shape == (len(plan.frontier), 2) and a.dtype == np.float64
+    assert not a.flags.writeable and not a.flags.owndata
+    assert a[plan.chosen_index].tolist() == [plan.time_s, plan.energy_j]
+    assert np.all(np.diff(a[:, 0]) > 0)
+    frontier = plan.frontier
+    del plan  # the view keeps its plan alive
+    assert np.asarray(frontier)[0, 0] == a[0, 0]
+
+
+def test_evaluate_replays_the_chosen_plan():
+    plan = jp.plan_pipeline(A40, stages=8, microbatches=24, p_block_w=P_BLOCK)
+    e = jp.evaluate_plan(A40, plan.to_json(), p_block_w=P_BLOCK)
+    assert e["stages"] == 8 and e["microbatches"] == 24
+    assert math.isclose(e["time_s"], plan.time_s, rel_tol=1e-9)
+    assert math.isclose(e["energy_j"], plan.energy_j, rel_tol=1e-9)
+    assert e["predicted_energy_j"] == plan.energy_j
+
+
+def test_simulate_a_job_with_a_straggler():
+    r = jp.simulate(A40, stages=8, microbatches=24, p_block_w=P_BLOCK, pipelines=4,
+                    iterations=4, straggler_pipeline=1, straggler_slowdown=1.2)
+    assert r["gpus"] == 32 and r["has_straggler"]
+    assert r["joulepipe"]["energy_j"] < r["baseline"]["energy_j"]
+    assert r["saving_pct"] > 0
+    cli = json.loads(run_cli("simulate", "--profile", A40, "--p-block", P_BLOCK, "--stages", 8,
+                             "--microbatches", 24, "--pipelines", 4, "--iterations", 4,
+                             "--straggler-pipeline", 1, "--straggler-slowdown", 1.2,
+                             "--json").stdout)
+    assert cli["saving_pct"] == pytest.approx(r["saving_pct"], rel=1e-12)
+
+
+# ---- errors ----------------------------------------------------------------------------
+
+
+def test_errors_are_python_exceptions_with_the_field(tmp_path):
+    with pytest.raises(jp.InputError) as e:
+        jp.plan_pipeline(A40, stages=0, microbatches=24, p_block_w=P_BLOCK)
+    assert isinstance(e.value, ValueError)
+    assert e.value.field == "Spec::stages"
+    with pytest.raises(jp.InputError) as e:
+        jp.plan_pipeline(A40, stages=8, microbatches=24, schedule="zigzag")
+    assert e.value.field == "Spec::kind" and "gpipe, 1f1b, interleaved" in str(e.value)
+    with pytest.raises(jp.InputError) as e:  # a Perseus CSV has no P_block
+        jp.plan_pipeline(A40, stages=8, microbatches=24)
+    assert e.value.field == "PlanRequest::p_block_w"
+    with pytest.raises(FileNotFoundError) as e:
+        jp.read_profile(tmp_path / "missing.csv")
+    assert e.value.filename == str(tmp_path / "missing.csv")
+    with pytest.raises(FileNotFoundError):
+        jp.plan_pipeline(tmp_path / "missing.csv", stages=8, microbatches=24)
+    with pytest.raises(jp.InputError) as e:
+        jp.plan_pipeline(42, stages=8, microbatches=24)
+    assert e.value.field == "profile"
+    bad = tmp_path / "bad.csv"
+    bad.write_text("stage,instruction,frequency,time,energy\n0,forward,1410,-1,5\n")
+    with pytest.raises(jp.InputError, match=r"bad.csv line 2"):
+        jp.read_profile(bad)
+    with pytest.raises(jp.InputError) as e:
+        jp.simulate_profile("gpt3-xl", "a100-pcie", tp=3, pp=4)
+    assert e.value.field == "Parallelism::tp"
+    with pytest.raises(jp.InputError) as e:
+        jp.simulate_profile("no-such-model", "a100-pcie", tp=1, pp=1)
+    assert "gpt3-1.3b" in str(e.value)  # names the known models
+    # No C++ type name reaches the user.
+    assert "std::" not in str(e.value) and "joulepipe::" not in str(e.value)
+
+
+def test_ctrl_c_cancels_a_long_plan(tmp_path):
+    """SIGINT during a 30-second plan: KeyboardInterrupt within a second,
+    the progress callback ran on the caller's thread, and the interpreter
+    carries on (the planner's thread is gone)."""
+    script = textwrap.dedent(f"""
+        import sys, threading, time, joulepipe as jp
+        events = []
+        def progress(phase, fraction):
+            events.append((phase, fraction, threading.current_thread() is threading.main_thread()))
+            if len(events) == 1:
+                print("STARTED", flush=True)
+        try:
+            jp.plan_pipeline({str(A40)!r}, stages=8, microbatches=256, p_block_w={P_BLOCK},
+                             resolution_s=3e-4, progress=progress)
+            print("FINISHED", flush=True)
+        except KeyboardInterrupt:
+            print("INTERRUPTED", time.monotonic(), len(events),
+                  all(main for _, _, main in events), threading.active_count(), flush=True)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], env=python_env(None),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "STARTED"
+        time.sleep(0.3)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    line = out.strip().splitlines()[-1].split()
+    assert line[0] == "INTERRUPTED", out + err
+    assert float(line[1]) - sent < 1.0  # stopped within a second
+    assert int(line[2]) >= 1 and line[3] == "True"
+    assert int(line[4]) == 1  # only the main thread is left
+    assert proc.returncode == 0
+
+
+def test_a_progress_callback_that_raises_stops_the_plan():
+    calls = []
+
+    def progress(phase, fraction):
+        calls.append(phase)
+        raise RuntimeError("stop here")
+
+    with pytest.raises(RuntimeError, match="stop here"):
+        jp.plan_pipeline(A40, stages=8, microbatches=24, p_block_w=P_BLOCK, progress=progress)
+    assert calls == ["relaxation"]
+
+
+# ---- measurement and the agent (simulated NVML) ------------------------------------------
+
+SIM_LOAD = {"gpu": "a100-sxm4-80gb", "count": 2, "power_reading": "instant",
+            "energy_update_period_ms": 100,
+            "load": [{"start_s": -1e9, "end_s": 1e9, "utilization": 1.0,
+                      "compute_fraction": 0.8}]}
+
+
+def test_measurement_window_matches_the_energy_counter(tmp_path):
+    r = run_child(tmp_path, """
+        import time, joulepipe as jp, pynvml as n
+        m = jp.Monitor(gpus=[0])
+        n.nvmlInit()
+        h = n.nvmlDeviceGetHandleByIndex(0)
+        power_w = n.nvmlDeviceGetPowerUsage(h) / 1000
+        m.begin("window")
+        time.sleep(1.0)
+        w = m.end("window")
+        logger = jp.StepLogger(m, tokens_per_step=1000)
+        logger.begin_step(); time.sleep(0.3); rec = logger.end_step()
+        out({"power_w": power_w, "energy": w.gpu_energy_j, "duration": w.duration_s,
+             "sources": w.gpu_sources, "approx": w.approximate, "rec": rec,
+             "summary": logger.summary()})
+    """, config=SIM_LOAD)
+    # Constant power under the load: energy = P x duration within one 100 ms
+    # counter update at each end.
+    assert r["energy"] == pytest.approx(r["power_w"] * r["duration"], abs=2 * 0.1 * r["power_w"])
+    assert r["sources"] == ["counter"] and r["approx"] is False
+    assert r["rec"]["tokens"] == 1000 and r["rec"]["tokens_per_s"] > 0
+    assert r["rec"]["avg_power_w"] == pytest.approx(r["power_w"], rel=0.7)
+    assert r["summary"]["steps"] == 1
+
+
+def test_agent_applies_the_planned_clocks(tmp_path):
+    log = tmp_path / "calls.jsonl"
+    config = dict(SIM_LOAD, permissions={"clocks": True}, call_log=str(log))
+    r = run_child(tmp_path, """
+        import time, joulepipe as jp
+        gpu = jp.gpus()[0]
+        F, B = jp.Kind.FORWARD, jp.Kind.BACKWARD
+        plan = [(F, 0, 0, 1200), (F, 1, 0, 1005), (B, 0, 0, 1410), (B, 1, 0, 900)]
+        agent = jp.Agent(nvml_index=gpu["nvml_index"], control="nvml")
+        agent.set_plan(plan)
+        for step in range(2):
+            agent.on_step_begin()
+            for kind, mb, chunk, _ in plan:
+                agent.on_instruction_begin(kind, mb, chunk)
+                time.sleep(0.02)
+                agent.on_instruction_end(kind, mb, chunk)
+            agent.on_step_end()
+        agent.wait_idle(5)
+        mode = agent.mode
+        agent.close()
+        out({"mode": mode, "stats": agent.stats(), "fallback": agent.fallback_reason,
+             "log": agent.take_log()})
+    """, config=config)
+    assert r["fallback"] is None, r
+    assert r["mode"] == "execute"
+    calls = [json.loads(l) for l in log.read_text().splitlines()]
+    locked = [c["args"]["max_mhz"] for c in calls if c["function"] == "nvmlDeviceSetGpuLockedClocks"]
+    # Every instruction's clock in execution order, both steps (the agent
+    # skips a clock that is already set).
+    assert locked == [1200, 1005, 1410, 900] * 2
+    assert calls[-1]["function"] == "nvmlDeviceResetGpuLockedClocks"  # close restores
+    assert r["stats"]["applied"] == 8
+
+
+def test_agent_without_clock_permission_falls_back_and_training_goes_on(tmp_path):
+    r = run_child(tmp_path, """
+        import joulepipe as jp
+        agent = jp.Agent(nvml_index=jp.gpus()[0]["nvml_index"], control="nvml")
+        agent.set_plan([(jp.Kind.FORWARD, 0, 0, 1200)])
+        agent.on_step_begin()
+        agent.on_instruction_begin(jp.Kind.FORWARD, 0, 0)
+        agent.on_instruction_end(jp.Kind.FORWARD, 0, 0)
+        agent.on_step_end()
+        agent.wait_idle(5)
+        out({"mode": agent.mode, "fallback": agent.fallback_reason})
+        agent.close()
+    """, config=SIM_LOAD)
+    assert r["mode"] in ("off", "fallback")  # never "execute": no clock is ever set
+    assert r["fallback"] and "permission" in r["fallback"].lower(), r
+
+
+def test_no_nvml_is_a_gpu_error_with_the_fix(tmp_path):
+    r = run_child(tmp_path, """
+        import joulepipe as jp
+        try:
+            jp.gpus()
+            out(None)
+        except jp.GpuError as e:
+            out([type(e).__name__, isinstance(e, RuntimeError), str(e)])
+    """, config={"init_error": "driver_not_loaded"})
+    assert r[0] == "GpuError" and r[1] is True
+    assert "JOULEPIPE_NVML_LIBRARY" in r[2] or "driver" in r[2].lower()
+
+
+def test_coordinated_plan_with_no_coordinator_keeps_default_clocks(tmp_path):
+    """One object drives the agent: its hooks alone run the loop; an
+    unreachable coordinator costs a bounded start and one log line."""
+    log = tmp_path / "calls.jsonl"
+    config = dict(SIM_LOAD, permissions={"clocks": True}, call_log=str(log))
+    r = run_child(tmp_path, """
+        import time, joulepipe as jp
+        agent = jp.Agent(nvml_index=jp.gpus()[0]["nvml_index"], control="nvml")
+        c = jp.CoordinatedPlan(agent, "http://127.0.0.1:9", "job", 0, start_wait_s=0,
+                               start_timeout_s=1)
+        began = time.monotonic()
+        started = c.start()
+        took = time.monotonic() - began
+        for i in range(3):
+            c.on_step_begin()
+            c.on_instruction_begin(jp.Kind.FORWARD, 0, 0)
+            c.on_instruction_end(jp.Kind.FORWARD, 0, 0)
+            c.on_step_end()
+        stats = c.stats()
+        lines = c.take_log()
+        agent_stats = agent.stats()
+        agent.close()  # closes the coordinated plan first
+        out({"started": started, "took": took, "stats": stats, "log": lines,
+             "agent": agent_stats, "mode": agent.mode})
+    """, config=config)
+    assert r["started"] is False and r["took"] < 5
+    assert r["stats"]["running_version"] == 0 and r["mode"] == "off"
+    assert r["stats"]["reports_queued"] == 3, r["stats"]  # the three iterations
+    assert any("unreachable" in l or "default clocks" in l for l in r["log"]), r["log"]
+    assert not log.exists() or "SetGpuLockedClocks" not in log.read_text()

@@ -1,0 +1,106 @@
+// Agent: the per-rank runtime (runtime::Agent) behind the training hooks.
+//
+// The hooks are the hot path (called around every forward and backward):
+// each is a plain member call with the GIL held, no Python object built, no
+// allocation, and a no-op once the agent is closed. bench/python_hooks.py
+// measures them.
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <pybind11/stl.h>
+
+#include "agent_binding.hpp"
+#include "bindings.hpp"
+#include "joulepipe/runtime/profiler.hpp"
+
+namespace joulepipe::python {
+
+namespace {
+
+py::dict StatsDict(const runtime::Stats& s) {
+  py::dict d;
+  d["requested"] = s.requested;
+  d["applied"] = s.applied;
+  d["restores"] = s.restores;
+  d["skipped"] = s.skipped;
+  d["coalesced"] = s.coalesced;
+  d["failed"] = s.failed;
+  d["step_begins"] = s.step_begins;
+  d["step_ends"] = s.step_ends;
+  d["instruction_begins"] = s.instruction_begins;
+  d["instruction_ends"] = s.instruction_ends;
+  d["last_applied_mhz"] = s.last_applied_mhz;
+  return d;
+}
+
+}  // namespace
+
+void BindAgent(py::module_& m) {
+  using A = AgentBinding;
+  py::class_<A>(m, "Agent", "The per-rank runtime: applies a plan's clocks around instructions.")
+      .def(py::init<int, const std::string&, const std::string&, std::optional<int>>(),
+           py::arg("nvml_index") = 0, py::arg("control") = "nvml",
+           py::arg("daemon_socket") = "/run/joulepiped.sock",
+           py::arg("idle_clock_mhz") = py::none())
+      .def(
+          "set_plan",
+          [](A& a, const py::handle& plan) {
+            runtime::Agent& agent = a.Require("set_plan");
+            agent.SetPlan(StagePlanFromList(plan, 0, "plan"));
+          },
+          py::arg("plan"))
+      .def(
+          "set_profiler",
+          [](A& a, std::shared_ptr<runtime::InSituProfiler> profiler) {
+            a.Require("set_profiler").SetProfiler(std::move(profiler));
+          },
+          py::arg("profiler").none(true))
+      .def("disable",
+           [](A& a) {
+             if (runtime::Agent* agent = a.agent()) agent->Disable();
+           })
+      // Hooks: never raise (a closed agent ignores them).
+      .def("on_step_begin",
+           [](A& a) {
+             if (runtime::Agent* agent = a.agent()) agent->OnStepBegin();
+           })
+      .def("on_step_end",
+           [](A& a) {
+             if (runtime::Agent* agent = a.agent()) agent->OnStepEnd();
+           })
+      .def(
+          "on_instruction_begin",
+          [](A& a, model::Kind kind, int microbatch, int chunk) {
+            if (runtime::Agent* agent = a.agent()) {
+              agent->OnInstructionBegin(kind, microbatch, chunk);
+            }
+          },
+          py::arg("kind"), py::arg("microbatch"), py::arg("chunk") = 0)
+      .def(
+          "on_instruction_end",
+          [](A& a, model::Kind kind, int microbatch, int chunk) {
+            if (runtime::Agent* agent = a.agent()) agent->OnInstructionEnd(kind, microbatch, chunk);
+          },
+          py::arg("kind"), py::arg("microbatch"), py::arg("chunk") = 0)
+      .def_property_readonly(
+          "mode",
+          [](const A& a) {
+            runtime::Agent* agent = a.agent();
+            return std::string(runtime::ModeName(agent ? agent->mode() : runtime::Mode::kOff));
+          })
+      .def_property_readonly("fallback_reason", &A::FallbackReason)
+      .def_property_readonly("closed", [](const A& a) { return a.agent() == nullptr; })
+      .def("stats", [](const A& a) { return StatsDict(a.Stats()); })
+      .def("wait_idle", &A::WaitIdle, py::arg("timeout_s") = 5.0)
+      .def("take_log", [](const A& a) { return a.log()->Take(); })
+      .def_property_readonly("log_dropped", [](const A& a) { return a.log()->dropped(); })
+      .def("close", &A::Close)
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](A& a, const py::args&) {
+        a.Close();
+        return false;
+      });
+}
+
+}  // namespace joulepipe::python

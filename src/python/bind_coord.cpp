@@ -1,0 +1,204 @@
+// CoordJob: the coordination policy (coord::Job) for the embedded
+// coordinator on rank 0.
+//
+// plan() solves without the GIL; so that other Python threads may meanwhile
+// call the job's other methods, every method takes the job's mutex (always
+// with the GIL held, never the other way round: no lock-order cycle), and
+// plan() holds it only to copy its inputs and to install the result.
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <pybind11/stl.h>
+
+#include <nlohmann/json.hpp>
+#include "bindings.hpp"
+
+#include "joulepipe/coord/job.hpp"
+#include "joulepipe/model/error.hpp"
+#include "joulepipe/model/profile.hpp"
+#include "joulepipe/solver/plan_pipeline.hpp"
+#include "plan_inputs.hpp"
+
+namespace joulepipe::python {
+
+namespace {
+
+class CoordJob {
+ public:
+  explicit CoordJob(coord::JobConfig config) : job_(std::move(config)) {}
+
+  bool RegisterRank(int rank, int dp_rank, int pp_rank, int tp_rank,
+                    std::vector<int> available_mhz) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return job_.RegisterRank({rank, dp_rank, pp_rank, tp_rank, std::move(available_mhz)});
+  }
+
+  void SetProfile(const std::string& csv) {
+    model::Profile profile = model::ParseProfileCsv(csv, "the job's profile");
+    std::lock_guard<std::mutex> lock(mutex_);
+    job_.SetProfile(std::move(profile), csv);
+  }
+
+  void Plan() {
+    std::optional<model::Profile> profile;
+    solver::PlanRequest request;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!job_.ready_to_plan()) {
+        throw coord::JobStateError(std::string("CoordJob.plan: the job is ") +
+                                   coord::JobPhaseName(job_.phase()) +
+                                   ", not ready to plan (every rank registered and a profile set)");
+      }
+      profile = *job_.profile();
+      request = job_.PlanRequest();
+    }
+    solver::PipelinePlan plan;
+    try {
+      py::gil_scoped_release release;
+      plan = solver::PlanPipeline(*profile, request);
+    } catch (const model::InputError& e) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_.SetPlanFailed(e.what());
+      throw;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    job_.SetPlan(plan, UnixNow());
+  }
+
+  py::object PlanFor(int rank) const {
+    std::optional<coord::RankPlan> plan;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      plan = job_.PlanFor(rank);
+    }
+    if (!plan) return py::none();
+    py::dict d;
+    d["rank"] = plan->rank;
+    d["pipeline"] = plan->pipeline;
+    d["stage"] = plan->stage;
+    d["version"] = plan->version;
+    d["point"] = plan->point;
+    d["reason"] = plan->reason;
+    d["predicted_time_s"] = plan->predicted.time_s;
+    d["predicted_energy_j"] = plan->predicted.energy_j;
+    d["plan"] = StagePlanToList(plan->instructions);
+    return d;
+  }
+
+  int ReportIteration(int rank, std::int64_t iteration, double time_s,
+                      std::optional<double> energy_j, std::optional<double> now) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    job_.ReportIteration({rank, iteration, time_s, energy_j}, now ? *now : UnixNow());
+    return job_.plan_version();
+  }
+
+  py::list Switches() const {
+    std::vector<coord::PlanSwitch> switches;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      switches = job_.switches();
+    }
+    py::list out;
+    for (const coord::PlanSwitch& s : switches) {
+      py::dict d;
+      d["version"] = s.version;
+      d["iteration"] = s.iteration;
+      d["time_unix_s"] = s.time_unix_s;
+      d["reason"] = s.reason;
+      d["slowdowns"] = s.slowdowns;
+      d["target_s"] = s.target_s;
+      d["point_of_pipeline"] = s.point_of_pipeline;
+      d["predicted_saving_j"] = s.predicted_saving_j;
+      out.append(d);
+    }
+    return out;
+  }
+
+  // Reads of the job's state, under the mutex.
+  template <typename F>
+  auto Read(F f) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return f(job_);
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  coord::Job job_;
+};
+
+CoordJob* MakeCoordJob(const std::string& job_id, int dp, int pp, int tp,
+                       const std::string& schedule, int microbatches, int chunks,
+                       std::optional<double> p_block_w, double resolution_s, const std::string& gpu,
+                       double max_slowdown) {
+  // A factor here (1.05 = at most 5 % slower), as on the command line and in
+  // joulepipe.megatron; coord::JobConfig holds the fraction.
+  if (!(max_slowdown >= 1.0 && max_slowdown <= 2.0)) {
+    throw model::InputError("max_slowdown",
+                            "max_slowdown must be a factor in [1, 2] (1 = no slower than "
+                            "all-max clocks, 1.05 = at most 5 % slower); got " +
+                                std::to_string(max_slowdown));
+  }
+  coord::JobConfig config;
+  config.slowdown = max_slowdown - 1.0;
+  config.job_id = job_id;
+  config.dp_degree = dp;
+  config.pp_degree = pp;
+  config.tp_degree = tp;
+  config.world_size = 0;  // CheckJobConfig computes dp * pp * tp
+  config.spec = SpecFrom(schedule, pp, microbatches, chunks);
+  config.p_block_w = p_block_w;
+  config.resolution_s = resolution_s;
+  config.gpu = gpu;
+  return new CoordJob(std::move(config));
+}
+
+}  // namespace
+
+void BindCoord(py::module_& m) {
+  py::class_<CoordJob>(m, "CoordJob", "The coordination policy of one job (coord::Job).")
+      .def(py::init(&MakeCoordJob), py::arg("job_id"), py::arg("dp"), py::arg("pp"), py::arg("tp"),
+           py::arg("schedule"), py::arg("microbatches"), py::arg("chunks") = 1,
+           py::arg("p_block_w") = py::none(), py::kw_only(), py::arg("resolution_s") = 5e-3,
+           py::arg("gpu") = "", py::arg("max_slowdown") = 1.0)
+      .def("register_rank", &CoordJob::RegisterRank, py::arg("rank"), py::arg("dp_rank"),
+           py::arg("pp_rank"), py::arg("tp_rank"), py::arg("available_mhz"))
+      .def("set_profile", &CoordJob::SetProfile, py::arg("csv"))
+      .def_property_readonly(
+          "ready_to_plan",
+          [](const CoordJob& j) { return j.Read([](auto& x) { return x.ready_to_plan(); }); })
+      .def("plan", &CoordJob::Plan)
+      .def_property_readonly(
+          "phase",
+          [](const CoordJob& j) {
+            return j.Read([](auto& x) { return std::string(coord::JobPhaseName(x.phase())); });
+          })
+      .def_property_readonly(
+          "failure", [](const CoordJob& j) { return j.Read([](auto& x) { return x.failure(); }); })
+      .def_property_readonly(
+          "plan_version",
+          [](const CoordJob& j) { return j.Read([](auto& x) { return x.plan_version(); }); })
+      .def_property_readonly(
+          "world_size",
+          [](const CoordJob& j) { return j.Read([](auto& x) { return x.config().world_size; }); })
+      .def_property_readonly(
+          "registered_ranks",
+          [](const CoordJob& j) { return j.Read([](auto& x) { return x.registered_ranks(); }); })
+      .def_property_readonly(
+          "baseline_time_s",
+          [](const CoordJob& j) { return j.Read([](auto& x) { return x.baseline_time_s(); }); })
+      .def_property_readonly("completed_iterations",
+                             [](const CoordJob& j) {
+                               return j.Read([](auto& x) { return x.completed_iterations(); });
+                             })
+      .def("plan_for", &CoordJob::PlanFor, py::arg("rank"))
+      .def("report_iteration", &CoordJob::ReportIteration, py::arg("rank"), py::arg("iteration"),
+           py::arg("time_s"), py::arg("energy_j") = py::none(), py::arg("now") = py::none())
+      .def("switches", &CoordJob::Switches)
+      .def("status_json",
+           [](const CoordJob& j) { return j.Read([](auto& x) { return x.StatusJson().dump(); }); });
+}
+
+}  // namespace joulepipe::python

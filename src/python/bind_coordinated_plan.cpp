@@ -1,0 +1,208 @@
+// CoordinatedPlan: an Agent run on the plans a coordinator (`joulepipe
+// serve`) hands this rank (runtime::CoordinatedPlan).
+//
+// The runtime object references the Agent, so it is an AgentDependent:
+// Agent.close() closes it first. Python additionally keeps the Agent object
+// alive while this one lives (keep_alive).
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <pybind11/stl.h>
+
+#include "agent_binding.hpp"
+#include "bindings.hpp"
+#include "joulepipe/model/error.hpp"
+#include "joulepipe/monitor/monitor.hpp"
+#include "joulepipe/runtime/coordinated_plan.hpp"
+#include "log_buffer.hpp"
+
+namespace joulepipe::python {
+
+namespace {
+
+// The registration dict: keys as RankRegistration's fields; rank defaults
+// to the CoordinatedPlan's rank, available_frequencies to [].
+runtime::RankRegistration RegistrationFrom(const py::dict& d, int rank) {
+  runtime::RankRegistration r;
+  r.rank = rank;
+  bool has[3] = {false, false, false};
+  for (auto [key_handle, value] : d) {
+    const std::string key = py::str(key_handle);
+    const std::string field = "registration['" + key + "']";
+    try {
+      if (key == "rank") {
+        r.rank = value.cast<int>();
+      } else if (key == "dp_rank") {
+        r.dp_rank = value.cast<int>();
+        has[0] = true;
+      } else if (key == "pp_rank") {
+        r.pp_rank = value.cast<int>();
+        has[1] = true;
+      } else if (key == "tp_rank") {
+        r.tp_rank = value.cast<int>();
+        has[2] = true;
+      } else if (key == "available_frequencies") {
+        r.available_frequencies = value.cast<std::vector<int>>();
+      } else {
+        throw model::InputError(field, field +
+                                           " is not a RankRegistration field (rank, dp_rank, "
+                                           "pp_rank, tp_rank, available_frequencies)");
+      }
+    } catch (const py::cast_error&) {
+      throw model::InputError(
+          field, field + " has the wrong type (got " + std::string(py::repr(value)) + ")");
+    }
+  }
+  const char* names[3] = {"dp_rank", "pp_rank", "tp_rank"};
+  for (int i = 0; i < 3; ++i) {
+    if (!has[i]) {
+      const std::string field = std::string("registration['") + names[i] + "']";
+      throw model::InputError(field, field + " is missing");
+    }
+  }
+  return r;
+}
+
+class CoordinatedPlanBinding : public AgentDependent {
+ public:
+  CoordinatedPlanBinding(AgentBinding& agent, const std::string& url, const std::string& job_id,
+                         int rank, std::optional<std::string> token,
+                         std::optional<py::dict> registration, double start_wait_s,
+                         double start_timeout_s, std::optional<int> meter_nvml_index)
+      : agent_(&agent) {
+    runtime::CoordinatedPlanOptions options;
+    options.coordinator.url = url;
+    options.coordinator.token = token.value_or("");
+    options.job_id = job_id;
+    options.rank = rank;
+    if (registration) options.registration = RegistrationFrom(*registration, rank);
+    options.start_wait_s = start_wait_s;
+    options.start_timeout_s = start_timeout_s;
+    options.log = LogBuffer::Sink(log_);
+    if (meter_nvml_index) {
+      try {
+        options.meter = monitor::NvmlGpuMeterByNvmlIndex(*meter_nvml_index);
+      } catch (const std::exception& e) {
+        log_->Push("cannot measure GPU " + std::to_string(*meter_nvml_index) +
+                   " (iteration reports carry no energy): " + e.what());
+      }
+    }
+    plan_ = std::make_unique<runtime::CoordinatedPlan>(agent.Require("CoordinatedPlan"),
+                                                       std::move(options));
+    agent.AddDependent(this);
+  }
+
+  ~CoordinatedPlanBinding() override { Close(); }
+
+  bool Start() {
+    if (!plan_) return false;
+    if (started_) return start_result_;
+    {
+      py::gil_scoped_release release;
+      start_result_ = plan_->Start();
+    }
+    started_ = true;
+    return start_result_;
+  }
+
+  void OnStepBegin() {
+    if (plan_) plan_->OnStepBegin();
+  }
+
+  void OnInstructionBegin(model::Kind kind, int microbatch, int chunk) {
+    if (plan_) plan_->OnInstructionBegin(kind, microbatch, chunk);
+  }
+
+  void OnInstructionEnd(model::Kind kind, int microbatch, int chunk) {
+    if (plan_) plan_->OnInstructionEnd(kind, microbatch, chunk);
+  }
+
+  void OnStepEnd(std::optional<double> time_s, std::optional<double> energy_j) {
+    if (!plan_) return;
+    if (time_s) {
+      plan_->OnStepEnd(*time_s, energy_j);
+    } else {
+      plan_->OnStepEnd();
+    }
+  }
+
+  py::dict Stats() const {
+    const runtime::CoordinationStats s = plan_ ? plan_->stats() : final_stats_;
+    py::dict d;
+    d["running_version"] = s.running_version;
+    d["running_predicted_time_s"] = s.running_predicted_time_s;
+    d["announced_version"] = s.announced_version;
+    d["connected"] = s.connected;
+    d["reports_queued"] = s.reports_queued;
+    d["reports_sent"] = s.reports_sent;
+    d["reports_failed"] = s.reports_failed;
+    d["reports_dropped"] = s.reports_dropped;
+    d["plans_fetched"] = s.plans_fetched;
+    d["plans_applied"] = s.plans_applied;
+    d["fetch_failures"] = s.fetch_failures;
+    return d;
+  }
+
+  std::vector<std::string> TakeLog() { return log_->Take(); }
+  std::uint64_t LogDropped() const { return log_->dropped(); }
+
+  // Stops the background thread (within about 50 ms). Idempotent.
+  void Close() override {
+    if (agent_ != nullptr) {
+      agent_->RemoveDependent(this);
+      agent_ = nullptr;
+    }
+    std::unique_ptr<runtime::CoordinatedPlan> plan = std::move(plan_);
+    if (plan) {
+      final_stats_ = plan->stats();
+      py::gil_scoped_release release;
+      plan.reset();
+    }
+  }
+
+ private:
+  AgentBinding* agent_;  // null once closed
+  std::shared_ptr<LogBuffer> log_ = std::make_shared<LogBuffer>();
+  std::unique_ptr<runtime::CoordinatedPlan> plan_;
+  bool started_ = false;
+  bool start_result_ = false;
+  runtime::CoordinationStats final_stats_;
+};
+
+}  // namespace
+
+void BindCoordinatedPlan(py::module_& m) {
+  using C = CoordinatedPlanBinding;
+  py::class_<C>(m, "CoordinatedPlan", "Runs an Agent on the plans a coordinator hands this rank.")
+      .def(py::init<AgentBinding&, const std::string&, const std::string&, int,
+                    std::optional<std::string>, std::optional<py::dict>, double, double,
+                    std::optional<int>>(),
+           py::arg("agent"), py::arg("url"), py::arg("job_id"), py::arg("rank"),
+           py::arg("token") = py::none(), py::arg("registration") = py::none(),
+           py::arg("start_wait_s") = 60.0, py::arg("start_timeout_s") = 90.0,
+           py::arg("meter_nvml_index") = py::none(), py::keep_alive<1, 2>())
+      .def("start", &C::Start)
+      // The hooks a loop calls (they drive the agent: never call its own
+      // hooks too). Never raise; no-ops once closed.
+      .def("on_step_begin", &C::OnStepBegin)
+      .def("on_instruction_begin", &C::OnInstructionBegin, py::arg("kind"), py::arg("microbatch"),
+           py::arg("chunk") = 0)
+      .def("on_instruction_end", &C::OnInstructionEnd, py::arg("kind"), py::arg("microbatch"),
+           py::arg("chunk") = 0)
+      .def("on_step_end", &C::OnStepEnd, py::arg("time_s") = py::none(),
+           py::arg("energy_j") = py::none())
+      .def("stats", &C::Stats)
+      .def("take_log", &C::TakeLog)
+      .def_property_readonly("log_dropped", &C::LogDropped)
+      .def("close", &C::Close)
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](C& c, const py::args&) {
+        c.Close();
+        return false;
+      });
+}
+
+}  // namespace joulepipe::python

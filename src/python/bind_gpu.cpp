@@ -1,0 +1,40 @@
+// gpus(): the visible GPUs (gpu::ListVisibleDevices, CUDA_VISIBLE_DEVICES
+// rules) with what planning and control need of each.
+#include <pybind11/stl.h>
+
+#include "bindings.hpp"
+#include "joulepipe/gpu/device.hpp"
+
+namespace joulepipe::python {
+
+namespace {
+
+py::list Gpus() {
+  // kList: a GPU in MIG mode is listed (mig_enabled True), not refused.
+  const gpu::DeviceList list = gpu::ListVisibleDevices(gpu::MigPolicy::kList);
+  py::list out;
+  for (const gpu::Device& d : list.devices) {
+    py::dict g;
+    g["index"] = d.visible_index();
+    g["nvml_index"] = d.nvml_index();
+    g["name"] = d.name();
+    g["uuid"] = d.uuid();
+    g["architecture"] = d.architecture();
+    g["mig_enabled"] = d.mig_enabled();
+    g["supported_sm_mhz"] = d.SupportedSmClocks();
+    g["default_sm_mhz"] = d.MaxClock(gpu::ClockDomain::kSm);
+    g["has_energy_counter"] = d.HasEnergyCounter();
+    out.append(g);
+  }
+  return out;
+}
+
+}  // namespace
+
+void BindGpu(py::module_& m) {
+  m.def("gpus", &Gpus,
+        "The visible GPUs (CUDA_VISIBLE_DEVICES applies), as dicts. Raises GpuError when NVML "
+        "cannot be loaded.");
+}
+
+}  // namespace joulepipe::python

@@ -1,0 +1,152 @@
+// Measurement: Monitor, Measurement, StepLogger (monitor::*).
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <pybind11/stl.h>
+
+#include "bindings.hpp"
+#include "joulepipe/model/error.hpp"
+#include "joulepipe/monitor/monitor.hpp"
+#include "joulepipe/monitor/step_logger.hpp"
+
+namespace joulepipe::python {
+
+namespace {
+
+std::unique_ptr<monitor::Monitor> MakeMonitor(std::optional<std::vector<int>> gpus, bool cpu,
+                                              double counter_period_s) {
+  monitor::MonitorOptions options;
+  options.gpus = std::move(gpus);
+  options.cpu = cpu ? monitor::CpuMode::kIfAvailable : monitor::CpuMode::kOff;
+  options.counter_period_s = counter_period_s;
+  return std::make_unique<monitor::Monitor>(options);
+}
+
+std::unique_ptr<monitor::StepLogger> MakeStepLogger(monitor::Monitor& monitor,
+                                                    const std::string& path,
+                                                    const std::string& format,
+                                                    double tokens_per_step) {
+  monitor::StepLoggerOptions options;
+  options.path = path;
+  if (format == "csv") {
+    options.format = monitor::LogFormat::kCsv;
+  } else if (format == "jsonl") {
+    options.format = monitor::LogFormat::kJsonl;
+  } else {
+    throw model::InputError(
+        "StepLoggerOptions::format",
+        "StepLoggerOptions::format must be 'csv' or 'jsonl' (got '" + format + "')");
+  }
+  options.tokens_per_step = tokens_per_step;
+  return std::make_unique<monitor::StepLogger>(monitor, std::move(options));
+}
+
+py::dict RecordDict(const monitor::StepRecord& r) {
+  py::dict out;
+  out["step"] = r.step;
+  out["time_s"] = r.measurement.duration_s;
+  out["gpu_energy_j"] = r.measurement.gpu_energy_j;
+  out["energy_j"] = r.energy_j();
+  out["avg_power_w"] = r.avg_power_w;
+  out["tokens"] = r.tokens;
+  out["tokens_per_s"] = r.tokens_per_s;
+  out["j_per_token"] = r.j_per_token;
+  out["approximate"] = r.measurement.approximate();
+  return out;
+}
+
+py::dict SummaryDict(const monitor::StepSummary& s) {
+  py::dict out;
+  out["steps"] = s.steps;
+  out["time_s"] = s.time_s;
+  out["gpu_energy_j"] = s.gpu_energy_j;
+  out["energy_j"] = s.energy_j;
+  out["tokens"] = s.tokens;
+  out["approximate_steps"] = s.approximate_steps;
+  out["avg_power_w"] = s.avg_power_w();
+  out["tokens_per_s"] = s.tokens_per_s();
+  out["j_per_token"] = s.j_per_token();
+  return out;
+}
+
+}  // namespace
+
+void BindMonitor(py::module_& m) {
+  using monitor::Measurement;
+  py::class_<Measurement>(m, "Measurement", "One measured window (read-only).")
+      .def_property_readonly("name", [](const Measurement& x) { return x.name; })
+      .def_property_readonly("duration_s", [](const Measurement& x) { return x.duration_s; })
+      .def_property_readonly("gpu_energy_j", [](const Measurement& x) { return x.gpu_energy_j; })
+      .def_property_readonly("total_energy_j", &Measurement::total_energy_j)
+      .def_property_readonly("approximate", &Measurement::approximate)
+      .def_property_readonly("gpus",
+                             [](const Measurement& x) {
+                               std::vector<std::pair<int, double>> out;
+                               for (const monitor::GpuEnergy& g : x.gpus) {
+                                 out.emplace_back(g.index, g.energy_j);
+                               }
+                               return out;
+                             })
+      .def_property_readonly("gpu_sources",
+                             [](const Measurement& x) {
+                               std::vector<std::string> out;
+                               for (const monitor::GpuEnergy& g : x.gpus) {
+                                 out.emplace_back(monitor::EnergySourceName(g.source));
+                               }
+                               return out;
+                             })
+      .def_property_readonly("cpu_energy_j",
+                             [](const Measurement& x) -> std::optional<double> {
+                               if (!x.cpu_measured) return std::nullopt;
+                               return x.cpu_energy_j;
+                             })
+      .def_property_readonly("dram_energy_j",
+                             [](const Measurement& x) -> std::optional<double> {
+                               if (!x.cpu_measured) return std::nullopt;
+                               for (const monitor::CpuEnergy& c : x.cpus) {
+                                 if (c.has_dram) return x.dram_energy_j;
+                               }
+                               return std::nullopt;
+                             })
+      .def_property_readonly("methodology", [](const Measurement& x) { return x.methodology; })
+      .def("__repr__", [](const Measurement& x) {
+        return "<Measurement " + x.name + ": " + std::to_string(x.duration_s) + " s, " +
+               std::to_string(x.total_energy_j()) + " J>";
+      });
+
+  py::class_<monitor::Monitor>(m, "Monitor", "Named energy-measurement windows over GPUs (NVML).")
+      .def(py::init(&MakeMonitor), py::arg("gpus") = py::none(), py::arg("cpu") = false,
+           py::arg("counter_period_s") = 0.1)
+      .def(
+          "begin", [](monitor::Monitor& m, const std::string& name) { m.Begin(name); },
+          py::arg("name"))
+      .def(
+          "end", [](monitor::Monitor& m, const std::string& name) { return m.End(name); },
+          py::arg("name"))
+      .def("is_open", &monitor::Monitor::IsOpen, py::arg("name"))
+      .def_property_readonly("gpu_indices",
+                             [](const monitor::Monitor& m) {
+                               std::vector<int> out;
+                               for (int i = 0; i < m.gpu_count(); ++i)
+                                 out.push_back(m.gpu_index(i));
+                               return out;
+                             })
+      .def_property_readonly("methodology", &monitor::Monitor::methodology)
+      .def_property_readonly("scope", &monitor::Monitor::scope);
+
+  py::class_<monitor::StepLogger>(m, "StepLogger", "Per-step energy log over a Monitor.")
+      .def(py::init(&MakeStepLogger), py::arg("monitor"), py::arg("path") = "",
+           py::arg("format") = "csv", py::arg("tokens_per_step") = 0.0, py::keep_alive<1, 2>())
+      .def("begin_step", &monitor::StepLogger::BeginStep)
+      .def(
+          "end_step",
+          [](monitor::StepLogger& l, double tokens) { return RecordDict(l.EndStep(tokens)); },
+          py::arg("tokens") = -1.0)
+      .def("summary", [](const monitor::StepLogger& l) { return SummaryDict(l.summary()); })
+      .def("format_summary", &monitor::StepLogger::FormatSummary);
+}
+
+}  // namespace joulepipe::python

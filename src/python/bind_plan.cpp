@@ -1,0 +1,289 @@
+// Planning: Kind, plan_pipeline / PipelinePlan (solver::PlanPipeline) and
+// evaluate_plan (schedule::EvaluatePlan), plus the stage-plan conversions
+// every other file uses.
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <pybind11/stl.h>
+
+#include "bindings.hpp"
+#include "cancellable.hpp"
+#include "joulepipe/model/error.hpp"
+#include "joulepipe/model/plan.hpp"
+#include "joulepipe/model/profile.hpp"
+#include "joulepipe/schedule/evaluate_plan.hpp"
+#include "joulepipe/solver/frontier.hpp"
+#include "joulepipe/solver/plan_pipeline.hpp"
+#include "plan_inputs.hpp"
+
+namespace joulepipe::python {
+
+py::list StagePlanToList(const std::vector<model::PlannedInstruction>& plan) {
+  py::list out(plan.size());
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    const model::PlannedInstruction& p = plan[i];
+    out[i] =
+        py::make_tuple(p.instruction.kind, p.instruction.microbatch, p.instruction.chunk, p.mhz);
+  }
+  return out;
+}
+
+std::vector<model::PlannedInstruction> StagePlanFromList(const py::handle& list, int stage,
+                                                         const char* field) {
+  if (!py::isinstance<py::sequence>(list) || py::isinstance<py::str>(list)) {
+    throw model::InputError(
+        field, std::string(field) + " must be a list of (Kind, microbatch, chunk, mhz) tuples");
+  }
+  std::vector<model::PlannedInstruction> out;
+  std::size_t i = 0;
+  for (py::handle item : list) {
+    try {
+      auto [kind, microbatch, chunk, mhz] = item.cast<std::tuple<model::Kind, int, int, int>>();
+      out.push_back({{stage, chunk, microbatch, kind}, mhz});
+    } catch (const py::cast_error&) {
+      throw model::InputError(field, std::string(field) + " entry " + std::to_string(i) + " (" +
+                                         std::string(py::repr(item)) +
+                                         ") is not a (Kind, microbatch, chunk, mhz) tuple");
+    }
+    ++i;
+  }
+  return out;
+}
+
+double UnixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+schedule::Spec SpecFrom(const std::string& schedule, int stages, int microbatches, int chunks) {
+  schedule::Spec spec;
+  if (!schedule::ParseKind(schedule, &spec.kind)) {
+    throw model::InputError("Spec::kind",
+                            "Spec::kind '" + schedule + "' is not one of gpipe, 1f1b, interleaved");
+  }
+  spec.stages = stages;
+  spec.microbatches = microbatches;
+  spec.chunks = chunks;
+  return spec;
+}
+
+namespace {
+
+// A solved plan and its chosen point as a plan file. Held by shared_ptr so
+// that a Frontier view keeps it alive.
+struct PlanResult {
+  solver::PipelinePlan plan;
+  model::Plan chosen;  // solver::ToPlan of the chosen point
+};
+
+// The frontier as a read-only (n, 2) buffer of doubles, (time_s, energy_j)
+// per point, ascending time, straight over the solver's points: numpy.asarray
+// makes no copy. It keeps its plan alive.
+struct FrontierView {
+  std::shared_ptr<const PlanResult> owner;
+  const std::vector<solver::FrontierPoint>& points() const { return owner->plan.frontier.points; }
+};
+
+py::buffer_info FrontierBuffer(const FrontierView& v) {
+  const std::vector<solver::FrontierPoint>& p = v.points();
+  static const double kEmpty[2] = {0, 0};
+  if (p.empty()) {
+    return py::buffer_info(const_cast<double*>(kEmpty), sizeof(double),
+                           py::format_descriptor<double>::format(), 2,
+                           {py::ssize_t{0}, py::ssize_t{2}},
+                           {py::ssize_t{2 * sizeof(double)}, py::ssize_t{sizeof(double)}},
+                           /*readonly=*/true);
+  }
+  const char* base = reinterpret_cast<const char*>(&p[0].time_s);
+  const py::ssize_t column = reinterpret_cast<const char*>(&p[0].energy_j) - base;
+  return py::buffer_info(const_cast<double*>(&p[0].time_s), sizeof(double),
+                         py::format_descriptor<double>::format(), 2,
+                         {static_cast<py::ssize_t>(p.size()), py::ssize_t{2}},
+                         {static_cast<py::ssize_t>(sizeof(solver::FrontierPoint)), column},
+                         /*readonly=*/true);
+}
+
+std::shared_ptr<PlanResult> PlanPipelineTask(const py::handle& profile_arg, int stages,
+                                             int microbatches, const std::string& schedule,
+                                             int chunks, std::optional<double> p_block_w,
+                                             double slowdown, double resolution_s,
+                                             const py::object& progress,
+                                             std::optional<std::string> profile_name) {
+  solver::PlanRequest request;
+  request.spec = SpecFrom(schedule, stages, microbatches, chunks);
+  request.p_block_w = p_block_w;
+  request.slowdown = slowdown;
+  request.resolution_s = resolution_s;
+  solver::CheckPlanRequest(request);  // numbers before the profile, as the CLI
+  if (profile_name) {
+    request.profile_name = *profile_name;
+  } else if (!py::isinstance<model::Profile>(profile_arg)) {
+    request.profile_name = py::str(profile_arg);
+  } else {
+    request.profile_name = "the profile";
+  }
+  model::Profile storage;
+  const model::Profile& profile = ProfileFrom(profile_arg, &storage);
+  auto result = std::make_shared<PlanResult>();
+  result->plan = RunCancellable<solver::PipelinePlan>(
+      [&profile, request](const std::atomic<bool>* cancel, ProgressFn report) {
+        solver::PlanRequest r = request;
+        r.cancel = cancel;
+        r.progress = std::move(report);
+        return solver::PlanPipeline(profile, r);
+      },
+      progress);
+  result->plan.request.progress = nullptr;  // the callback's state ends with the call
+  result->plan.request.cancel = nullptr;
+  result->chosen = solver::ToPlan(result->plan.schedule, result->plan.chosen_point());
+  return result;
+}
+
+py::dict EvaluatePlanTask(const py::handle& profile_arg, const std::string& plan_json,
+                          std::optional<double> p_block_w, const std::string& plan_name) {
+  model::Profile storage;
+  const model::Profile& profile = ProfileFrom(profile_arg, &storage);
+  const model::Plan plan = model::PlanFromJson(plan_json, plan_name);
+  schedule::EvaluateRequest request;
+  request.p_block_w = p_block_w;
+  request.profile_name = py::isinstance<model::Profile>(profile_arg)
+                             ? "the profile"
+                             : std::string(py::str(profile_arg));
+  request.plan_name = plan_name;
+  schedule::PlanEvaluation e;
+  {
+    py::gil_scoped_release release;
+    e = schedule::EvaluatePlan(profile, plan, request);
+  }
+  py::dict out;
+  out["schedule"] = std::string(schedule::KindName(e.spec.kind));
+  out["stages"] = e.spec.stages;
+  out["microbatches"] = e.spec.microbatches;
+  out["chunks"] = e.spec.chunks;
+  out["time_s"] = e.replay.time_s;
+  out["energy_j"] = e.replay.energy_j;
+  out["busy_energy_j"] = e.replay.busy_energy_j;
+  out["blocking_energy_j"] = e.replay.blocking_energy_j;
+  out["p_block_w"] = e.p_block_w;
+  out["p_block_source"] = e.p_block_source;
+  out["notes"] = e.notes;
+  if (plan.predicted) {
+    out["predicted_time_s"] = plan.predicted->time_s;
+    out["predicted_energy_j"] = plan.predicted->energy_j;
+  } else {
+    out["predicted_time_s"] = py::none();
+    out["predicted_energy_j"] = py::none();
+  }
+  return out;
+}
+
+}  // namespace
+
+void BindPlan(py::module_& m) {
+  py::enum_<model::Kind>(m, "Kind", "An instruction's kind: one forward or one backward.")
+      .value("FORWARD", model::Kind::kForward)
+      .value("BACKWARD", model::Kind::kBackward);
+
+  py::class_<FrontierView>(m, "Frontier", py::buffer_protocol(),
+                           "The iteration time-energy frontier: n points (time_s, energy_j), "
+                           "ascending time. numpy.asarray(f) is an (n, 2) view, no copy.")
+      .def_buffer(&FrontierBuffer)
+      .def("__len__", [](const FrontierView& v) { return v.points().size(); })
+      .def("__getitem__",
+           [](const FrontierView& v, py::ssize_t i) {
+             const auto n = static_cast<py::ssize_t>(v.points().size());
+             if (i < 0) i += n;
+             if (i < 0 || i >= n) throw py::index_error("frontier index out of range");
+             const solver::FrontierPoint& p = v.points()[static_cast<std::size_t>(i)];
+             return py::make_tuple(p.time_s, p.energy_j);
+           })
+      .def("tolist", [](const FrontierView& v) {
+        py::list out;
+        for (const solver::FrontierPoint& p : v.points())
+          out.append(py::make_tuple(p.time_s, p.energy_j));
+        return out;
+      });
+
+  using R = PlanResult;
+  py::class_<R, std::shared_ptr<R>>(m, "PipelinePlan",
+                                    "A solved pipeline plan: the frontier, the chosen point (least "
+                                    "energy within the deadline) and one clock per instruction.")
+      .def_property_readonly(
+          "schedule",
+          [](const R& r) { return std::string(schedule::KindName(r.plan.request.spec.kind)); })
+      .def_property_readonly("stages", [](const R& r) { return r.plan.request.spec.stages; })
+      .def_property_readonly("microbatches",
+                             [](const R& r) { return r.plan.request.spec.microbatches; })
+      .def_property_readonly("chunks", [](const R& r) { return r.plan.request.spec.chunks; })
+      .def_property_readonly("instructions", [](const R& r) { return r.plan.schedule.num_nodes(); })
+      .def_property_readonly("baseline_time_s", [](const R& r) { return r.plan.baseline.time_s; })
+      .def_property_readonly("baseline_energy_j",
+                             [](const R& r) { return r.plan.baseline.energy_j; })
+      .def_property_readonly("time_s", [](const R& r) { return r.plan.chosen_point().time_s; })
+      .def_property_readonly("energy_j", [](const R& r) { return r.plan.chosen_point().energy_j; })
+      .def_property_readonly("saving",
+                             [](const R& r) {
+                               const double e0 = r.plan.baseline.energy_j;
+                               return e0 > 0 ? 1 - r.plan.chosen_point().energy_j / e0 : 0.0;
+                             })
+      .def_property_readonly("bound_energy_j", [](const R& r) { return r.plan.bound_energy_j; })
+      .def_property_readonly("deadline_s", [](const R& r) { return r.plan.deadline_s; })
+      .def_property_readonly("slowdown", [](const R& r) { return r.plan.request.slowdown; })
+      .def_property_readonly("chosen_index", [](const R& r) { return r.plan.chosen; })
+      .def_property_readonly("p_block_w", [](const R& r) { return r.plan.p_block_w; })
+      .def_property_readonly("p_block_source", [](const R& r) { return r.plan.p_block_source; })
+      .def_property_readonly("solve_seconds", [](const R& r) { return r.plan.solve_seconds; })
+      .def_property_readonly("notes", [](const R& r) { return r.plan.notes; })
+      .def_property_readonly("frontier",
+                             [](const std::shared_ptr<R>& r) { return FrontierView{r}; })
+      .def(
+          "stage_plan",
+          [](const R& r, int stage) {
+            if (stage < 0 || stage >= static_cast<int>(r.chosen.stages.size())) {
+              throw model::InputError("stage", "stage must be 0.." +
+                                                   std::to_string(r.chosen.stages.size() - 1) +
+                                                   " (got " + std::to_string(stage) + ")");
+            }
+            return StagePlanToList(r.chosen.stages[stage]);
+          },
+          py::arg("stage"))
+      .def(
+          "to_json", [](const R& r) { return model::PlanToJson(r.chosen); },
+          "The chosen plan as a plan file (what `joulepipe plan` writes as chosen.json).")
+      .def(
+          "point_json",
+          [](const R& r, py::ssize_t i) {
+            const auto n = static_cast<py::ssize_t>(r.plan.frontier.points.size());
+            if (i < 0) i += n;
+            if (i < 0 || i >= n) {
+              throw model::InputError("index", "index must be 0.." + std::to_string(n - 1) +
+                                                   " (got " + std::to_string(i) + ")");
+            }
+            return model::PlanToJson(solver::ToPlan(
+                r.plan.schedule, r.plan.frontier.points[static_cast<std::size_t>(i)]));
+          },
+          py::arg("index"), "The plan file of frontier point `index`.")
+      .def("__repr__", [](const R& r) {
+        const double e0 = r.plan.baseline.energy_j;
+        return "<PipelinePlan " + std::string(schedule::KindName(r.plan.request.spec.kind)) + " " +
+               std::to_string(r.plan.request.spec.stages) + "x" +
+               std::to_string(r.plan.request.spec.microbatches) + ": " +
+               std::to_string(r.plan.frontier.points.size()) + " frontier points, saving " +
+               std::to_string(e0 > 0 ? 100 * (1 - r.plan.chosen_point().energy_j / e0) : 0.0) +
+               " %>";
+      });
+
+  m.def("plan_pipeline", &PlanPipelineTask, py::arg("profile"), py::kw_only(), py::arg("stages"),
+        py::arg("microbatches"), py::arg("schedule") = "1f1b", py::arg("chunks") = 1,
+        py::arg("p_block_w") = py::none(), py::arg("slowdown") = 0.0,
+        py::arg("resolution_s") = 1e-3, py::arg("progress") = py::none(),
+        py::arg("profile_name") = py::none());
+  m.def("evaluate_plan", &EvaluatePlanTask, py::arg("profile"), py::arg("plan_json"), py::kw_only(),
+        py::arg("p_block_w") = py::none(), py::arg("plan_name") = "plan");
+}
+
+}  // namespace joulepipe::python

@@ -1,0 +1,168 @@
+// Profiles: Profile (model::Profile with its metadata), read/parse/write,
+// and simulate_profile (physics::SimulateWorkload, what `joulepipe profile
+// --simulate` computes).
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
+
+#include "bindings.hpp"
+#include "joulepipe/model/error.hpp"
+#include "joulepipe/model/profile.hpp"
+#include "joulepipe/physics/gpu_model.hpp"
+#include "joulepipe/physics/workload.hpp"
+
+namespace joulepipe::python {
+
+namespace {
+
+// A missing file is FileNotFoundError (the library says InputError with the
+// path; Python code tests for the built-in type).
+void RequireExists(const std::filesystem::path& path) {
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) {
+    const std::string text = path.string();
+    PyErr_SetObject(PyExc_FileNotFoundError,
+                    py::make_tuple(2, "No such file or directory (the profile)", text).ptr());
+    throw py::error_already_set();
+  }
+}
+
+model::Profile SimulateProfileTask(const std::string& model_id, const std::string& gpu_id, int tp,
+                                   int pp, int dp, int microbatch_size, int seq_length,
+                                   const std::string& recompute, const py::object& layer_split,
+                                   double power_limit_w, int min_mhz) {
+  physics::WorkloadSpec spec;
+  spec.model = physics::FindTransformer(model_id);
+  const physics::GpuSpec& gpu = physics::FindGpu(gpu_id);
+  spec.parallel.tp = tp;
+  spec.parallel.pp = pp;
+  spec.parallel.dp = dp;
+  spec.microbatch_size = microbatch_size;
+  spec.seq_length = seq_length;
+  spec.recompute = physics::ParseRecompute(recompute);
+  if (py::isinstance<py::str>(layer_split)) {
+    const std::string text = layer_split.cast<std::string>();
+    if (text == "balanced") {
+      spec.parallel.layer_split = physics::BalancedLayerSplit(spec, gpu);
+    } else if (text != "even") {
+      spec.parallel.layer_split = physics::ParseLayerSplit(text);
+    }
+  } else if (!layer_split.is_none()) {
+    try {
+      spec.parallel.layer_split = layer_split.cast<std::vector<int>>();
+    } catch (const py::cast_error&) {
+      throw model::InputError("Parallelism::layer_split",
+                              "Parallelism::layer_split must be 'even', 'balanced', a text "
+                              "'11,12,...' or a list of layers per stage (got " +
+                                  std::string(py::repr(layer_split)) + ")");
+    }
+  }
+  physics::ProfileOptions options;
+  options.power_limit_w = power_limit_w;
+  options.min_mhz = min_mhz;
+  py::gil_scoped_release release;
+  return physics::StampedProfile(physics::SimulateWorkload(spec, gpu, options), gpu);
+}
+
+py::list Points(const model::Profile& p, int stage, model::Kind kind) {
+  py::list out;
+  for (const model::ClockPoint& c : p.Points(stage, kind)) {
+    out.append(py::make_tuple(c.mhz, c.time_s, c.energy_j));
+  }
+  return out;
+}
+
+}  // namespace
+
+const model::Profile& ProfileFrom(const py::handle& profile, model::Profile* storage) {
+  if (py::isinstance<model::Profile>(profile)) return profile.cast<const model::Profile&>();
+  if (py::isinstance<py::str>(profile) || py::hasattr(profile, "__fspath__")) {
+    const std::filesystem::path path = profile.cast<std::filesystem::path>();
+    RequireExists(path);
+    py::gil_scoped_release release;
+    *storage = model::ReadProfileCsv(path.string());
+    return *storage;
+  }
+  throw model::InputError("profile",
+                          "profile must be a joulepipe.Profile or the path of a profile "
+                          "CSV (got " +
+                              std::string(py::repr(profile)) + ")");
+}
+
+void BindProfile(py::module_& m) {
+  using model::Profile;
+  using model::ProfileMetadata;
+  py::class_<ProfileMetadata>(m, "ProfileMetadata",
+                              "What a profile says about itself (the CSV's '# key: value' "
+                              "lines); every field may be empty / None.")
+      .def(py::init<>())
+      .def_readwrite("gpu", &ProfileMetadata::gpu)
+      .def_readwrite("p_block_w", &ProfileMetadata::p_block_w)
+      .def_readwrite("source", &ProfileMetadata::source)
+      .def_readwrite("date", &ProfileMetadata::date)
+      .def_readwrite("joulepipe_version", &ProfileMetadata::joulepipe_version)
+      .def("__repr__", [](const ProfileMetadata& d) {
+        return "ProfileMetadata(gpu=" + std::string(py::repr(py::str(d.gpu))) +
+               ", p_block_w=" + std::string(py::repr(py::cast(d.p_block_w))) +
+               ", source=" + std::string(py::repr(py::str(d.source))) +
+               ", date=" + std::string(py::repr(py::str(d.date))) + ")";
+      });
+
+  py::class_<Profile>(m, "Profile",
+                      "Per stage and instruction kind, the time (s) and energy (J) of one "
+                      "instruction at each SM clock, with metadata.")
+      .def_static(
+          "read",
+          [](const std::filesystem::path& path) {
+            RequireExists(path);
+            py::gil_scoped_release release;
+            return model::ReadProfileCsv(path.string());
+          },
+          py::arg("path"))
+      .def_static("parse", &model::ParseProfileCsv, py::arg("text"), py::arg("source") = "profile")
+      .def("to_csv", &model::ProfileToCsv)
+      .def(
+          "write",
+          [](const Profile& p, const std::filesystem::path& path, bool overwrite) {
+            std::error_code error;
+            if (!overwrite && std::filesystem::exists(path, error)) {
+              PyErr_SetObject(
+                  PyExc_FileExistsError,
+                  py::make_tuple(17, path.string() + " exists; pass overwrite=True to replace it",
+                                 path.string())
+                      .ptr());
+              throw py::error_already_set();
+            }
+            model::WriteProfileCsv(path.string(), p);
+          },
+          py::arg("path"), py::kw_only(), py::arg("overwrite") = false)
+      .def_readwrite("metadata", &Profile::metadata)
+      .def_property_readonly("stages", &Profile::num_stages)
+      .def("points", &Points, py::arg("stage"), py::arg("kind"))
+      .def("validate", &Profile::Validate, py::arg("stages"), py::arg("source") = "profile")
+      .def("__repr__", [](const Profile& p) {
+        return "<Profile: " + std::to_string(p.num_stages()) + " stages" +
+               (p.metadata.gpu.empty() ? "" : ", " + p.metadata.gpu) +
+               (p.metadata.source.empty() ? "" : ", " + p.metadata.source) + ">";
+      });
+
+  m.def(
+      "read_profile",
+      [](const std::filesystem::path& path) {
+        RequireExists(path);
+        py::gil_scoped_release release;
+        return model::ReadProfileCsv(path.string());
+      },
+      py::arg("path"));
+  m.def("simulate_profile", &SimulateProfileTask, py::arg("model"), py::arg("gpu"), py::kw_only(),
+        py::arg("tp"), py::arg("pp"), py::arg("dp") = 1, py::arg("microbatch_size") = 1,
+        py::arg("seq_length") = 0, py::arg("recompute") = "none", py::arg("layer_split") = "even",
+        py::arg("power_limit_w") = 0.0, py::arg("min_mhz") = 0);
+}
+
+}  // namespace joulepipe::python
