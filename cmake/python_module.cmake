@@ -16,7 +16,7 @@
 
 if(CMAKE_SCRIPT_MODE_FILE)
   file(GLOB_RECURSE sources RELATIVE "${JOULEPIPE_COPY_FROM}"
-       "${JOULEPIPE_COPY_FROM}/*.py" "${JOULEPIPE_COPY_FROM}/*.pyi")
+       "${JOULEPIPE_COPY_FROM}/*.py" "${JOULEPIPE_COPY_FROM}/*.pyi" "${JOULEPIPE_COPY_FROM}/py.typed")
   foreach(source ${sources})
     execute_process(COMMAND ${CMAKE_COMMAND} -E copy_if_different
                             "${JOULEPIPE_COPY_FROM}/${source}" "${JOULEPIPE_COPY_TO}/${source}"

@@ -4,11 +4,9 @@ The native library (``joulepipe._core``) does the work: measurement windows
 and the per-step energy log, the planner (the iteration time-energy
 frontier), the in-situ profiler, the coordination policy and the per-rank
 runtime that applies a clock per forward/backward off the training thread.
-This package adds the integrations:
-
-* ``joulepipe.megatron``: Megatron-LM / megatron-core, behind one option
-  (``enable(mode=...)`` or ``--joulepipe optimize``);
-* ``joulepipe.pytorch``: context managers for custom PyTorch loops.
+This package adds the integration for custom PyTorch loops,
+``joulepipe.pytorch`` (step and forward/backward contexts; modes measure,
+profile, optimize). docs/python.md has the whole API.
 
 Errors are Python exceptions with the library's messages:
 ``InputError`` (a ValueError; ``.field`` names what to change),
@@ -28,6 +26,7 @@ from joulepipe._core import (  # noqa: F401  (re-exported)
     Measurement,
     Monitor,
     PipelinePlan,
+    Plan,
     Profile,
     ProfileMetadata,
     ProfileReport,
@@ -57,6 +56,7 @@ __all__ = [
     "Measurement",
     "Monitor",
     "PipelinePlan",
+    "Plan",
     "Profile",
     "ProfileMetadata",
     "ProfileReport",

@@ -3,6 +3,7 @@
 // every other file uses.
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
 
 #include "bindings.hpp"
 #include "cancellable.hpp"
@@ -187,6 +189,58 @@ void BindPlan(py::module_& m) {
   py::enum_<model::Kind>(m, "Kind", "An instruction's kind: one forward or one backward.")
       .value("FORWARD", model::Kind::kForward)
       .value("BACKWARD", model::Kind::kBackward);
+
+  py::class_<model::Plan>(m, "Plan",
+                          "A plan file (what `joulepipe plan` writes): one clock per "
+                          "instruction of every stage, in execution order.")
+      .def_static(
+          "read",
+          [](const std::filesystem::path& path) {
+            std::filesystem::path file = path;
+            std::error_code error;
+            if (std::filesystem::is_directory(file, error)) file /= "chosen.json";
+            if (!std::filesystem::exists(file, error)) {
+              PyErr_SetObject(PyExc_FileNotFoundError,
+                              py::make_tuple(2, "No such file or directory (the plan)",
+                                             file.string())
+                                  .ptr());
+              throw py::error_already_set();
+            }
+            return model::ReadPlanFile(file.string());
+          },
+          py::arg("path"),
+          "Reads a plan file, or DIR/chosen.json when `path` is a `joulepipe plan --out` DIR.")
+      .def_static("parse", &model::PlanFromJson, py::arg("text"), py::arg("source") = "plan")
+      .def_readonly("schedule", &model::Plan::schedule)
+      .def_readonly("stages", &model::Plan::num_stages)
+      .def_readonly("microbatches", &model::Plan::num_microbatches)
+      .def_readonly("chunks", &model::Plan::num_chunks)
+      .def_property_readonly("predicted_time_s",
+                             [](const model::Plan& p) -> std::optional<double> {
+                               if (!p.predicted) return std::nullopt;
+                               return p.predicted->time_s;
+                             })
+      .def_property_readonly("predicted_energy_j",
+                             [](const model::Plan& p) -> std::optional<double> {
+                               if (!p.predicted) return std::nullopt;
+                               return p.predicted->energy_j;
+                             })
+      .def(
+          "stage_plan",
+          [](const model::Plan& p, int stage) {
+            if (stage < 0 || stage >= static_cast<int>(p.stages.size())) {
+              throw model::InputError("stage", "stage must be 0.." +
+                                                   std::to_string(p.stages.size() - 1) +
+                                                   " (got " + std::to_string(stage) + ")");
+            }
+            return StagePlanToList(p.stages[stage]);
+          },
+          py::arg("stage"))
+      .def("to_json", &model::PlanToJson)
+      .def("__repr__", [](const model::Plan& p) {
+        return "<Plan " + p.schedule + ": " + std::to_string(p.num_stages) + " stages x " +
+               std::to_string(p.num_microbatches) + " microbatches>";
+      });
 
   py::class_<FrontierView>(m, "Frontier", py::buffer_protocol(),
                            "The iteration time-energy frontier: n points (time_s, energy_j), "

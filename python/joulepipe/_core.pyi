@@ -1,0 +1,311 @@
+"""joulepipe._core: the C++ library's task-level calls (src/python).
+
+Conventions:
+* Errors: InputError (a ValueError) for bad input, with ``.field`` naming
+  the library field (e.g. ``"Spec::stages"``); a missing file is
+  FileNotFoundError; GpuError (a RuntimeError) when NVML cannot be used;
+  JobStateError for a CoordJob call its phase does not allow.
+* Long calls (plan_pipeline, simulate) release the GIL, call ``progress(phase,
+  fraction)`` on the caller's thread, and stop on Ctrl-C with
+  KeyboardInterrupt (nothing is left behind).
+* A ``profile`` argument is a Profile or the path of a profile CSV.
+* A stage plan is a list of ``(Kind, microbatch, chunk, mhz)`` tuples in
+  execution order.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+version: str
+
+PathLike = Union[str, "os.PathLike[str]"]
+ProfileArg = Union["Profile", PathLike]
+Progress = Optional[Callable[[str, float], None]]
+StagePlan = List[Tuple["Kind", int, int, int]]
+
+class InputError(ValueError):
+    """Bad input. str(e) is the library's message; e.field the field it is about
+    ('' when it names a file position instead)."""
+
+    field: str
+
+class GpuError(RuntimeError):
+    """NVML cannot be used, an NVML call failed, a MIG GPU, or a value the GPU
+    does not accept; str(e) says which and how to fix it."""
+
+class JobStateError(RuntimeError):
+    """A CoordJob call its phase does not allow."""
+
+class Cancelled(RuntimeError):
+    """A long task was cancelled by the library's own cancel flag."""
+
+class Kind(enum.Enum):
+    """An instruction's kind: one forward or one backward of one microbatch."""
+
+    FORWARD = 0
+    BACKWARD = 1
+
+# ---- profiles -------------------------------------------------------------------------
+
+class ProfileMetadata:
+    """The profile CSV's '# key: value' lines; every field may be empty / None."""
+
+    gpu: str
+    p_block_w: Optional[float]
+    source: str  # "measured" | "simulated" | "imported" | ""
+    date: str  # ISO 8601 UTC
+    joulepipe_version: str
+    def __init__(self) -> None: ...
+
+class Profile:
+    """Per stage and instruction kind, time (s) and energy (J) of one instruction
+    at each SM clock, with metadata (docs/formats.md, "Profile CSV")."""
+
+    metadata: ProfileMetadata
+    @property
+    def stages(self) -> int: ...
+    @staticmethod
+    def read(path: PathLike) -> Profile: ...
+    @staticmethod
+    def parse(text: str, source: str = "profile") -> Profile: ...
+    def to_csv(self) -> str: ...
+    def write(self, path: PathLike, *, overwrite: bool = False) -> None:
+        """Atomically; an existing file is FileExistsError unless overwrite."""
+    def points(self, stage: int, kind: Kind) -> List[Tuple[int, float, float]]:
+        """(mhz, time_s, energy_j), highest clock first."""
+    def validate(self, stages: int, source: str = "profile") -> None: ...
+
+def read_profile(path: PathLike) -> Profile: ...
+def simulate_profile(model: str, gpu: str, *, tp: int, pp: int, dp: int = 1,
+                     microbatch_size: int = 1, seq_length: int = 0, recompute: str = "none",
+                     layer_split: Union[str, Sequence[int], None] = "even",
+                     power_limit_w: float = 0.0, min_mhz: int = 0) -> Profile:
+    """The workload model's profile (`joulepipe profile --simulate`), stamped
+    source "simulated" with the GPU's name and P_block."""
+
+# ---- planning -------------------------------------------------------------------------
+
+class Frontier:
+    """The iteration time-energy frontier, ascending time. numpy.asarray(f) is a
+    read-only (n, 2) view (time_s, energy_j) without a copy."""
+
+    def __len__(self) -> int: ...
+    def __getitem__(self, index: int) -> Tuple[float, float]: ...
+    def tolist(self) -> List[Tuple[float, float]]: ...
+
+class PipelinePlan:
+    """A solved plan: the frontier, the chosen point (least energy within the
+    deadline) and one clock per instruction."""
+
+    schedule: str
+    stages: int
+    microbatches: int
+    chunks: int
+    instructions: int
+    baseline_time_s: float  # every instruction at its highest clock
+    baseline_energy_j: float
+    time_s: float  # the chosen point
+    energy_j: float
+    saving: float  # 1 - energy_j / baseline_energy_j
+    bound_energy_j: float  # no plan at the baseline time uses less
+    deadline_s: float  # (1 + slowdown) x baseline_time_s
+    slowdown: float
+    chosen_index: int
+    p_block_w: float
+    p_block_source: str  # "request" | "profile"
+    solve_seconds: float
+    notes: List[str]
+    frontier: Frontier
+    def stage_plan(self, stage: int) -> StagePlan: ...
+    def to_json(self) -> str:
+        """The chosen plan file (`joulepipe plan`'s chosen.json, byte for byte)."""
+    def point_json(self, index: int) -> str: ...
+
+class Plan:
+    """A plan file."""
+
+    schedule: str
+    stages: int
+    microbatches: int
+    chunks: int
+    predicted_time_s: Optional[float]
+    predicted_energy_j: Optional[float]
+    @staticmethod
+    def read(path: PathLike) -> Plan:
+        """A plan file, or DIR/chosen.json for a `joulepipe plan --out` DIR."""
+    @staticmethod
+    def parse(text: str, source: str = "plan") -> Plan: ...
+    def stage_plan(self, stage: int) -> StagePlan: ...
+    def to_json(self) -> str: ...
+
+def plan_pipeline(profile: ProfileArg, *, stages: int, microbatches: int,
+                  schedule: str = "1f1b", chunks: int = 1, p_block_w: Optional[float] = None,
+                  slowdown: float = 0.0, resolution_s: float = 1e-3, progress: Progress = None,
+                  profile_name: Optional[str] = None) -> PipelinePlan:
+    """solver::PlanPipeline, as `joulepipe plan`. p_block_w None: the profile's
+    metadata. slowdown: the iteration time the plan may add, a fraction."""
+
+def evaluate_plan(profile: ProfileArg, plan_json: str, *, p_block_w: Optional[float] = None,
+                  plan_name: str = "plan") -> Dict[str, Any]:
+    """schedule::EvaluatePlan, as `joulepipe evaluate`: time_s, energy_j,
+    busy_energy_j, blocking_energy_j, p_block_w, predicted_*, notes, shape."""
+
+def simulate(profile: ProfileArg, *, stages: int, microbatches: int, schedule: str = "1f1b",
+             chunks: int = 1, p_block_w: Optional[float] = None, pipelines: int = 1,
+             gpus_per_stage: int = 1, iterations: int = 1, p2p_latency_s: float = 0.0,
+             allreduce_s: float = 0.0, straggler_pipeline: int = -1,
+             straggler_slowdown: float = 1.0, straggler_from_iteration: int = 0,
+             straggler_for_iterations: int = 0, straggler_period: int = 0,
+             clock_variability: float = 0.0, stall_probability: float = 0.0,
+             stall_s: float = 0.0, seed: int = 1, detection: str = "oracle",
+             detection_lag: int = 0, resolution_s: float = 5e-3,
+             progress: Progress = None) -> Dict[str, Any]:
+    """sim::SimulateJob, as `joulepipe simulate --json`: baseline and joulepipe
+    totals, saving_pct, the planned points, notes."""
+
+# ---- GPUs and measurement ----------------------------------------------------------------
+
+def gpus() -> List[Dict[str, Any]]:
+    """The visible GPUs: index, nvml_index, name, uuid, architecture,
+    mig_enabled, supported_sm_mhz, default_sm_mhz, has_energy_counter."""
+
+class Measurement:
+    """One measured window."""
+
+    name: str
+    duration_s: float
+    gpu_energy_j: float
+    total_energy_j: float
+    approximate: bool  # some energy was power x time
+    gpus: List[Tuple[int, float]]
+    gpu_sources: List[str]  # "counter" | "power samples" per GPU
+    cpu_energy_j: Optional[float]
+    dram_energy_j: Optional[float]
+    methodology: str
+
+class Monitor:
+    """Named energy-measurement windows over GPUs (and CPU/DRAM with cpu=True)."""
+
+    gpu_indices: List[int]
+    methodology: str
+    scope: str
+    def __init__(self, gpus: Optional[Sequence[int]] = None, cpu: bool = False,
+                 counter_period_s: float = 0.1) -> None: ...
+    def begin(self, name: str) -> None: ...
+    def end(self, name: str) -> Measurement: ...
+    def is_open(self, name: str) -> bool: ...
+
+class StepLogger:
+    """Per-step time, energy, power, tokens/s and J/token over a Monitor; a CSV or
+    JSON-lines file when path is given."""
+
+    def __init__(self, monitor: Monitor, path: str = "", format: str = "csv",
+                 tokens_per_step: float = 0.0) -> None: ...
+    def begin_step(self) -> None: ...
+    def end_step(self, tokens: float = -1.0) -> Dict[str, Any]: ...
+    def summary(self) -> Dict[str, Any]: ...
+    def format_summary(self) -> str: ...
+
+# ---- the runtime -----------------------------------------------------------------------
+
+class ProfileReport:
+    """What an in-situ profiler measured (rows, P_block, quality figures)."""
+
+    p_block_w: float
+    p_block_samples: int
+    iterations: int
+    max_confidence: float
+    max_time_spread: float
+    def to_dict(self) -> Dict[str, Any]: ...
+    @staticmethod
+    def from_dict(d: Dict[str, Any]) -> ProfileReport: ...
+    def to_csv(self) -> str: ...
+
+class InSituProfiler:
+    """Sweeps SM clocks over the first iterations (docs/profiling.md); give it
+    to Agent.set_profiler."""
+
+    done: bool
+    iterations: int
+    def __init__(self, stage: int, clocks: Sequence[int], samples_per_clock: int = 0,
+                 warmup_iterations: int = 1, stop_after_rises: int = 3, gpu: str = "") -> None: ...
+    def report(self) -> ProfileReport: ...
+
+def candidate_clocks(supported: Sequence[int], floor_fraction: float = 0.6,
+                     stride_mhz: int = 0, floor_mhz: int = 0) -> List[int]: ...
+def merge_reports(reports: Sequence[ProfileReport]) -> ProfileReport: ...
+
+class Agent:
+    """The per-rank runtime: applies each instruction's planned clock from a
+    controller thread. The hooks never raise and cost one native call."""
+
+    mode: str  # "off" | "execute" | "profile" | "fallback"
+    fallback_reason: Optional[str]
+    closed: bool
+    log_dropped: int
+    def __init__(self, nvml_index: int = 0, control: str = "nvml",
+                 daemon_socket: str = "/run/joulepiped.sock",
+                 idle_clock_mhz: Optional[int] = None) -> None: ...
+    def set_plan(self, plan: StagePlan) -> None: ...
+    def set_profiler(self, profiler: Optional[InSituProfiler]) -> None: ...
+    def disable(self) -> None: ...
+    def on_step_begin(self) -> None: ...
+    def on_step_end(self) -> None: ...
+    def on_instruction_begin(self, kind: Kind, microbatch: int, chunk: int = 0) -> None: ...
+    def on_instruction_end(self, kind: Kind, microbatch: int, chunk: int = 0) -> None: ...
+    def stats(self) -> Dict[str, int]: ...
+    def wait_idle(self, timeout_s: float = 5.0) -> bool: ...
+    def take_log(self) -> List[str]: ...
+    def close(self) -> None:
+        """Default clocks back, controller joined. Idempotent."""
+    def __enter__(self) -> Agent: ...
+    def __exit__(self, *exc: Any) -> bool: ...
+
+class CoordinatedPlan:
+    """An Agent run on the plans a coordinator (`joulepipe serve`) hands this rank.
+    Its hooks are the only ones the loop calls (they drive the agent)."""
+
+    log_dropped: int
+    def __init__(self, agent: Agent, url: str, job_id: str, rank: int,
+                 token: Optional[str] = None, registration: Optional[Dict[str, Any]] = None,
+                 start_wait_s: float = 60.0, start_timeout_s: float = 90.0,
+                 meter_nvml_index: Optional[int] = None) -> None: ...
+    def start(self) -> bool:
+        """Bounded wait for the first plan; False: default clocks, training goes on."""
+    def on_step_begin(self) -> None: ...
+    def on_instruction_begin(self, kind: Kind, microbatch: int, chunk: int = 0) -> None: ...
+    def on_instruction_end(self, kind: Kind, microbatch: int, chunk: int = 0) -> None: ...
+    def on_step_end(self, time_s: Optional[float] = None,
+                    energy_j: Optional[float] = None) -> None: ...
+    def stats(self) -> Dict[str, Any]: ...
+    def take_log(self) -> List[str]: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> CoordinatedPlan: ...
+    def __exit__(self, *exc: Any) -> bool: ...
+
+class CoordJob:
+    """The coordination policy of one job (coord::Job), without I/O."""
+
+    ready_to_plan: bool
+    phase: str
+    failure: str
+    plan_version: int
+    world_size: int
+    registered_ranks: int
+    baseline_time_s: float
+    completed_iterations: int
+    def __init__(self, job_id: str, dp: int, pp: int, tp: int, schedule: str,
+                 microbatches: int, chunks: int = 1, p_block_w: Optional[float] = None, *,
+                 resolution_s: float = 5e-3, gpu: str = "", max_slowdown: float = 1.0) -> None: ...
+    def register_rank(self, rank: int, dp_rank: int, pp_rank: int, tp_rank: int,
+                      available_mhz: Sequence[int]) -> bool: ...
+    def set_profile(self, csv: str) -> None: ...
+    def plan(self) -> None: ...
+    def plan_for(self, rank: int) -> Optional[Dict[str, Any]]: ...
+    def report_iteration(self, rank: int, iteration: int, time_s: float,
+                         energy_j: Optional[float] = None, now: Optional[float] = None) -> int: ...
+    def switches(self) -> List[Dict[str, Any]]: ...
+    def status_json(self) -> str: ...

@@ -1,0 +1,564 @@
+"""One rank's joulepipe during training: the energy of every iteration, and,
+when optimising, the in-situ profile, the plan and its clocks.
+
+The integrations (``joulepipe.megatron``, ``joulepipe.pytorch``) call:
+
+    session.iteration_begin()        before the iteration's pipeline work
+    session.forward_begin(mb, chunk) / forward_end(mb, chunk)
+    session.backward_begin(mb, chunk) / backward_end(mb, chunk)
+    session.pipeline_end()           after the last forward/backward
+    session.iteration_end()          after the optimizer step (optional: the
+                                     next iteration_begin ends it otherwise)
+
+Modes:
+  measure   time, GPU energy, average power, tokens/s and J/token per
+            iteration; clocks are never touched.
+  profile   measure, plus the in-situ profiler for the first iterations (a
+            sweep of SM clocks, docs/profiling.md); then the job is planned
+            and the predicted saving logged; clocks go back to default.
+  optimize  profile (or a given profile), plan, then every forward/backward
+            runs at its planned clock; the plan switches when a straggler
+            appears (the coordination policy, docs/coordination.md).
+
+Fail-safe: nothing here raises into training. Any failure (no NVML, the
+daemon gone, a schedule that does not match the plan, a planning error)
+logs one line and leaves the GPU at its default clocks; measurement goes on
+where it can. Hooks are cheap: in execute mode a forward/backward hook is
+one call into the native agent (no I/O, no lock; bench/python_hooks.py).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from joulepipe import _core
+from joulepipe._coordinator import EmbeddedCoordinator, JobShape, RankInfo, RemoteCoordinator
+
+MODES = ("off", "measure", "profile", "optimize")
+_FORWARD, _BACKWARD = _core.Kind.FORWARD, _core.Kind.BACKWARD
+_KINDS = {"forward": _FORWARD, "backward": _BACKWARD}
+
+
+@dataclass
+class Options:
+    mode: str = "measure"
+    coordinator: Optional[str] = None  # URL of `joulepipe serve`; None: embedded
+    coordinator_token: Optional[str] = None
+    max_slowdown: float = 1.0          # the plan may be this much slower than all-max clocks
+    control: str = "auto"              # "auto" | "nvml" | "daemon"
+    daemon_socket: Optional[str] = None
+    plan: Optional[str] = None         # a plan file (or `joulepipe plan --out` DIR) to apply
+    profile: Optional[str] = None      # a profile CSV to plan from (skips profiling)
+    profile_out: Optional[str] = None  # where rank 0 writes the measured profile
+    profile_stride_mhz: int = 0        # candidate clocks: every stride (0: every supported)
+    profile_floor: float = 0.6         # lowest candidate clock, a fraction of the max
+    tokens_per_iteration: float = 0
+    log_path: Optional[str] = None     # per-iteration log, "{rank}" replaced; .jsonl or .csv
+    job_id: Optional[str] = None
+
+
+@dataclass
+class Topology:
+    """Where this rank sits in the job."""
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    dp_rank: int = 0
+    pp_rank: int = 0
+    tp_rank: int = 0
+    dp: int = 1
+    pp: int = 1
+    tp: int = 1
+
+
+@dataclass
+class IterationRecord:
+    iteration: int
+    time_s: float
+    pipeline_time_s: float
+    energy_j: Optional[float]
+    avg_power_w: Optional[float]
+    tokens_per_s: Optional[float]
+    j_per_token: Optional[float]
+    approximate: bool
+    plan_version: int
+    clocks_applied: int
+    predicted_saving: Optional[float] = None
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        parts = [f"joulepipe: iteration {self.iteration}", f"{self.time_s * 1e3:.1f} ms"]
+        if self.energy_j is not None:
+            parts.append(f"{self.energy_j:.3f} J/iter/GPU{' (approx.)' if self.approximate else ''}")
+            parts.append(f"{self.avg_power_w:.1f} W/GPU")
+        if self.tokens_per_s:
+            parts.append(f"{self.tokens_per_s:,.0f} tokens/s")
+            if self.j_per_token is not None:
+                parts.append(f"{self.j_per_token * 1e3:.3f} mJ/token")
+        if self.plan_version:
+            saving = (f", predicted saving {self.predicted_saving * 100:.1f} %"
+                      if self.predicted_saving is not None else "")
+            parts.append(f"plan v{self.plan_version}{saving}, {self.clocks_applied} clock changes")
+        return " | ".join(parts)
+
+
+class Session:
+    def __init__(self, options: Options, topology: Topology, exchange: Any,
+                 log: Callable[[str], None], writer: Any = None) -> None:
+        if options.mode not in MODES[1:]:
+            raise ValueError(f"mode must be one of measure, profile, optimize (got {options.mode!r})")
+        if not 1.0 <= options.max_slowdown <= 2.0:
+            raise ValueError("max_slowdown must be in [1, 2], e.g. 1.05 for 5 % slower "
+                             f"(got {options.max_slowdown})")
+        self.options = options
+        self.topo = topology
+        self._exchange = exchange
+        self._log_fn = log
+        self._writer = writer
+        self.records: List[IterationRecord] = []
+        self.applied_plans: List[Dict[str, Any]] = []
+        self.failure: Optional[str] = None
+
+        # Iteration state.
+        self._iteration = 0
+        self._open = False
+        self._t0 = 0.0
+        self._pipeline_time = 0.0
+        self._observed: List[Tuple[str, int, int]] = []
+        self._recording = True  # the first training iteration's order
+        self._schedule_order: Optional[List[Tuple[str, int, int]]] = None
+        self._running_version = 0
+        self._plan_started = False   # shared: decided from the rounds' rows
+        self._received_version = 0   # shared: the newest version rank 0 announced
+        self._told_planning_failed = False
+        self._predicted_saving: Optional[float] = None
+        self._shape: Optional[Dict[str, Any]] = None  # schedule, microbatches, chunks
+        self._phase = "measure"  # measure | profile | planning | execute
+        self._coordinator: Any = None
+        self._profiler: Any = None
+        self._agent: Any = None
+        self._monitor: Any = None
+        self._last_applied = 0
+        self._file = None
+
+        self._gpu = self._find_gpu()
+        if self._gpu is not None:
+            try:
+                self._monitor = _core.Monitor(gpus=[self._gpu["index"]])
+            except Exception as error:
+                self._note(f"no GPU energy for this rank ({error}); logging time only")
+        if options.log_path:
+            self._open_log(options.log_path.replace("{rank}", str(topology.rank)))
+        if options.mode in ("profile", "optimize"):
+            self._start_agent()
+
+    # ---- setup ---------------------------------------------------------------
+
+    def _note(self, line: str) -> None:
+        try:
+            self._log_fn(f"joulepipe [rank {self.topo.rank}]: {line}")
+        except Exception:
+            pass
+
+    def _find_gpu(self) -> Optional[Dict[str, Any]]:
+        try:
+            devices = _core.gpus()
+        except Exception as error:
+            self._note(f"no GPU energy or clock control: {error}")
+            return None
+        if not devices:
+            self._note("no GPU is visible; logging time only")
+            return None
+        index = self.topo.local_rank
+        try:
+            import torch
+            if torch.cuda.is_available():
+                index = torch.cuda.current_device()
+        except Exception:
+            pass
+        for device in devices:
+            if device["index"] == index:
+                return device
+        return devices[index % len(devices)]
+
+    def _start_agent(self) -> None:
+        if self._gpu is None:
+            self._fail("no GPU to control")
+            return
+        control = self.options.control
+        socket = self.options.daemon_socket or "/run/joulepiped.sock"
+        if control == "auto":
+            control = "daemon" if os.path.exists(socket) else "nvml"
+        try:
+            self._agent = _core.Agent(nvml_index=self._gpu["nvml_index"], control=control,
+                                      daemon_socket=socket)
+        except Exception as error:
+            self._fail(f"the clock agent could not start: {error}")
+            return
+        self._control = control
+        if self.options.plan:
+            if self.options.mode != "optimize":
+                self._fail(f"a plan file is applied in optimize mode only (mode is "
+                           f"{self.options.mode!r})")
+                return
+            self._apply_plan_file(self.options.plan)
+            return
+        if self.options.profile:
+            try:
+                with open(self.options.profile) as f:
+                    self._profile_csv = f.read()
+            except OSError as error:
+                self._fail(f"cannot read the profile {self.options.profile}: {error.strerror}")
+                return
+            self._phase = "profile"  # done at once: plans at the first boundary
+            return
+        clocks = _core.candidate_clocks(self._gpu["supported_sm_mhz"], self.options.profile_floor,
+                                        self.options.profile_stride_mhz)
+        self._profiler = _core.InSituProfiler(self.topo.pp_rank, clocks, gpu=self._gpu["name"])
+        self._agent.set_profiler(self._profiler)
+        self._phase = "profile"
+        self._note(f"profiling stage {self.topo.pp_rank} at {len(clocks)} clocks "
+                   f"({clocks[0]}..{clocks[-1]} MHz) through {control}")
+
+    def _apply_plan_file(self, path: str) -> None:
+        """optimize with a plan file: this rank's stage plan, from the first
+        iteration on (no profiling, no coordination)."""
+        try:
+            plan = _core.Plan.read(path)
+        except (OSError, ValueError) as error:
+            self._fail(f"cannot use the plan {path}: {error}")
+            return
+        if plan.stages != self.topo.pp:
+            self._fail(f"the plan {path} is for {plan.stages} pipeline stages, this job has "
+                       f"{self.topo.pp}; plan the job's own profile")
+            return
+        stage_plan = plan.stage_plan(self.topo.pp_rank)
+        self._agent.set_plan(stage_plan)
+        self._shape = {"schedule": plan.schedule, "microbatches": plan.microbatches,
+                       "chunks": plan.chunks}
+        self._phase = "execute"
+        self._running_version = 1
+        self.applied_plans.append({"version": 1, "reason": f"plan file {path}",
+                                   "plan": stage_plan})
+        clocks = " ".join(f"{'F' if k == _core.Kind.FORWARD else 'B'}{m}"
+                          f"{'.' + str(c) if c else ''}@{f}" for (k, m, c, f) in stage_plan)
+        self._note(f"plan {path} applied to stage {self.topo.pp_rank} through {self._control}: "
+                   f"{clocks} MHz")
+
+    def _open_log(self, path: str) -> None:
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            self._file = open(path, "w", buffering=1)
+        except OSError as error:
+            self._note(f"cannot write the iteration log {path}: {error.strerror}")
+            return
+        if not path.endswith(".jsonl"):
+            self._file.write("iteration,time_s,pipeline_time_s,energy_j,avg_power_w,tokens_per_s,"
+                             "j_per_token,approximate,plan_version,clocks_applied\n")
+
+    def _fail(self, why: str) -> None:
+        """Default clocks from now on, said once."""
+        if self.failure is None:
+            self.failure = why
+            self._note(f"{why}; this rank runs at default clocks, training goes on")
+        # The phase stays: a failed rank keeps taking part in the rounds and
+        # exchanges (the other ranks wait for it there), it only never sets
+        # clocks again.
+        if self._agent is not None:
+            try:
+                self._agent.disable()
+            except Exception:
+                pass
+
+    # ---- hooks ---------------------------------------------------------------
+
+    def set_shape(self, schedule: str, microbatches: int, chunks: int) -> None:
+        """The pipeline schedule this iteration runs (from the schedule call)."""
+        if self._shape is None:
+            self._shape = {"schedule": schedule, "microbatches": microbatches, "chunks": chunks}
+        elif (self._shape["microbatches"] != microbatches or self._shape["chunks"] != chunks
+              or self._shape["schedule"] != schedule):
+            if self.options.plan and self.failure is None:
+                self._fail(f"the plan {self.options.plan} is for {self._shape['schedule']} with "
+                           f"{self._shape['microbatches']} microbatches and "
+                           f"{self._shape['chunks']} chunks; this loop runs {schedule} with "
+                           f"{microbatches} microbatches and {chunks} chunks")
+            elif self._phase in ("execute", "planning", "profile") and self.failure is None:
+                self._fail(f"the schedule changed ({self._shape} -> {schedule}, {microbatches} "
+                           f"microbatches, {chunks} chunks); the plan no longer fits")
+            self._shape = {"schedule": schedule, "microbatches": microbatches, "chunks": chunks}
+
+    def iteration_begin(self) -> None:
+        if self._open:
+            self.iteration_end()
+        self._open = True
+        if self._monitor is not None:
+            try:
+                self._monitor.begin("joulepipe.iteration")
+            except Exception:
+                pass
+        self._t0 = time.perf_counter()
+        if self._agent is not None:
+            self._agent.on_step_begin()
+
+    # The instruction hooks are the hot path (bench/python_hooks.py): a flag
+    # test, then one native call.
+
+    def forward_begin(self, microbatch: int, chunk: int) -> None:
+        if self._recording:
+            self._observed.append(("forward", microbatch, chunk))
+        if self._agent is not None:
+            self._agent.on_instruction_begin(_FORWARD, microbatch, chunk)
+
+    def forward_end(self, microbatch: int, chunk: int) -> None:
+        if self._agent is not None:
+            self._agent.on_instruction_end(_FORWARD, microbatch, chunk)
+
+    def backward_begin(self, microbatch: int, chunk: int) -> None:
+        if self._recording:
+            self._observed.append(("backward", microbatch, chunk))
+        if self._agent is not None:
+            self._agent.on_instruction_begin(_BACKWARD, microbatch, chunk)
+
+    def backward_end(self, microbatch: int, chunk: int) -> None:
+        if self._agent is not None:
+            self._agent.on_instruction_end(_BACKWARD, microbatch, chunk)
+
+    def pipeline_end(self) -> None:
+        """The iteration's forwards and backwards are done (before the optimizer)."""
+        if not self._open:
+            return
+        self._pipeline_time = time.perf_counter() - self._t0
+        if self._agent is not None:
+            self._agent.on_step_end()
+        if self._recording:
+            self._recording = False
+            self._schedule_order = list(self._observed)
+            self._observed = []
+        try:
+            self._coordinate()
+        except Exception as error:  # never into training
+            self._fail(f"coordination failed: {type(error).__name__}: {error}")
+
+    def iteration_end(self) -> Optional[IterationRecord]:
+        if not self._open:
+            return None
+        self._open = False
+        elapsed = time.perf_counter() - self._t0
+        energy = None
+        approximate = False
+        if self._monitor is not None:
+            try:
+                m = self._monitor.end("joulepipe.iteration")
+                energy, approximate = m.gpu_energy_j, m.approximate
+            except Exception:
+                pass
+        tokens = self.options.tokens_per_iteration
+        stats = self._agent.stats() if self._agent is not None else {}
+        applied = stats.get("applied", 0)
+        record = IterationRecord(
+            iteration=self._iteration, time_s=elapsed, pipeline_time_s=self._pipeline_time,
+            energy_j=energy, avg_power_w=(energy / elapsed if energy is not None and elapsed > 0
+                                          else None),
+            tokens_per_s=tokens / elapsed if tokens and elapsed > 0 else None,
+            j_per_token=(energy * self.topo.world_size / tokens if tokens and energy is not None
+                         else None),
+            approximate=approximate, plan_version=self._running_version,
+            clocks_applied=applied - self._last_applied,
+            predicted_saving=self._predicted_saving)
+        self._last_applied = applied
+        self._iteration += 1
+        self.records.append(record)
+        self._write(record)
+        self._drain_agent_log()
+        return record
+
+    # ---- coordination (at the iteration boundary) -----------------------------
+
+    def _row(self) -> List[float]:
+        done = 1.0
+        if self._phase == "profile" and self._profiler is not None and self.failure is None:
+            done = 1.0 if self._profiler.done else 0.0
+        announced = float(self._coordinator.version) if self._coordinator is not None else 0.0
+        planning_failed = self.topo.rank == 0 and self._plan_started and (
+            self.failure is not None
+            or (self._coordinator is not None and self._coordinator.failure is not None))
+        return [float(self._iteration), self._pipeline_time, done, float(self._running_version),
+                announced, 1.0 if planning_failed else 0.0]
+
+    def _coordinate(self) -> None:
+        if self.options.mode == "measure" or self.options.plan:
+            return
+        rows = self._exchange.finish_round()
+        self._exchange.start_round(self._row())
+        if rows is None:
+            return
+        iteration = int(rows[0][0])
+        # Decisions come from the rows alone, which every rank holds alike, so
+        # every rank enters the same collectives at the same boundary.
+        if not self._plan_started:
+            if all(r[2] >= 1.0 for r in rows):
+                self._plan_started = True
+                self._plan()
+            return
+        if rows[0][5] >= 1.0 and not self._told_planning_failed:
+            self._told_planning_failed = True
+            if self.topo.rank != 0:
+                self._note("planning failed on rank 0 (its log says why); default clocks")
+        if self._coordinator is not None:
+            self._coordinator.report(iteration, rows)
+        announced = int(rows[0][4])
+        if announced > self._received_version:
+            self._received_version = announced
+            self._receive_plans()
+
+    def _plan(self) -> None:
+        """Every rank, at the same boundary: profiles to rank 0, which plans."""
+        report = None
+        if self._profiler is not None and self.failure is None:
+            report = self._profiler.report().to_dict()
+            self._agent.disable()  # default clocks while rank 0 plans
+        me = {"report": report, "rank": self.topo.rank, "dp_rank": self.topo.dp_rank,
+              "pp_rank": self.topo.pp_rank, "tp_rank": self.topo.tp_rank,
+              "available_mhz": list(self._gpu["supported_sm_mhz"]) if self._gpu else [],
+              "order": self._schedule_order}
+        everyone = self._exchange.all_gather_object(me)
+        self._phase = "planning"
+        if self.topo.rank != 0:
+            return
+        if self.options.profile:
+            csv = self._profile_csv
+        else:
+            merged = _core.merge_reports(
+                [_core.ProfileReport.from_dict(e["report"]) for e in everyone if e["report"]])
+            csv = merged.to_csv()
+            if self.options.profile_out:
+                _write_atomically(self.options.profile_out, csv)
+                self._note(f"profile written to {self.options.profile_out}")
+        shape = self._shape or {"schedule": "1f1b", "microbatches": 1, "chunks": 1}
+        job = JobShape(job_id=self.options.job_id or f"joulepipe-{os.getpid()}-{int(time.time())}",
+                       dp=self.topo.dp, pp=self.topo.pp, tp=self.topo.tp,
+                       schedule=shape["schedule"], microbatches=shape["microbatches"],
+                       chunks=shape["chunks"], max_slowdown=self.options.max_slowdown)
+        ranks = [RankInfo(e["rank"], e["dp_rank"], e["pp_rank"], e["tp_rank"], e["available_mhz"])
+                 for e in everyone]
+        if self.options.coordinator:
+            self._coordinator = RemoteCoordinator(self.options.coordinator, self._note,
+                                                  self.options.coordinator_token)
+        else:
+            self._coordinator = EmbeddedCoordinator(self._note)
+        self._note(f"planning {job.schedule}, {job.pp} stages x {job.microbatches} microbatches"
+                   f"{f' x {job.chunks} chunks' if job.chunks > 1 else ''}, dp {job.dp}, "
+                   f"tp {job.tp} ({'coordinator ' + self.options.coordinator if self.options.coordinator else 'embedded, on rank 0'})")
+        self._coordinator.start(job, ranks, csv)
+
+    def _receive_plans(self) -> None:
+        """Every rank, at the same boundary: rank 0 hands out the newest plans."""
+        plans = self._coordinator.plans() if self._coordinator is not None else None
+        plans = self._exchange.broadcast_object(plans)
+        mine = plans.get(self.topo.rank) if plans else None
+        if mine is None:
+            self._fail("the coordinator sent no plan for this rank")
+            return
+        self._running_version = int(mine["version"])
+        baseline = mine.get("baseline_energy_j")
+        if baseline:
+            self._predicted_saving = 1.0 - mine["predicted_energy_j"] / baseline
+        if self.failure is not None:
+            return
+        if self.options.mode == "profile":
+            # Profile mode plans and reports; the clocks stay default.
+            if self._running_version == 1 or not self.applied_plans:
+                self._note(f"plan v{mine['version']} ready (not applied in profile mode): "
+                           f"{mine['reason']}")
+            self.applied_plans.append(mine)
+            self._phase = "execute"
+            return
+        self._apply(mine)
+
+    def _apply(self, plan: Dict[str, Any]) -> None:
+        planned = {(k, m, c): f for (k, m, c, f) in plan["plan"]}
+        order = self._schedule_order or []
+        if sorted(planned) != sorted(order):
+            self._fail(f"the schedule this rank ran ({len(order)} forwards/backwards) is not the "
+                       f"one planned ({len(planned)}): is the pipeline shape the same on every "
+                       "iteration?")
+            return
+        sequence = [(_KINDS[k], m, c, planned[(k, m, c)]) for (k, m, c) in order]
+        self._agent.set_plan(sequence)
+        self._phase = "execute"
+        self.applied_plans.append(plan)
+        same = [(k, m, c) for (k, m, c, _) in plan["plan"]] == order
+        clocks = " ".join(f"{k[0].upper()}{m}{'.' + str(c) if c else ''}@{f}"
+                          for (k, m, c), (_, _, _, f) in zip(order, sequence))
+        self._note(f"plan v{plan['version']} applied to stage {plan.get('stage', self.topo.pp_rank)}"
+                   f" through {self._control}: {clocks} MHz"
+                   f"{'' if same else ' (joulepipe reordered it to the order the loop ran)'}; "
+                   f"{plan['reason']}")
+
+    # ---- output --------------------------------------------------------------
+
+    def _write(self, r: IterationRecord) -> None:
+        if self._file is not None:
+            try:
+                if self._file.name.endswith(".jsonl"):
+                    import json
+                    self._file.write(json.dumps(r.__dict__) + "\n")
+                else:
+                    def f(v):
+                        return "" if v is None else (f"{v:.9g}" if isinstance(v, float) else str(v))
+                    self._file.write(",".join(f(v) for v in (
+                        r.iteration, r.time_s, r.pipeline_time_s, r.energy_j, r.avg_power_w,
+                        r.tokens_per_s, r.j_per_token, int(r.approximate), r.plan_version,
+                        r.clocks_applied)) + "\n")
+            except Exception:
+                pass
+        if self._writer is not None and r.energy_j is not None:
+            try:  # Megatron's --log-energy names, plus joulepipe's own
+                self._writer.add_scalar("iter-energy/gpu", r.energy_j, r.iteration)
+                self._writer.add_scalar("power/gpu", r.avg_power_w, r.iteration)
+                if r.predicted_saving is not None:
+                    self._writer.add_scalar("joulepipe/saving", r.predicted_saving, r.iteration)
+                self._writer.add_scalar("joulepipe/plan", r.plan_version, r.iteration)
+            except Exception:
+                pass
+
+    def _drain_agent_log(self) -> None:
+        if self._agent is None:
+            return
+        for line in self._agent.take_log():
+            self._note(line)
+        reason = self._agent.fallback_reason
+        if reason and self.failure is None:
+            self.failure = reason  # the agent said it once already (take_log)
+
+    def close(self) -> None:
+        if self._open:
+            self.iteration_end()
+        for thing in (self._coordinator, self._exchange):
+            if thing is not None:
+                try:
+                    thing.close()
+                except Exception:
+                    pass
+        if self._agent is not None:
+            try:
+                self._agent.close()  # default clocks back, controller joined
+            except Exception:
+                pass
+            self._agent = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def _write_atomically(path: str, text: str) -> None:
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
