@@ -4,9 +4,11 @@ The native library (``joulepipe._core``) does the work: measurement windows
 and the per-step energy log, the planner (the iteration time-energy
 frontier), the in-situ profiler, the coordination policy and the per-rank
 runtime that applies a clock per forward/backward off the training thread.
-This package adds the integration for custom PyTorch loops,
-``joulepipe.pytorch`` (step and forward/backward contexts; modes measure,
-profile, optimize). docs/python.md has the whole API.
+This package adds the integrations: ``joulepipe.pytorch`` for custom
+PyTorch loops (step and forward/backward contexts; modes measure, profile,
+optimize) and ``joulepipe.megatron`` for unmodified megatron-core behind one
+option (``enable("optimize", plan=...)`` or ``-m joulepipe.megatron.run
+--joulepipe optimize``). docs/python.md and docs/megatron.md.
 
 Errors are Python exceptions with the library's messages:
 ``InputError`` (a ValueError; ``.field`` names what to change),

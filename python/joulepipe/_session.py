@@ -155,6 +155,13 @@ class Session:
         if options.mode in ("profile", "optimize"):
             self._start_agent()
 
+    @property
+    def schedule_order(self) -> Optional[List[Tuple[str, int, int]]]:
+        """The first training iteration's forwards and backwards on this rank,
+        in the order they ran: ("forward" | "backward", microbatch, chunk).
+        None before that iteration ends."""
+        return list(self._schedule_order) if self._schedule_order is not None else None
+
     # ---- setup ---------------------------------------------------------------
 
     def _note(self, line: str) -> None:

@@ -1,0 +1,102 @@
+"""CPU shims that let unmodified megatron-core 0.16.1 pipeline schedules run
+without a GPU, for the tiny-GPT example and the tests only.
+
+This module is NOT part of the joulepipe package and must never be imported
+on a machine with GPUs: it rebinds a few CUDA entry points process-wide. On a
+real cluster the example skips it (train_tiny_gpt.py --device cuda).
+
+What megatron-core 0.16.1 needs on CPU, and why each shim is enough:
+
+1. torch.cuda.current_device() -> torch.device("cpu").
+   p2p_communication.P2PCommunicator allocates its receive buffers (and, with
+   variable sequence lengths, its shape tensors) with
+   `torch.empty(..., device=torch.cuda.current_device())` and
+   `torch.tensor(..., device=torch.cuda.current_device())`. Returning the CPU
+   device makes those buffers CPU tensors that gloo can send and receive.
+
+2. `torch` as seen by megatron.core.pipeline_parallel.schedules is a proxy
+   whose zeros/empty map device "cuda" (or "cuda:N", or a CUDA torch.device)
+   to the CPU. The three schedule functions allocate their token counter with
+   the literal `torch.zeros([], dtype=torch.int, device="cuda")`. The proxy
+   changes only that module's view of torch (every other attribute is the real
+   torch's), so user code and the rest of megatron keep the real torch.zeros.
+
+3. torch.cuda.synchronize() -> no-op. p2p_communication calls it after
+   batched isend/irecv (only when batch_p2p_comm and batch_p2p_sync) and
+   after exchanging shapes (variable_seq_lengths); there is nothing to
+   synchronise on CPU.
+
+4. The RNG tracker: tensor_parallel.random.initialize_rng_tracker(
+   inference_rng_tracker=True, force_reset=True). The default tracker keeps
+   CUDA generator states (torch.cuda.get_rng_state / set_rng_state); the
+   inference tracker's fork() is a plain context that leaves the (CPU)
+   default generator in use, so seeding with torch.manual_seed is enough.
+
+Point-to-point communication must additionally use unbatched isend/irecv:
+set `batch_p2p_comm=False` in the TransformerConfig (gloo has no
+batch_isend_irecv for the ops megatron issues). That is configuration, not a
+shim, so the caller sets it (see train_tiny_gpt.py).
+"""
+
+import types
+
+import torch
+
+_applied = False
+
+
+def _cpu_device(device):
+    """Maps a CUDA device spec (str, int index, torch.device) to the CPU;
+    returns anything else unchanged."""
+    if device is None:
+        return None
+    if isinstance(device, torch.device):
+        return torch.device("cpu") if device.type == "cuda" else device
+    if isinstance(device, str):
+        return "cpu" if device.split(":", 1)[0] == "cuda" else device
+    if isinstance(device, int):  # a bare index means a CUDA device to torch
+        return "cpu"
+    return device
+
+
+def _cpu_factory(fn):
+    def wrapper(*args, **kwargs):
+        if "device" in kwargs:
+            kwargs["device"] = _cpu_device(kwargs["device"])
+        return fn(*args, **kwargs)
+
+    wrapper.__name__ = fn.__name__
+    wrapper.__doc__ = f"{fn.__name__} with CUDA devices mapped to the CPU (cpu_shims)."
+    return wrapper
+
+
+class _TorchOnCpu(types.ModuleType):
+    """The torch module with zeros/empty mapping CUDA devices to the CPU."""
+
+    zeros = staticmethod(_cpu_factory(torch.zeros))
+    empty = staticmethod(_cpu_factory(torch.empty))
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+
+def apply():
+    """Installs the shims (idempotent). Call before building the model and
+    before the first forward_backward_func call. Refuses to run when CUDA is
+    available: there the real code paths must be used."""
+    global _applied
+    if _applied:
+        return
+    if torch.cuda.is_available():
+        raise RuntimeError(
+            "cpu_shims.apply(): CUDA is available; the CPU shims are for CPU-only runs "
+            "(use --device cuda)"
+        )
+    from megatron.core.pipeline_parallel import schedules
+    from megatron.core.tensor_parallel import random as mcore_random
+
+    torch.cuda.current_device = lambda: torch.device("cpu")
+    torch.cuda.synchronize = lambda device=None: None
+    schedules.torch = _TorchOnCpu("torch")
+    mcore_random.initialize_rng_tracker(inference_rng_tracker=True, force_reset=True)
+    _applied = True

@@ -1,0 +1,384 @@
+"""Trains a tiny GPT with unmodified megatron-core 0.16.1 pipeline schedules,
+optionally under joulepipe (joulepipe.megatron), on CPU or GPUs.
+
+    OMP_NUM_THREADS=1 torchrun --nproc-per-node 2 --standalone \\
+        examples/megatron/train_tiny_gpt.py --pp 2 --vp 2 --iterations 5
+
+World size = pp * dp (tensor parallel is 1). The schedule megatron picks
+follows from the layout: no pipelining (pp 1), 1F1B (pp 2) or interleaved
+1F1B (pp 2, --vp > 1 model chunks per stage).
+
+The loop is the minimal one megatron.training would run: per iteration
+zero_grad, forward_backward_func over --microbatches microbatches, a
+gradient all-reduce over the data-parallel group (done here by hand, see
+allreduce_data_parallel_grads), and an SGD step. Data are synthetic and
+deterministic: every run of the same configuration sees the same tokens, and
+with OMP_NUM_THREADS=1 on CPU the losses are bit-identical between runs.
+
+Without a GPU (--device cpu, the default when CUDA is unavailable) the CPU
+shims of cpu_shims.py are installed; they are for this example and the tests,
+never for real training. See docs/megatron.md.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+from datetime import timedelta
+from functools import partial
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from megatron.core import parallel_state
+from megatron.core.models.gpt import GPTModel
+from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+from megatron.core.pipeline_parallel import get_forward_backward_func
+from megatron.core.transformer.transformer_config import TransformerConfig
+
+
+def import_joulepipe():
+    """Returns (joulepipe.megatron or None, why it is not importable)."""
+    try:
+        import joulepipe.megatron as jpm
+    except ImportError as e:  # the package, its native module or the integration is absent
+        return None, f"{type(e).__name__}: {e}"
+    return jpm, None
+
+
+def build_parser():
+    p = argparse.ArgumentParser(
+        description="Train a tiny GPT with megatron-core pipeline schedules (run under torchrun; "
+        "world size = pp * data-parallel size, tensor parallel is 1).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--pp", type=int, choices=[1, 2], default=1,
+                   help="pipeline-parallel size (stages)")
+    p.add_argument("--vp", type=int, default=1,
+                   help="virtual pipeline chunks per stage; > 1 selects the interleaved 1F1B "
+                   "schedule (needs --pp 2)")
+    p.add_argument("--microbatches", type=int, default=4,
+                   help="microbatches per iteration (interleaved: a multiple of --pp)")
+    p.add_argument("--micro-batch-size", type=int, default=2, help="sequences per microbatch")
+    p.add_argument("--seq-length", type=int, default=32, help="tokens per sequence")
+    p.add_argument("--hidden-size", type=int, default=64, help="transformer hidden size")
+    p.add_argument("--num-heads", type=int, default=4, help="attention heads")
+    p.add_argument("--layers", type=int, default=4,
+                   help="transformer layers in total (divisible by pp * vp)")
+    p.add_argument("--vocab-size", type=int, default=128, help="vocabulary size")
+    p.add_argument("--iterations", type=int, default=5, help="training iterations")
+    p.add_argument("--eval-every", type=int, default=0,
+                   help="run a forward-only evaluation pass (same forward_backward_func, "
+                   "forward_only=True) after every K-th iteration; 0 = never")
+    p.add_argument("--lr", type=float, default=0.05, help="SGD learning rate")
+    p.add_argument("--seed", type=int, default=1234, help="seed for weights and data")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                   help="cpu: gloo and the CPU shims (cpu_shims.py); cuda: NCCL, one GPU per "
+                   "local rank; auto: cuda when available")
+    p.add_argument("--timeout-s", type=float, default=120,
+                   help="timeout of every collective and point-to-point operation (a hang fails "
+                   "instead of waiting forever)")
+    p.add_argument("--log-json", metavar="PATH",
+                   help="each rank appends one JSON line per iteration (and per evaluation) "
+                   "to PATH: rank, pp_rank, dp_rank, iteration, kind, loss (last stage only, "
+                   "else null), time_s")
+    return p
+
+
+def check_args(parser, args, world_size):
+    def fail(msg):
+        parser.error(msg)  # exits with status 2 and the usage line
+
+    tp = 1
+    if world_size % (args.pp * tp) != 0:
+        fail(f"world size {world_size} is not a multiple of --pp {args.pp} (tensor parallel 1)")
+    if args.vp < 1:
+        fail(f"--vp must be >= 1 (got {args.vp})")
+    if args.vp > 1 and args.pp < 2:
+        fail(f"--vp {args.vp} needs --pp 2: interleaving splits each pipeline stage")
+    if args.layers % (args.pp * args.vp) != 0:
+        fail(f"--layers {args.layers} must be divisible by pp * vp = {args.pp * args.vp}")
+    if args.microbatches < 1:
+        fail(f"--microbatches must be >= 1 (got {args.microbatches})")
+    if args.vp > 1 and args.microbatches % args.pp != 0:
+        fail(f"the interleaved schedule needs --microbatches ({args.microbatches}) to be a "
+             f"multiple of --pp ({args.pp})")
+    if args.hidden_size % args.num_heads != 0:
+        fail(f"--hidden-size {args.hidden_size} must be divisible by --num-heads "
+             f"{args.num_heads}")
+    for name in ("micro_batch_size", "seq_length", "iterations", "vocab_size"):
+        if getattr(args, name) < 1:
+            fail(f"--{name.replace('_', '-')} must be >= 1 (got {getattr(args, name)})")
+    if args.eval_every < 0:
+        fail(f"--eval-every must be >= 0 (got {args.eval_every})")
+    return world_size // (args.pp * tp)
+
+
+def synthetic_microbatches(args, kind, iteration, dp_rank, device):
+    """The `args.microbatches` microbatches of one iteration for one
+    data-parallel rank, as a list of dicts. Deterministic in (seed, kind,
+    iteration, dp_rank), and the same on every pipeline stage (the first stage
+    reads the tokens, the last the labels).
+
+    Each sequence counts up from a random start by a random stride modulo the
+    vocabulary, so the next token is predictable and the loss falls."""
+    g = torch.Generator().manual_seed(
+        args.seed * 1_000_003 + (0 if kind == "train" else 500_009) + iteration * 1_009 + dp_rank)
+    out = []
+    n, s = args.micro_batch_size, args.seq_length
+    for _ in range(args.microbatches):
+        start = torch.randint(0, args.vocab_size, (n, 1), generator=g)
+        stride = torch.randint(1, 4, (n, 1), generator=g)
+        seq = (start + stride * torch.arange(s + 1)) % args.vocab_size
+        out.append({
+            "tokens": seq[:, :-1].contiguous().to(device),
+            "labels": seq[:, 1:].contiguous().to(device),
+            "loss_mask": torch.ones(n, s, dtype=torch.float32, device=device),
+            "position_ids": torch.arange(s, device=device).unsqueeze(0).expand(n, s).contiguous(),
+            # megatron's convention: True = masked out (the future tokens).
+            "attention_mask": torch.triu(torch.ones(1, 1, s, s, dtype=torch.bool, device=device),
+                                         diagonal=1),
+        })
+    return out
+
+
+def loss_func(loss_mask, output_tensor):
+    """Mean token loss of a microbatch. Returns the (loss, reported) pair that
+    the schedules divide by the number of microbatches."""
+    losses = output_tensor.float().view(-1)
+    mask = loss_mask.view(-1)
+    loss = torch.sum(losses * mask) / mask.sum()
+    # A copy: the schedule divides `loss` in place by the number of microbatches.
+    return loss, {"lm loss": loss.detach().clone()}
+
+
+def forward_step(data_iterator, model):
+    """The forward_step_func megatron's schedules call once per microbatch
+    and model chunk. On stages other than the first, GPTModel ignores the
+    tokens and takes its input from the tensor the schedule received from the
+    previous stage (set_input_tensor); stages other than the last return
+    hidden states and the loss function is not applied to them."""
+    batch = next(data_iterator)
+    output = model(batch["tokens"], batch["position_ids"], batch["attention_mask"],
+                   labels=batch["labels"])
+    return output, partial(loss_func, batch["loss_mask"])
+
+
+def build_model_chunks(args, config):
+    """One GPTModel per virtual pipeline chunk of this stage, each with the
+    embedding (pre_process) only on the globally first chunk and the output
+    layer and loss (post_process) only on the globally last one."""
+    spec = get_gpt_layer_local_spec()
+    chunks = []
+    for vp_stage in range(args.vp):
+        vp_arg = vp_stage if args.vp > 1 else None
+        chunks.append(GPTModel(
+            config=config,
+            transformer_layer_spec=spec,
+            vocab_size=args.vocab_size,
+            max_sequence_length=args.seq_length,
+            pre_process=parallel_state.is_pipeline_first_stage(ignore_virtual=False,
+                                                               vp_stage=vp_arg),
+            post_process=parallel_state.is_pipeline_last_stage(ignore_virtual=False,
+                                                               vp_stage=vp_arg),
+            share_embeddings_and_output_weights=False,
+            vp_stage=vp_arg,
+        ))
+    return chunks
+
+
+def allreduce_data_parallel_grads(chunks, dp_group, dp_size):
+    """Averages gradients over the data-parallel group, in one flat buffer.
+
+    megatron's DistributedDataParallel wrapper (contiguous grad buffers,
+    overlapped bucketed reduce, finalize_model_grads) would do this on a real
+    job; for a tiny CPU model one blocking all-reduce after
+    forward_backward_func is simpler and has no CUDA dependency. Embeddings
+    are untied (share_embeddings_and_output_weights=False), so there is no
+    embedding-group all-reduce between the first and last stage either."""
+    if dp_size == 1:
+        return
+    grads = [p.grad for c in chunks for p in c.parameters() if p.grad is not None]
+    if not grads:
+        return
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat, group=dp_group)
+    flat /= dp_size
+    offset = 0
+    for g in grads:
+        g.copy_(flat[offset:offset + g.numel()].view_as(g))
+        offset += g.numel()
+
+
+def main():
+    parser = build_parser()
+    jpm, jpm_missing = import_joulepipe()
+    if jpm is not None:
+        # Adds --joulepipe {off,measure,profile,optimize} and the --joulepipe-* options.
+        jpm.add_arguments(parser)
+    else:
+        parser.add_argument("--joulepipe", choices=["off"], default="off",
+                            help="joulepipe mode; only 'off' because joulepipe.megatron is not "
+                            f"importable here ({jpm_missing})")
+    args = parser.parse_args()
+
+    device = args.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group(backend="nccl" if device == "cuda" else "gloo",
+                            timeout=timedelta(seconds=args.timeout_s))
+    rank = dist.get_rank()
+    dp_size = check_args(parser, args, dist.get_world_size())
+
+    if device == "cpu":
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import cpu_shims
+
+        cpu_shims.apply()
+
+    parallel_state.initialize_model_parallel(
+        tensor_model_parallel_size=1,
+        pipeline_model_parallel_size=args.pp,
+        virtual_pipeline_model_parallel_size=args.vp if args.vp > 1 else None,
+    )
+    pp_rank = parallel_state.get_pipeline_model_parallel_rank()
+    dp_rank = parallel_state.get_data_parallel_rank()
+    dp_group = parallel_state.get_data_parallel_group()
+    is_last_stage = parallel_state.is_pipeline_last_stage()  # of the physical stage
+
+    def print_rank_log(msg):
+        # One write per line, so that the ranks' lines never interleave on a shared pipe.
+        sys.stdout.write(f"[rank {rank}] {msg}\n")
+        sys.stdout.flush()
+
+    # Same weights on every data-parallel replica, different ones per stage
+    # (megatron.training's convention: seed + 100 * pipeline rank).
+    stage_seed = args.seed + 100 * pp_rank
+    torch.manual_seed(stage_seed)
+    if device == "cuda":
+        from megatron.core import tensor_parallel
+
+        tensor_parallel.model_parallel_cuda_manual_seed(stage_seed)
+
+    config = TransformerConfig(
+        num_layers=args.layers,
+        hidden_size=args.hidden_size,
+        num_attention_heads=args.num_heads,
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
+        use_cpu_initialization=(device == "cpu"),
+        params_dtype=torch.float32,
+        pipeline_dtype=torch.float32,
+        pipeline_model_parallel_size=args.pp,
+        virtual_pipeline_model_parallel_size=args.vp if args.vp > 1 else None,
+        # gloo: plain isend/irecv per tensor, not batch_isend_irecv + cuda sync.
+        batch_p2p_comm=(device == "cuda"),
+    )
+    chunks = build_model_chunks(args, config)
+    if device == "cuda":
+        for c in chunks:
+            c.cuda(torch.cuda.current_device())
+    params = [p for c in chunks for p in c.parameters()]
+    optimizer = torch.optim.SGD(params, lr=args.lr)
+
+    tokens_per_iteration = args.microbatches * args.micro_batch_size * args.seq_length * dp_size
+    print_rank_log(
+        f"pp {args.pp} (rank {pp_rank}) | vp {args.vp} | dp {dp_size} (rank {dp_rank}) | "
+        f"{len(chunks)} chunk(s), {sum(p.numel() for p in params)} parameters | "
+        f"{tokens_per_iteration} tokens/iteration | device {device}")
+
+    joulepipe_on = args.joulepipe != "off"
+    if joulepipe_on:
+        jpm.enable_from_args(args, tokens_per_iteration=tokens_per_iteration, log=print_rank_log)
+    try:
+        # Obtained AFTER enable: joulepipe's hooks wrap megatron's schedule
+        # functions (and forward_step / backward_step), so the function looked
+        # up now is the wrapped one.
+        forward_backward_func = get_forward_backward_func()
+        log_fd = None
+        if args.log_json:
+            log_fd = os.open(args.log_json, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+        def run_schedule(kind, iteration):
+            batches = synthetic_microbatches(args, kind, iteration, dp_rank, device)
+            # One iterator per model chunk: each chunk consumes every microbatch once.
+            iterators = [iter(batches) for _ in chunks]
+            return forward_backward_func(
+                forward_step_func=forward_step,
+                data_iterator=iterators,
+                model=chunks,
+                num_microbatches=args.microbatches,
+                seq_length=args.seq_length,
+                micro_batch_size=args.micro_batch_size,
+                forward_only=(kind == "eval"),
+            )
+
+        def mean_loss(losses_reduced):
+            """Loss averaged over microbatches and data-parallel replicas
+            (last stage only; None elsewhere)."""
+            if not is_last_stage:
+                return None
+            loss = torch.stack([r["lm loss"] for r in losses_reduced]).mean().cpu()
+            if dp_size > 1:
+                dist.all_reduce(loss, group=dp_group)
+                loss /= dp_size
+            return loss.item()
+
+        def report(kind, iteration, loss, seconds):
+            label = "loss" if kind == "train" else "eval loss"
+            loss_text = f"{loss:.6f}" if loss is not None else "-"
+            print_rank_log(f"iteration {iteration} | {label} {loss_text} | "
+                           f"time {seconds * 1e3:.1f} ms")
+            if log_fd is not None:
+                record = {"rank": rank, "pp_rank": pp_rank, "dp_rank": dp_rank,
+                          "iteration": iteration, "kind": kind, "loss": loss,
+                          "time_s": seconds}
+                os.write(log_fd, (json.dumps(record) + "\n").encode())
+
+        for iteration in range(1, args.iterations + 1):
+            for c in chunks:
+                c.train()
+            start = time.perf_counter()
+            optimizer.zero_grad(set_to_none=True)
+            losses_reduced = run_schedule("train", iteration)
+            allreduce_data_parallel_grads(chunks, dp_group, dp_size)
+            optimizer.step()
+            loss = mean_loss(losses_reduced)
+            if device == "cuda":
+                torch.cuda.synchronize()
+            report("train", iteration, loss, time.perf_counter() - start)
+            if joulepipe_on:
+                summary = jpm.last_iteration_summary()
+                if summary is not None:
+                    print_rank_log(summary)
+
+            if args.eval_every > 0 and iteration % args.eval_every == 0:
+                for c in chunks:
+                    c.eval()
+                start = time.perf_counter()
+                with torch.no_grad():
+                    losses_reduced = run_schedule("eval", iteration)
+                loss = mean_loss(losses_reduced)
+                report("eval", iteration, loss, time.perf_counter() - start)
+        if joulepipe_on and jpm.session() is not None:
+            order = jpm.session().schedule_order or []
+            print_rank_log("joulepipe: the order this stage ran: " + " ".join(
+                f"{k[0].upper()}{m}{'.' + str(c) if args.vp > 1 else ''}" for k, m, c in order))
+            if log_fd is not None:
+                os.write(log_fd, (json.dumps({"rank": rank, "pp_rank": pp_rank, "kind": "order",
+                                              "order": order}) + "\n").encode())
+        if log_fd is not None:
+            os.close(log_fd)
+    finally:
+        if joulepipe_on:
+            jpm.disable()  # restores clocks and unwraps megatron, also on errors
+    parallel_state.destroy_model_parallel()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,353 @@
+"""joulepipe for Megatron-LM / megatron-core, behind one option.
+
+    import joulepipe.megatron as jpm
+    jpm.enable("optimize")          # or "measure", "profile"
+    ... the usual training loop (get_forward_backward_func() after enable) ...
+    jpm.disable()
+
+or, with an unmodified ``pretrain_gpt.py``::
+
+    torchrun ... -m joulepipe.megatron.run --joulepipe optimize -- pretrain_gpt.py <megatron args>
+
+What ``enable`` does: it wraps megatron-core's pipeline schedules
+(``forward_backward_no_pipelining``, ``..._pipelining_without_interleaving``,
+``..._pipelining_with_interleaving``: one call is one training iteration's
+forwards and backwards) and its ``forward_step`` / ``backward_step``, which
+the schedules look up as module globals at call time. It touches nothing
+else, and ``disable()`` puts every original back. The session (measurement,
+profiler, plan) starts at the first training schedule call, when Megatron's
+parallel state exists, so ``enable`` may be called before or after
+``initialize_model_parallel``.
+
+* A forward is identified by ``current_microbatch`` and, in the interleaved
+  schedule, ``vp_stage`` (its model chunk); a backward by the output tensor
+  the schedule hands it, which is the object the forward returned.
+* Evaluation passes (``forward_only=True``) run untouched: no clock, no
+  measurement, and the plan is not disturbed.
+* An iteration that Megatron's rerun machinery repeats is simply one more
+  schedule call; the plan restarts at its first instruction.
+* The MoE ``combined_1f1b`` path calls neither hook: its iterations are
+  measured, but run at default clocks (the agent sees an empty iteration and
+  falls back, logged once).
+
+Hooks written for megatron-core 0.16 to 0.19 (``*args, **kwargs``;
+``backward_step`` lost ``model_type`` in 0.19, so the output tensor is taken
+by name or position); tested with 0.16.1.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Any, Callable, Dict, List, Optional
+
+from joulepipe._session import MODES, IterationRecord, Options, Session, Topology
+from joulepipe.megatron.arguments import add_arguments, options_from_args  # noqa: F401
+
+__all__ = ["enable", "enable_from_args", "disable", "add_arguments", "session", "enabled",
+           "last_iteration_summary", "iteration_end"]
+
+_SCHEDULES = {
+    "forward_backward_no_pipelining": "1f1b",
+    "forward_backward_pipelining_without_interleaving": "1f1b",
+    "forward_backward_pipelining_with_interleaving": "interleaved",
+}
+
+
+class _State:
+    def __init__(self, options: Options, log: Callable[[str], None], writer: Any) -> None:
+        self.options = options
+        self.log = log
+        self.writer = writer
+        self.session: Optional[Session] = None
+        self.session_failed = False
+        self.originals: Dict[str, Any] = {}
+        self.module: Any = None
+        self.active = False  # inside a training schedule call
+        self.forwards: Dict[int, tuple] = {}  # id(output tensor) -> (microbatch, chunk)
+        self.next_microbatch: Dict[int, int] = {}
+        self.last_record: Optional[IterationRecord] = None
+        self.calls = {"training": 0, "evaluation": 0}
+
+
+_state: Optional[_State] = None
+
+
+def enabled() -> bool:
+    return _state is not None
+
+
+def session() -> Optional[Session]:
+    """The rank's session (None before the first training iteration)."""
+    return _state.session if _state is not None else None
+
+
+def enable(mode: str = "measure", *, plan: Optional[str] = None,
+           coordinator: Optional[str] = None,
+           coordinator_token: Optional[str] = None, max_slowdown: float = 1.0,
+           control: str = "auto", daemon_socket: Optional[str] = None,
+           profile: Optional[str] = None, profile_out: Optional[str] = None,
+           profile_stride_mhz: int = 0, tokens_per_iteration: Optional[float] = None,
+           log_path: Optional[str] = None, job_id: Optional[str] = None,
+           log: Optional[Callable[[str], None]] = None, writer: Any = None) -> None:
+    """Turns joulepipe on for this process (every rank calls it).
+
+    mode: "measure" (energy per iteration, clocks untouched), "profile"
+    (measure, profile in situ, plan and log the predicted saving), "optimize"
+    (apply ``plan``, or else profile (or use ``profile``), plan, apply a clock
+    per forward/backward, switch plans on stragglers) or "off" (= disable()).
+    plan: a plan file or `joulepipe plan --out` DIR; each rank applies its
+    pipeline stage's plan from the first iteration (optimize only).
+    coordinator: URL of ``joulepipe serve``; None runs the coordination
+    policy on rank 0 over a side process group of the job (nothing else to
+    run). max_slowdown: iteration time the plan may add (1.0: none).
+    control: "auto" (the joulepiped socket if it exists, else NVML directly),
+    "daemon" or "nvml". tokens_per_iteration: for tokens/s and J/token
+    (default: Megatron's global batch x sequence length when
+    ``megatron.training`` is there). log: one line per event and iteration
+    (default: print on stderr). writer: a TensorBoard-like ``add_scalar``
+    writer (default: Megatron's, when it exists).
+
+    Idempotent: enabling again with the same options does nothing; with
+    other options it restarts joulepipe with them.
+    """
+    global _state
+    if mode == "off":
+        disable()
+        return
+    options = Options(mode=mode, plan=plan, coordinator=coordinator,
+                      coordinator_token=coordinator_token,
+                      max_slowdown=max_slowdown, control=control, daemon_socket=daemon_socket,
+                      profile=profile, profile_out=profile_out,
+                      profile_stride_mhz=profile_stride_mhz,
+                      tokens_per_iteration=tokens_per_iteration or 0, log_path=log_path,
+                      job_id=job_id)
+    if mode not in MODES:
+        raise ValueError(f"joulepipe mode must be one of {', '.join(MODES)} (got {mode!r})")
+    if not 1.0 <= max_slowdown <= 2.0:
+        raise ValueError(f"max_slowdown must be in [1, 2], e.g. 1.05 (got {max_slowdown})")
+    if control not in ("auto", "nvml", "daemon"):
+        raise ValueError(f"control must be auto, nvml or daemon (got {control!r})")
+    if _state is not None:
+        if _state.options == options:
+            return
+        disable()
+    from megatron.core.pipeline_parallel import schedules
+
+    state = _State(options, log or _stderr, writer)
+    state.module = schedules
+    for name in _SCHEDULES:
+        original = getattr(schedules, name)
+        state.originals[name] = original
+        setattr(schedules, name, _wrap_schedule(original, _SCHEDULES[name]))
+    for name, wrap in (("forward_step", _wrap_forward), ("backward_step", _wrap_backward)):
+        original = getattr(schedules, name)
+        state.originals[name] = original
+        setattr(schedules, name, wrap(original))
+    _state = state
+
+
+def enable_from_args(args: Any, **overrides: Any) -> None:
+    """enable() from the flags add_arguments() added (an argparse Namespace,
+    e.g. Megatron's ``get_args()``)."""
+    kwargs = options_from_args(args)
+    kwargs.update(overrides)
+    enable(**kwargs)
+
+
+def disable() -> None:
+    """Restores megatron-core's functions and the GPU's default clocks."""
+    global _state
+    state, _state = _state, None
+    if state is None:
+        return
+    for name, original in state.originals.items():
+        setattr(state.module, name, original)
+    if state.session is not None:
+        record = state.session.iteration_end()  # the last iteration, if still open
+        if record is not None:
+            state.log(record.summary())
+        state.session.close()
+        if state.session.records:
+            state.last_record = state.session.records[-1]
+
+
+def iteration_end() -> Optional[IterationRecord]:
+    """Ends the current iteration's measurement now (call it after the
+    optimizer step for exact iteration windows; otherwise the next
+    iteration's start ends it). Returns its record."""
+    if _state is None or _state.session is None:
+        return None
+    record = _state.session.iteration_end()
+    if record is not None:
+        _state.last_record = record
+        _state.log(record.summary())
+    return record
+
+
+def last_iteration_summary() -> Optional[str]:
+    """Ends the current iteration (see iteration_end) and returns its line,
+    e.g. "joulepipe: iteration 3 | 25.1 ms | 5.21 J/iter/GPU | ..."."""
+    if _state is None or _state.session is None:
+        return None
+    record = _state.session.iteration_end()
+    if record is None:
+        return _state.last_record.summary() if _state.last_record is not None else None
+    _state.last_record = record
+    return record.summary()
+
+
+# ---- the wrappers --------------------------------------------------------------
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _start_session(state: _State) -> Optional[Session]:
+    """At the first training schedule call: Megatron's parallel state exists."""
+    try:
+        from joulepipe._exchange import LocalExchange, TorchExchange
+
+        topology = _topology()
+        exchange = (TorchExchange() if topology.world_size > 1 and state.options.mode != "measure"
+                    and not state.options.plan else LocalExchange())
+        options = state.options
+        if not options.tokens_per_iteration:
+            options.tokens_per_iteration = _megatron_tokens_per_iteration()
+        writer = state.writer if state.writer is not None else _megatron_writer()
+        return Session(options, topology, exchange, state.log, writer)
+    except Exception as error:
+        state.session_failed = True
+        state.log(f"joulepipe: could not start ({type(error).__name__}: {error}); "
+                  "training goes on without it")
+        return None
+
+
+def _wrap_schedule(original: Callable, schedule: str) -> Callable:
+    @functools.wraps(original)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        state = _state
+        if state is None or kwargs.get("forward_only", False) or state.active:
+            if state is not None:
+                state.calls["evaluation"] += 1
+            return original(*args, **kwargs)
+        if state.session is None and not state.session_failed:
+            state.session = _start_session(state)
+        s = state.session
+        if s is None:
+            return original(*args, **kwargs)
+        state.calls["training"] += 1
+        model = kwargs.get("model")
+        chunks = len(model) if isinstance(model, (list, tuple)) else 1
+        s.set_shape(schedule, int(kwargs.get("num_microbatches", 1)), chunks)
+        if s._open:  # the previous iteration, when the loop did not end it
+            record = s.iteration_end()
+            if record is not None:
+                state.last_record = record
+                state.log(record.summary())
+        s.iteration_begin()
+        state.forwards.clear()
+        state.next_microbatch.clear()
+        state.active = True
+        try:
+            return original(*args, **kwargs)
+        finally:
+            state.active = False
+            s.pipeline_end()
+
+    run.__joulepipe_wrapped__ = original
+    return run
+
+
+def _wrap_forward(original: Callable) -> Callable:
+    @functools.wraps(original)
+    def forward_step(*args: Any, **kwargs: Any) -> Any:
+        state = _state
+        if state is None or not state.active:
+            return original(*args, **kwargs)
+        chunk = kwargs.get("vp_stage") or 0
+        microbatch = kwargs.get("current_microbatch")
+        if microbatch is None:  # not passed: count this chunk's forwards
+            microbatch = state.next_microbatch.get(chunk, 0)
+        state.next_microbatch[chunk] = microbatch + 1
+        s = state.session
+        s.forward_begin(microbatch, chunk)
+        result = original(*args, **kwargs)
+        s.forward_end(microbatch, chunk)
+        # forward_step returns (output_tensor, num_tokens); the schedule hands
+        # that output_tensor object to the microbatch's backward_step.
+        state.forwards[id(result[0])] = (microbatch, chunk)
+        return result
+
+    forward_step.__joulepipe_wrapped__ = original
+    return forward_step
+
+
+def _wrap_backward(original: Callable) -> Callable:
+    @functools.wraps(original)
+    def backward_step(*args: Any, **kwargs: Any) -> Any:
+        state = _state
+        if state is None or not state.active:
+            return original(*args, **kwargs)
+        output_tensor = kwargs["output_tensor"] if "output_tensor" in kwargs else (
+            args[1] if len(args) > 1 else None)
+        key = state.forwards.pop(id(output_tensor), None)
+        if key is None and state.forwards:  # not the forward's object: the oldest forward
+            key = state.forwards.pop(next(iter(state.forwards)))
+        if key is None:
+            return original(*args, **kwargs)
+        s = state.session
+        s.backward_begin(*key)
+        result = original(*args, **kwargs)
+        s.backward_end(*key)
+        return result
+
+    backward_step.__joulepipe_wrapped__ = original
+    return backward_step
+
+
+def _topology() -> Topology:
+    import os
+
+    topology = Topology(local_rank=int(os.environ.get("LOCAL_RANK", "0")))
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            topology.rank = dist.get_rank()
+            topology.world_size = dist.get_world_size()
+    except Exception:
+        pass
+    try:
+        from megatron.core import parallel_state as ps
+
+        if ps.model_parallel_is_initialized():
+            topology.pp = ps.get_pipeline_model_parallel_world_size()
+            topology.pp_rank = ps.get_pipeline_model_parallel_rank()
+            topology.tp = ps.get_tensor_model_parallel_world_size()
+            topology.tp_rank = ps.get_tensor_model_parallel_rank()
+            topology.dp = topology.world_size // (topology.pp * topology.tp)
+            topology.dp_rank = ps.get_data_parallel_rank(with_context_parallel=True)
+    except Exception:
+        pass
+    return topology
+
+
+def _megatron_tokens_per_iteration() -> float:
+    try:
+        from megatron.training import get_args
+
+        args = get_args()
+        return float(args.global_batch_size * args.seq_length)
+    except Exception:
+        return 0.0
+
+
+def _megatron_writer() -> Any:
+    try:
+        from megatron.training.global_vars import get_tensorboard_writer
+
+        return get_tensorboard_writer()
+    except Exception:
+        return None

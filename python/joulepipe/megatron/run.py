@@ -1,0 +1,55 @@
+"""Runs an unmodified Megatron-LM training script with joulepipe:
+
+    torchrun --nproc-per-node 8 -m joulepipe.megatron.run --joulepipe optimize \\
+        -- pretrain_gpt.py --tensor-model-parallel-size 2 ...
+
+Everything before ``--`` is joulepipe's (``--help`` lists it); the script and
+its own arguments follow. joulepipe flags written after the script are taken
+out too, so Megatron's parser never sees them. The hooks are installed before
+the script starts; the session begins at the first training iteration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import runpy
+import sys
+from typing import List, Optional
+
+import joulepipe.megatron as jpm
+from joulepipe.megatron.arguments import add_arguments
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m joulepipe.megatron.run", allow_abbrev=False,
+        description="Run a Megatron-LM script (e.g. pretrain_gpt.py) with joulepipe enabled.",
+        epilog="example: torchrun --nproc-per-node 8 -m joulepipe.megatron.run --joulepipe "
+               "optimize -- pretrain_gpt.py <megatron args>")
+    add_arguments(parser)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--" in argv:
+        split = argv.index("--")
+        ours, script = argv[:split], argv[split + 1:]
+    else:
+        ours, script = [], argv
+    parser = _parser()
+    args = parser.parse_args(ours)
+    if not script:
+        parser.error("no training script: put it after `--`, e.g. -- pretrain_gpt.py <args>")
+    # joulepipe flags among the script's arguments are ours as well.
+    args, rest = parser.parse_known_args(script[1:], namespace=args)
+    if args.joulepipe != "off":
+        jpm.enable_from_args(args)
+        atexit.register(jpm.disable)
+    sys.argv = [script[0]] + rest
+    runpy.run_path(script[0], run_name="__main__")
+
+
+if __name__ == "__main__":
+    main()
