@@ -156,3 +156,91 @@ def test_the_launcher_runs_an_unmodified_script(tmp_path):
     lines = [l for l in out.splitlines() if "joulepipe: iteration" in l]
     assert len(lines) == 2 * 3, out
     assert "J/iter/GPU" in lines[0]
+
+
+# ---- through joulepiped, and a rank killed mid-run --------------------------------------
+
+
+def start_daemon(tmp_path):
+    """joulepiped on the simulated library with clock permission (the job's
+    own NVML view has none): its call log is the GPUs' truth."""
+    from build_paths import BUILD
+    import time
+
+    cfg = tmp_path / "daemon-sim.json"
+    cfg.write_text(json.dumps(dict(SIM, call_log=str(tmp_path / "daemon-calls.jsonl"))))
+    (tmp_path / "jp.json").write_text("{}")
+    env = python_env(cfg)
+    env["JOULEPIPE_NVML_LIBRARY"] = str(BUILD / "sim-nvml" / "libnvidia-ml.so.1")
+    socket = tmp_path / "jp.sock"
+    daemon = subprocess.Popen([str(BUILD / "joulepiped"), "--config", str(tmp_path / "jp.json"),
+                               "--socket", str(socket), "--audit-log",
+                               str(tmp_path / "audit.log")], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while not socket.exists():
+        assert daemon.poll() is None, daemon.stderr.read()
+        assert time.monotonic() < deadline, "joulepiped did not start"
+        time.sleep(0.05)
+    return daemon, socket
+
+
+def daemon_calls(tmp_path):
+    path = tmp_path / "daemon-calls.jsonl"
+    return [json.loads(l) for l in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_killing_a_rank_mid_run_leaves_its_gpu_at_default_clocks(tmp_path):
+    """optimize through joulepiped (the job itself has no clock permission);
+    SIGKILL one rank while it runs planned clocks: the daemon restores its
+    GPU (and torchrun takes the other rank down, whose GPU is restored too)."""
+    import os
+    import signal
+    import time
+
+    plan_dir, chosen = plan_for(tmp_path, "1f1b")
+    daemon, socket = start_daemon(tmp_path)
+    job_sim = tmp_path / "job-sim.json"
+    job_sim.write_text(json.dumps({k: v for k, v in SIM.items() if k != "permissions"}))
+    env = python_env(job_sim)
+    env["OMP_NUM_THREADS"] = "1"
+    env["PYTHONWARNINGS"] = "ignore"
+    runner = shutil.which("torchrun")
+    cmd = ([runner] if runner else [sys.executable, "-m", "torch.distributed.run"]) + [
+        "--standalone", "--nproc-per-node", "2", str(EXAMPLE), "--pp", "2", "--timeout-s", "30",
+        "--iterations", "100000", "--joulepipe", "optimize", "--joulepipe-plan", str(plan_dir),
+        "--joulepipe-control", "daemon", "--joulepipe-daemon-socket", str(socket)]
+    job = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:  # both GPUs running planned clocks through the daemon
+            locked = {c["device"] for c in daemon_calls(tmp_path)
+                      if c["function"] == "nvmlDeviceSetGpuLockedClocks"}
+            if locked == {0, 1}:
+                break
+            assert job.poll() is None, job.stdout.read()
+            assert time.monotonic() < deadline, "no planned clock reached the daemon"
+            time.sleep(0.1)
+        workers = [int(p) for p in subprocess.run(["pgrep", "-P", str(job.pid)],
+                                                  capture_output=True, text=True).stdout.split()]
+        victim = next(p for p in workers
+                      if b"LOCAL_RANK=1\0" in open(f"/proc/{p}/environ", "rb").read() + b"\0")
+        before = len(daemon_calls(tmp_path))
+        os.kill(victim, signal.SIGKILL)
+        job.wait(timeout=120)
+        time.sleep(0.5)
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait(timeout=30)
+    after = daemon_calls(tmp_path)[before:]
+    resets = {c["device"] for c in after if c["function"] == "nvmlDeviceResetGpuLockedClocks"
+              and c["result"] == 0}
+    assert 1 in resets, after  # the killed rank's GPU
+    assert resets == {0, 1}, after
+    for device in (0, 1):
+        last = [c for c in daemon_calls(tmp_path) if c["device"] == device][-1]
+        assert last["function"] == "nvmlDeviceResetGpuLockedClocks", last
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(timeout=30) == 0
