@@ -244,3 +244,32 @@ def test_killing_a_rank_mid_run_leaves_its_gpu_at_default_clocks(tmp_path):
         assert last["function"] == "nvmlDeviceResetGpuLockedClocks", last
     daemon.send_signal(signal.SIGTERM)
     assert daemon.wait(timeout=30) == 0
+
+
+def test_optimize_with_joulepipe_serve(tmp_path):
+    """--joulepipe-coordinator: rank 0 registers the job and its ranks and
+    uploads the profile; serve plans; every rank runs its plan's clocks."""
+    from coord_server import Server
+
+    stages_profile = tmp_path / "p2.csv"
+    subprocess.run([str(CLI), "profile", "--simulate", "--model", "gpt3-1.3b", "--gpu",
+                    "a100-sxm", "--tp", "1", "--pp", "2", "--out", str(stages_profile)],
+                   check=True, capture_output=True, timeout=60)
+    server = Server("--db", str(tmp_path / "state.sqlite"))
+    try:
+        out = example(tmp_path, "1f1b", "--iterations", "12", "--joulepipe", "optimize",
+                      "--joulepipe-coordinator", server.url, "--joulepipe-profile",
+                      stages_profile, "--joulepipe-job-id", "tiny-gpt")
+        assert out.count("applied to stage") == 2, out
+        plans = {}
+        for rank in (0, 1):
+            status, plan = server.request("GET", f"/jobs/tiny-gpt/plan?rank={rank}&after=0")
+            assert status == 200, plan
+            plans[rank] = [i["frequency"] for i in plan["instructions"]]
+    finally:
+        server.stop()
+    log = [json.loads(l) for l in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    for device in (0, 1):
+        locked = [c["args"]["max_mhz"] for c in log if c["device"] == device
+                  and c["function"] == "nvmlDeviceSetGpuLockedClocks"]
+        assert locked and set(locked) <= set(plans[device]), (device, locked, plans[device])
