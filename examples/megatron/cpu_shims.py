@@ -100,3 +100,30 @@ def apply():
     schedules.torch = _TorchOnCpu("torch")
     mcore_random.initialize_rng_tracker(inference_rng_tracker=True, force_reset=True)
     _applied = True
+
+
+class EmulatedKernels:
+    """CPU only: makes a forward or backward take as long as a compute-bound
+    kernel would at the GPU's current SM clock, so that on a CPU with the
+    simulated NVML library the step time responds to clocks as on a GPU
+    (in-situ profiles and plans then mean what they would there).
+
+    wait(ms_at_max) sleeps ms_at_max x max clock / current clock, the clock
+    read from NVML (the simulated library reports the locked clock). The
+    sleep also makes the instruction's time far less sensitive to a CPU
+    shared by several ranks than the tiny model's computation is.
+    """
+
+    def __init__(self, device_index):
+        import pynvml
+
+        pynvml.nvmlInit()
+        self._nvml = pynvml
+        self._handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
+        self._max_mhz = pynvml.nvmlDeviceGetMaxClockInfo(self._handle, pynvml.NVML_CLOCK_SM)
+
+    def wait(self, ms_at_max):
+        import time
+
+        mhz = self._nvml.nvmlDeviceGetClockInfo(self._handle, self._nvml.NVML_CLOCK_SM)
+        time.sleep(ms_at_max / 1e3 * self._max_mhz / max(mhz, 1))

@@ -77,6 +77,16 @@ def build_parser():
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                    help="cpu: gloo and the CPU shims (cpu_shims.py); cuda: NCCL, one GPU per "
                    "local rank; auto: cuda when available")
+    p.add_argument("--emulate-kernel-ms", type=float, default=0.0, metavar="MS",
+                   help="CPU only: each forward also takes MS (a backward 2 x MS) at the max SM "
+                   "clock, scaled by max / current clock as read from NVML (cpu_shims."
+                   "EmulatedKernels), so step times respond to clocks as on a GPU")
+    p.add_argument("--slow-pipeline", type=int, default=-1, metavar="DP_RANK",
+                   help="make this data-parallel pipeline a straggler: its forwards sleep "
+                   "--slow-ms in iterations --slow-from .. --slow-from + --slow-for - 1")
+    p.add_argument("--slow-from", type=int, default=0, metavar="I")
+    p.add_argument("--slow-for", type=int, default=0, metavar="N")
+    p.add_argument("--slow-ms", type=float, default=0.0, metavar="MS")
     p.add_argument("--timeout-s", type=float, default=120,
                    help="timeout of every collective and point-to-point operation (a hang fails "
                    "instead of waiting forever)")
@@ -154,15 +164,29 @@ def loss_func(loss_mask, output_tensor):
     return loss, {"lm loss": loss.detach().clone()}
 
 
+# --slow-*: this rank's forwards sleep while its pipeline is made a straggler
+# (set by main() each iteration). --emulate-kernel-ms: cpu_shims.EmulatedKernels.
+SLOW_S = 0.0
+KERNELS = None
+KERNEL_MS = 0.0
+
+
 def forward_step(data_iterator, model):
     """The forward_step_func megatron's schedules call once per microbatch
     and model chunk. On stages other than the first, GPTModel ignores the
     tokens and takes its input from the tensor the schedule received from the
     previous stage (set_input_tensor); stages other than the last return
     hidden states and the loss function is not applied to them."""
+    if SLOW_S > 0:
+        time.sleep(SLOW_S)
+    if KERNELS is not None:
+        KERNELS.wait(KERNEL_MS)
     batch = next(data_iterator)
     output = model(batch["tokens"], batch["position_ids"], batch["attention_mask"],
                    labels=batch["labels"])
+    if KERNELS is not None and output.requires_grad:
+        # The backward's kernel: twice the forward's, as for a transformer.
+        output.register_hook(lambda grad: KERNELS.wait(2 * KERNEL_MS))
     return output, partial(loss_func, batch["loss_mask"])
 
 
@@ -239,6 +263,12 @@ def main():
         import cpu_shims
 
         cpu_shims.apply()
+        if args.emulate_kernel_ms > 0:
+            global KERNELS, KERNEL_MS
+            KERNELS = cpu_shims.EmulatedKernels(int(os.environ.get("LOCAL_RANK", "0")))
+            KERNEL_MS = args.emulate_kernel_ms
+    elif args.emulate_kernel_ms > 0:
+        parser.error("--emulate-kernel-ms is for CPU runs only")
 
     parallel_state.initialize_model_parallel(
         tensor_model_parallel_size=1,
@@ -339,7 +369,11 @@ def main():
                           "time_s": seconds}
                 os.write(log_fd, (json.dumps(record) + "\n").encode())
 
+        global SLOW_S
         for iteration in range(1, args.iterations + 1):
+            slow = (dp_rank == args.slow_pipeline
+                    and args.slow_from <= iteration < args.slow_from + args.slow_for)
+            SLOW_S = args.slow_ms / 1e3 if slow else 0.0
             for c in chunks:
                 c.train()
             start = time.perf_counter()

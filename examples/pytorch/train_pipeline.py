@@ -77,6 +77,11 @@ def main():
     data = torch.randn(m, b, w)
     target = torch.randn(m, b, 1)
 
+    def say(line):
+        # One write per line, so that the ranks' lines never interleave on a shared pipe.
+        sys.stdout.write(f"[rank {rank}] {line}\n")
+        sys.stdout.flush()
+
     options = {}
     if args.plan:
         options["plan"] = args.plan
@@ -85,7 +90,7 @@ def main():
     energy = jp.Energy(args.joulepipe, schedule="1f1b", microbatches=m, pp=STAGES,
                        pp_rank=rank, dp=1, dp_rank=0, tokens_per_iteration=m * b,
                        profile_stride_mhz=args.profile_stride_mhz,
-                       log=lambda line: print(f"[rank {rank}] {line}", flush=True), **options)
+                       log=say, **options)
     with energy:
         for step in range(args.iterations):
             with energy.step():
@@ -129,7 +134,7 @@ def main():
                 energy.pipeline_done()
                 optimizer.step()
             if rank == STAGES - 1:
-                print(f"[rank {rank}] iteration {step} | loss {total / m:.6f}", flush=True)
+                say(f"iteration {step} | loss {total / m:.6f}")
     dist.destroy_process_group()
 
 

@@ -1,28 +1,32 @@
 """How the ranks of one job talk to each other for joulepipe: a side process
-group of the job's own ``torch.distributed`` (gloo, on the CPU), never the
-group the training uses.
+group of the job's own ``torch.distributed`` (gloo, CPU tensors), used only
+by joulepipe's background thread on each rank, never by the training thread
+and never inside the training's own collectives.
 
-Two kinds of traffic:
+The traffic is a *round* per training iteration: every rank contributes a
+short row of floats (its iteration, its pipeline time, whether its profiler
+is done, the plan version it runs; rank 0 adds the newest plan version and
+whether planning failed) and receives everyone's. Every rank sees the same
+rows in the same round, so every rank takes the same decision in the same
+round, and the rare exchanges of objects (the profiles once, the plans at
+each plan switch) are entered by all of them together.
 
-* a *round* per training iteration: every rank contributes a short row of
-  floats (its iteration, its pipeline time, whether its profiler is done, the
-  plan version it runs; rank 0 adds the newest plan version). The round is an
-  asynchronous all-gather started at the end of iteration i and collected at
-  the end of iteration i+1, so it never waits on the network inside an
-  iteration. Every rank sees the same rows at the same iteration, so every
-  rank takes the same decision at the same iteration boundary;
-* a rare *exchange of objects* (profiles once, plans at each plan switch):
-  a blocking collective that every rank enters at the same iteration boundary
-  because they all decided to from the same rows.
-
-``LocalExchange`` is the single-process version (no torch.distributed).
+``Link`` runs the rounds. With a ``TorchExchange`` it runs them on a
+background thread: the training thread only posts its row (a queue put) and
+takes what the rounds decided (a queue get without waiting), so it never
+waits on the side group. With a ``LocalExchange`` (one process) it runs them
+inline; there is nobody to wait for.
 """
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence
+import collections
+import queue
+import threading
+from datetime import timedelta
+from typing import Any, Callable, Deque, List, Optional, Sequence, Tuple
 
-ROW_LENGTH = 6  # iteration, time_s, profile_done, running_version, announced_version, spare
+ROW_LENGTH = 6  # iteration, time_s, profile_done, running_version, announced, planning_failed
 
 
 class LocalExchange:
@@ -30,16 +34,10 @@ class LocalExchange:
 
     rank = 0
     world_size = 1
+    threaded = False
 
-    def __init__(self) -> None:
-        self._pending: Optional[List[List[float]]] = None
-
-    def start_round(self, row: Sequence[float]) -> None:
-        self._pending = [list(row)]
-
-    def finish_round(self) -> Optional[List[List[float]]]:
-        rows, self._pending = self._pending, None
-        return rows
+    def all_gather_rows(self, row: Sequence[float]) -> List[List[float]]:
+        return [list(row)]
 
     def all_gather_object(self, obj: Any) -> List[Any]:
         return [obj]
@@ -48,17 +46,21 @@ class LocalExchange:
         return obj
 
     def close(self) -> None:
-        self._pending = None
+        pass
 
 
 class TorchExchange:
-    """The job's ranks over a gloo side group of torch.distributed.
+    """The job's ranks over a gloo side group of torch.distributed. Blocking
+    calls, for joulepipe's background thread only; each times out after
+    `timeout_s` (a peer gone or stuck), raising.
 
     Must be created by every rank at the same point (``new_group`` is a
     collective), after ``torch.distributed`` is initialised.
     """
 
-    def __init__(self) -> None:
+    threaded = True
+
+    def __init__(self, timeout_s: float = 120.0) -> None:
         import torch
         import torch.distributed as dist
 
@@ -68,29 +70,16 @@ class TorchExchange:
         self.world_size = dist.get_world_size()
         # gloo works next to any training backend (NCCL included) and keeps
         # joulepipe's traffic off the GPUs and off the training group.
-        self._group = dist.new_group(backend="gloo")
+        self._group = dist.new_group(backend="gloo", timeout=timedelta(seconds=timeout_s))
         self._send = torch.zeros(ROW_LENGTH, dtype=torch.float64)
         self._recv = torch.zeros(self.world_size * ROW_LENGTH, dtype=torch.float64)
-        self._work = None
+        # all_gather_single is torch >= 2.13's name for all_gather_into_tensor.
+        self._gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 
-    def start_round(self, row: Sequence[float]) -> None:
-        if self._work is not None:  # the previous round was never collected
-            self._work.wait()
+    def all_gather_rows(self, row: Sequence[float]) -> List[List[float]]:
         for i in range(ROW_LENGTH):
             self._send[i] = float(row[i]) if i < len(row) else 0.0
-        # all_gather_single is torch >= 2.13's name for all_gather_into_tensor.
-        gather = getattr(self._dist, "all_gather_single", None) or \
-            self._dist.all_gather_into_tensor
-        self._work = gather(self._recv, self._send, group=self._group, async_op=True)
-
-    def finish_round(self) -> Optional[List[List[float]]]:
-        if self._work is None:
-            return None
-        # Every rank started this round one iteration ago, so it is complete
-        # (or completes as soon as the slowest rank reaches this boundary,
-        # which it must reach anyway for the next gradient sync).
-        self._work.wait()
-        self._work = None
+        self._gather(self._recv, self._send, group=self._group)
         flat = self._recv.tolist()
         return [flat[r * ROW_LENGTH:(r + 1) * ROW_LENGTH] for r in range(self.world_size)]
 
@@ -105,9 +94,81 @@ class TorchExchange:
         return box[0]
 
     def close(self) -> None:
-        if self._work is not None:
+        pass
+
+
+Action = Tuple[str, Any]
+
+
+class Link:
+    """Runs `step(row, info) -> [actions]` once per posted row, in order: on a
+    background thread for a threaded exchange, inline otherwise. The training
+    thread calls post() and take() only; neither waits on the network.
+
+    A step that raises (a side-group timeout, a peer gone, a bug) ends the
+    rounds on this rank: take() then returns ("failed", why) once, and later
+    posts are dropped.
+    """
+
+    def __init__(self, exchange: Any, step: Callable[[List[float], Any], List[Action]],
+                 name: str = "joulepipe-coordination") -> None:
+        self.exchange = exchange
+        self._step = step
+        self._actions: Deque[Action] = collections.deque()
+        self._failed = False
+        self._thread: Optional[threading.Thread] = None
+        self._inbox: "queue.Queue[Optional[Tuple[List[float], Any]]]" = queue.Queue()
+        if getattr(exchange, "threaded", False):
+            self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+            self._thread.start()
+
+    def post(self, row: List[float], info: Any = None) -> None:
+        if self._failed:
+            return
+        if self._thread is None:
+            self._do(row, info)
+        else:
+            self._inbox.put((row, info))
+
+    def take(self) -> List[Action]:
+        out = []
+        while True:
             try:
-                self._work.wait()
-            except Exception:  # a peer is gone; nothing to collect
-                pass
-            self._work = None
+                out.append(self._actions.popleft())
+            except IndexError:
+                return out
+
+    def note(self, line: str) -> None:
+        """A log line for the training thread to say (any thread)."""
+        self._actions.append(("note", line))
+
+    @property
+    def pending(self) -> int:
+        """Rows posted and not yet through their round."""
+        return self._inbox.qsize()
+
+    def _do(self, row: List[float], info: Any) -> None:
+        try:
+            self._actions.extend(self._step(row, info))
+        except Exception as error:  # never into training
+            self._failed = True
+            self._actions.append(("failed", f"{type(error).__name__}: {error}"))
+
+    def _run(self) -> None:
+        while True:
+            item = self._inbox.get()
+            if item is None or self._failed:
+                return
+            self._do(*item)
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Lets the posted rounds finish (they need every rank, which all
+        close at the same point), at most `timeout_s`; a round still blocked
+        then is abandoned (the thread is a daemon)."""
+        if self._thread is not None:
+            self._inbox.put(None)
+            self._thread.join(timeout=timeout_s)
+        try:
+            self.exchange.close()
+        except Exception:
+            pass

@@ -58,6 +58,7 @@ class Options:
     tokens_per_iteration: float = 0
     log_path: Optional[str] = None     # per-iteration log, "{rank}" replaced; .jsonl or .csv
     job_id: Optional[str] = None
+    coordination_timeout_s: float = 120.0  # each side-group operation between the ranks
 
 
 @dataclass
@@ -115,7 +116,9 @@ class Session:
                              f"(got {options.max_slowdown})")
         self.options = options
         self.topo = topology
-        self._exchange = exchange
+        from joulepipe._exchange import Link
+
+        self._link = Link(exchange, self._step)
         self._log_fn = log
         self._writer = writer
         self.records: List[IterationRecord] = []
@@ -131,9 +134,15 @@ class Session:
         self._recording = True  # the first training iteration's order
         self._schedule_order: Optional[List[Tuple[str, int, int]]] = None
         self._running_version = 0
-        self._plan_started = False   # shared: decided from the rounds' rows
-        self._received_version = 0   # shared: the newest version rank 0 announced
+        # The rounds' state (the Link's thread only; see _step).
+        self._plan_started = False   # decided from the rounds' rows
+        self._received_version = 0   # the newest version rank 0 announced
         self._told_planning_failed = False
+        self._my_info: Any = None
+        self._start_failure: Optional[str] = None
+        self._shared = False  # this rank gave its profile (training thread)
+        # Seconds the training thread spent on coordination per iteration.
+        self.coordination_wait_s: List[float] = []
         self._predicted_saving: Optional[float] = None
         self._shape: Optional[Dict[str, Any]] = None  # schedule, microbatches, chunks
         self._phase = "measure"  # measure | profile | planning | execute
@@ -384,58 +393,98 @@ class Session:
         return record
 
     # ---- coordination (at the iteration boundary) -----------------------------
+    #
+    # The training thread posts one row per iteration to the Link and takes
+    # what the rounds decided; the rounds themselves (the side group's
+    # collectives, rank 0's planning and its coordinator) run on the Link's
+    # background thread (_step), so training never waits on another rank.
+    # _step's state (_plan_started, _received_version, _my_info, the
+    # coordinator's creation) belongs to that thread.
 
     def _row(self) -> List[float]:
-        done = 1.0
-        if self._phase == "profile" and self._profiler is not None and self.failure is None:
-            done = 1.0 if self._profiler.done else 0.0
-        announced = float(self._coordinator.version) if self._coordinator is not None else 0.0
-        planning_failed = self.topo.rank == 0 and self._plan_started and (
-            self.failure is not None
-            or (self._coordinator is not None and self._coordinator.failure is not None))
-        return [float(self._iteration), self._pipeline_time, done, float(self._running_version),
-                announced, 1.0 if planning_failed else 0.0]
+        # [4] (the newest plan version) and [5] (planning failed) are rank 0's
+        # to fill, in _step.
+        return [float(self._iteration), self._pipeline_time, 1.0 if self._shared else 0.0,
+                float(self._running_version), 0.0, 0.0]
+
+    def _ready_to_share(self) -> bool:
+        """This rank's part of the profile is complete (or it has none to give)."""
+        if self._phase != "profile" or self.failure is not None or self._profiler is None:
+            return True
+        return bool(self._profiler.done)
+
+    def _share(self) -> Dict[str, Any]:
+        report = None
+        if self._profiler is not None and self.failure is None:
+            report = self._profiler.report().to_dict()
+        if self._agent is not None:
+            self._agent.disable()  # default clocks while rank 0 plans
+        self._phase = "planning"
+        return {"report": report, "rank": self.topo.rank, "dp_rank": self.topo.dp_rank,
+                "pp_rank": self.topo.pp_rank, "tp_rank": self.topo.tp_rank,
+                "available_mhz": list(self._gpu["supported_sm_mhz"]) if self._gpu else [],
+                "order": self._schedule_order}
 
     def _coordinate(self) -> None:
         if self.options.mode == "measure" or self.options.plan:
             return
-        rows = self._exchange.finish_round()
-        self._exchange.start_round(self._row())
-        if rows is None:
-            return
-        iteration = int(rows[0][0])
-        # Decisions come from the rows alone, which every rank holds alike, so
-        # every rank enters the same collectives at the same boundary.
+        began = time.perf_counter()
+        info = None
+        if not self._shared and self._ready_to_share():
+            info = self._share()
+            self._shared = True
+        self._link.post(self._row(), info)
+        self._take_actions()
+        self.coordination_wait_s.append(time.perf_counter() - began)
+
+    def _take_actions(self) -> None:
+        """What the rounds decided, on the training thread."""
+        for kind, value in self._link.take():
+            if kind == "note":
+                self._note(value)
+            elif kind == "failed":
+                self._fail(f"coordination between the ranks stopped ({value})")
+            elif kind == "planning_failed":
+                self._fail("planning failed on rank 0 (its log says why)" if self.topo.rank
+                           else f"planning failed ({value})")
+            elif kind == "plans":
+                self._receive_plans(value)
+
+    def _step(self, row: List[float], info: Any) -> List[Any]:
+        """One round, on the Link's thread. Decisions come from the gathered
+        rows alone, which every rank holds alike, so every rank enters the
+        same collectives in the same round."""
+        if info is not None:
+            self._my_info = info
+        rank0 = self.topo.rank == 0
+        if rank0 and self._coordinator is not None:
+            row[4] = float(self._coordinator.version)
+        if rank0 and self._planning_failure() is not None:
+            row[5] = 1.0
+        rows = self._link.exchange.all_gather_rows(row)
+        actions: List[Any] = []
         if not self._plan_started:
             if all(r[2] >= 1.0 for r in rows):
                 self._plan_started = True
-                self._plan()
-            return
+                everyone = self._link.exchange.all_gather_object(self._my_info)
+                if rank0:
+                    self._start_coordinator(everyone)
+            return actions
         if rows[0][5] >= 1.0 and not self._told_planning_failed:
             self._told_planning_failed = True
-            if self.topo.rank != 0:
-                self._note("planning failed on rank 0 (its log says why); default clocks")
-        if self._coordinator is not None:
-            self._coordinator.report(iteration, rows)
+            actions.append(("planning_failed", self._planning_failure()))
+        if rank0 and self._coordinator is not None:
+            self._coordinator.report(int(rows[0][0]), rows)
         announced = int(rows[0][4])
         if announced > self._received_version:
             self._received_version = announced
-            self._receive_plans()
+            plans = self._coordinator.plans() if rank0 and self._coordinator is not None else None
+            actions.append(("plans", self._link.exchange.broadcast_object(plans)))
+        return actions
 
-    def _plan(self) -> None:
-        """Every rank, at the same boundary: profiles to rank 0, which plans."""
-        report = None
-        if self._profiler is not None and self.failure is None:
-            report = self._profiler.report().to_dict()
-            self._agent.disable()  # default clocks while rank 0 plans
-        me = {"report": report, "rank": self.topo.rank, "dp_rank": self.topo.dp_rank,
-              "pp_rank": self.topo.pp_rank, "tp_rank": self.topo.tp_rank,
-              "available_mhz": list(self._gpu["supported_sm_mhz"]) if self._gpu else [],
-              "order": self._schedule_order}
-        everyone = self._exchange.all_gather_object(me)
-        self._phase = "planning"
-        if self.topo.rank != 0:
-            return
+    def _start_coordinator(self, everyone: List[Dict[str, Any]]) -> None:
+        """Rank 0, on the Link's thread: the job's profile and its planning."""
+        note = self._link.note
         if self.options.profile:
             csv = self._profile_csv
         else:
@@ -444,7 +493,7 @@ class Session:
             csv = merged.to_csv()
             if self.options.profile_out:
                 _write_atomically(self.options.profile_out, csv)
-                self._note(f"profile written to {self.options.profile_out}")
+                note(f"profile written to {self.options.profile_out}")
         shape = self._shape or {"schedule": "1f1b", "microbatches": 1, "chunks": 1}
         job = JobShape(job_id=self.options.job_id or f"joulepipe-{os.getpid()}-{int(time.time())}",
                        dp=self.topo.dp, pp=self.topo.pp, tp=self.topo.tp,
@@ -453,19 +502,31 @@ class Session:
         ranks = [RankInfo(e["rank"], e["dp_rank"], e["pp_rank"], e["tp_rank"], e["available_mhz"])
                  for e in everyone]
         if self.options.coordinator:
-            self._coordinator = RemoteCoordinator(self.options.coordinator, self._note,
-                                                  self.options.coordinator_token)
+            coordinator = RemoteCoordinator(self.options.coordinator, note,
+                                            self.options.coordinator_token)
         else:
-            self._coordinator = EmbeddedCoordinator(self._note)
-        self._note(f"planning {job.schedule}, {job.pp} stages x {job.microbatches} microbatches"
-                   f"{f' x {job.chunks} chunks' if job.chunks > 1 else ''}, dp {job.dp}, "
-                   f"tp {job.tp} ({'coordinator ' + self.options.coordinator if self.options.coordinator else 'embedded, on rank 0'})")
-        self._coordinator.start(job, ranks, csv)
+            coordinator = EmbeddedCoordinator(note)
+        where = (f"coordinator {self.options.coordinator}" if self.options.coordinator
+                 else "embedded, on rank 0")
+        note(f"planning {job.schedule}, {job.pp} stages x {job.microbatches} microbatches"
+             f"{f' x {job.chunks} chunks' if job.chunks > 1 else ''}, dp {job.dp}, "
+             f"tp {job.tp} ({where})")
+        try:
+            coordinator.start(job, ranks, csv)
+        except Exception as error:  # a profile for another job, the service refusing, ...
+            self._start_failure = f"{type(error).__name__}: {error}"
+            note(f"planning failed: {error}; every rank keeps default clocks")
+            return
+        self._coordinator = coordinator
 
-    def _receive_plans(self) -> None:
-        """Every rank, at the same boundary: rank 0 hands out the newest plans."""
-        plans = self._coordinator.plans() if self._coordinator is not None else None
-        plans = self._exchange.broadcast_object(plans)
+    def _planning_failure(self) -> Optional[str]:
+        """Rank 0: why the job cannot be planned (None while fine)."""
+        if self._start_failure is not None:
+            return self._start_failure
+        return self._coordinator.failure if self._coordinator is not None else None
+
+    def _receive_plans(self, plans: Any) -> None:
+        """Every rank: rank 0's newest plans, as the rounds delivered them."""
         mine = plans.get(self.topo.rank) if plans else None
         if mine is None:
             self._fail("the coordinator sent no plan for this rank")
@@ -542,15 +603,33 @@ class Session:
         if reason and self.failure is None:
             self.failure = reason  # the agent said it once already (take_log)
 
+    def _take_actions_quietly(self) -> None:
+        """At close: the rounds' last notes are still said; plans are not applied."""
+        try:
+            for kind, value in self._link.take():
+                if kind == "note":
+                    self._note(value)
+        except Exception:
+            pass
+
     def close(self) -> None:
         if self._open:
             self.iteration_end()
-        for thing in (self._coordinator, self._exchange):
-            if thing is not None:
-                try:
-                    thing.close()
-                except Exception:
-                    pass
+        waits = sorted(self.coordination_wait_s)
+        if waits:
+            self._note(f"coordination took {waits[len(waits) // 2] * 1e6:.0f} us of the training "
+                       f"thread per iteration (median; max {waits[-1] * 1e3:.2f} ms, "
+                       f"{len(waits)} iterations)")
+        try:
+            self._link.close()  # the posted rounds first: they may still use the coordinator
+        except Exception:
+            pass
+        self._take_actions_quietly()
+        if self._coordinator is not None:
+            try:
+                self._coordinator.close()
+            except Exception:
+                pass
         if self._agent is not None:
             try:
                 self._agent.close()  # default clocks back, controller joined

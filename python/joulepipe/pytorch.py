@@ -101,7 +101,9 @@ class Energy:
         control ("auto" | "nvml" | "daemon"), daemon_socket, profile (a CSV to
         plan from), profile_out, profile_stride_mhz, profile_floor,
         tokens_per_iteration, log_path ("{rank}" is replaced; .jsonl or
-        .csv), job_id. Bad values raise ValueError here, before training."""
+        .csv), job_id, coordination_timeout_s (each exchange between the
+        ranks' joulepipe threads). Bad values raise ValueError here, before
+        training."""
         unknown = sorted(set(options) - set(Options.__dataclass_fields__))
         if unknown:
             raise TypeError(f"Energy() got unknown option(s) {', '.join(unknown)}; known: "
@@ -123,7 +125,8 @@ class Energy:
                 if topology.world_size > 1 and mode != "measure" and not options.get("plan"):
                     from joulepipe._exchange import TorchExchange
 
-                    exchange = TorchExchange()
+                    exchange = TorchExchange(
+                        timeout_s=float(options.get("coordination_timeout_s", 120.0)))
         except ImportError:
             pass
         topology.pp, topology.pp_rank, topology.tp, topology.tp_rank = pp, pp_rank, tp, tp_rank

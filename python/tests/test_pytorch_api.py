@@ -210,7 +210,7 @@ def test_example_profile_then_plan_then_optimize(tmp_path):
     # then refuses the profile, as it should): one new profile is allowed.
     for attempt in (1, 2):
         out = torchrun(tmp_path, "--joulepipe", "profile", "--profile-out",
-                       tmp_path / "prof.csv", "--iterations", "20", "--width", "1024")
+                       tmp_path / "prof.csv", "--iterations", "30", "--width", "1024")
         profile = (tmp_path / "prof.csv").read_text()
         assert "# source: measured" in profile and "# p_block_w:" in profile, out
         assert "profile written to" in out

@@ -210,7 +210,8 @@ def _start_session(state: _State) -> Optional[Session]:
         from joulepipe._exchange import LocalExchange, TorchExchange
 
         topology = _topology()
-        exchange = (TorchExchange() if topology.world_size > 1 and state.options.mode != "measure"
+        exchange = (TorchExchange(state.options.coordination_timeout_s)
+                    if topology.world_size > 1 and state.options.mode != "measure"
                     and not state.options.plan else LocalExchange())
         options = state.options
         if not options.tokens_per_iteration:
