@@ -49,7 +49,7 @@ def run(tmp_path, *args, iterations=30, timeout=420):
     runner = shutil.which("torchrun")
     cmd = ([runner] if runner else [sys.executable, "-m", "torch.distributed.run"]) + [
         "--standalone", "--nproc-per-node", "4", str(EXAMPLE), "--pp", "2", "--timeout-s", "60",
-        "--iterations", str(iterations), "--emulate-kernel-ms", "4", "--joulepipe", "optimize",
+        "--iterations", str(iterations), "--emulate-kernel-ms", "10", "--joulepipe", "optimize",
         *map(str, args)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
                           cwd=tmp_path)
@@ -109,17 +109,21 @@ def test_profile_plan_optimize_with_no_service(tmp_path):
         sets = [c["args"]["max_mhz"] for c in calls
                 if c["function"] == "nvmlDeviceSetGpuLockedClocks"]
         assert set(plans[rank][0][1]) <= set(sets), (rank, plans[rank][0], sets)
-        assert sets[-1] in plans[rank][-1][1], (rank, plans[rank][-1], sets[-8:])
+        # (A plan taken at the last boundaries may never have run a step.)
+        planned = {f for _, clocks, _ in plans[rank] for f in clocks}
+        assert sets[-1] in planned, (rank, plans[rank], sets[-8:])
     waits = coordination_waits(out)
     assert sorted(waits) == [0, 1, 2, 3], out[-3000:]
-    # Never a wait on another rank: far below one iteration (~0.14 s).
+    # Never a wait on another rank: far below one iteration (~0.3 s).
     assert all(mx < 50 for _, mx in waits.values()), waits
 
 
 def test_a_straggler_moves_the_other_pipeline_and_recovery_moves_it_back(tmp_path):
     profile = simulated_profile(tmp_path, 2)
+    # 60 ms more per forward: pipeline 1 at about 1.5x while it lasts, far
+    # beyond what a CPU shared by four ranks adds as noise.
     out = run(tmp_path, "--joulepipe-profile", profile, "--slow-pipeline", "1",
-              "--slow-from", "8", "--slow-for", "10", "--slow-ms", "25", iterations=34)
+              "--slow-from", "8", "--slow-for", "10", "--slow-ms", "60", iterations=40)
     plans = applied(out)
     for rank in (0, 2):  # pipeline 0, the one that is on time
         reasons = [reason for _, _, reason in plans[rank]]

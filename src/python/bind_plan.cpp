@@ -121,13 +121,7 @@ std::shared_ptr<PlanResult> PlanPipelineTask(const py::handle& profile_arg, int 
   request.slowdown = slowdown;
   request.resolution_s = resolution_s;
   solver::CheckPlanRequest(request);  // numbers before the profile, as the CLI
-  if (profile_name) {
-    request.profile_name = *profile_name;
-  } else if (!py::isinstance<model::Profile>(profile_arg)) {
-    request.profile_name = py::str(profile_arg);
-  } else {
-    request.profile_name = "the profile";
-  }
+  request.profile_name = profile_name ? *profile_name : ProfileName(profile_arg);
   model::Profile storage;
   const model::Profile& profile = ProfileFrom(profile_arg, &storage);
   auto result = std::make_shared<PlanResult>();
@@ -152,9 +146,7 @@ py::dict EvaluatePlanTask(const py::handle& profile_arg, const std::string& plan
   const model::Plan plan = model::PlanFromJson(plan_json, plan_name);
   schedule::EvaluateRequest request;
   request.p_block_w = p_block_w;
-  request.profile_name = py::isinstance<model::Profile>(profile_arg)
-                             ? "the profile"
-                             : std::string(py::str(profile_arg));
+  request.profile_name = ProfileName(profile_arg);
   request.plan_name = plan_name;
   schedule::PlanEvaluation e;
   {

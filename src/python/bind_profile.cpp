@@ -94,6 +94,11 @@ const model::Profile& ProfileFrom(const py::handle& profile, model::Profile* sto
                               std::string(py::repr(profile)) + ")");
 }
 
+std::string ProfileName(const py::handle& profile) {
+  if (py::isinstance<model::Profile>(profile)) return "the profile";
+  return py::str(profile);
+}
+
 void BindProfile(py::module_& m) {
   using model::Profile;
   using model::ProfileMetadata;

@@ -71,9 +71,7 @@ py::dict SimulateTask(const py::handle& profile_arg, int stages, int microbatche
   }
   request.detection_lag = detection_lag;
   request.resolution_s = resolution_s;
-  request.profile_name = py::isinstance<model::Profile>(profile_arg)
-                             ? std::string("the profile")
-                             : std::string(py::str(profile_arg));
+  request.profile_name = ProfileName(profile_arg);
   sim::CheckSimulateRequest(request);
   model::Profile storage;
   const model::Profile& profile = ProfileFrom(profile_arg, &storage);

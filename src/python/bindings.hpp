@@ -47,6 +47,8 @@ std::vector<model::PlannedInstruction> StagePlanFromList(const py::handle& list,
 // profile CSV (read into *storage; a missing file is FileNotFoundError).
 // Throws model::InputError naming "profile" for anything else.
 const model::Profile& ProfileFrom(const py::handle& profile, model::Profile* storage);
+// How messages name that argument: its path, or "the profile".
+std::string ProfileName(const py::handle& profile);
 
 // Seconds since the Unix epoch (system clock): the `now` of coord::Job calls.
 double UnixNow();
