@@ -57,7 +57,9 @@ def run(tmp, mode, iterations, extra, tag):
     waits = re.findall(r"\[rank (\d)\] joulepipe \[rank \d\]: coordination took (\d+) us of the "
                        r"training thread per iteration \(median; max ([0-9.]+) ms", proc.stdout)
     set_calls = [json.loads(l) for l in calls.read_text().splitlines()] if calls.exists() else []
-    return rows, waits, set_calls
+    reasons = re.findall(r"^\[rank 0\] joulepipe \[rank 0\]: plan v(\d+) applied .*?MHz[^;]*; (.*)$",
+                         proc.stdout, re.M)
+    return rows, waits, set_calls, reasons
 
 
 def main():
@@ -76,7 +78,7 @@ def main():
     energy = {"measure": [], "optimize": []}
     for r in range(args.rounds):
         for mode, extra in (("measure", []), ("optimize", ["--joulepipe-profile", str(profile)])):
-            rows, waits, calls = run(tmp, mode, args.iterations, extra, f"{mode}{r}")
+            rows, waits, calls, reasons = run(tmp, mode, args.iterations, extra, f"{mode}{r}")
             per_iteration = [sum(rows[k][i]["energy_j"] for k in range(4))
                              for i in range(args.iterations)]
             energy[mode].append(per_iteration)
@@ -91,6 +93,8 @@ def main():
                 switches = [(i, versions[i]) for i in range(1, args.iterations)
                             if versions[i] != versions[i - 1]]
                 print("plan changes (iteration, versions):", switches)
+                for version, reason in reasons:
+                    print(f"rank 0 applied plan v{version}: {reason}")
                 for k in range(4):
                     sets = [c["args"]["max_mhz"] for c in calls
                             if c["device"] == k and c["function"] == "nvmlDeviceSetGpuLockedClocks"]

@@ -23,7 +23,6 @@ turn; stage 1: forward and backward in turn), then the optimizer step.
 """
 
 import argparse
-import os
 import sys
 from datetime import timedelta
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from joulepipe import _core
-from joulepipe._coordinator import EmbeddedCoordinator, JobShape, RankInfo, RemoteCoordinator
+from joulepipe._coordinator import EmbeddedCoordinator, JobShape, RankInfo
 
 MODES = ("off", "measure", "profile", "optimize")
 _FORWARD, _BACKWARD = _core.Kind.FORWARD, _core.Kind.BACKWARD
@@ -140,6 +140,8 @@ class Session:
         self._told_planning_failed = False
         self._my_info: Any = None
         self._start_failure: Optional[str] = None
+        self._remote_job: Optional[str] = None  # rank 0: the job's id at the service
+        self._coordinated: Any = None  # a CoordinatedPlan once the job is at a service
         self._shared = False  # this rank gave its profile (training thread)
         # Seconds the training thread spent on coordination per iteration.
         self.coordination_wait_s: List[float] = []
@@ -317,7 +319,9 @@ class Session:
             except Exception:
                 pass
         self._t0 = time.perf_counter()
-        if self._agent is not None:
+        if self._coordinated is not None:
+            self._coordinated.on_step_begin()  # a waiting plan first, then the agent's
+        elif self._agent is not None:
             self._agent.on_step_begin()
 
     # The instruction hooks are the hot path (bench/python_hooks.py): a flag
@@ -348,7 +352,9 @@ class Session:
         if not self._open:
             return
         self._pipeline_time = time.perf_counter() - self._t0
-        if self._agent is not None:
+        if self._coordinated is not None:
+            self._coordinated.on_step_end()  # the agent's, then this iteration's report
+        elif self._agent is not None:
             self._agent.on_step_end()
         if self._recording:
             self._recording = False
@@ -390,6 +396,7 @@ class Session:
         self.records.append(record)
         self._write(record)
         self._drain_agent_log()
+        self._drain_coordinated_log()
         return record
 
     # ---- coordination (at the iteration boundary) -----------------------------
@@ -449,6 +456,8 @@ class Session:
                            else f"planning failed ({value})")
             elif kind == "plans":
                 self._receive_plans(value)
+            elif kind == "remote":
+                self._join_remote(value)
 
     def _step(self, row: List[float], info: Any) -> List[Any]:
         """One round, on the Link's thread. Decisions come from the gathered
@@ -459,6 +468,8 @@ class Session:
         rank0 = self.topo.rank == 0
         if rank0 and self._coordinator is not None:
             row[4] = float(self._coordinator.version)
+        if rank0 and self._remote_job is not None:
+            row[4] = 1.0  # the job is at the service: every rank joins it
         if rank0 and self._planning_failure() is not None:
             row[5] = 1.0
         rows = self._link.exchange.all_gather_rows(row)
@@ -478,8 +489,14 @@ class Session:
         announced = int(rows[0][4])
         if announced > self._received_version:
             self._received_version = announced
-            plans = self._coordinator.plans() if rank0 and self._coordinator is not None else None
-            actions.append(("plans", self._link.exchange.broadcast_object(plans)))
+            payload = None
+            if rank0 and self._remote_job is not None:
+                payload = ("remote", self._remote_job)
+            elif rank0 and self._coordinator is not None:
+                payload = ("plans", self._coordinator.plans())
+            result = self._link.exchange.broadcast_object(payload)
+            if result is not None:
+                actions.append(tuple(result))
         return actions
 
     def _start_coordinator(self, everyone: List[Dict[str, Any]]) -> None:
@@ -502,15 +519,12 @@ class Session:
         ranks = [RankInfo(e["rank"], e["dp_rank"], e["pp_rank"], e["tp_rank"], e["available_mhz"])
                  for e in everyone]
         if self.options.coordinator:
-            coordinator = RemoteCoordinator(self.options.coordinator, note,
-                                            self.options.coordinator_token)
-        else:
-            coordinator = EmbeddedCoordinator(note)
-        where = (f"coordinator {self.options.coordinator}" if self.options.coordinator
-                 else "embedded, on rank 0")
+            self._register_remote(job, csv)
+            return
+        coordinator = EmbeddedCoordinator(note)
         note(f"planning {job.schedule}, {job.pp} stages x {job.microbatches} microbatches"
              f"{f' x {job.chunks} chunks' if job.chunks > 1 else ''}, dp {job.dp}, "
-             f"tp {job.tp} ({where})")
+             f"tp {job.tp} (embedded, on rank 0)")
         try:
             coordinator.start(job, ranks, csv)
         except Exception as error:  # a profile for another job, the service refusing, ...
@@ -518,6 +532,62 @@ class Session:
             note(f"planning failed: {error}; every rank keeps default clocks")
             return
         self._coordinator = coordinator
+
+    def _register_remote(self, job: JobShape, csv: str) -> None:
+        """Rank 0, on the Link's thread: the job and its profile to `joulepipe
+        serve`, through the runtime's client (timeouts, retries). Each rank
+        then registers itself and fetches its plans (CoordinatedPlan)."""
+        url = self.options.coordinator
+        try:
+            client = _core.CoordinatorClient(url, self.options.coordinator_token)
+            job_id = client.register_job(
+                job.job_id, pp=job.pp, dp=job.dp, tp=job.tp, world_size=self.topo.world_size,
+                schedule=job.schedule, microbatches=job.microbatches, chunks=job.chunks,
+                slowdown=job.max_slowdown - 1.0 if job.max_slowdown != 1.0 else None,
+                gpu=self._gpu["name"] if self._gpu else None)
+            rows = client.upload_profile(job_id, csv)
+        except Exception as error:  # unreachable, refused (409: another job of that id), ...
+            self._start_failure = f"{type(error).__name__}: {error}"
+            self._link.note(f"the coordinator {url} cannot plan this job: {error}; every rank "
+                            "keeps default clocks")
+            return
+        self._link.note(f"job {job_id} registered at {url} with its profile ({rows} rows); "
+                        "the service plans it and switches plans on stragglers")
+        self._remote_job = job_id
+
+    def _join_remote(self, job_id: str) -> None:
+        """Every rank, training thread: run the service's plans for this rank.
+        CoordinatedPlan registers the rank, fetches its plan versions off the
+        training thread, reports each iteration and drives the agent."""
+        if self.failure is not None or self._agent is None:
+            return
+        registration = {"dp_rank": self.topo.dp_rank, "pp_rank": self.topo.pp_rank,
+                        "tp_rank": self.topo.tp_rank,
+                        "available_frequencies": list(self._gpu["supported_sm_mhz"])}
+        try:
+            coordinated = _core.CoordinatedPlan(
+                self._agent, self.options.coordinator, job_id, self.topo.rank,
+                token=self.options.coordinator_token, registration=registration,
+                start_wait_s=0.0, start_timeout_s=10.0, meter_nvml_index=self._gpu["nvml_index"])
+            coordinated.start()  # bounded: registration and one poll without waiting
+        except Exception as error:
+            self._fail(f"cannot join the coordinator's job {job_id}: {error}")
+            return
+        self._coordinated = coordinated
+        self._phase = "execute"
+        self._drain_coordinated_log()
+
+    def _drain_coordinated_log(self) -> None:
+        c = self._coordinated
+        if c is None:
+            return
+        for line in c.take_log():
+            self._note(line)
+        stats = c.stats()
+        version = int(stats["running_version"])
+        if version != self._running_version and version > 0:
+            self._running_version = version
+            self.applied_plans.append({"version": version, "reason": "from the coordinator"})
 
     def _planning_failure(self) -> Optional[str]:
         """Rank 0: why the job cannot be planned (None while fine)."""
@@ -630,6 +700,13 @@ class Session:
                 self._coordinator.close()
             except Exception:
                 pass
+        if self._coordinated is not None:
+            try:
+                self._drain_coordinated_log()
+                self._coordinated.close()
+            except Exception:
+                pass
+            self._coordinated = None
         if self._agent is not None:
             try:
                 self._agent.close()  # default clocks back, controller joined

@@ -247,8 +247,9 @@ def test_killing_a_rank_mid_run_leaves_its_gpu_at_default_clocks(tmp_path):
 
 
 def test_optimize_with_joulepipe_serve(tmp_path):
-    """--joulepipe-coordinator: rank 0 registers the job and its ranks and
-    uploads the profile; serve plans; every rank runs its plan's clocks."""
+    """--joulepipe-coordinator: rank 0 registers the job and uploads the
+    profile through the runtime's client; serve plans; every rank registers
+    itself, fetches its plan (CoordinatedPlan) and runs its clocks."""
     from coord_server import Server
 
     stages_profile = tmp_path / "p2.csv"
@@ -260,7 +261,10 @@ def test_optimize_with_joulepipe_serve(tmp_path):
         out = example(tmp_path, "1f1b", "--iterations", "12", "--joulepipe", "optimize",
                       "--joulepipe-coordinator", server.url, "--joulepipe-profile",
                       stages_profile, "--joulepipe-job-id", "tiny-gpt")
-        assert out.count("applied to stage") == 2, out
+        assert "job tiny-gpt registered at" in out, out
+        for rank in (0, 1):
+            assert f"[rank {rank}] joulepipe [rank {rank}]: switching to plan version 1 for rank " \
+                   f"{rank}" in out, out
         plans = {}
         for rank in (0, 1):
             status, plan = server.request("GET", f"/jobs/tiny-gpt/plan?rank={rank}&after=0")

@@ -8,7 +8,6 @@ Every child process and torchrun has a timeout; gloo has its own
 """
 
 import json
-import os
 import shutil
 import subprocess
 import sys

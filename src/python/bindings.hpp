@@ -34,6 +34,7 @@ void BindPlan(py::module_& m);
 void BindSimulate(py::module_& m);
 void BindCoord(py::module_& m);
 void BindCoordinatedPlan(py::module_& m);
+void BindCoordClient(py::module_& m);
 
 // A stage plan as Python sees it: [(Kind, microbatch, chunk, mhz), ...] in
 // execution order.

@@ -21,4 +21,5 @@ PYBIND11_MODULE(_core, m) {
   python::BindAgent(m);
   python::BindCoord(m);
   python::BindCoordinatedPlan(m);
+  python::BindCoordClient(m);
 }

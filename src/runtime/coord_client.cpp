@@ -440,12 +440,19 @@ std::string CoordinatorClient::RegisterJob(const JobRegistration& job) {
                                  "when set (got %g W)",
                                  *job.p_block_w));
   }
+  if (job.slowdown) {
+    model::Require(std::isfinite(*job.slowdown) && *job.slowdown >= 0, "JobRegistration::slowdown",
+                   model::Format("JobRegistration::slowdown must be a fraction >= 0 when set (got "
+                                 "%g); 0.05 allows a plan 5 %% slower than all-max clocks",
+                                 *job.slowdown));
+  }
   json body = {{"pp_degree", job.pp_degree},       {"dp_degree", job.dp_degree},
                {"tp_degree", job.tp_degree},       {"world_size", job.world_size},
                {"schedule", job.schedule},         {"microbatches", job.microbatches},
                {"chunks", job.chunks}};
   if (!job.job_id.empty()) body["job_id"] = job.job_id;
   if (job.p_block_w) body["p_block_w"] = *job.p_block_w;
+  if (job.slowdown) body["slowdown"] = *job.slowdown;
   if (job.gpu) body["gpu"] = *job.gpu;
   if (job.metadata) body["metadata"] = *job.metadata;
   const std::string target = "/jobs";

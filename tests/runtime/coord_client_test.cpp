@@ -390,6 +390,7 @@ TEST(CoordinatorClientTest, RegisterJobSendsTheFieldsAndTheToken) {
   job.microbatches = 16;
   job.chunks = 2;
   job.p_block_w = 80.5;
+  job.slowdown = 0.05;
   job.gpu = "A100-SXM4-80GB";
   EXPECT_EQ(client.RegisterJob(job), "job-7");
 
@@ -405,8 +406,23 @@ TEST(CoordinatorClientTest, RegisterJobSendsTheFieldsAndTheToken) {
   const json body = json::parse(r.body);
   EXPECT_EQ(body, json::parse(R"({"pp_degree": 4, "dp_degree": 2, "tp_degree": 8,
       "world_size": 64, "schedule": "interleaved", "microbatches": 16, "chunks": 2,
-      "p_block_w": 80.5, "gpu": "A100-SXM4-80GB"})"));  // no job_id: the server assigns
+      "p_block_w": 80.5, "slowdown": 0.05, "gpu": "A100-SXM4-80GB"})"));  // no job_id: the server assigns
   EXPECT_TRUE(recorded.sleeps->empty());
+}
+
+TEST(CoordinatorClientTest, RegisterJobRefusesANegativeSlowdownBeforeSending) {
+  FakeServer server(Script({Reply(200, R"({"job_id": "job-7"})")}));
+  Recorded recorded;
+  CoordinatorClient client(TestOptions(server.url(), recorded));
+  JobRegistration job;
+  job.slowdown = -0.1;
+  try {
+    client.RegisterJob(job);
+    ADD_FAILURE() << "no error";
+  } catch (const model::InputError& e) {
+    EXPECT_EQ(e.field(), "JobRegistration::slowdown");
+  }
+  EXPECT_TRUE(server.requests().empty());
 }
 
 TEST(CoordinatorClientTest, RegisterJobWithAnIdChecksTheAnswer) {

@@ -113,6 +113,9 @@ struct JobRegistration {
   int microbatches = 1;
   int chunks = 1;
   std::optional<double> p_block_w;  // finite and > 0 when set
+  // Iteration time the plan may add over all-max clocks, a fraction >= 0
+  // (the service's JobConfig::slowdown); unset: the service's default, 0.
+  std::optional<double> slowdown;
   std::optional<std::string> gpu;
   std::optional<std::string> metadata;
 };

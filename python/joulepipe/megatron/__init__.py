@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Optional
 
 from joulepipe._session import MODES, IterationRecord, Options, Session, Topology
 from joulepipe.megatron.arguments import add_arguments, options_from_args  # noqa: F401
