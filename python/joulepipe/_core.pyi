@@ -286,6 +286,21 @@ class CoordinatedPlan:
     def __enter__(self) -> CoordinatedPlan: ...
     def __exit__(self, *exc: Any) -> bool: ...
 
+class CoordinatorClient:
+    """The job's side of `joulepipe serve` (runtime::CoordinatorClient: timeouts,
+    retries with backoff): register the job, upload its profile. Raises
+    RuntimeError with the client's message when unreachable or refused."""
+
+    def __init__(self, url: str, token: Optional[str] = None, connect_timeout_s: float = 5.0,
+                 request_timeout_s: float = 30.0, max_attempts: int = 5) -> None: ...
+    def register_job(self, job_id: str, *, pp: int, dp: int, tp: int, world_size: int,
+                     schedule: str, microbatches: int, chunks: int = 1,
+                     p_block_w: Optional[float] = None, slowdown: Optional[float] = None,
+                     gpu: Optional[str] = None) -> str:
+        """POST /jobs; the job's id (the service assigns one for "")."""
+    def upload_profile(self, job_id: str, csv: str) -> int:
+        """PUT /jobs/{job_id}/profile; the rows the service read."""
+
 class CoordJob:
     """The coordination policy of one job (coord::Job), without I/O."""
 
