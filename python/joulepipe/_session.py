@@ -561,6 +561,10 @@ class Session:
         training thread, reports each iteration and drives the agent."""
         if self.failure is not None or self._agent is None:
             return
+        if self.options.mode != "optimize":
+            self._note(f"the job is planned by {self.options.coordinator} as {job_id}; "
+                       "profile mode keeps default clocks")
+            return
         registration = {"dp_rank": self.topo.dp_rank, "pp_rank": self.topo.pp_rank,
                         "tp_rank": self.topo.tp_rank,
                         "available_frequencies": list(self._gpu["supported_sm_mhz"])}
