@@ -509,7 +509,9 @@ class Session:
                 [_core.ProfileReport.from_dict(e["report"]) for e in everyone if e["report"]])
             csv = merged.to_csv()
             if self.options.profile_out:
-                _write_atomically(self.options.profile_out, csv)
+                # model::WriteProfileCsv: atomic, as every profile joulepipe writes.
+                _core.Profile.parse(csv, "the merged profile").write(self.options.profile_out,
+                                                                     overwrite=True)
                 note(f"profile written to {self.options.profile_out}")
         shape = self._shape or {"schedule": "1f1b", "microbatches": 1, "chunks": 1}
         job = JobShape(job_id=self.options.job_id or f"joulepipe-{os.getpid()}-{int(time.time())}",
@@ -720,12 +722,3 @@ class Session:
         if self._file is not None:
             self._file.close()
             self._file = None
-
-
-def _write_atomically(path: str, text: str) -> None:
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)

@@ -67,7 +67,6 @@ class _State:
         self.forwards: Dict[int, tuple] = {}  # id(output tensor) -> (microbatch, chunk)
         self.next_microbatch: Dict[int, int] = {}
         self.last_record: Optional[IterationRecord] = None
-        self.calls = {"training": 0, "evaluation": 0}
 
 
 _state: Optional[_State] = None
@@ -164,12 +163,8 @@ def disable() -> None:
     for name, original in state.originals.items():
         setattr(state.module, name, original)
     if state.session is not None:
-        record = state.session.iteration_end()  # the last iteration, if still open
-        if record is not None:
-            state.log(record.summary())
+        _end_iteration(state)  # the last iteration, if still open
         state.session.close()
-        if state.session.records:
-            state.last_record = state.session.records[-1]
 
 
 def iteration_end() -> Optional[IterationRecord]:
@@ -178,11 +173,7 @@ def iteration_end() -> Optional[IterationRecord]:
     iteration's start ends it). Returns its record."""
     if _state is None or _state.session is None:
         return None
-    record = _state.session.iteration_end()
-    if record is not None:
-        _state.last_record = record
-        _state.log(record.summary())
-    return record
+    return _end_iteration(_state)
 
 
 def last_iteration_summary() -> Optional[str]:
@@ -190,11 +181,19 @@ def last_iteration_summary() -> Optional[str]:
     e.g. "joulepipe: iteration 3 | 25.1 ms | 5.21 J/iter/GPU | ..."."""
     if _state is None or _state.session is None:
         return None
-    record = _state.session.iteration_end()
-    if record is None:
-        return _state.last_record.summary() if _state.last_record is not None else None
-    _state.last_record = record
-    return record.summary()
+    _end_iteration(_state, say=False)
+    return _state.last_record.summary() if _state.last_record is not None else None
+
+
+def _end_iteration(state: _State, say: bool = True) -> Optional[IterationRecord]:
+    """Ends the session's open iteration, if any: its record becomes the
+    last one, and (with `say`) its line is logged."""
+    record = state.session.iteration_end()
+    if record is not None:
+        state.last_record = record
+        if say:
+            state.log(record.summary())
+    return record
 
 
 # ---- the wrappers --------------------------------------------------------------
@@ -230,23 +229,16 @@ def _wrap_schedule(original: Callable, schedule: str) -> Callable:
     def run(*args: Any, **kwargs: Any) -> Any:
         state = _state
         if state is None or kwargs.get("forward_only", False) or state.active:
-            if state is not None:
-                state.calls["evaluation"] += 1
             return original(*args, **kwargs)
         if state.session is None and not state.session_failed:
             state.session = _start_session(state)
         s = state.session
         if s is None:
             return original(*args, **kwargs)
-        state.calls["training"] += 1
         model = kwargs.get("model")
         chunks = len(model) if isinstance(model, (list, tuple)) else 1
         s.set_shape(schedule, int(kwargs.get("num_microbatches", 1)), chunks)
-        if s._open:  # the previous iteration, when the loop did not end it
-            record = s.iteration_end()
-            if record is not None:
-                state.last_record = record
-                state.log(record.summary())
+        _end_iteration(state)  # the previous iteration, when the loop did not end it
         s.iteration_begin()
         state.forwards.clear()
         state.next_microbatch.clear()
