@@ -9,9 +9,9 @@
 #include <CLI/CLI.hpp>
 
 #include "format.hpp"
-#include "output_dir.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/solver/plan_pipeline.hpp"
+#include "output_dir.hpp"
 
 namespace joulepipe::cli {
 
@@ -131,15 +131,17 @@ ProfileRequest ToRequest(const ProfileFlags& f) {
   // The two figures only the summary uses (the DP all-reduce and iteration
   // estimates), so only the command line checks them.
   if (!std::isfinite(f.dp_gbps) || f.dp_gbps < kMinDpGbps || f.dp_gbps > kMaxDpGbps) {
-    throw InputError(Printf("--dp-gbps must be %g..%g GB/s per GPU (got %g); e.g. 25 for one "
-                            "200 Gb/s InfiniBand adapter per GPU",
-                            kMinDpGbps, kMaxDpGbps, f.dp_gbps));
+    throw InputError(
+        Printf("--dp-gbps must be %g..%g GB/s per GPU (got %g); e.g. 25 for one "
+               "200 Gb/s InfiniBand adapter per GPU",
+               kMinDpGbps, kMaxDpGbps, f.dp_gbps));
   }
   r.dp_gbps = f.dp_gbps;
   if (f.microbatches < 0 || f.microbatches > solver::kMaxMicrobatches) {
-    throw InputError(Printf("--microbatches must be 1..%d (got %d): the microbatches of the "
-                            "1F1B iteration to estimate; leave it out for no estimate",
-                            solver::kMaxMicrobatches, f.microbatches));
+    throw InputError(
+        Printf("--microbatches must be 1..%d (got %d): the microbatches of the "
+               "1F1B iteration to estimate; leave it out for no estimate",
+               solver::kMaxMicrobatches, f.microbatches));
   }
   r.microbatches = f.microbatches;
   r.layer_split_text = f.layer_split;
@@ -182,8 +184,7 @@ std::string FormatProfileSummary(const physics::SimulatedWorkload& w, const Prof
       "  job          TP %d x PP %d x DP %d = %lld GPUs; microbatch %d x %d tokens; "
       "recompute %s\n",
       p.tp, p.pp, p.dp, static_cast<long long>(p.tp) * p.pp * p.dp, spec.microbatch_size,
-      spec.seq(),
-      std::string(physics::RecomputeName(spec.recompute)).c_str());
+      spec.seq(), std::string(physics::RecomputeName(spec.recompute)).c_str());
   t += "  layer split  " + JoinSplit(w.layer_split) + " (" +
        (r.layer_split_text == "even" || r.layer_split_text == "balanced" ? r.layer_split_text
                                                                          : "given") +

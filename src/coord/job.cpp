@@ -60,8 +60,8 @@ void CheckJobConfig(JobConfig* c) {
   CheckDegree(c->tp_degree, "JobConfig::tp_degree");
   const std::int64_t world = std::int64_t{c->pp_degree} * c->dp_degree * c->tp_degree;
   Require(world <= kMaxWorldSize, "JobConfig::world_size",
-          Format("pp x dp x tp = %lld ranks; a job has at most %lld",
-                 static_cast<long long>(world), static_cast<long long>(kMaxWorldSize)));
+          Format("pp x dp x tp = %lld ranks; a job has at most %lld", static_cast<long long>(world),
+                 static_cast<long long>(kMaxWorldSize)));
   if (c->world_size == 0) c->world_size = world;
   Require(c->world_size == world, "JobConfig::world_size",
           Format("JobConfig::world_size must be pp_degree x dp_degree x tp_degree = %d x %d x %d "
@@ -89,16 +89,18 @@ void CheckJobConfig(JobConfig* c) {
                  "microbatches",
                  static_cast<long long>(instructions), c->spec.stages, c->spec.microbatches,
                  c->spec.chunks, static_cast<long long>(kMaxPipelineInstructions)));
-  Require(c->gpu.size() <= 256, "JobConfig::gpu",
-          Format("JobConfig::gpu is a GPU name of at most 256 characters (got %zu)",
-                 c->gpu.size()));
+  Require(
+      c->gpu.size() <= 256, "JobConfig::gpu",
+      Format("JobConfig::gpu is a GPU name of at most 256 characters (got %zu)", c->gpu.size()));
   Require(c->metadata.size() <= kMaxMetadataLength, "JobConfig::metadata",
           Format("JobConfig::metadata is at most %zu characters (got %zu)", kMaxMetadataLength,
                  c->metadata.size()));
   CheckStragglerOptions(c->straggler);
 }
 
-Job::Job(JobConfig config) : config_(std::move(config)) { CheckJobConfig(&config_); }
+Job::Job(JobConfig config) : config_(std::move(config)) {
+  CheckJobConfig(&config_);
+}
 
 JobPhase Job::phase() const {
   if (planned_) return JobPhase::kPlanned;
@@ -184,9 +186,10 @@ void Job::SetPlanFailed(std::string message) {
 void Job::SetPlan(const solver::PipelinePlan& plan, double now_unix_s) {
   const JobPhase p = phase();
   if (p != JobPhase::kReadyToPlan && p != JobPhase::kFailed) {
-    throw JobStateError(Format("job %s is %s; a plan is installed once every rank is "
-                               "registered and a profile is set",
-                               config_.job_id.c_str(), JobPhaseName(p)));
+    throw JobStateError(
+        Format("job %s is %s; a plan is installed once every rank is "
+               "registered and a profile is set",
+               config_.job_id.c_str(), JobPhaseName(p)));
   }
   if (plan.frontier.points.empty() || plan.chosen >= plan.frontier.points.size()) {
     throw JobStateError("the plan for job " + config_.job_id + " has no solved frontier");
@@ -198,9 +201,10 @@ void Job::SetPlan(const solver::PipelinePlan& plan, double now_unix_s) {
   first.iteration = 0;
   first.time_unix_s = now_unix_s;
   const solver::FrontierPoint& q = frontier_.points[intrinsic_];
-  first.reason = Format("initial plan: least energy within the all-max-clock time %.4f s "
-                        "(%.4f s, %.1f J per pipeline iteration)",
-                        baseline_time_s_, q.time_s, q.energy_j);
+  first.reason = Format(
+      "initial plan: least energy within the all-max-clock time %.4f s "
+      "(%.4f s, %.1f J per pipeline iteration)",
+      baseline_time_s_, q.time_s, q.energy_j);
   first.slowdowns.assign(config_.dp_degree, 1.0);
   first.target_s = q.time_s;
   first.point_of_pipeline.assign(config_.dp_degree, intrinsic_);
@@ -211,7 +215,8 @@ void Job::Adopt(schedule::Schedule schedule, solver::Frontier frontier, int intr
                 double baseline_time_s, double p_block_w) {
   std::vector<Candidate> candidates;
   candidates.reserve(frontier.points.size());
-  for (const solver::FrontierPoint& q : frontier.points) candidates.push_back({q.time_s, q.energy_j});
+  for (const solver::FrontierPoint& q : frontier.points)
+    candidates.push_back({q.time_s, q.energy_j});
   CandidateIndex index(std::move(candidates), intrinsic);  // throws before anything changes
   schedule_ = std::move(schedule);
   frontier_ = std::move(frontier);
@@ -300,8 +305,8 @@ void Job::RestorePlan(const nlohmann::json& j, const std::vector<PlanSwitch>& sw
 std::optional<RankPlan> Job::PlanFor(int rank) const {
   const auto r = ranks_.find(rank);
   if (r == ranks_.end()) {
-    throw InputError("RankInfo::rank", Format("rank %d is not registered with job %s", rank,
-                                              config_.job_id.c_str()));
+    throw InputError("RankInfo::rank",
+                     Format("rank %d is not registered with job %s", rank, config_.job_id.c_str()));
   }
   if (!planned_) return std::nullopt;
   RankPlan plan;
@@ -421,10 +426,10 @@ PlanSwitch Job::Decide(std::int64_t next_iteration, double now_unix_s) {
     if (stragglers.size() > 8) who += Format(" and %zu more", stragglers.size() - 8);
     int moved = 0;
     for (int p = 0; p < config_.dp_degree; ++p) moved += s.point_of_pipeline[p] != intrinsic_;
-    s.reason = Format("straggler: pipeline%s %s; T' = %.4f s; %d other pipeline(s) slow down, "
-                      "saving a predicted %.1f J per iteration",
-                      stragglers.size() > 1 ? "s" : "", who.c_str(), s.target_s, moved,
-                      s.predicted_saving_j);
+    s.reason = Format(
+        "straggler: pipeline%s %s; T' = %.4f s; %d other pipeline(s) slow down, "
+        "saving a predicted %.1f J per iteration",
+        stragglers.size() > 1 ? "s" : "", who.c_str(), s.target_s, moved, s.predicted_saving_j);
   }
   return s;
 }
@@ -453,8 +458,8 @@ PlanSwitch SwitchFromJson(const nlohmann::json& j) {
     s.predicted_saving_j = j.at("predicted_saving_j").get<double>();
     return s;
   } catch (const nlohmann::json::exception& e) {
-    throw InputError("PlanSwitch", std::string("a stored plan switch is not readable: ") +
-                                       e.what());
+    throw InputError("PlanSwitch",
+                     std::string("a stored plan switch is not readable: ") + e.what());
   }
 }
 

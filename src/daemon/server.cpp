@@ -63,9 +63,8 @@ void RemoveStale(const std::string& path) {
     }
   }
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-    throw InputError("Config::socket",
-                     "cannot remove the stale socket " + path + ": " + Errno() +
-                         "; remove it or choose another \"socket\" path");
+    throw InputError("Config::socket", "cannot remove the stale socket " + path + ": " + Errno() +
+                                           "; remove it or choose another \"socket\" path");
   }
 }
 
@@ -74,9 +73,9 @@ gid_t GroupOf(const std::string& group) {
     // A gid is 32 bits; a longer number names no group (and must not reach
     // std::stoul, whose out_of_range text would be the message).
     if (group.size() > 10 || std::stoull(group) > 0xFFFFFFFEull) {
-      throw InputError("Config::socket_group",
-                       "socket group " + group + " is not a group id (ids are 0..4294967294); "
-                       "set \"socket_group\" to a group name or id");
+      throw InputError("Config::socket_group", "socket group " + group +
+                                                   " is not a group id (ids are 0..4294967294); "
+                                                   "set \"socket_group\" to a group name or id");
     }
     return static_cast<gid_t>(std::stoul(group));
   }
@@ -84,9 +83,10 @@ gid_t GroupOf(const std::string& group) {
   struct group entry {};
   struct group* result = nullptr;
   if (::getgrnam_r(group.c_str(), &entry, buffer.data(), buffer.size(), &result) != 0 || !result) {
-    throw InputError("Config::socket_group",
-                     "the \"socket_group\" \"" + group + "\" does not exist; create it "
-                         "(`groupadd " + group + "`) or change \"socket_group\"");
+    throw InputError("Config::socket_group", "the \"socket_group\" \"" + group +
+                                                 "\" does not exist; create it "
+                                                 "(`groupadd " +
+                                                 group + "`) or change \"socket_group\"");
   }
   return result->gr_gid;
 }

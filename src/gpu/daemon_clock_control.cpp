@@ -76,8 +76,12 @@ std::set<DaemonClockControl*>& Registry() {
   return *registry;
 }
 
-void LockRegistry() { g_registry_mutex.lock(); }
-void UnlockRegistry() { g_registry_mutex.unlock(); }
+void LockRegistry() {
+  g_registry_mutex.lock();
+}
+void UnlockRegistry() {
+  g_registry_mutex.unlock();
+}
 void ForgetConnectionsInChild();
 
 void Register(DaemonClockControl* control) {
@@ -306,9 +310,9 @@ class DaemonClockControl final : public ClockControl {
     std::string why;
     if (!StillConnected(&why)) {
       if (!may_reconnect || HoldsChanges()) {
-        throw GpuError(prefix + why +
-                       (HoldsChanges() ? "; the daemon has restored the GPUs this client changed"
-                                       : ""));
+        throw GpuError(
+            prefix + why +
+            (HoldsChanges() ? "; the daemon has restored the GPUs this client changed" : ""));
       }
       Reconnect(prefix, why);
     }
@@ -402,7 +406,7 @@ class DaemonClockControl final : public ClockControl {
   }
 
   std::string socket_path_;
-  pid_t owner_pid_;     // the process that created this object
+  pid_t owner_pid_;      // the process that created this object
   bool forked_ = false;  // this is a forked child of owner_pid_
   int fd_ = -1;
   LineBuffer input_;

@@ -33,8 +33,8 @@ double LimitOf(const GpuSpec& gpu, const ProfileOptions& options) {
     throw InputError("ProfileOptions::power_limit_w",
                      "ProfileOptions::power_limit_w " + Num(options.power_limit_w) +
                          " W is outside " + gpu.id + "'s range " + Num(lo) + ".." + Num(hi) +
-                         " W; choose a limit in that range, or 0 for its TDP of " +
-                         Num(gpu.tdp_w) + " W");
+                         " W; choose a limit in that range, or 0 for its TDP of " + Num(gpu.tdp_w) +
+                         " W");
   }
   return options.power_limit_w;
 }
@@ -52,15 +52,15 @@ double SlowestStageTime(const SimulatedWorkload& w) {
 // A simulated instruction longer than a profile may hold (model/profile.hpp)
 // means a microbatch far too big for one stage's GPUs; says which fields to
 // change rather than which ClockPoint bound it broke.
-void CheckInstructionTime(const WorkloadSpec& spec, const GpuSpec& gpu, int stage,
-                          const char* kind, int mhz, double time_s) {
+void CheckInstructionTime(const WorkloadSpec& spec, const GpuSpec& gpu, int stage, const char* kind,
+                          int mhz, double time_s) {
   if (time_s <= model::kMaxInstructionSeconds) return;
   throw InputError("WorkloadSpec::microbatch_size",
                    "WorkloadSpec::microbatch_size " + std::to_string(spec.microbatch_size) +
                        " x WorkloadSpec::seq_length " + std::to_string(spec.seq()) +
-                       " tokens make stage " + std::to_string(stage) + "'s " + kind +
-                       " take " + Num(time_s) + " s at " + std::to_string(mhz) + " MHz on " +
-                       gpu.id + ", more than an hour per microbatch; use a smaller "
+                       " tokens make stage " + std::to_string(stage) + "'s " + kind + " take " +
+                       Num(time_s) + " s at " + std::to_string(mhz) + " MHz on " + gpu.id +
+                       ", more than an hour per microbatch; use a smaller "
                        "WorkloadSpec::microbatch_size or WorkloadSpec::seq_length, or a larger "
                        "Parallelism::tp or Parallelism::pp");
 }
@@ -75,8 +75,9 @@ WorkBreakdown CostToWork(const KindCost& cost, const GpuSpec& gpu) {
   }
   if (cost.tp_comm_bytes > 0 && !(gpu.nvlink_gbps > 0)) {
     throw InputError("Parallelism::tp",
-                     gpu.id + " has no nvlink_gbps; tensor parallelism (Parallelism::tp > 1) "
-                              "needs it; set Parallelism::tp to 1 or choose a GPU with NVLink");
+                     gpu.id +
+                         " has no nvlink_gbps; tensor parallelism (Parallelism::tp > 1) "
+                         "needs it; set Parallelism::tp to 1 or choose a GPU with NVLink");
   }
   WorkBreakdown b;
   b.compute_s = cost.gemm_flops / (gpu.peak_bf16_tflops * 1e12 * kGemmEfficiency);
@@ -98,8 +99,8 @@ std::vector<int> ProfileClocks(const GpuSpec& gpu, const ProfileOptions& options
     floor = static_cast<int>(std::ceil(0.6 * gpu.max_sm_mhz));
   } else if (floor < gpu.min_sm_mhz || floor > gpu.max_sm_mhz) {
     throw InputError("ProfileOptions::min_mhz",
-                     "ProfileOptions::min_mhz " + std::to_string(floor) + " is outside " +
-                         gpu.id + "'s SM clock range " + std::to_string(gpu.min_sm_mhz) + ".." +
+                     "ProfileOptions::min_mhz " + std::to_string(floor) + " is outside " + gpu.id +
+                         "'s SM clock range " + std::to_string(gpu.min_sm_mhz) + ".." +
                          std::to_string(gpu.max_sm_mhz) +
                          " MHz; choose a clock in that range, or 0 for the lowest supported "
                          "clock >= 0.6 x " +

@@ -192,10 +192,9 @@ void BindPlan(py::module_& m) {
             std::error_code error;
             if (std::filesystem::is_directory(file, error)) file /= "chosen.json";
             if (!std::filesystem::exists(file, error)) {
-              PyErr_SetObject(PyExc_FileNotFoundError,
-                              py::make_tuple(2, "No such file or directory (the plan)",
-                                             file.string())
-                                  .ptr());
+              PyErr_SetObject(
+                  PyExc_FileNotFoundError,
+                  py::make_tuple(2, "No such file or directory (the plan)", file.string()).ptr());
               throw py::error_already_set();
             }
             return model::ReadPlanFile(file.string());
@@ -222,8 +221,8 @@ void BindPlan(py::module_& m) {
           [](const model::Plan& p, int stage) {
             if (stage < 0 || stage >= static_cast<int>(p.stages.size())) {
               throw model::InputError("stage", "stage must be 0.." +
-                                                   std::to_string(p.stages.size() - 1) +
-                                                   " (got " + std::to_string(stage) + ")");
+                                                   std::to_string(p.stages.size() - 1) + " (got " +
+                                                   std::to_string(stage) + ")");
             }
             return StagePlanToList(p.stages[stage]);
           },

@@ -32,9 +32,8 @@ namespace {
 using nlohmann::json;
 
 void CheckOptions(const CoordinatorOptions& o) {
-  if (std::any_of(o.token.begin(), o.token.end(), [](char c) {
-        return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
-      })) {
+  if (std::any_of(o.token.begin(), o.token.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
     throw model::InputError("CoordinatorOptions::token",
                             "CoordinatorOptions::token must not contain line breaks or other "
                             "control characters (it is sent in an HTTP header)");
@@ -65,8 +64,9 @@ void CheckOptions(const CoordinatorOptions& o) {
                  model::Format("RetryPolicy::max_backoff_s must be a finite number of seconds >= "
                                "RetryPolicy::initial_backoff_s (got %g s and %g s)",
                                r.max_backoff_s, r.initial_backoff_s));
-  model::Require(std::isfinite(r.multiplier) && r.multiplier >= 1, "RetryPolicy::multiplier",
-                 model::Format("RetryPolicy::multiplier must be at least 1 (got %g)", r.multiplier));
+  model::Require(
+      std::isfinite(r.multiplier) && r.multiplier >= 1, "RetryPolicy::multiplier",
+      model::Format("RetryPolicy::multiplier must be at least 1 (got %g)", r.multiplier));
   model::Require(std::isfinite(r.jitter) && r.jitter >= 0 && r.jitter <= 1, "RetryPolicy::jitter",
                  model::Format("RetryPolicy::jitter must be between 0 and 1, the fraction a wait "
                                "may be shortened by (got %g)",
@@ -247,8 +247,8 @@ RankPlan ReadRankPlan(const AnswerReader& in, const json& root, int rank, int af
     if (const json* chunk = in.Optional(entry, "chunk")) {
       p.instruction.chunk = static_cast<int>(in.Integer(*chunk, path + ".chunk", 0));
     }
-    p.mhz = static_cast<int>(
-        in.Integer(in.Require(entry, "frequency", path), path + ".frequency", 1));
+    p.mhz =
+        static_cast<int>(in.Integer(in.Require(entry, "frequency", path), path + ".frequency", 1));
     plan.instructions.push_back(p);
   }
 
@@ -342,14 +342,14 @@ struct CoordinatorClient::State {
       } catch (const http::HttpError& e) {
         if (e.failure() == http::Failure::kCancelled) {
           throw CoordinatorError(CoordinatorError::Kind::kCancelled,
-                                 Cancelled(route, attempt, last_error), last_status, "",
-                                 attempt, last_error);
+                                 Cancelled(route, attempt, last_error), last_status, "", attempt,
+                                 last_error);
         }
         if (!http::IsTransient(e.failure())) {
-          throw CoordinatorError(CoordinatorError::Kind::kBadResponse,
-                                 "coordinator at " + options.url + " gave a bad answer to " +
-                                     route + ": " + e.what(),
-                                 last_status, "", attempt);
+          throw CoordinatorError(
+              CoordinatorError::Kind::kBadResponse,
+              "coordinator at " + options.url + " gave a bad answer to " + route + ": " + e.what(),
+              last_status, "", attempt);
         }
         last_error = e.what();
         last_status = 0;
@@ -418,9 +418,9 @@ CoordinatorClient::CoordinatorClient(CoordinatorOptions options) {
     random_ = options.random;
   } else {
     const std::uint64_t seed =
-        options.retry.seed != 0 ? options.retry.seed
-                                : (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^
-                                      std::random_device{}();
+        options.retry.seed != 0
+            ? options.retry.seed
+            : (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
     // Captured by value: each copy of the client draws on its own engine.
     random_ = [engine = std::mt19937_64(seed)]() mutable {
       return std::uniform_real_distribution<double>(0.0, 1.0)(engine);
@@ -430,7 +430,9 @@ CoordinatorClient::CoordinatorClient(CoordinatorOptions options) {
   state_ = std::move(state);
 }
 
-const std::string& CoordinatorClient::url() const { return state_->options.url; }
+const std::string& CoordinatorClient::url() const {
+  return state_->options.url;
+}
 
 std::string CoordinatorClient::RegisterJob(const JobRegistration& job) {
   if (job.p_block_w) {
@@ -446,9 +448,9 @@ std::string CoordinatorClient::RegisterJob(const JobRegistration& job) {
                                  "%g); 0.05 allows a plan 5 %% slower than all-max clocks",
                                  *job.slowdown));
   }
-  json body = {{"pp_degree", job.pp_degree},       {"dp_degree", job.dp_degree},
-               {"tp_degree", job.tp_degree},       {"world_size", job.world_size},
-               {"schedule", job.schedule},         {"microbatches", job.microbatches},
+  json body = {{"pp_degree", job.pp_degree}, {"dp_degree", job.dp_degree},
+               {"tp_degree", job.tp_degree}, {"world_size", job.world_size},
+               {"schedule", job.schedule},   {"microbatches", job.microbatches},
                {"chunks", job.chunks}};
   if (!job.job_id.empty()) body["job_id"] = job.job_id;
   if (job.p_block_w) body["p_block_w"] = *job.p_block_w;
@@ -498,14 +500,14 @@ std::optional<RankPlan> CoordinatorClient::WaitForPlan(const std::string& job_id
                             std::to_string(after_version) + ")");
   }
   if (!std::isfinite(wait_s) || wait_s < 0 || wait_s > kMaxPlanWaitS) {
-    throw model::InputError(model::Format("WaitForPlan: wait_s must be between 0 and %g seconds, "
-                                          "the coordinator's longest long poll (got %g s)",
-                                          kMaxPlanWaitS, wait_s));
+    throw model::InputError(
+        model::Format("WaitForPlan: wait_s must be between 0 and %g seconds, "
+                      "the coordinator's longest long poll (got %g s)",
+                      kMaxPlanWaitS, wait_s));
   }
-  const std::string target = "/jobs/" + http::PercentEncode(job_id) +
-                             "/plan?rank=" + std::to_string(rank) +
-                             "&after=" + std::to_string(after_version) +
-                             "&wait_s=" + model::Format("%g", wait_s);
+  const std::string target =
+      "/jobs/" + http::PercentEncode(job_id) + "/plan?rank=" + std::to_string(rank) +
+      "&after=" + std::to_string(after_version) + "&wait_s=" + model::Format("%g", wait_s);
   const http::Response response = state_->Call("GET", target, "", nullptr, wait_s, random_);
   AnswerReader in(state_->Context("GET " + target), response.status);
   if (response.status == 204) return std::nullopt;

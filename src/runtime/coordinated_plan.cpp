@@ -34,7 +34,9 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-std::string Seconds(double s) { return model::Format("%g s", s); }
+std::string Seconds(double s) {
+  return model::Format("%g s", s);
+}
 
 inline void Bump(std::atomic<std::uint64_t>& counter) {
   counter.fetch_add(1, std::memory_order_relaxed);
@@ -200,8 +202,8 @@ struct CoordinatedPlan::State {
         std::to_string(e.attempts()) + " attempt" + (e.attempts() == 1 ? "" : "s");
     switch (e.kind()) {
       case CoordinatorError::Kind::kUnreachable:
-        Log("coordinator unreachable at " + url() + " after " + attempts + " (last error: " +
-            e.last_error() + ")" + tail);
+        Log("coordinator unreachable at " + url() + " after " + attempts +
+            " (last error: " + e.last_error() + ")" + tail);
         return;
       case CoordinatorError::Kind::kCancelled:
         // Start()'s own deadline (or the caller's cancel predicate).
@@ -228,8 +230,7 @@ struct CoordinatedPlan::State {
   }
   void NoteLost(const std::string& why) {
     if (connected.exchange(false, std::memory_order_relaxed)) {
-      Log("lost the coordinator at " + url() + ": " + why + "; " + Keeps() +
-          ", training goes on");
+      Log("lost the coordinator at " + url() + ": " + why + "; " + Keeps() + ", training goes on");
     }
   }
 
@@ -293,7 +294,7 @@ struct CoordinatedPlan::State {
   // Training thread.
   void Push(double time_s, std::optional<double> energy_j) {
     const std::int64_t iteration = next_iteration++;
-    if (!worker.joinable()) return;  // not started, or coordination off
+    if (!worker.joinable()) return;                     // not started, or coordination off
     if (!std::isfinite(time_s) || time_s <= 0) return;  // the server takes > 0 only
     if (energy_j && (!std::isfinite(*energy_j) || *energy_j < 0)) energy_j.reset();
     {
@@ -376,8 +377,7 @@ bool CoordinatedPlan::Start() noexcept {
     } else {
       s.Log("the coordinator at " + s.url() + " has no plan for rank " +
             std::to_string(s.options.rank) + " of job '" + s.options.job_id + "' after " +
-            Seconds(wait_s) +
-            "; this rank keeps default clocks until one comes, training goes on");
+            Seconds(wait_s) + "; this rank keeps default clocks until one comes, training goes on");
     }
   } catch (const CoordinatorError& e) {
     s.LogStartFailure(e);

@@ -36,16 +36,22 @@ constexpr int kCancelSliceMs = 50;
 constexpr std::size_t kMaxChunkLine = 1024;
 constexpr int kMaxInterimResponses = 8;
 
-std::string ErrnoText(int error) { return std::strerror(error); }
+std::string ErrnoText(int error) {
+  return std::strerror(error);
+}
 
-std::string Seconds(double s) { return model::Format("%g s", s); }
+std::string Seconds(double s) {
+  return model::Format("%g s", s);
+}
 
 Clock::time_point DeadlineAfter(double seconds) {
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(
                             std::chrono::duration<double>(std::max(0.0, seconds)));
 }
 
-char Lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+char Lower(char c) {
+  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+}
 
 std::string LowerCase(std::string_view text) {
   std::string out(text);
@@ -53,7 +59,9 @@ std::string LowerCase(std::string_view text) {
   return out;
 }
 
-bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+bool IsDigit(char c) {
+  return c >= '0' && c <= '9';
+}
 
 std::string_view Trim(std::string_view text) {
   while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
@@ -105,8 +113,8 @@ bool WaitReady(int fd, short events, Clock::time_point deadline, const Options& 
     const int rc = ::poll(&entry, 1, static_cast<int>(ms));
     if (rc > 0) return true;  // ready, or an error the next call reports
     if (rc < 0 && errno != EINTR) {
-      throw HttpError(Failure::kClosed, "waiting on the connection to " + authority +
-                                            " failed: " + ErrnoText(errno));
+      throw HttpError(Failure::kClosed,
+                      "waiting on the connection to " + authority + " failed: " + ErrnoText(errno));
     }
   }
 }
@@ -131,8 +139,8 @@ int Connect(const Endpoint& endpoint, const Options& options, const std::string&
   const Clock::time_point deadline = DeadlineAfter(options.connect_timeout_s);
   std::string last_error = "no address";
   for (addrinfo* ai = list; ai != nullptr; ai = ai->ai_next) {
-    Socket socket(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                           ai->ai_protocol));
+    Socket socket(
+        ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
     const int fd = socket.fd();
     if (fd < 0) {
       last_error = ErrnoText(errno);
@@ -174,9 +182,9 @@ void SendAll(int fd, const std::string& data, Clock::time_point deadline, const 
       }
       continue;
     }
-    throw HttpError(Failure::kClosed, "connection to " + authority +
-                                          " closed while sending the request: " +
-                                          ErrnoText(n < 0 ? errno : EPIPE));
+    throw HttpError(Failure::kClosed,
+                    "connection to " + authority +
+                        " closed while sending the request: " + ErrnoText(n < 0 ? errno : EPIPE));
   }
 }
 
@@ -247,16 +255,15 @@ class Reader {
         continue;
       }
       throw HttpError(Failure::kClosed,
-                      "connection to " + authority_ + " failed while reading the response: " +
-                          ErrnoText(errno));
+                      "connection to " + authority_ +
+                          " failed while reading the response: " + ErrnoText(errno));
     }
   }
 
   [[noreturn]] void ClosedEarly(const std::string& while_doing) const {
     throw HttpError(Failure::kClosed,
-                    received_ == 0
-                        ? authority_ + " closed the connection without answering"
-                        : "connection closed by " + authority_ + " " + while_doing);
+                    received_ == 0 ? authority_ + " closed the connection without answering"
+                                   : "connection closed by " + authority_ + " " + while_doing);
   }
 
   // One line without its LF (and CR); longer than `budget` bytes: kTooLarge
@@ -288,8 +295,7 @@ class Reader {
   }
 
   [[noreturn]] void Malformed(const std::string& problem) const {
-    throw HttpError(Failure::kProtocol,
-                    authority_ + " did not answer with HTTP/1.x: " + problem);
+    throw HttpError(Failure::kProtocol, authority_ + " did not answer with HTTP/1.x: " + problem);
   }
 
   // The status line and headers; `budget` counts them all.
@@ -304,8 +310,8 @@ class Reader {
     // "HTTP/1.1 200 OK": version, one space, three digits, then a space and
     // the reason (or nothing).
     if (status.size() < 12 || status.compare(0, 7, "HTTP/1.") != 0 || !IsDigit(status[7]) ||
-        status[8] != ' ' || !IsDigit(status[9]) || !IsDigit(status[10]) ||
-        !IsDigit(status[11]) || (status.size() > 12 && status[12] != ' ')) {
+        status[8] != ' ' || !IsDigit(status[9]) || !IsDigit(status[10]) || !IsDigit(status[11]) ||
+        (status.size() > 12 && status[12] != ' ')) {
       Malformed("bad status line '" + Printable(status) + "'");
     }
     response->status = (status[9] - '0') * 100 + (status[10] - '0') * 10 + (status[11] - '0');
@@ -442,8 +448,9 @@ Endpoint ParseHttpUrl(const std::string& url, const char* field) {
   };
   const std::string lower = LowerCase(url);
   if (lower.rfind("https://", 0) == 0) {
-    fail("uses https, which this client does not speak (no TLS); use http://host:port, "
-         "through a local TLS-terminating proxy if the network is not trusted");
+    fail(
+        "uses https, which this client does not speak (no TLS); use http://host:port, "
+        "through a local TLS-terminating proxy if the network is not trusted");
   }
   if (lower.rfind("http://", 0) != 0) fail("must start with http:// (e.g. http://127.0.0.1:8470)");
   if (std::any_of(url.begin(), url.end(),
@@ -562,8 +569,8 @@ bool IsTransient(Failure failure) {
 Response Send(const Endpoint& endpoint, const Request& request, const Options& options) {
   const std::string authority = endpoint.Authority();
   const std::string target = endpoint.prefix + request.target;
-  if (request.method.empty() || !std::all_of(request.method.begin(), request.method.end(),
-                                             IsTokenChar)) {
+  if (request.method.empty() ||
+      !std::all_of(request.method.begin(), request.method.end(), IsTokenChar)) {
     throw HttpError(Failure::kProtocol, "invalid request method '" + request.method + "'");
   }
   if (request.target.empty() || request.target.front() != '/' ||

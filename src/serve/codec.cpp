@@ -171,8 +171,8 @@ class Members {
     out.reserve(v.size());
     for (std::size_t k = 0; k < v.size(); ++k) {
       if (!v[k].is_number()) {
-        throw InputError(Field(key), Format("%s[%zu] must be a number (got %s)",
-                                            Field(key).c_str(), k, model::Excerpt(v[k]).c_str()));
+        throw InputError(Field(key), Format("%s[%zu] must be a number (got %s)", Field(key).c_str(),
+                                            k, model::Excerpt(v[k]).c_str()));
       }
       out.push_back(v[k].get<double>());
     }
@@ -185,9 +185,8 @@ class Members {
       if (seen_.count(key) != 0) continue;
       std::string known;
       for (const std::string& k : seen_) known += (known.empty() ? "" : ", ") + k;
-      throw InputError(what_, Format("%s has no member \"%s\"; its members are %s",
-                                     what_.c_str(), model::ExcerptText(key).c_str(),
-                                     known.c_str()));
+      throw InputError(what_, Format("%s has no member \"%s\"; its members are %s", what_.c_str(),
+                                     model::ExcerptText(key).c_str(), known.c_str()));
     }
   }
 
@@ -349,9 +348,9 @@ ZeusJobInfo JobInfoFromJson(const json& j) {
   z.pp_degree = m.Int("pp_degree");
   z.dp_degree = m.Int("dp_degree");
   z.tp_degree = m.Int("tp_degree");
-  for (const auto& [value, key] : {std::pair{z.pp_degree, "pp_degree"},
-                                   std::pair{z.dp_degree, "dp_degree"},
-                                   std::pair{z.tp_degree, "tp_degree"}}) {
+  for (const auto& [value, key] :
+       {std::pair{z.pp_degree, "pp_degree"}, std::pair{z.dp_degree, "dp_degree"},
+        std::pair{z.tp_degree, "tp_degree"}}) {
     model::Require(value >= 1, m.Field(key).c_str(),
                    Format("%s must be at least 1 (got %d)", m.Field(key).c_str(), value));
   }

@@ -16,8 +16,8 @@ using model::Format;
 const std::vector<double> kHandlingBounds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
                                              0.01,   0.025,   0.05,   0.1,   0.25,   0.5,
                                              1,      2.5,     5,      10};
-const std::vector<double> kParkedBounds = {0.01, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900,
-                                           3600};
+const std::vector<double> kParkedBounds = {0.01, 0.1, 0.5, 1,   2.5, 5,   10,
+                                           30,   60,  120, 300, 900, 3600};
 const std::vector<double> kSolveBounds = {0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600};
 
 // A number as Prometheus reads it.
@@ -123,8 +123,7 @@ std::string Metrics::Text(const Gauges& g) const {
   Header("joulepipe_waiting_requests", "gauge",
          "Requests parked waiting for a plan or Zeus's schedule barrier (no thread each).", &out);
   out += Format("joulepipe_waiting_requests %d\n", g.waiting_requests);
-  Counter("joulepipe_plans_total", "Initial plans solved since the server started.", plans_,
-          &out);
+  Counter("joulepipe_plans_total", "Initial plans solved since the server started.", plans_, &out);
   Counter("joulepipe_plan_failures_total", "Plan solves that failed since the server started.",
           plan_failures_, &out);
   Counter("joulepipe_plan_switches_total",

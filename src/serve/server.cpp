@@ -62,10 +62,11 @@ Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>()) {
   const std::string host = s.options.host;
   if (files != 0 && files != RLIM_INFINITY &&
       files < static_cast<rlim_t>(s.options.max_connections) + 64) {
-    service->Log(Format("warning: the open-file limit is %llu, below ServerOptions::"
-                        "max_connections (%d) plus the server's own files; raise it (ulimit -n) "
-                        "or lower the connection limit",
-                        static_cast<unsigned long long>(files), s.options.max_connections));
+    service->Log(
+        Format("warning: the open-file limit is %llu, below ServerOptions::"
+               "max_connections (%d) plus the server's own files; raise it (ulimit -n) "
+               "or lower the connection limit",
+               static_cast<unsigned long long>(files), s.options.max_connections));
   }
   // If this throws, ~Impl destroys the service, whose destructor stops it.
   s.http = std::make_unique<HttpServer>(
@@ -74,14 +75,17 @@ Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>()) {
         service->ObserveRequest(route, status, handling_s, parked_s);
       });
   if (s.options.token.empty() && !IsLoopbackHost(host)) {
-    service->Log(Format("warning: listening on %s, which is not a loopback address, without a "
-                        "token (ServerOptions::token): anyone who can reach port %d can register "
-                        "jobs and change their plans",
-                        host.c_str(), s.http->port()));
+    service->Log(
+        Format("warning: listening on %s, which is not a loopback address, without a "
+               "token (ServerOptions::token): anyone who can reach port %d can register "
+               "jobs and change their plans",
+               host.c_str(), s.http->port()));
   }
 }
 
-Server::~Server() { Stop(); }
+Server::~Server() {
+  Stop();
+}
 
 void Server::Stop() {
   std::lock_guard<std::mutex> lock(impl_->stop_mu);
@@ -92,7 +96,9 @@ void Server::Stop() {
   impl_->service->Finish();
 }
 
-int Server::port() const { return impl_->http->port(); }
+int Server::port() const {
+  return impl_->http->port();
+}
 
 std::string Server::url() const {
   const std::string& host = impl_->options.host;
@@ -100,9 +106,17 @@ std::string Server::url() const {
   return Format(v6 ? "http://[%s]:%d" : "http://%s:%d", host.c_str(), port());
 }
 
-bool Server::persistent() const { return impl_->service->persistent(); }
-int Server::restored_jobs() const { return impl_->service->restored_jobs(); }
-int Server::jobs() const { return impl_->service->jobs(); }
-int Server::waiting_requests() const { return impl_->service->waiting(); }
+bool Server::persistent() const {
+  return impl_->service->persistent();
+}
+int Server::restored_jobs() const {
+  return impl_->service->restored_jobs();
+}
+int Server::jobs() const {
+  return impl_->service->jobs();
+}
+int Server::waiting_requests() const {
+  return impl_->service->waiting();
+}
 
 }  // namespace joulepipe::serve

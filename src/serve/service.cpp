@@ -92,8 +92,7 @@ std::int64_t QueryInt(const Request& r, const char* key, const std::string& fiel
   if (v->empty() || *end != '\0' || errno == ERANGE || n < min || n > max) {
     throw InputError(field, Format("%s must be a whole number, %lld..%lld (got '%s')",
                                    field.c_str(), static_cast<long long>(min),
-                                   static_cast<long long>(max),
-                                   model::ExcerptText(*v).c_str()));
+                                   static_cast<long long>(max), model::ExcerptText(*v).c_str()));
   }
   return n;
 }
@@ -120,9 +119,9 @@ std::pair<std::string, std::string> FirstDifference(const coord::JobConfig& a,
     const auto other = jb.find(key);
     const json given = other == jb.end() ? json(nullptr) : *other;
     if (value != given) {
-      return {"JobConfig::" + key, Format("JobConfig::%s: %s registered, %s given", key.c_str(),
-                                          model::Excerpt(value).c_str(),
-                                          model::Excerpt(given).c_str())};
+      return {"JobConfig::" + key,
+              Format("JobConfig::%s: %s registered, %s given", key.c_str(),
+                     model::Excerpt(value).c_str(), model::Excerpt(given).c_str())};
     }
   }
   for (const auto& [key, value] : jb.items()) {
@@ -232,9 +231,9 @@ Service::Service(const ServerOptions& options) : options_(options), store_(optio
                  Format("ServerOptions::evict_check_period_s must be > 0 (got %g)",
                         options.evict_check_period_s));
   const ZeusDefaults& z = options.zeus;
-  model::Require(z.microbatches >= 0, "ZeusDefaults::microbatches",
-                 Format("ZeusDefaults::microbatches must be >= 1, or 0 for none (got %d)",
-                        z.microbatches));
+  model::Require(
+      z.microbatches >= 0, "ZeusDefaults::microbatches",
+      Format("ZeusDefaults::microbatches must be >= 1, or 0 for none (got %d)", z.microbatches));
   if (z.profile) {
     model::Require(z.microbatches > 0, "ZeusDefaults::microbatches",
                    "a default profile for Zeus jobs needs their schedule too: set "
@@ -244,8 +243,8 @@ Service::Service(const ServerOptions& options) : options_(options), store_(optio
                    Format("%s has no p_block_w metadata line, so Zeus jobs could not be planned: "
                           "set ZeusDefaults::p_block_w (the GPU's power while blocked, W)",
                           z.profile_name.empty() ? "the default profile" : z.profile_name.c_str()));
-    solver::CheckProfileRows(*z.profile, z.profile_name.empty() ? "the default profile"
-                                                                 : z.profile_name);
+    solver::CheckProfileRows(*z.profile,
+                             z.profile_name.empty() ? "the default profile" : z.profile_name);
     if (options_.zeus.profile_csv.empty()) {
       options_.zeus.profile_csv = model::ProfileToCsv(*z.profile);
     }
@@ -266,7 +265,8 @@ Service::Service(const ServerOptions& options) : options_(options), store_(optio
       if (job.ready_to_plan()) QueuePlan(stored.id);
     } catch (const std::exception& e) {
       broken_[stored.id] = e.what();
-      Log(Format("warning: job %s could not be restored from the state database: %s; its rows "
+      Log(
+          Format("warning: job %s could not be restored from the state database: %s; its rows "
                  "are kept (DELETE /jobs/{id} removes them)",
                  stored.id.c_str(), e.what()));
     }
@@ -385,11 +385,12 @@ std::optional<Reply> Service::Handle(const Request& r, Parked* parked) {
         return reply;
       }
       case Route::kNotFound:
-        return ErrorReply(404, "no such route; the routes are /healthz, /metrics, /jobs, "
-                               "/jobs/{id}, /jobs/{id}/ranks, /jobs/{id}/profile, "
-                               "/jobs/{id}/plan, /jobs/{id}/iterations and Zeus's /info, "
-                               "/register_job, /register_rank/{id}, /schedule/{id}, "
-                               "/result/{id} (docs/coordination.md)");
+        return ErrorReply(404,
+                          "no such route; the routes are /healthz, /metrics, /jobs, "
+                          "/jobs/{id}, /jobs/{id}/ranks, /jobs/{id}/profile, "
+                          "/jobs/{id}/plan, /jobs/{id}/iterations and Zeus's /info, "
+                          "/register_job, /register_rank/{id}, /schedule/{id}, "
+                          "/result/{id} (docs/coordination.md)");
     }
     return ErrorReply(500, "internal error: unknown route");
   } catch (const HttpError& e) {
@@ -424,11 +425,13 @@ Service::EntryPtr Service::Find(const std::string& id) {
                                 "DELETE /jobs/{id} removes it",
                                 model::ExcerptText(id, 300).c_str(), broken->second.c_str()));
   }
-  throw HttpError(404, Format("no job '%s' (GET /jobs lists the jobs)",
-                              model::ExcerptText(id, 300).c_str()));
+  throw HttpError(
+      404, Format("no job '%s' (GET /jobs lists the jobs)", model::ExcerptText(id, 300).c_str()));
 }
 
-void Service::Touch(Entry& e) { e.last_active_unix_s = NowUnix(); }
+void Service::Touch(Entry& e) {
+  e.last_active_unix_s = NowUnix();
+}
 
 Service::EntryPtr Service::FindAndTouch(const std::string& id) {
   EntryPtr e = Find(id);
@@ -454,8 +457,8 @@ Service::EntryPtr Service::Insert(coord::JobConfig config, const model::Profile*
   Log(Format("job %s: registered (pp %d x dp %d x tp %d = %lld ranks; %s, %d microbatches%s)",
              id.c_str(), c.pp_degree, c.dp_degree, c.tp_degree,
              static_cast<long long>(c.world_size),
-             std::string(schedule::KindName(c.spec.kind)).c_str(),
-             c.spec.microbatches, profile != nullptr ? "; default profile attached" : ""));
+             std::string(schedule::KindName(c.spec.kind)).c_str(), c.spec.microbatches,
+             profile != nullptr ? "; default profile attached" : ""));
   return e;
 }
 
@@ -472,9 +475,9 @@ Service::EntryPtr Service::Replay(const StoredJob& stored) {
         true));
   }
   if (stored.profile_csv) {
-    e->job.SetProfile(model::ParseProfileCsv(*stored.profile_csv,
-                                             "the stored profile of job " + stored.id),
-                      *stored.profile_csv);
+    e->job.SetProfile(
+        model::ParseProfileCsv(*stored.profile_csv, "the stored profile of job " + stored.id),
+        *stored.profile_csv);
   }
   if (stored.frontier_json) {
     std::vector<coord::PlanSwitch> switches;
@@ -501,7 +504,8 @@ void Service::Reload(const std::string& id) {
   try {
     std::optional<StoredJob> stored = store_.Load(id);
     if (!stored) {
-      Log(Format("error: job %s is missing from the state database; it lives on in memory "
+      Log(
+          Format("error: job %s is missing from the state database; it lives on in memory "
                  "until the server stops",
                  id.c_str()));
       return;
@@ -511,7 +515,8 @@ void Service::Reload(const std::string& id) {
     it->second->schedule_released = fresh->schedule_released;
     ++it->second->profile_generation;
   } catch (const std::exception& e) {
-    Log(Format("error: job %s could not be reloaded after a failed write (%s); its state in "
+    Log(
+        Format("error: job %s could not be reloaded after a failed write (%s); its state in "
                "memory may be ahead of the database until restart",
                id.c_str(), e.what()));
   }
@@ -863,8 +868,8 @@ std::optional<Reply> Service::GetPlan(const Request& r, Parked* parked, bool zeu
   int after = 0;
   double wait_s = 0;
   if (!zeus) {
-    after = static_cast<int>(QueryInt(r, "after", q + "::after", 0, 0,
-                                      std::numeric_limits<int>::max(), ""));
+    after = static_cast<int>(
+        QueryInt(r, "after", q + "::after", 0, 0, std::numeric_limits<int>::max(), ""));
     wait_s = QueryNumber(r, "wait_s", q + "::wait_s", kDefaultWaitS, 0, kMaxWaitS);
   }
   std::vector<Parked*> claimed;
@@ -874,10 +879,10 @@ std::optional<Reply> Service::GetPlan(const Request& r, Parked* parked, bool zeu
     const EntryPtr e = FindAndTouch(r.match.job_id);
     const std::string& id = e->job.config().job_id;
     if (e->job.ranks().count(rank) == 0) {
-      throw InputError(q + "::rank",
-                       Format("rank %d is not registered with job %s; register it first (%s)",
-                              rank, id.c_str(),
-                              zeus ? "POST /register_rank/{job_id}" : "POST /jobs/{id}/ranks"));
+      throw InputError(
+          q + "::rank",
+          Format("rank %d is not registered with job %s; register it first (%s)", rank, id.c_str(),
+                 zeus ? "POST /register_rank/{job_id}" : "POST /jobs/{id}/ranks"));
     }
     Parked::Wait w;
     w.zeus = zeus;
@@ -1120,7 +1125,8 @@ void Service::PlannerLoop() {
           store_.SetFailure(id, "");
         });
         const solver::FrontierPoint& q = plan->chosen_point();
-        Log(Format("job %s: planned in %.2f s: %zu frontier points; every pipeline runs %.4f s, "
+        Log(
+            Format("job %s: planned in %.2f s: %zu frontier points; every pipeline runs %.4f s, "
                    "%.1f J per iteration (all max clocks: %.4f s, %.1f J)",
                    id.c_str(), seconds, plan->frontier.points.size(), q.time_s, q.energy_j,
                    plan->baseline.time_s, plan->baseline.energy_j));
@@ -1130,7 +1136,8 @@ void Service::PlannerLoop() {
         Log(Format("job %s: planning failed: %s", id.c_str(), failure.c_str()));
       }
     } catch (const std::exception& error) {
-      Log(Format("error: job %s: the plan could not be stored (%s); the job is planned again "
+      Log(
+          Format("error: job %s: the plan could not be stored (%s); the job is planned again "
                  "at the next start",
                  id.c_str(), error.what()));
       Reload(id);

@@ -113,10 +113,10 @@ class Parked {
   enum class Outcome { kNone, kReady, kDeadline, kJobGone, kStopping, kHungUp };
   struct Wait {
     bool registered = false;
-    bool zeus = false;        // GET /schedule (else GET /jobs/{id}/plan)
+    bool zeus = false;  // GET /schedule (else GET /jobs/{id}/plan)
     std::string job_id;
     int rank = 0;
-    int after = 0;            // plan: answer when version > after
+    int after = 0;  // plan: answer when version > after
     std::optional<SteadyClock::time_point> deadline;
     Outcome outcome = Outcome::kNone;
     std::string gone_reason;  // kJobGone: "deleted" or "evicted"
@@ -208,7 +208,7 @@ class Service {
   EntryPtr Find(const std::string& id);  // mu_ held; 404 (or 409 for a broken one)
   // `base`, or base+"+2", "+3", ... : an id no job has (mu_ held).
   std::string UniqueId(const std::string& base) const;
-  void Touch(Entry& entry);              // mu_ held
+  void Touch(Entry& entry);                      // mu_ held
   EntryPtr FindAndTouch(const std::string& id);  // Find, then Touch (mu_ held)
   // Rebuilds `entry`'s job from the store after a failed write (mu_ held).
   void Reload(const std::string& id);
@@ -225,7 +225,7 @@ class Service {
   void SaveLastActive();  // mu_ held
   void FeedReport(Entry& e, const coord::IterationReport& report,
                   std::vector<Parked*>* claimed);  // mu_ held
-  void QueuePlan(const std::string& id);  // mu_ held
+  void QueuePlan(const std::string& id);           // mu_ held
   void Remove(const std::string& id, const std::string& reason, std::vector<Parked*>* claimed);
 
   void PlannerLoop();

@@ -244,8 +244,9 @@ TEST(Job, RefusesBadConfigsRanksAndReportsByField) {
     ADD_FAILURE() << "no error";
   } catch (const model::InputError& e) {
     EXPECT_EQ(e.field(), "JobConfig::world_size");
-    EXPECT_NE(std::string(e.what()).find("pp_degree x dp_degree x tp_degree = 2 x 3 x 1 = 6 (got 5)"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("pp_degree x dp_degree x tp_degree = 2 x 3 x 1 = 6 (got 5)"),
+        std::string::npos)
         << e.what();
   }
   c = Config();

@@ -154,7 +154,8 @@ std::vector<int> ClocksUnder(const RankRun& run, int version) {
   std::vector<int> out;
   for (int i = 0; i < kIterations; ++i) {
     if (run.versions[i] != version) continue;
-    const int end = i + 1 < kIterations ? run.locked_before[i + 1] : static_cast<int>(locked.size());
+    const int end =
+        i + 1 < kIterations ? run.locked_before[i + 1] : static_cast<int>(locked.size());
     out.insert(out.end(), locked.begin() + run.locked_before[i], locked.begin() + end);
   }
   return out;

@@ -12,8 +12,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -98,8 +98,8 @@ std::string Reason(int status) {
 std::string Reply(int status, const std::string& body, const std::string& extra_headers = "") {
   std::string out = "HTTP/1.1 " + std::to_string(status) + " " + Reason(status) + "\r\n";
   if (status == 204) return out + extra_headers + "\r\n";
-  return out + "Content-Type: application/json\r\nContent-Length: " +
-         std::to_string(body.size()) + "\r\n" + extra_headers + "\r\n" + body;
+  return out + "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\n" + extra_headers + "\r\n" + body;
 }
 
 std::string ErrorReply(int status, const std::string& message, const std::string& field) {
@@ -406,7 +406,8 @@ TEST(CoordinatorClientTest, RegisterJobSendsTheFieldsAndTheToken) {
   const json body = json::parse(r.body);
   EXPECT_EQ(body, json::parse(R"({"pp_degree": 4, "dp_degree": 2, "tp_degree": 8,
       "world_size": 64, "schedule": "interleaved", "microbatches": 16, "chunks": 2,
-      "p_block_w": 80.5, "slowdown": 0.05, "gpu": "A100-SXM4-80GB"})"));  // no job_id: the server assigns
+      "p_block_w": 80.5, "slowdown": 0.05, "gpu": "A100-SXM4-80GB"})"));  // no job_id: the server
+                                                                          // assigns
   EXPECT_TRUE(recorded.sleeps->empty());
 }
 
@@ -495,8 +496,8 @@ TEST(CoordinatorClientTest, ReportIterationRefusesNaNBeforeSending) {
 }
 
 TEST(CoordinatorClientTest, WaitForPlanParsesThePlanAndTheLongPollQuery) {
-  FakeServer server(Script({Reply(200, PlanJson(2, 1100, 900, "recovered").dump()),
-                            Reply(204, "")}));
+  FakeServer server(
+      Script({Reply(200, PlanJson(2, 1100, 900, "recovered").dump()), Reply(204, "")}));
   Recorded recorded;
   CoordinatorClient client(TestOptions(server.url(), recorded));
   const std::optional<RankPlan> plan = client.WaitForPlan("j1", 3, 1, 0.5);
@@ -576,8 +577,8 @@ TEST(CoordinatorClientTest, RetriesServerErrorsWithBackoffAndJitter) {
   EXPECT_EQ(client.UploadProfile("j", "csv"), 3);
   EXPECT_EQ(server.requests().size(), 4u);
   ASSERT_EQ(recorded.sleeps->size(), 3u);
-  EXPECT_DOUBLE_EQ((*recorded.sleeps)[0], 1.0);               // d1 = 1
-  EXPECT_DOUBLE_EQ((*recorded.sleeps)[1], 2.0 * 0.75);        // d2 = 2, jitter 0.5 x 0.5
+  EXPECT_DOUBLE_EQ((*recorded.sleeps)[0], 1.0);                 // d1 = 1
+  EXPECT_DOUBLE_EQ((*recorded.sleeps)[1], 2.0 * 0.75);          // d2 = 2, jitter 0.5 x 0.5
   EXPECT_DOUBLE_EQ((*recorded.sleeps)[2], 3.0 * (1 - 0.4995));  // d3 = min(4, 3)
 }
 
@@ -619,9 +620,9 @@ TEST(CoordinatorClientTest, HonoursRetryAfterSecondsAndDatesUpToTheCap) {
 }
 
 TEST(CoordinatorClientTest, ClientErrorsAreNotRetriedAndQuoteTheServer) {
-  FakeServer server(Script({ErrorReply(409,
-                                       "job 'j' exists with pp_degree 4; this registration says 8",
-                                       "JobRegistration::pp_degree")}));
+  FakeServer server(
+      Script({ErrorReply(409, "job 'j' exists with pp_degree 4; this registration says 8",
+                         "JobRegistration::pp_degree")}));
   Recorded recorded;
   CoordinatorClient client(TestOptions(server.url(), recorded));
   JobRegistration job;
@@ -646,8 +647,9 @@ TEST(CoordinatorClientTest, ANonJsonErrorBodyIsQuoted) {
   CoordinatorClient client(TestOptions(server.url(), recorded));
   CoordinatorError e = CatchCoordinatorError([&] { client.WaitForPlan("a b", 0, 0, 1); });
   EXPECT_EQ(e.kind(), CoordinatorError::Kind::kRejected);
-  EXPECT_CONTAINS(e.what(), "rejected GET /jobs/a%20b/plan?rank=0&after=0&wait_s=1: 404 Not Found: "
-                            "(answer body: no route!)");
+  EXPECT_CONTAINS(e.what(),
+                  "rejected GET /jobs/a%20b/plan?rank=0&after=0&wait_s=1: 404 Not Found: "
+                  "(answer body: no route!)");
   e = CatchCoordinatorError([&] { client.WaitForPlan("a", 0, 0, 1); });
   EXPECT_EQ(e.kind(), CoordinatorError::Kind::kRejected);
   EXPECT_CONTAINS(e.what(), "redirects are not followed");
@@ -711,8 +713,9 @@ TEST(CoordinatorClientTest, AConnectionClosedEarlyIsRetried) {
 }
 
 TEST(CoordinatorClientTest, ChunkedAnswersAreDecoded) {
-  FakeServer server(Script({"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-                            "7\r\n{\"rows\"\r\n5;ext=1\r\n: 12}\r\n0\r\nX-Trailer: 1\r\n\r\n"}));
+  FakeServer server(
+      Script({"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+              "7\r\n{\"rows\"\r\n5;ext=1\r\n: 12}\r\n0\r\nX-Trailer: 1\r\n\r\n"}));
   Recorded recorded;
   CoordinatorClient client(TestOptions(server.url(), recorded));
   EXPECT_EQ(client.UploadProfile("j", "csv"), 12);
@@ -891,8 +894,10 @@ TEST(CoordinatedPlanTest, StartRegistersAndRunsThePlan) {
   EXPECT_TRUE(coordinated.Start());
   EXPECT_EQ(f.agent->mode(), Mode::kExecute);
   ASSERT_FALSE(f.log.Lines().empty());
-  EXPECT_CONTAINS(f.log.Lines()[0], "running plan version 1 for rank 3 (pipeline 1, stage 2) "
-                                    "from the coordinator at " + server.url() + ": initial plan");
+  EXPECT_CONTAINS(f.log.Lines()[0],
+                  "running plan version 1 for rank 3 (pipeline 1, stage 2) "
+                  "from the coordinator at " +
+                      server.url() + ": initial plan");
   std::vector<Received> r = server.requests();
   ASSERT_EQ(r.size(), 2u);
   EXPECT_EQ(r[0].target, "/jobs/j1/ranks");
@@ -901,7 +906,8 @@ TEST(CoordinatedPlanTest, StartRegistersAndRunsThePlan) {
   // One iteration, 2.5 J on the meter: reported with the energy.
   coordinated.OnStepBegin();
   for (const model::PlannedInstruction& p : SimplePlan(2, 0, 0)) {
-    coordinated.OnInstructionBegin(p.instruction.kind, p.instruction.microbatch, p.instruction.chunk);
+    coordinated.OnInstructionBegin(p.instruction.kind, p.instruction.microbatch,
+                                   p.instruction.chunk);
     coordinated.OnInstructionEnd(p.instruction.kind, p.instruction.microbatch, p.instruction.chunk);
   }
   meter->energy_mj += 2500;
@@ -942,8 +948,9 @@ TEST(CoordinatedPlanTest, NoPlanAtStartThenSwitchesAtIterationBoundariesAsVersio
   CoordinatedPlan coordinated(*f.agent, f.Options(server.url()));
   EXPECT_FALSE(coordinated.Start());
   ASSERT_EQ(f.log.Lines().size(), 1u);
-  EXPECT_CONTAINS(f.log.Lines()[0], "has no plan for rank 3 of job 'j1' after 0 s; this rank "
-                                    "keeps default clocks until one comes, training goes on");
+  EXPECT_CONTAINS(f.log.Lines()[0],
+                  "has no plan for rank 3 of job 'j1' after 0 s; this rank "
+                  "keeps default clocks until one comes, training goes on");
   EXPECT_EQ(f.agent->mode(), Mode::kOff);
 
   // Iterations run at default clocks until the coordinator announces v1.

@@ -55,13 +55,13 @@
 namespace joulepipe::coord {
 
 // Ranges (docs/limits.md).
-inline constexpr int kMaxDegree = 100'000;               // each of pp/dp/tp
+inline constexpr int kMaxDegree = 100'000;  // each of pp/dp/tp
 inline constexpr std::int64_t kMaxWorldSize = 10'000'000;
 inline constexpr std::size_t kMaxJobIdLength = 256;
 inline constexpr std::size_t kMaxMetadataLength = 4096;
-inline constexpr std::size_t kMaxFrequencies = 4096;     // RankInfo::available_mhz
-inline constexpr double kMaxIterationTimeS = 86'400;     // IterationReport::time_s
-inline constexpr double kMaxIterationEnergyJ = 1e12;     // IterationReport::energy_j
+inline constexpr std::size_t kMaxFrequencies = 4096;  // RankInfo::available_mhz
+inline constexpr double kMaxIterationTimeS = 86'400;  // IterationReport::time_s
+inline constexpr double kMaxIterationEnergyJ = 1e12;  // IterationReport::energy_j
 // Instructions of one pipeline iteration (2 x stages x microbatches x
 // chunks) a coordinated job may have: planning more takes hours, and a
 // request must not make the service build it (pp 64 x 7,812 microbatches).
@@ -83,19 +83,19 @@ class RankConflictError : public model::InputError {
 };
 
 struct JobConfig {
-  std::string job_id;  // 1..kMaxJobIdLength printable ASCII characters, no '/'
-  int pp_degree = 1;   // pipeline stages, = spec.stages
-  int dp_degree = 1;   // data-parallel pipelines
-  int tp_degree = 1;   // GPUs per stage
-  std::int64_t world_size = 0;  // pp * dp * tp (0: computed)
-  schedule::Spec spec;          // spec.stages = pp_degree
+  std::string job_id;               // 1..kMaxJobIdLength printable ASCII characters, no '/'
+  int pp_degree = 1;                // pipeline stages, = spec.stages
+  int dp_degree = 1;                // data-parallel pipelines
+  int tp_degree = 1;                // GPUs per stage
+  std::int64_t world_size = 0;      // pp * dp * tp (0: computed)
+  schedule::Spec spec;              // spec.stages = pp_degree
   std::optional<double> p_block_w;  // unset: the profile's metadata
   double resolution_s = 5e-3;       // frontier grid
   // Iteration time the intrinsic plan may add over the all-max-clock time T,
   // a fraction (PlanRequest::slowdown): 0 plans for the same speed.
   double slowdown = 0;
-  std::string gpu;                  // informational, e.g. "A100-SXM4-80GB"
-  std::string metadata;             // free text (Zeus's job_metadata)
+  std::string gpu;       // informational, e.g. "A100-SXM4-80GB"
+  std::string metadata;  // free text (Zeus's job_metadata)
   StragglerOptions straggler;
 
   friend bool operator==(const JobConfig&, const JobConfig&) = default;
@@ -105,10 +105,10 @@ struct JobConfig {
 void CheckJobConfig(JobConfig* config);
 
 struct RankInfo {
-  int rank = -1;     // 0..world_size-1
-  int dp_rank = -1;  // 0..dp_degree-1: the pipeline
-  int pp_rank = -1;  // 0..pp_degree-1: the stage
-  int tp_rank = -1;  // 0..tp_degree-1
+  int rank = -1;                   // 0..world_size-1
+  int dp_rank = -1;                // 0..dp_degree-1: the pipeline
+  int pp_rank = -1;                // 0..pp_degree-1: the stage
+  int tp_rank = -1;                // 0..tp_degree-1
   std::vector<int> available_mhz;  // the GPU's SM clocks (informational), each 1..10000
 
   friend bool operator==(const RankInfo&, const RankInfo&) = default;
@@ -116,8 +116,8 @@ struct RankInfo {
 
 struct IterationReport {
   int rank = -1;
-  std::int64_t iteration = 0;  // >= 0, counted by the rank from 0
-  double time_s = 0;           // its pipeline work in the iteration, (0, kMaxIterationTimeS]
+  std::int64_t iteration = 0;      // >= 0, counted by the rank from 0
+  double time_s = 0;               // its pipeline work in the iteration, (0, kMaxIterationTimeS]
   std::optional<double> energy_j;  // its GPU's energy in the iteration, [0, kMaxIterationEnergyJ]
 };
 
@@ -132,12 +132,12 @@ struct RankPlan {
 };
 
 struct PlanSwitch {
-  int version = 0;              // the plan version it created (1: the initial plan)
-  std::int64_t iteration = 0;   // first iteration it is meant for
+  int version = 0;             // the plan version it created (1: the initial plan)
+  std::int64_t iteration = 0;  // first iteration it is meant for
   double time_unix_s = 0;
   std::string reason;
-  std::vector<double> slowdowns;   // per pipeline, as estimated (1 = on time)
-  double target_s = 0;             // T'
+  std::vector<double> slowdowns;  // per pipeline, as estimated (1 = on time)
+  double target_s = 0;            // T'
   std::vector<int> point_of_pipeline;
   // Predicted GPU energy saved per iteration (J) against every pipeline
   // running the intrinsic plan through the same T', all GPUs (x tp).

@@ -89,18 +89,17 @@ enum class Recompute { kNone, kFull };  // full: every layer's forward is redone
 
 // Parses "none" / "full". Throws model::InputError naming `field` (a front
 // end that read the text elsewhere may name its own source).
-Recompute ParseRecompute(std::string_view text,
-                         std::string_view field = "WorkloadSpec::recompute");
+Recompute ParseRecompute(std::string_view text, std::string_view field = "WorkloadSpec::recompute");
 std::string_view RecomputeName(Recompute recompute);
 
 // The plausible ranges ResolveLayerSplit enforces (docs/limits.md, "Numbers
 // and ranges").
-inline constexpr int kMaxTp = 1024;                    // Parallelism::tp
-inline constexpr int kMaxPp = 1024;                    // Parallelism::pp
-inline constexpr int kMaxDp = 100'000;                 // Parallelism::dp
-inline constexpr long long kMaxJobGpus = 10'000'000;   // tp x pp x dp
-inline constexpr int kMaxMicrobatchSize = 65'536;      // WorkloadSpec::microbatch_size
-inline constexpr int kMaxSeqLength = 10'000'000;       // WorkloadSpec::seq_length, tokens
+inline constexpr int kMaxTp = 1024;                   // Parallelism::tp
+inline constexpr int kMaxPp = 1024;                   // Parallelism::pp
+inline constexpr int kMaxDp = 100'000;                // Parallelism::dp
+inline constexpr long long kMaxJobGpus = 10'000'000;  // tp x pp x dp
+inline constexpr int kMaxMicrobatchSize = 65'536;     // WorkloadSpec::microbatch_size
+inline constexpr int kMaxSeqLength = 10'000'000;      // WorkloadSpec::seq_length, tokens
 
 struct Parallelism {
   int tp = 1;  // tensor-parallel GPUs per stage

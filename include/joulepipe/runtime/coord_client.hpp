@@ -75,10 +75,10 @@ struct RetryPolicy {
   int max_attempts = 5;  // >= 1; 1 = no retries
   double initial_backoff_s = 0.2;
   double max_backoff_s = 10;
-  double multiplier = 2;             // >= 1
-  double jitter = 0.5;               // 0..1: the fraction a wait may be shortened by
-  double max_retry_after_s = 60;     // a server's Retry-After is capped at this
-  std::uint64_t seed = 0;            // the default random source's seed; 0: from the OS
+  double multiplier = 2;          // >= 1
+  double jitter = 0.5;            // 0..1: the fraction a wait may be shortened by
+  double max_retry_after_s = 60;  // a server's Retry-After is capped at this
+  std::uint64_t seed = 0;         // the default random source's seed; 0: from the OS
 };
 
 struct CoordinatorOptions {
@@ -144,9 +144,9 @@ struct IterationReport {
 // GET /jobs/{job_id}/plan: one rank's plan.
 struct RankPlan {
   int rank = 0;
-  int pipeline = 0;  // the rank's dp_rank
-  int stage = 0;     // the rank's pp_rank
-  int version = 0;   // >= 1, rises with each new plan of the job
+  int pipeline = 0;    // the rank's dp_rank
+  int stage = 0;       // the rank's pp_rank
+  int version = 0;     // >= 1, rises with each new plan of the job
   std::string reason;  // "initial plan", "straggler pipeline 3 at 1.20x: ...", "recovered"
   std::optional<model::Prediction> predicted;
   // One iteration of this rank's stage in execution order, Zeus's
@@ -171,7 +171,7 @@ class CoordinatorError : public std::runtime_error {
         last_error_(std::move(last_error)) {}
 
   Kind kind() const { return kind_; }
-  int status() const { return status_; }  // the last HTTP status; 0: none
+  int status() const { return status_; }               // the last HTTP status; 0: none
   const std::string& field() const { return field_; }  // the server's "field", or ""
   int attempts() const { return attempts_; }           // attempts made
   // kUnreachable, kCancelled: what the last failed attempt ran into

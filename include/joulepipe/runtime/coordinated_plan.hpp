@@ -103,7 +103,7 @@ struct CoordinatedPlanOptions {
 };
 
 struct CoordinationStats {
-  int running_version = 0;    // the plan version given to the agent; 0: none
+  int running_version = 0;  // the plan version given to the agent; 0: none
   // Its pipeline's predicted iteration time (s); 0: none or not given.
   double running_predicted_time_s = 0;
   int announced_version = 0;  // the newest version the coordinator named
