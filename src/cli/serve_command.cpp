@@ -30,6 +30,8 @@ struct ServeFlags {
   std::string token_file;
   double evict_after_s = 7 * 86400;
   int max_connections = 4096;
+  int planners = 2;
+  double plan_time_limit_s = 600;
   std::string profile;
   std::string schedule = "1f1b";
   int microbatches = 0;
@@ -123,11 +125,13 @@ int RunServe(const ServeFlags& f) {
   options.db_path = f.db;
   if (!f.token_file.empty()) options.token = ReadToken(f.token_file);
   if (!(f.evict_after_s >= 0)) {
-    throw InputError(Printf("--evict-after must be >= 0 seconds, 0 for never (got %g)",
-                            f.evict_after_s));
+    throw InputError(
+        Printf("--evict-after must be >= 0 seconds, 0 for never (got %g)", f.evict_after_s));
   }
   options.evict_after_s = f.evict_after_s;
   options.max_connections = f.max_connections;
+  options.planners = f.planners;
+  options.plan_time_limit_s = f.plan_time_limit_s;
 
   const bool zeus_flags = f.schedule_option->count() > 0 || f.chunks_option->count() > 0 ||
                           f.p_block_option->count() > 0 || f.profile_option->count() > 0;
@@ -159,19 +163,21 @@ int RunServe(const ServeFlags& f) {
   serve::Server server(std::move(options));
   std::string db = server.persistent()
                        ? "db " + f.db
-                       : std::string("db in memory, nothing persists: give --db FILE to keep "
-                                     "state");
+                       : std::string(
+                             "db in memory, nothing persists: give --db FILE to keep "
+                             "state");
   std::printf("joulepipe serve: listening on %s (%s, %d jobs restored)\n", server.url().c_str(),
               db.c_str(), server.restored_jobs());
   if (f.microbatches_option->count() > 0) {
     const std::string profile = f.profile.empty()
                                     ? "; upload a profile per job (PUT /jobs/{id}/profile)"
                                     : " and the profile " + f.profile;
-    std::printf("joulepipe serve: Zeus jobs plan with %s, %d microbatches%s\n",
-                f.schedule.c_str(), f.microbatches, profile.c_str());
+    std::printf("joulepipe serve: Zeus jobs plan with %s, %d microbatches%s\n", f.schedule.c_str(),
+                f.microbatches, profile.c_str());
   } else {
-    std::printf("joulepipe serve: Zeus registration (POST /register_job) is off: give "
-                "--microbatches (and --profile) to plan Zeus jobs\n");
+    std::printf(
+        "joulepipe serve: Zeus registration (POST /register_job) is off: give "
+        "--microbatches (and --profile) to plan Zeus jobs\n");
   }
   std::fflush(stdout);
 
@@ -212,6 +218,15 @@ ServeSubcommand::ServeSubcommand(CLI::App* app)
                 "Open connections at most, waiting ranks included")
       ->capture_default_str()
       ->type_name("N");
+  c->add_option("--planners", f->planners,
+                "Threads solving frontiers, 1..64; one stays free for light jobs (lightest "
+                "planned first)")
+      ->capture_default_str()
+      ->type_name("N");
+  c->add_option("--plan-time-limit", f->plan_time_limit_s,
+                "Seconds one job's plan solve may take; then the job fails with advice")
+      ->capture_default_str()
+      ->type_name("S");
   f->profile_option =
       c->add_option("--profile", f->profile, "Zeus jobs: stage profile CSV attached to each")
           ->type_name("FILE");
@@ -219,12 +234,12 @@ ServeSubcommand::ServeSubcommand(CLI::App* app)
       c->add_option("--schedule", f->schedule, "Zeus jobs: gpipe, 1f1b or interleaved")
           ->capture_default_str()
           ->type_name("S");
-  f->microbatches_option = c->add_option("--microbatches", f->microbatches,
-                                         "Zeus jobs: microbatches per iteration M")
-                               ->type_name("M");
-  f->chunks_option = c->add_option("--chunks", f->chunks,
-                                   "Zeus jobs: model chunks per stage (interleaved only)")
-                         ->type_name("V");
+  f->microbatches_option =
+      c->add_option("--microbatches", f->microbatches, "Zeus jobs: microbatches per iteration M")
+          ->type_name("M");
+  f->chunks_option =
+      c->add_option("--chunks", f->chunks, "Zeus jobs: model chunks per stage (interleaved only)")
+          ->type_name("V");
   f->p_block_option = c->add_option("--p-block", f->p_block_w,
                                     "Zeus jobs: GPU power while blocked, W (default: the "
                                     "profile's p_block_w)")

@@ -225,6 +225,7 @@ void Job::Adopt(schedule::Schedule schedule, solver::Frontier frontier, int intr
   p_block_w_ = p_block_w;
   index_.emplace(std::move(index));
   detector_.emplace(config_.dp_degree, config_.straggler);
+  window_ = IterationWindow(static_cast<int>(config_.world_size));
   planned_ = true;
   failure_.clear();
 }
@@ -343,11 +344,17 @@ std::optional<PlanSwitch> Job::ReportIteration(const IterationReport& r, double 
                    "measured (got %g)",
                    kMaxIterationEnergyJ, *r.energy_j));
   }
-  if (!planned_ || r.iteration <= last_completed_) return std::nullopt;
-  if (!open_.empty() && r.iteration < open_.begin()->first &&
-      static_cast<int>(open_.size()) >= kOpenIterations) {
-    return std::nullopt;  // older than every iteration still open
+  if (!planned_) return std::nullopt;
+  if (!window_.Offer(r.rank, r.iteration)) {
+    throw InputError(
+        "IterationReport::iteration",
+        Format("IterationReport::iteration %lld is more than %lld iterations from job %s's "
+               "current iteration, %lld (the median of its ranks' latest reports); every rank "
+               "counts its iterations from 0 when training starts and reports each once",
+               static_cast<long long>(r.iteration), static_cast<long long>(kIterationWindow),
+               config_.job_id.c_str(), static_cast<long long>(window_.median())));
   }
+  if (r.iteration <= last_completed_) return std::nullopt;
   OpenIteration& it = open_[r.iteration];
   if (it.reported.empty()) {
     it.reported.assign(static_cast<std::size_t>(config_.world_size), 0);
@@ -359,9 +366,20 @@ std::optional<PlanSwitch> Job::ReportIteration(const IterationReport& r, double 
   ++it.count;
   double& t = it.pipeline_time_s[ranks_.at(r.rank).dp_rank];
   t = std::max(t, r.time_s);
-  // Too many open: the oldest ones will not complete (a rank died or skipped).
+  // Too many open: the one farthest from the ranks' median will not
+  // complete (a rank died or skipped, or reported nonsense); ties: the oldest.
   while (static_cast<int>(open_.size()) > kOpenIterations) {
-    open_.erase(open_.begin());
+    const std::int64_t m = window_.median();
+    auto farthest = open_.begin();
+    std::int64_t worst = -1;
+    for (auto k = open_.begin(); k != open_.end(); ++k) {
+      const std::int64_t d = k->first > m ? k->first - m : m - k->first;
+      if (d > worst) {
+        worst = d;
+        farthest = k;
+      }
+    }
+    open_.erase(farthest);
     ++dropped_;
   }
   const auto found = open_.find(r.iteration);

@@ -200,6 +200,12 @@ int ParseStage(const std::string& where, std::string_view text) {
     FieldError(where, kStage, text, "is not a stage id; stage must be an integer 0, 1, 2, ...");
   }
   if (value < 0) FieldError(where, kStage, text, "is negative; stage ids start at 0");
+  if (value > kMaxStageId) {
+    FieldError(where, kStage, text,
+               "is over the largest stage id, " + std::to_string(kMaxStageId) +
+                   " (1,024 stages x 1,024 virtual chunks); stage ids count a pipeline's "
+                   "stages from 0");
+  }
   return static_cast<int>(value);
 }
 
@@ -529,6 +535,11 @@ void Profile::Add(int stage, Kind kind, ClockPoint point, const std::string& whe
     throw InputError(where + ": stage " + std::to_string(stage) +
                      " is negative; stage ids start at 0");
   }
+  if (stage > kMaxStageId) {
+    throw InputError(where + ": stage " + std::to_string(stage) +
+                     " is over the largest stage id, " + std::to_string(kMaxStageId) +
+                     " (1,024 stages x 1,024 virtual chunks)");
+  }
   if (point.mhz <= 0 || point.mhz > kMaxClockMhz) {
     throw InputError("ClockPoint::mhz", where + ": " + what +
                                             ": ClockPoint::mhz must be an SM clock of 1.." +
@@ -575,6 +586,20 @@ int Profile::num_stages() const {
   return points_.empty() ? 0 : points_.rbegin()->first.first + 1;
 }
 
+std::vector<int> Profile::stages() const {
+  std::vector<int> out;
+  for (const auto& entry : points_) {
+    if (out.empty() || out.back() != entry.first.first) out.push_back(entry.first.first);
+  }
+  return out;
+}
+
+int Profile::num_rows() const {
+  std::size_t rows = 0;
+  for (const auto& entry : points_) rows += entry.second.size();
+  return static_cast<int>(rows);
+}
+
 void Profile::Validate(int expected_stages, const std::string& source) const {
   if (expected_stages < 1) {
     throw InputError("Spec::stages", "Spec::stages must be at least 1 (got " +
@@ -587,10 +612,7 @@ void Profile::Validate(int expected_stages, const std::string& source) const {
                      "rows for stages 0.." +
                      std::to_string(expected_stages - 1));
   }
-  std::vector<int> stages;
-  for (const auto& entry : points_) {
-    if (stages.empty() || stages.back() != entry.first.first) stages.push_back(entry.first.first);
-  }
+  const std::vector<int> stages = this->stages();
   const bool exact =
       static_cast<int>(stages.size()) == expected_stages && stages.back() == expected_stages - 1;
   if (!exact) {

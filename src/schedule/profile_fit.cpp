@@ -1,6 +1,7 @@
 #include "joulepipe/schedule/profile_fit.hpp"
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 
 #include "joulepipe/model/energy.hpp"
@@ -40,14 +41,19 @@ void CheckVirtualStages(const model::Profile& profile, const Spec& spec,
 }  // namespace
 
 std::string MissingStages(const model::Profile& profile) {
+  // From the gaps between the stages that have rows: the cost follows the
+  // rows, not the highest id (a single row for stage 1,000,000 names one
+  // range, it does not list a million ids).
   std::string out;
-  int count = 0;
-  for (int s = 0; s < profile.num_stages(); ++s) {
-    if (!profile.Points(s, model::Kind::kForward).empty() ||
-        !profile.Points(s, model::Kind::kBackward).empty()) {
-      continue;
+  std::int64_t count = 0;
+  int next = 0;  // the lowest stage id not yet accounted for
+  for (int s : profile.stages()) {
+    if (s > next) {
+      out += (out.empty() ? "" : ", ") + std::to_string(next);
+      if (s - 1 > next) out += ".." + std::to_string(s - 1);
+      count += s - next;
     }
-    out += (count++ == 0 ? "" : ", ") + std::to_string(s);
+    next = s + 1;
   }
   if (count == 0) return out;
   return (count == 1 ? "stage " : "stages ") + out;
@@ -115,7 +121,8 @@ PBlockChoice ResolvePBlock(std::optional<double> requested, const model::Profile
   if (!recorded) {
     throw InputError(field, field + " is not set and " + profile_name +
                                 " records no P_block (GPU power while blocked or idle; a "
-                                "Perseus/Zeus profile CSV has none): set " + field +
+                                "Perseus/Zeus profile CSV has none): set " +
+                                field +
                                 ", e.g. 83.64 for an A100-SXM, or make the profile with "
                                 "joulepipe profile, which records it");
   }

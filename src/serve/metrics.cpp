@@ -126,6 +126,16 @@ std::string Metrics::Text(const Gauges& g) const {
   Counter("joulepipe_plans_total", "Initial plans solved since the server started.", plans_, &out);
   Counter("joulepipe_plan_failures_total", "Plan solves that failed since the server started.",
           plan_failures_, &out);
+  Counter("joulepipe_plan_timeouts_total",
+          "Plan solves cancelled at the time limit (counted in the failures too).", plan_timeouts_,
+          &out);
+  Header("joulepipe_plan_time_limit_seconds", "gauge",
+         "The time one job's plan solve may take (ServerOptions::plan_time_limit_s).", &out);
+  out += Format("joulepipe_plan_time_limit_seconds %s\n", Number(g.plan_time_limit_s).c_str());
+  Header("joulepipe_planning", "gauge", "Plan solves running now.", &out);
+  out += Format("joulepipe_planning %d\n", g.planning);
+  Header("joulepipe_plan_queue", "gauge", "Jobs ready to plan, waiting for a planner.", &out);
+  out += Format("joulepipe_plan_queue %d\n", g.plan_queue);
   Counter("joulepipe_plan_switches_total",
           "Straggler plan switches (versions after the initial plan) since the server started.",
           switches_, &out);

@@ -34,6 +34,9 @@ struct Gauges {
   std::int64_t ranks = 0;
   int waiting_requests = 0;
   double saving_j_per_iteration = 0;  // sum over planned jobs of the current switch's saving
+  int planning = 0;                   // solves running now
+  int plan_queue = 0;                 // jobs waiting for a planner
+  double plan_time_limit_s = 0;       // ServerOptions::plan_time_limit_s
 };
 
 class Metrics {
@@ -46,6 +49,7 @@ class Metrics {
   void ObserveRequest(const std::string& route, int status, double handling_s, double parked_s);
   void ObserveSolve(double seconds, bool ok);
   void CountSwitch() { Add(&switches_, 1); }
+  void CountPlanTimeout() { Add(&plan_timeouts_, 1); }
   // One accepted iteration report; `completed` iterations it completed and
   // the predicted saving per iteration (J) of the plan they ran under.
   void CountReport(std::int64_t completed, double saving_j_per_iteration);
@@ -56,11 +60,12 @@ class Metrics {
   void Add(std::uint64_t* counter, std::uint64_t n);
 
   mutable std::mutex mu_;
-  std::map<std::string, Histogram> handling_;  // by route
-  std::map<std::string, Histogram> parked_;    // by route, parked requests only
+  std::map<std::string, Histogram> handling_;                      // by route
+  std::map<std::string, Histogram> parked_;                        // by route, parked requests only
   std::map<std::pair<std::string, int>, std::uint64_t> requests_;  // (route, status)
   Histogram solve_;
-  std::uint64_t plans_ = 0, plan_failures_ = 0, switches_ = 0, reports_ = 0, completed_ = 0;
+  std::uint64_t plans_ = 0, plan_failures_ = 0, plan_timeouts_ = 0, switches_ = 0, reports_ = 0,
+                completed_ = 0;
   double saved_j_ = 0;
 };
 

@@ -133,19 +133,35 @@ std::pair<std::string, std::string> FirstDifference(const coord::JobConfig& a,
   return {"", ""};
 }
 
+// Instructions of one pipeline iteration.
+std::int64_t PlanInstructions(const coord::JobConfig& c) {
+  return 2LL * c.spec.stages * c.spec.microbatches * c.spec.chunks;
+}
+
+// What a solve costs, roughly (each deadline of the grid is a pass over
+// the instructions): from a PreparePipelinePlan result.
+double PlanWork(const solver::PipelinePlan& prepared) {
+  const double deadlines = std::max(
+      1.0, (prepared.slowest_s - prepared.baseline.time_s) / prepared.request.resolution_s);
+  return static_cast<double>(prepared.schedule.num_nodes()) * deadlines;
+}
+
+// PlanWork for `profile` planned as `request`; -1 if it cannot be planned.
+double EstimatePlanWork(const model::Profile& profile, const solver::PlanRequest& request) {
+  try {
+    return PlanWork(solver::PreparePipelinePlan(profile, request));
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+bool Heavy(double plan_work) {
+  return plan_work < 0 || plan_work > kLightPlanWork;
+}
+
 // The predicted saving per iteration (J) of the plan switch in force; 0 unplanned.
 double SavingInForce(const coord::Job& job) {
   return job.switches().empty() ? 0 : job.switches().back().predicted_saving_j;
-}
-
-int ProfileRows(const model::Profile& profile) {
-  int rows = 0;
-  for (int s = 0; s < profile.num_stages(); ++s) {
-    for (model::Kind k : {model::Kind::kForward, model::Kind::kBackward}) {
-      rows += static_cast<int>(profile.Points(s, k).size());
-    }
-  }
-  return rows;
 }
 
 }  // namespace
@@ -156,6 +172,20 @@ Reply ErrorReply(int status, const std::string& message, const std::string& fiel
 }
 
 // ---- Routes ------------------------------------------------------------------
+
+namespace {
+
+// The method as a metrics label: one of HTTP's own, else "OTHER". A label
+// never carries what a client typed, so no request adds a series.
+const char* MethodLabel(const std::string& method) {
+  for (const char* known :
+       {"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"}) {
+    if (method == known) return known;
+  }
+  return "OTHER";
+}
+
+}  // namespace
 
 RouteMatch RouteOf(const std::string& method, const std::vector<std::string>& s) {
   RouteMatch m;
@@ -171,7 +201,7 @@ RouteMatch RouteOf(const std::string& method, const std::vector<std::string>& s)
       }
     }
     m.route = Route::kMethodNotAllowed;
-    m.template_name = method + " " + path;
+    m.template_name = std::string(MethodLabel(method)) + " " + path;
     m.allowed = allowed;
   };
   const std::size_t n = s.size();
@@ -230,6 +260,15 @@ Service::Service(const ServerOptions& options) : options_(options), store_(optio
   model::Require(options.evict_check_period_s > 0, "ServerOptions::evict_check_period_s",
                  Format("ServerOptions::evict_check_period_s must be > 0 (got %g)",
                         options.evict_check_period_s));
+  model::Require(
+      options.planners >= 1 && options.planners <= 64, "ServerOptions::planners",
+      Format("ServerOptions::planners must be 1..64 planning threads (got %d)", options.planners));
+  model::Require(std::isfinite(options.plan_time_limit_s) && options.plan_time_limit_s > 0 &&
+                     options.plan_time_limit_s <= 7 * 86400,
+                 "ServerOptions::plan_time_limit_s",
+                 Format("ServerOptions::plan_time_limit_s must be > 0 seconds and at most a week "
+                        "(got %g)",
+                        options.plan_time_limit_s));
   const ZeusDefaults& z = options.zeus;
   model::Require(
       z.microbatches >= 0, "ZeusDefaults::microbatches",
@@ -272,7 +311,9 @@ Service::Service(const ServerOptions& options) : options_(options), store_(optio
     }
   }
   lock.unlock();
-  planner_ = std::thread([this] { PlannerLoop(); });
+  for (int k = 0; k < options_.planners; ++k) {
+    planners_.emplace_back([this] { PlannerLoop(); });
+  }
   timer_ = std::thread([this] { TimerLoop(); });
 }
 
@@ -285,7 +326,7 @@ void Service::BeginStop(double wait_s) {
   std::vector<Parked*> claimed;
   std::unique_lock<std::mutex> lock(mu_);
   stopping_ = true;
-  cancel_ = true;
+  for (auto& [id, planning] : planning_) planning.cancel->store(true);
   for (Parked* p : std::vector<Parked*>(parked_.begin(), parked_.end())) {
     Claim(p, Parked::Outcome::kStopping, &claimed);
   }
@@ -316,7 +357,9 @@ void Service::SaveLastActive() {
 }
 
 void Service::Finish() {
-  if (planner_.joinable()) planner_.join();
+  for (std::thread& planner : planners_) {
+    if (planner.joinable()) planner.join();
+  }
   if (timer_.joinable()) timer_.join();
   std::lock_guard<std::mutex> lock(mu_);
   SaveLastActive();
@@ -379,8 +422,9 @@ std::optional<Reply> Service::Handle(const Request& r, Parked* parked) {
       case Route::kZeusResult:
         return ZeusResult(r);
       case Route::kMethodNotAllowed: {
-        Reply reply = ErrorReply(405, Format("%s is not allowed here; this path takes %s",
-                                             r.method.c_str(), r.match.allowed.c_str()));
+        Reply reply = ErrorReply(
+            405, Format("%s is not allowed here; this path takes %s",
+                        model::ExcerptText(r.method, 20).c_str(), r.match.allowed.c_str()));
         reply.headers.emplace_back("Allow", r.match.allowed);
         return reply;
       }
@@ -445,7 +489,10 @@ Service::EntryPtr Service::Insert(coord::JobConfig config, const model::Profile*
   auto e = std::make_shared<Entry>(std::move(config));
   e->seq = next_seq_;
   e->created_unix_s = e->last_active_unix_s = e->stored_last_active_unix_s = now;
-  if (profile != nullptr) e->job.SetProfile(*profile, csv);
+  if (profile != nullptr) {
+    e->job.SetProfile(*profile, csv);
+    e->plan_work = EstimatePlanWork(*profile, e->job.PlanRequest());
+  }
   const std::string& id = e->job.config().job_id;
   store_.Write([&] {
     store_.InsertJob(id, e->seq, JobConfigToJson(e->job.config()).dump(), now);
@@ -478,6 +525,9 @@ Service::EntryPtr Service::Replay(const StoredJob& stored) {
     e->job.SetProfile(
         model::ParseProfileCsv(*stored.profile_csv, "the stored profile of job " + stored.id),
         *stored.profile_csv);
+    if (!stored.frontier_json && stored.failure.empty()) {
+      e->plan_work = EstimatePlanWork(*e->job.profile(), e->job.PlanRequest());
+    }
   }
   if (stored.frontier_json) {
     std::vector<coord::PlanSwitch> switches;
@@ -538,7 +588,7 @@ void Service::QueuePlan(const std::string& id) {
   if (std::find(plan_queue_.begin(), plan_queue_.end(), id) == plan_queue_.end()) {
     plan_queue_.push_back(id);
   }
-  planner_cv_.notify_one();
+  planner_cv_.notify_all();
 }
 
 // One iteration report into the job: counted in the metrics (with the
@@ -566,6 +616,7 @@ Reply Service::Healthz() {
                          {"jobs", jobs_.size()},
                          {"waiting_requests", parked_.size()},
                          {"planning_queue", plan_queue_.size()},
+                         {"planning", planning_.size()},
                          {"persistent", store_.persistent()},
                          {"uptime_s", uptime}});
 }
@@ -585,6 +636,9 @@ Reply Service::MetricsText() {
       g.saving_j_per_iteration += SavingInForce(e->job);
     }
     g.waiting_requests = static_cast<int>(parked_.size());
+    g.planning = static_cast<int>(planning_.size());
+    g.plan_queue = static_cast<int>(plan_queue_.size());
+    g.plan_time_limit_s = options_.plan_time_limit_s;
   }
   Reply r;
   r.body = metrics_.Text(g);
@@ -676,6 +730,23 @@ Reply Service::GetJob(const Request& r) {
     }
     j["pipelines"] = std::move(pipelines);
   }
+  {
+    const auto running = planning_.find(e->job.config().job_id);
+    const bool queued = std::find(plan_queue_.begin(), plan_queue_.end(), e->job.config().job_id) !=
+                        plan_queue_.end();
+    j["planning"] = {{"state", running != planning_.end() ? "running"
+                               : queued                   ? "queued"
+                                                          : "idle"},
+                     {"running_s", running != planning_.end()
+                                       ? json(std::chrono::duration<double>(SteadyClock::now() -
+                                                                            running->second.started)
+                                                  .count())
+                                       : json(nullptr)},
+                     {"time_limit_s", options_.plan_time_limit_s},
+                     {"instructions", PlanInstructions(e->job.config())},
+                     {"work", e->plan_work >= 0 ? json(e->plan_work) : json(nullptr)},
+                     {"heavy", Heavy(e->plan_work)}};
+  }
   j["zeus"] = {{"schedule_asked", e->schedule_asked.size()},
                {"schedule_released", e->schedule_released}};
   return JsonReply(200, j);
@@ -742,8 +813,8 @@ Reply Service::PutProfile(const Request& r) {
   // Parsing and the profile's checks (the cheap half of planning) run
   // outside the lock: a 64 MiB upload must not stall other requests.
   model::Profile profile = model::ParseProfileCsv(r.body, "the uploaded profile");
-  solver::PreparePipelinePlan(profile, request);
-  const int rows = ProfileRows(profile);
+  const double work = PlanWork(solver::PreparePipelinePlan(profile, request));
+  const int rows = profile.num_rows();
   const int stages = profile.num_stages();
 
   std::lock_guard<std::mutex> lock(mu_);
@@ -752,6 +823,7 @@ Reply Service::PutProfile(const Request& r) {
   const std::string& id = e->job.config().job_id;
   e->job.SetProfile(std::move(profile), r.body);  // JobStateError once planned
   ++e->profile_generation;
+  e->plan_work = work;
   try {
     store_.Write([&] {
       store_.PutProfile(id, r.body);
@@ -1064,90 +1136,151 @@ Reply Service::ZeusResult(const Request& r) {
 
 // ---- Background threads --------------------------------------------------------
 
+std::optional<std::string> Service::TakeNextPlan() {
+  // Ids of jobs gone or no longer ready leave the queue here.
+  plan_queue_.erase(std::remove_if(plan_queue_.begin(), plan_queue_.end(),
+                                   [&](const std::string& id) {
+                                     const auto it = jobs_.find(id);
+                                     return it == jobs_.end() || !it->second->job.ready_to_plan();
+                                   }),
+                    plan_queue_.end());
+  const bool heavy_may_start = heavy_planning_ < std::max(1, options_.planners - 1);
+  auto best = plan_queue_.end();
+  double best_cost = 0;
+  for (auto it = plan_queue_.begin(); it != plan_queue_.end(); ++it) {
+    if (planning_.count(*it) != 0) continue;  // solving an older profile; queued again after
+    const double work = jobs_.at(*it)->plan_work;
+    if (Heavy(work) && !heavy_may_start) continue;
+    const double cost = work < 0 ? std::numeric_limits<double>::infinity() : work;
+    if (best == plan_queue_.end() || cost < best_cost) {
+      best = it;
+      best_cost = cost;
+    }
+  }
+  if (best == plan_queue_.end()) return std::nullopt;
+  std::string id = *best;
+  plan_queue_.erase(best);
+  return id;
+}
+
 void Service::PlannerLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    planner_cv_.wait(lock, [&] { return stopping_ || !plan_queue_.empty(); });
+    std::optional<std::string> next;
+    planner_cv_.wait(lock, [&] {
+      if (stopping_) return true;
+      next = TakeNextPlan();
+      return next.has_value();
+    });
     if (stopping_) return;
-    const std::string id = plan_queue_.front();
-    plan_queue_.pop_front();
-    const auto it = jobs_.find(id);
-    if (it == jobs_.end() || !it->second->job.ready_to_plan()) continue;
-    const EntryPtr e = it->second;
-    const model::Profile profile = *e->job.profile();
-    solver::PlanRequest request = e->job.PlanRequest();
-    const std::uint64_t generation = e->profile_generation;
-    const coord::JobConfig& c = e->job.config();
-    Log(Format("job %s: planning (%s, %d stages, %d microbatches)", id.c_str(),
-               std::string(schedule::KindName(c.spec.kind)).c_str(), c.spec.stages,
-               c.spec.microbatches));
-    lock.unlock();
-
-    request.cancel = &cancel_;
-    std::string phase;
-    request.progress = [&](const char* now, double) {
-      if (phase != now) {
-        phase = now;
-        Log(Format("job %s: planning: %s", id.c_str(), now));
-      }
-    };
-    std::optional<solver::PipelinePlan> plan;
-    std::string failure;
-    const SteadyClock::time_point start = SteadyClock::now();
-    try {
-      plan = solver::PlanPipeline(profile, request);
-    } catch (const model::Cancelled&) {
-      lock.lock();
-      Log(Format("job %s: planning cancelled; it is planned again at the next start", id.c_str()));
-      continue;
-    } catch (const InputError& error) {
-      failure = ForApi(error.what(), false);
-    } catch (const std::bad_alloc&) {
-      failure = "out of memory while solving the frontier";
-    } catch (const std::exception& error) {
-      failure = std::string("internal error while solving: ") + error.what();
-    }
-    const double seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
-    lock.lock();
-    metrics_.ObserveSolve(seconds, plan.has_value());
-    const auto still = jobs_.find(id);
-    if (still == jobs_.end() || still->second != e || e->profile_generation != generation) {
-      Log(Format("job %s: plan discarded: the job changed while it was solved", id.c_str()));
-      continue;
-    }
-    std::vector<Parked*> claimed;
-    try {
-      if (plan) {
-        e->job.SetPlan(*plan, NowUnix());
-        store_.Write([&] {
-          store_.PutFrontier(id, e->job.FrontierToJson().dump());
-          store_.PutSwitch(id, 1, coord::SwitchToJson(e->job.switches().front()).dump());
-          store_.SetFailure(id, "");
-        });
-        const solver::FrontierPoint& q = plan->chosen_point();
-        Log(
-            Format("job %s: planned in %.2f s: %zu frontier points; every pipeline runs %.4f s, "
-                   "%.1f J per iteration (all max clocks: %.4f s, %.1f J)",
-                   id.c_str(), seconds, plan->frontier.points.size(), q.time_s, q.energy_j,
-                   plan->baseline.time_s, plan->baseline.energy_j));
-      } else {
-        e->job.SetPlanFailed(failure);
-        store_.Write([&] { store_.SetFailure(id, failure); });
-        Log(Format("job %s: planning failed: %s", id.c_str(), failure.c_str()));
-      }
-    } catch (const std::exception& error) {
-      Log(
-          Format("error: job %s: the plan could not be stored (%s); the job is planned again "
-                 "at the next start",
-                 id.c_str(), error.what()));
-      Reload(id);
-    }
-    WakeReady(*e, &claimed);
-    MaybeReleaseSchedule(*e, &claimed);
-    lock.unlock();
-    ResumeAll(claimed);
-    lock.lock();
+    PlanOne(*next, lock);
+    planner_cv_.notify_all();  // a heavy job's slot, or a job re-queued meanwhile
   }
+}
+
+// Solves job `id`'s frontier with mu_ released, under its time limit, and
+// installs the plan or the failure. Called and returns with mu_ held.
+void Service::PlanOne(const std::string& id, std::unique_lock<std::mutex>& lock) {
+  const EntryPtr e = jobs_.at(id);
+  const model::Profile profile = *e->job.profile();
+  solver::PlanRequest request = e->job.PlanRequest();
+  const std::uint64_t generation = e->profile_generation;
+  const coord::JobConfig& c = e->job.config();
+  const bool heavy = Heavy(e->plan_work);
+  Planning& planning = planning_[id];
+  planning.started = SteadyClock::now();
+  planning.deadline =
+      planning.started + std::chrono::duration_cast<SteadyClock::duration>(
+                             std::chrono::duration<double>(options_.plan_time_limit_s));
+  planning.cancel = std::make_shared<std::atomic<bool>>(false);
+  planning.heavy = heavy;
+  if (heavy) ++heavy_planning_;
+  const std::shared_ptr<std::atomic<bool>> cancel = planning.cancel;
+  timer_cv_.notify_one();  // it watches the deadline
+  Log(Format("job %s: planning (%s, %d stages, %d microbatches%s; time limit %g s)", id.c_str(),
+             std::string(schedule::KindName(c.spec.kind)).c_str(), c.spec.stages,
+             c.spec.microbatches, heavy ? "; a heavy job" : "", options_.plan_time_limit_s));
+  lock.unlock();
+
+  request.cancel = cancel.get();
+  std::string phase;
+  request.progress = [&](const char* now, double) {
+    if (phase != now) {
+      phase = now;
+      Log(Format("job %s: planning: %s", id.c_str(), now));
+    }
+  };
+  std::optional<solver::PipelinePlan> plan;
+  std::string failure;
+  bool cancelled = false;
+  const SteadyClock::time_point start = SteadyClock::now();
+  try {
+    plan = solver::PlanPipeline(profile, request);
+  } catch (const model::Cancelled&) {
+    cancelled = true;
+  } catch (const InputError& error) {
+    failure = ForApi(error.what(), false);
+  } catch (const std::bad_alloc&) {
+    failure = "out of memory while solving the frontier";
+  } catch (const std::exception& error) {
+    failure = std::string("internal error while solving: ") + error.what();
+  }
+  const double seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
+  lock.lock();
+  const bool timed_out = planning_.at(id).timed_out;
+  planning_.erase(id);
+  if (heavy) --heavy_planning_;
+  if (cancelled && !timed_out) {
+    Log(Format("job %s: planning cancelled; it is planned again at the next start", id.c_str()));
+    return;
+  }
+  if (timed_out) {
+    metrics_.CountPlanTimeout();
+    failure = Format(
+        "planning took longer than its time limit of %g s (ServerOptions::plan_time_limit_s, "
+        "joulepipe serve --plan-time-limit) and was cancelled; the job plans %lld instructions "
+        "per iteration: plan it with a coarser frontier grid (JobConfig::resolution_s) or fewer "
+        "microbatches, or raise the limit",
+        options_.plan_time_limit_s, static_cast<long long>(PlanInstructions(c)));
+  }
+  metrics_.ObserveSolve(seconds, plan.has_value());
+  const auto still = jobs_.find(id);
+  if (still == jobs_.end() || still->second != e || e->profile_generation != generation) {
+    Log(Format("job %s: plan discarded: the job changed while it was solved", id.c_str()));
+    return;
+  }
+  std::vector<Parked*> claimed;
+  try {
+    if (plan) {
+      e->job.SetPlan(*plan, NowUnix());
+      store_.Write([&] {
+        store_.PutFrontier(id, e->job.FrontierToJson().dump());
+        store_.PutSwitch(id, 1, coord::SwitchToJson(e->job.switches().front()).dump());
+        store_.SetFailure(id, "");
+      });
+      const solver::FrontierPoint& q = plan->chosen_point();
+      Log(
+          Format("job %s: planned in %.2f s: %zu frontier points; every pipeline runs %.4f s, "
+                 "%.1f J per iteration (all max clocks: %.4f s, %.1f J)",
+                 id.c_str(), seconds, plan->frontier.points.size(), q.time_s, q.energy_j,
+                 plan->baseline.time_s, plan->baseline.energy_j));
+    } else {
+      e->job.SetPlanFailed(failure);
+      store_.Write([&] { store_.SetFailure(id, failure); });
+      Log(Format("job %s: planning failed: %s", id.c_str(), failure.c_str()));
+    }
+  } catch (const std::exception& error) {
+    Log(
+        Format("error: job %s: the plan could not be stored (%s); the job is planned again at "
+               "the next start",
+               id.c_str(), error.what()));
+    Reload(id);
+  }
+  WakeReady(*e, &claimed);
+  MaybeReleaseSchedule(*e, &claimed);
+  lock.unlock();
+  ResumeAll(claimed);
+  lock.lock();
 }
 
 void Service::EvictAndFlush(std::vector<Parked*>* claimed) {
@@ -1184,9 +1317,20 @@ void Service::TimerLoop() {
     SteadyClock::time_point wake = next_evict;
     if (!deadlines_.empty()) wake = std::min(wake, deadlines_.begin()->first);
     if (!parked_.empty()) wake = std::min(wake, next_hangup);
+    for (const auto& [id, planning] : planning_) {
+      if (!planning.timed_out) wake = std::min(wake, planning.deadline);
+    }
     timer_cv_.wait_until(lock, wake);
     if (stopping_) break;
     const SteadyClock::time_point now = SteadyClock::now();
+    for (auto& [id, planning] : planning_) {
+      if (!planning.timed_out && planning.deadline <= now) {
+        planning.timed_out = true;
+        planning.cancel->store(true);
+        Log(Format("job %s: planning reached its time limit (%g s); cancelling it", id.c_str(),
+                   options_.plan_time_limit_s));
+      }
+    }
     std::vector<Parked*> claimed;
     while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
       Claim(deadlines_.begin()->second, Parked::Outcome::kDeadline, &claimed);

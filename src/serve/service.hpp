@@ -73,6 +73,12 @@ struct RouteMatch {
 };
 RouteMatch RouteOf(const std::string& method, const std::vector<std::string>& segments);
 
+// A solve's work: the pipeline's instructions per iteration x the frontier
+// grid's deadlines (PlanWork). A job over this is heavy (on a 2-core
+// machine, about a second of solving): at most ServerOptions::planners - 1
+// heavy jobs plan at once. One of unknown work counts as heavy.
+inline constexpr double kLightPlanWork = 2e7;
+
 // The largest body a route accepts: 64 MiB for PUT /jobs/{id}/profile,
 // 1 MiB otherwise.
 inline constexpr std::size_t kMaxProfileBody = 64u << 20;
@@ -140,7 +146,7 @@ class Service {
   void Forget(Parked* parked);
 
   // Stop, first half: no more parking; every parked request is resumed (to
-  // answer 503) and the planner's solve is cancelled. Then waits up to
+  // answer 503) and every solve in progress is cancelled. Then waits up to
   // `wait_s` until the resumed requests have been answered.
   void BeginStop(double wait_s);
   // Second half, after the transport stopped: joins the threads and writes
@@ -168,6 +174,7 @@ class Service {
     double last_active_unix_s = 0;
     double stored_last_active_unix_s = 0;
     std::uint64_t profile_generation = 0;  // bumped by every profile change
+    double plan_work = -1;                 // PlanWork of the profile; -1: unknown
     std::set<Parked*> waiters;
     // Zeus: ranks that asked GET /schedule, and whether all have (persisted).
     std::set<int> schedule_asked;
@@ -228,6 +235,19 @@ class Service {
   void QueuePlan(const std::string& id);           // mu_ held
   void Remove(const std::string& id, const std::string& reason, std::vector<Parked*>* claimed);
 
+  // A solve in progress (guarded by mu_).
+  struct Planning {
+    SteadyClock::time_point started, deadline;
+    std::shared_ptr<std::atomic<bool>> cancel;  // raised by Stop or at the deadline
+    bool heavy = false;
+    bool timed_out = false;
+  };
+  // The next job to plan, lightest first (a heavy one only while a planner
+  // stays free for light ones), taken off the queue; nullopt if none may
+  // start now (mu_ held).
+  std::optional<std::string> TakeNextPlan();
+  void PlanOne(const std::string& id, std::unique_lock<std::mutex>& lock);
+
   void PlannerLoop();
   void TimerLoop();
   static double NowUnix();
@@ -251,11 +271,13 @@ class Service {
   bool stopping_ = false;
 
   std::deque<std::string> plan_queue_;
+  std::map<std::string, Planning> planning_;  // by job id
+  int heavy_planning_ = 0;
   std::condition_variable planner_cv_;
-  std::atomic<bool> cancel_{false};
   std::condition_variable timer_cv_;
   std::mutex log_mu_;
-  std::thread planner_, timer_;
+  std::vector<std::thread> planners_;
+  std::thread timer_;
 };
 
 }  // namespace joulepipe::serve

@@ -42,32 +42,37 @@ std::string Disagreement(const model::ClockPoint& row, const model::ClockPoint& 
   const bool row_is_low = &low == &row;
   if (low.time_s > high.time_s * clock_ratio * m) {
     if (row_is_low) {
-      return Format("that is %.3g times as long, but lowering the clock from %d to %d MHz makes an "
-                    "instruction at most %.3g times as slow (%.3g with a %gx allowance for "
-                    "noise): only its compute slows with the clock",
-                    time_ratio, high.mhz, low.mhz, clock_ratio, clock_ratio * m, m);
+      return Format(
+          "that is %.3g times as long, but lowering the clock from %d to %d MHz makes an "
+          "instruction at most %.3g times as slow (%.3g with a %gx allowance for "
+          "noise): only its compute slows with the clock",
+          time_ratio, high.mhz, low.mhz, clock_ratio, clock_ratio * m, m);
     }
-    return Format("that is only 1/%.3g of the time, but raising the clock from %d to %d MHz "
-                  "makes an instruction at most %.3g times as fast (%.3g with a %gx allowance "
-                  "for noise)",
-                  1 / time_ratio, low.mhz, high.mhz, clock_ratio, clock_ratio * m, m);
+    return Format(
+        "that is only 1/%.3g of the time, but raising the clock from %d to %d MHz "
+        "makes an instruction at most %.3g times as fast (%.3g with a %gx allowance "
+        "for noise)",
+        1 / time_ratio, low.mhz, high.mhz, clock_ratio, clock_ratio * m, m);
   }
   if (low.time_s * m < high.time_s) {
     if (row_is_low) {
-      return Format("that is only 1/%.3g of the time, but a lower clock does not make an "
-                    "instruction faster (beyond a %gx allowance for noise)",
-                    1 / time_ratio, m);
+      return Format(
+          "that is only 1/%.3g of the time, but a lower clock does not make an "
+          "instruction faster (beyond a %gx allowance for noise)",
+          1 / time_ratio, m);
     }
-    return Format("that is %.3g times as long, but a higher clock does not make an instruction "
-                  "slower (beyond a %gx allowance for noise)",
-                  time_ratio, m);
+    return Format(
+        "that is %.3g times as long, but a higher clock does not make an instruction "
+        "slower (beyond a %gx allowance for noise)",
+        time_ratio, m);
   }
   const double power = row.energy_j / row.time_s;
   const double reference_power = reference.energy_j / reference.time_s;
   if (power > reference_power * kMaxPowerRatio || power * kMaxPowerRatio < reference_power) {
-    return Format("that is a mean power of %.4g W against %.4g W, but the clocks of one "
-                  "instruction differ in power by at most %gx",
-                  power, reference_power, kMaxPowerRatio);
+    return Format(
+        "that is a mean power of %.4g W against %.4g W, but the clocks of one "
+        "instruction differ in power by at most %gx",
+        power, reference_power, kMaxPowerRatio);
   }
   return "";
 }
@@ -174,8 +179,7 @@ void CheckPlanRequest(const PlanRequest& request) {
   RequireCount("Spec::chunks", request.spec.chunks, kMaxChunks,
                "model chunks per stage (1 except for the interleaved schedule)");
   if (request.p_block_w) model::CheckPBlock(*request.p_block_w, "PlanRequest::p_block_w");
-  if (!std::isfinite(request.slowdown) || request.slowdown < 0 ||
-      request.slowdown > kMaxSlowdown) {
+  if (!std::isfinite(request.slowdown) || request.slowdown < 0 || request.slowdown > kMaxSlowdown) {
     throw InputError("PlanRequest::slowdown",
                      Format("PlanRequest::slowdown must be a fraction 0..%g (got %g); e.g. "
                             "0.05 allows iterations 5%% longer than at full clock",
@@ -200,8 +204,7 @@ void CheckPlanRequest(const PlanRequest& request) {
 }
 
 void CheckProfileRows(const model::Profile& profile, const std::string& profile_name) {
-  const int stages = profile.num_stages();
-  for (int s = 0; s < stages; ++s) {
+  for (int s : profile.stages()) {
     for (model::Kind kind : {model::Kind::kForward, model::Kind::kBackward}) {
       CheckRows(profile.Points(s, kind), s, kind, profile_name);
     }

@@ -193,6 +193,76 @@ TEST(Job, RetriedAndLateReportsAreHarmless) {
   EXPECT_EQ(job.dropped_iterations(), 3);
 }
 
+// Every rank but `skip` reports iteration i (as Iterate); the switch, if any.
+std::optional<PlanSwitch> IterateWithout(Job* job, std::int64_t i, const std::vector<double>& slow,
+                                         int skip) {
+  std::optional<PlanSwitch> out;
+  for (const auto& [rank, info] : job->ranks()) {
+    if (rank == skip) continue;
+    const double t =
+        job->frontier()->points[job->point_of_pipeline()[info.dp_rank]].time_s * slow[info.dp_rank];
+    const std::optional<PlanSwitch> s = job->ReportIteration({rank, i, t, 50.0}, 2000 + i);
+    if (s) out = s;
+  }
+  return out;
+}
+
+// Issue 24's reproduction: one rank reports 16 iterations near 10^12; they
+// are refused (naming the field) and a straggler still switches the plans.
+TEST(Job, OneRanksBogusIterationsAreRefusedAndDetectionGoesOn) {
+  Job job = PlannedJob();
+  const double t = job.frontier()->points[job.intrinsic_point()].time_s;
+  for (std::int64_t i = 0; i < 2; ++i) Iterate(&job, i, {1, 1, 1});
+  for (int k = 0; k < 16; ++k) {
+    try {
+      job.ReportIteration({3, 1'000'000'000'000LL - k, t, 1.0}, 0);
+      ADD_FAILURE() << "a report for iteration 10^12 - " << k << " was taken";
+    } catch (const model::InputError& e) {
+      EXPECT_EQ(e.field(), "IterationReport::iteration");
+      EXPECT_NE(std::string(e.what()).find("current iteration, 1"), std::string::npos) << e.what();
+    }
+  }
+  std::optional<PlanSwitch> s;
+  for (std::int64_t i = 2; i < 10 && !s; ++i) s = Iterate(&job, i, {1, 1.2, 1});
+  ASSERT_TRUE(s) << "no switch after the bogus reports";
+  EXPECT_EQ(job.plan_version(), 2);
+}
+
+// The same reports before any real one (a fresh job): they are the first
+// and so anchor nothing once the others report, and they cannot crowd the
+// real iterations out of the open ones.
+TEST(Job, BogusIterationsBeforeTheRealOnesCannotCrowdThemOut) {
+  Job job = PlannedJob();
+  const double t = job.frontier()->points[job.intrinsic_point()].time_s;
+  for (int k = 0; k < 16; ++k) job.ReportIteration({5, 1'000'000'000'000LL - 16 + k, t, 1.0}, 0);
+  std::optional<PlanSwitch> s;
+  for (std::int64_t i = 0; i < 10 && !s; ++i) s = Iterate(&job, i, {1, 1.2, 1});
+  ASSERT_TRUE(s) << "no switch after bogus first reports; completed " << job.completed_iterations();
+  EXPECT_GE(job.completed_iterations(), 2);
+}
+
+// A rank that falls silent and comes back: its peers are refused once
+// they are kIterationWindow ahead, and once it reports again all go on.
+TEST(Job, ASilentRankThatComesBackCompletesIterationsAgain) {
+  Job job = PlannedJob(1);  // ranks 0 and 1
+  Iterate(&job, 0, {1});
+  int refused = 0;
+  for (std::int64_t i = 1; i < 60; ++i) {
+    try {
+      IterateWithout(&job, i, {1}, 1);
+    } catch (const model::InputError&) {
+      ++refused;
+    }
+  }
+  EXPECT_GT(refused, 0);
+  const std::int64_t completed = job.completed_iterations();
+  job.ReportIteration({1, 60, 0.01, 1.0}, 0);
+  job.ReportIteration({0, 60, 0.01, 1.0}, 0);
+  job.ReportIteration({1, 61, 0.01, 1.0}, 0);
+  job.ReportIteration({0, 61, 0.01, 1.0}, 0);
+  EXPECT_EQ(job.completed_iterations(), completed + 2);  // 60 and 61
+}
+
 TEST(Job, RestoredFromItsRecordIsTheSameJob) {
   Job job = PlannedJob();
   for (std::int64_t i = 0; i < 6; ++i) Iterate(&job, i, {1, i >= 2 ? 1.2 : 1.0, 1});

@@ -24,7 +24,7 @@ TEST(StragglerDetector, NeedsWindowSlowIterationsAndWindowFastOnesToRecover) {
                                               {1, 1.2, 1},  // onset
                                               {1, 1.2, 1},  // second slow one: straggling
                                               {1, 1.2, 1},
-                                              {1, 1, 1},  // recovery
+                                              {1, 1, 1},    // recovery
                                               {1, 1, 1}});  // second fast one: recovered
   EXPECT_EQ(changed, (std::vector<bool>{false, false, true, false, false, true}));
   EXPECT_FALSE(d.any());

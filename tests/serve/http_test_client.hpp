@@ -23,7 +23,7 @@
 namespace joulepipe::serve::testing {
 
 struct HttpResponse {
-  int status = 0;  // 0: no answer (connection failed or closed early)
+  int status = 0;                              // 0: no answer (connection failed or closed early)
   std::map<std::string, std::string> headers;  // names lower-cased
   std::string body;
 
@@ -65,7 +65,8 @@ inline bool SendAll(int fd, const std::string& data) {
 // `headers` set Content-Length or Transfer-Encoding themselves.
 inline bool SendRequest(int fd, const std::string& method, const std::string& target,
                         const std::string& body = "", const Headers& headers = {}) {
-  std::string request = method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+  std::string request = method + " " + target +
+                        " HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                         "Connection: close\r\n";
   bool framed = false;
   for (const auto& [name, value] : headers) {

@@ -26,120 +26,10 @@
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/profile.hpp"
 #include "joulepipe/serve/store.hpp"
+#include "serve_fixture.hpp"
 
 namespace joulepipe::serve {
 namespace {
-
-namespace fs = std::filesystem;
-using nlohmann::json;
-using testing::Connect;
-using testing::Encode;
-using testing::Http;
-using testing::HttpResponse;
-using testing::ReadResponse;
-using testing::SendRequest;
-using testing::TinyProfileCsv;
-
-int ThreadCount() {
-  int n = 0;
-  if (DIR* d = ::opendir("/proc/self/task")) {
-    while (dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
-    ::closedir(d);
-  }
-  return n;
-}
-
-bool WaitFor(const std::function<bool()>& done, double seconds) {
-  const auto end = std::chrono::steady_clock::now() +
-                   std::chrono::milliseconds(static_cast<long>(seconds * 1000));
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
-}
-
-json JobBody(const std::string& id, int pp, int dp, int tp = 1) {
-  json j = {{"pp_degree", pp}, {"dp_degree", dp}, {"tp_degree", tp}, {"schedule", "1f1b"},
-            {"microbatches", 4}, {"p_block_w", 60.0}, {"resolution_s", 0.0005}};
-  if (!id.empty()) j["job_id"] = id;
-  return j;
-}
-
-json Rank(int rank, int dp, int pp, int tp = 0) {
-  return {{"rank", rank}, {"dp_rank", dp}, {"pp_rank", pp}, {"tp_rank", tp},
-          {"available_frequencies", {1410, 1200, 1000}}};
-}
-
-class ServeTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("joulepipe-serve-test-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    server_.reset();
-    fs::remove_all(dir_);
-  }
-
-  ServerOptions Options() {
-    ServerOptions o;
-    o.port = 0;
-    o.log = [this](const std::string& line) {
-      std::lock_guard<std::mutex> lock(log_mu_);
-      log_.push_back(line);
-    };
-    return o;
-  }
-  void Start(ServerOptions o) { server_ = std::make_unique<Server>(std::move(o)); }
-  int port() const { return server_->port(); }
-
-  HttpResponse Get(const std::string& target, const testing::Headers& h = {}) {
-    return Http(port(), "GET", target, "", h);
-  }
-  HttpResponse Post(const std::string& target, const json& body, const testing::Headers& h = {}) {
-    return Http(port(), "POST", target, body.dump(), h);
-  }
-  HttpResponse PutProfile(const std::string& id, const std::string& csv) {
-    return Http(port(), "PUT", "/jobs/" + Encode(id) + "/profile", csv,
-                {{"Content-Type", "text/csv"}});
-  }
-
-  // Registers `id` (pp x dp) with all its ranks; rank = dp * pp_degree + pp.
-  void RegisterJob(const std::string& id, int pp, int dp) {
-    ASSERT_EQ(Post("/jobs", JobBody(id, pp, dp)).status, 200);
-    for (int d = 0; d < dp; ++d) {
-      for (int p = 0; p < pp; ++p) {
-        ASSERT_EQ(Post("/jobs/" + id + "/ranks", Rank(d * pp + p, d, p)).status, 200);
-      }
-    }
-  }
-
-  bool Logged(const std::string& part) {
-    std::lock_guard<std::mutex> lock(log_mu_);
-    for (const std::string& line : log_) {
-      if (line.find(part) != std::string::npos) return true;
-    }
-    return false;
-  }
-
-  fs::path dir_;
-  std::unique_ptr<Server> server_;
-  std::mutex log_mu_;
-  std::vector<std::string> log_;
-};
-
-void ExpectError(const HttpResponse& r, int status, const std::string& message_part,
-                 const json& field) {
-  ASSERT_EQ(r.status, status) << r.body;
-  const json j = r.Json();
-  EXPECT_NE(j.at("error").get<std::string>().find(message_part), std::string::npos)
-      << j.at("error");
-  EXPECT_EQ(j.at("field"), field) << r.body;
-}
 
 TEST_F(ServeTest, HealthzAndInfoAnswer) {
   Start(Options());
@@ -290,18 +180,18 @@ TEST_F(ServeTest, BadInputIsRefusedWithPreciseMessages) {
   RegisterJob("j", 2, 1);
   // Iteration reports: NaN is not JSON; negative, zero and absurd times and
   // energies are refused by name.
-  ExpectError(Http(port(), "POST", "/jobs/j/iterations",
-                   "{\"rank\":0,\"iteration\":0,\"time_s\":NaN}"),
-              400, "not valid JSON at line 1, column", nullptr);
+  ExpectError(
+      Http(port(), "POST", "/jobs/j/iterations", "{\"rank\":0,\"iteration\":0,\"time_s\":NaN}"),
+      400, "not valid JSON at line 1, column", nullptr);
   ExpectError(Post("/jobs/j/iterations", {{"rank", 0}, {"iteration", 0}, {"time_s", -1}}), 400,
               "IterationReport::time_s must be a time in seconds, > 0", "IterationReport::time_s");
   ExpectError(Post("/jobs/j/iterations", {{"rank", 0}, {"iteration", 0}, {"time_s", 0}}), 400,
               "IterationReport::time_s", "IterationReport::time_s");
   ExpectError(Post("/jobs/j/iterations", {{"rank", 0}, {"iteration", 0}, {"time_s", 1e9}}), 400,
               "at most 86400", "IterationReport::time_s");
-  ExpectError(Post("/jobs/j/iterations",
-                   {{"rank", 0}, {"iteration", 0}, {"time_s", 1}, {"energy_j", -3}}),
-              400, "IterationReport::energy_j", "IterationReport::energy_j");
+  ExpectError(
+      Post("/jobs/j/iterations", {{"rank", 0}, {"iteration", 0}, {"time_s", 1}, {"energy_j", -3}}),
+      400, "IterationReport::energy_j", "IterationReport::energy_j");
   ExpectError(Post("/jobs/j/iterations", {{"rank", 0}, {"iteration", -1}, {"time_s", 1}}), 400,
               "IterationReport::iteration counts from 0", "IterationReport::iteration");
   ExpectError(Post("/jobs/j/iterations", {{"rank", 5}, {"iteration", 0}, {"time_s", 1}}), 400,
@@ -315,8 +205,9 @@ TEST_F(ServeTest, BadInputIsRefusedWithPreciseMessages) {
   // count names the job's pp_degree.
   ExpectError(PutProfile("j", "stage,instruction,frequency,time,energy\n0,forward,1410,abc,1\n"),
               400, "the uploaded profile", nullptr);
-  std::string one_stage = "stage,instruction,frequency,time,energy\n"
-                          "0,forward,1410,0.01,2.6\n0,backward,1410,0.02,5.2\n";
+  std::string one_stage =
+      "stage,instruction,frequency,time,energy\n"
+      "0,forward,1410,0.01,2.6\n0,backward,1410,0.02,5.2\n";
   ExpectError(PutProfile("j", one_stage), 400, "", "JobConfig::pp_degree");
   EXPECT_EQ(Get("/jobs/j").Json().at("has_profile"), false);  // nothing half-written
 }
@@ -369,8 +260,9 @@ TEST_F(ServeTest, NonLoopbackWithoutTokenIsWarnedAbout) {
   ServerOptions o = Options();
   o.host = "0.0.0.0";
   Start(std::move(o));
-  EXPECT_TRUE(Logged("warning: listening on 0.0.0.0, which is not a loopback address, without "
-                     "a token (ServerOptions::token)"));
+  EXPECT_TRUE(
+      Logged("warning: listening on 0.0.0.0, which is not a loopback address, without "
+             "a token (ServerOptions::token)"));
   EXPECT_TRUE(IsLoopbackHost("127.0.0.1"));
   EXPECT_TRUE(IsLoopbackHost("::1"));
   EXPECT_TRUE(IsLoopbackHost("localhost"));
@@ -396,9 +288,8 @@ TEST_F(ServeTest, PortInUseNamesThePort) {
 TEST_F(ServeTest, LongPollIsAnsweredWhenThePlanAppears) {
   Start(Options());
   RegisterJob("j", 2, 1);
-  auto waiting = std::async(std::launch::async, [&] {
-    return Http(port(), "GET", "/jobs/j/plan?rank=1&wait_s=60");
-  });
+  auto waiting = std::async(std::launch::async,
+                            [&] { return Http(port(), "GET", "/jobs/j/plan?rank=1&wait_s=60"); });
   ASSERT_TRUE(WaitFor([&] { return server_->waiting_requests() == 1; }, 10));
   EXPECT_EQ(Get("/healthz").Json().at("waiting_requests"), 1);
   const auto uploaded = std::chrono::steady_clock::now();
@@ -434,9 +325,9 @@ TEST_F(ServeTest, LongPollIsAnsweredWhenThePlanAppears) {
                          "/jobs/{id}/plan\"} 2"),
             std::string::npos)
       << metrics;
-  EXPECT_NE(metrics.find(
-                "joulepipe_http_requests_total{route=\"GET /jobs/{id}/plan\",code=\"204\"} 1"),
-            std::string::npos);
+  EXPECT_NE(
+      metrics.find("joulepipe_http_requests_total{route=\"GET /jobs/{id}/plan\",code=\"204\"} 1"),
+      std::string::npos);
 }
 
 TEST_F(ServeTest, ManyWaitersHoldNoThreads) {
@@ -481,9 +372,8 @@ TEST_F(ServeTest, HungUpWaitersAreDropped) {
 TEST_F(ServeTest, StopAnswersParkedRequests503) {
   Start(Options());
   RegisterJob("j", 2, 1);
-  auto waiting = std::async(std::launch::async, [&] {
-    return Http(port(), "GET", "/jobs/j/plan?rank=0&wait_s=300");
-  });
+  auto waiting = std::async(std::launch::async,
+                            [&] { return Http(port(), "GET", "/jobs/j/plan?rank=0&wait_s=300"); });
   ASSERT_TRUE(WaitFor([&] { return server_->waiting_requests() == 1; }, 10));
   server_->Stop();
   const HttpResponse r = waiting.get();
@@ -494,9 +384,8 @@ TEST_F(ServeTest, StopAnswersParkedRequests503) {
 TEST_F(ServeTest, DeletingAJobAnswersItsWaiters404) {
   Start(Options());
   RegisterJob("j", 2, 1);
-  auto waiting = std::async(std::launch::async, [&] {
-    return Http(port(), "GET", "/jobs/j/plan?rank=0&wait_s=300");
-  });
+  auto waiting = std::async(std::launch::async,
+                            [&] { return Http(port(), "GET", "/jobs/j/plan?rank=0&wait_s=300"); });
   ASSERT_TRUE(WaitFor([&] { return server_->waiting_requests() == 1; }, 10));
   ASSERT_EQ(Http(port(), "DELETE", "/jobs/j").status, 200);
   ExpectError(waiting.get(), 404, "job j was deleted while the request waited", nullptr);
@@ -516,8 +405,8 @@ ServerOptions WithZeusDefaults(ServerOptions o, bool profile) {
 
 TEST_F(ServeTest, ZeusClientFlow) {
   Start(WithZeusDefaults(Options(), true));
-  const json info = {{"job_id", ""}, {"pp_degree", 2}, {"dp_degree", 1}, {"tp_degree", 1},
-                     {"world_size", 2}, {"job_metadata", "bert"}};
+  const json info = {{"job_id", ""},   {"pp_degree", 2},  {"dp_degree", 1},
+                     {"tp_degree", 1}, {"world_size", 2}, {"job_metadata", "bert"}};
   HttpResponse r = Post("/register_job", info);
   ASSERT_EQ(r.status, 200) << r.body;
   const std::string id = r.Json().get<std::string>();
@@ -533,9 +422,8 @@ TEST_F(ServeTest, ZeusClientFlow) {
   }
   // The plan exists (default profile), but GET /schedule waits until every
   // rank has asked.
-  auto first = std::async(std::launch::async, [&] {
-    return Http(port(), "GET", "/schedule/" + encoded + "?rank=0");
-  });
+  auto first = std::async(std::launch::async,
+                          [&] { return Http(port(), "GET", "/schedule/" + encoded + "?rank=0"); });
   ASSERT_TRUE(WaitFor([&] { return server_->waiting_requests() == 1; }, 10));
   ASSERT_TRUE(WaitFor([&] { return Get("/jobs/" + encoded).Json().at("phase") == "planned"; }, 20));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -567,14 +455,14 @@ TEST_F(ServeTest, ZeusClientFlow) {
     EXPECT_EQ(r.body, "null");
   }
   EXPECT_EQ(Get("/jobs/" + encoded).Json().at("completed_iterations"), 3);
-  ExpectError(Post("/result/" + encoded, {{"rank", 0}, {"iter_time", {0.2, -1.0}},
-                                         {"iter_energy", json::array()}}),
+  ExpectError(Post("/result/" + encoded,
+                   {{"rank", 0}, {"iter_time", {0.2, -1.0}}, {"iter_energy", json::array()}}),
               400, "ProfilingResult::iter_time[1] must be a time in seconds",
               "ProfilingResult::iter_time");
-  ExpectError(Post("/result/" + encoded,
-                   {{"rank", 0}, {"iter_time", {0.2, 0.2}}, {"iter_energy", {1.0}}}),
-              400, "ProfilingResult::iter_energy has 1 entries but iter_time has 2",
-              "ProfilingResult::iter_energy");
+  ExpectError(
+      Post("/result/" + encoded, {{"rank", 0}, {"iter_time", {0.2, 0.2}}, {"iter_energy", {1.0}}}),
+      400, "ProfilingResult::iter_energy has 1 entries but iter_time has 2",
+      "ProfilingResult::iter_energy");
   EXPECT_EQ(Get("/jobs/" + encoded).Json().at("completed_iterations"), 3);  // nothing applied
 
   // JobInfo's own rules.
@@ -584,8 +472,7 @@ TEST_F(ServeTest, ZeusClientFlow) {
               "JobInfo::world_size");
   bad = info;
   bad["job_id"] = "mine";
-  ExpectError(Post("/register_job", bad), 400, "JobInfo::job_id must be empty",
-              "JobInfo::job_id");
+  ExpectError(Post("/register_job", bad), 400, "JobInfo::job_id must be empty", "JobInfo::job_id");
   bad = info;
   bad["pp_degree"] = 4;
   bad["world_size"] = 4;
@@ -596,10 +483,11 @@ TEST_F(ServeTest, ZeusClientFlow) {
 
 TEST_F(ServeTest, ZeusJobsWaitForAnUploadedProfile) {
   Start(WithZeusDefaults(Options(), false));
-  const std::string id = Post("/register_job", {{"job_id", ""}, {"pp_degree", 2},
-                                                {"dp_degree", 1}, {"tp_degree", 1},
-                                                {"world_size", 2}})
-                             .Json();
+  const std::string id =
+      Post(
+          "/register_job",
+          {{"job_id", ""}, {"pp_degree", 2}, {"dp_degree", 1}, {"tp_degree", 1}, {"world_size", 2}})
+          .Json();
   for (int rank = 0; rank < 2; ++rank) {
     ASSERT_EQ(Post("/register_rank/" + Encode(id), Rank(rank, 0, rank)).status, 200);
   }
@@ -620,8 +508,11 @@ TEST_F(ServeTest, ZeusJobsWaitForAnUploadedProfile) {
 
 TEST_F(ServeTest, ZeusRegistrationNeedsDefaults) {
   Start(Options());
-  ExpectError(Post("/register_job", {{"job_id", ""}, {"pp_degree", 1}, {"dp_degree", 1},
-                                     {"tp_degree", 1}, {"world_size", 1}}),
+  ExpectError(Post("/register_job", {{"job_id", ""},
+                                     {"pp_degree", 1},
+                                     {"dp_degree", 1},
+                                     {"tp_degree", 1},
+                                     {"world_size", 1}}),
               400, "no schedule for Zeus-registered jobs", "ZeusDefaults::microbatches");
 }
 
@@ -647,8 +538,8 @@ TEST_F(ServeTest, RestartFromTheSameDatabaseKeepsEveryPlanAndSwitch) {
   for (int it = 0; it < 4; ++it) {
     for (int rank = 0; rank < 4; ++rank) {
       const double time = rank / 2 == 1 ? 1.3 * t : t;
-      const HttpResponse r = Post("/jobs/j/iterations",
-                                  {{"rank", rank}, {"iteration", it}, {"time_s", time}});
+      const HttpResponse r =
+          Post("/jobs/j/iterations", {{"rank", rank}, {"iteration", it}, {"time_s", time}});
       ASSERT_EQ(r.status, 200) << r.body;
       version = r.Json().at("plan_version");
     }
@@ -701,8 +592,12 @@ TEST_F(ServeTest, AJobReadyButNotPlannedIsPlannedAtRestart) {
     Store store(db);
     store.Write([&] {
       store.InsertJob("j", 1,
-                      json({{"job_id", "j"}, {"pp_degree", 2}, {"dp_degree", 1},
-                            {"tp_degree", 1}, {"schedule", "1f1b"}, {"microbatches", 4},
+                      json({{"job_id", "j"},
+                            {"pp_degree", 2},
+                            {"dp_degree", 1},
+                            {"tp_degree", 1},
+                            {"schedule", "1f1b"},
+                            {"microbatches", 4},
                             {"p_block_w", 60.0}})
                           .dump(),
                       1.7e9);

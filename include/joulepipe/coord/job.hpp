@@ -43,6 +43,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "joulepipe/coord/iteration_window.hpp"
 #include "joulepipe/coord/plan_choice.hpp"
 #include "joulepipe/coord/straggler.hpp"
 #include "joulepipe/model/error.hpp"
@@ -204,8 +205,12 @@ class Job {
   // sees it; a plan switch it causes is appended to switches() and returned.
   // Reports before planning, repeated reports (a client's retry) and
   // reports of iterations already completed or dropped are accepted and
-  // ignored (nullopt). InputError for an unregistered rank, a bad
-  // iteration, time or energy.
+  // ignored (nullopt). InputError for an unregistered rank, a bad time or
+  // energy, and an iteration outside 0..10^12 or more than
+  // kIterationWindow from the ranks' median (iteration_window.hpp: one
+  // rank's nonsense cannot stall the job's straggler detection). At most
+  // kOpenIterations are open; beyond, the one farthest from the median is
+  // dropped.
   std::optional<PlanSwitch> ReportIteration(const IterationReport& report, double now_unix_s);
   std::int64_t completed_iterations() const { return completed_; }
   std::int64_t dropped_iterations() const { return dropped_; }
@@ -249,6 +254,7 @@ class Job {
   std::vector<PlanSwitch> switches_;
 
   std::optional<StragglerDetector> detector_;
+  IterationWindow window_;  // sized by Adopt
   std::map<std::int64_t, OpenIteration> open_;
   std::int64_t completed_ = 0, dropped_ = 0, last_completed_ = -1;
 };

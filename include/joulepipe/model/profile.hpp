@@ -25,9 +25,13 @@ namespace joulepipe::model {
 // What one row of a profile can physically be (docs/limits.md, "Numbers and
 // ranges"). Rows outside are typos or broken measurements: the CSV reader and
 // Profile::Add refuse them, so no plan or simulation sees them.
-inline constexpr int kMaxClockMhz = 10'000;              // no GPU clocks its SMs at 10 GHz
-inline constexpr double kMaxInstructionSeconds = 3600;   // one forward or backward: an hour
-inline constexpr double kMaxInstructionPowerW = 5'000;   // energy / time; as P_block's bound
+inline constexpr int kMaxClockMhz = 10'000;             // no GPU clocks its SMs at 10 GHz
+inline constexpr double kMaxInstructionSeconds = 3600;  // one forward or backward: an hour
+inline constexpr double kMaxInstructionPowerW = 5'000;  // energy / time; as P_block's bound
+// Stage ids are 0..kMaxStageId: a pipeline of 1,024 stages x 1,024 virtual
+// chunks (the solver's limits) has no higher one. A larger id is a typo or
+// an attack; code that walks stage ids never sees one.
+inline constexpr int kMaxStageId = 1024 * 1024 - 1;
 
 struct ClockPoint {
   ClockPoint() = default;
@@ -70,16 +74,20 @@ class Profile {
  public:
   ProfileMetadata metadata;
 
-  // Adds one measurement. Throws InputError on a duplicate, a clock outside
-  // 1..kMaxClockMhz, a non-finite or non-positive time or energy, a time over
-  // kMaxInstructionSeconds, a power (energy / time) over
-  // kMaxInstructionPowerW, or a negative or non-finite statistic; `where`
-  // prefixes the message (e.g. "P.csv line 7") and the message names the
-  // ClockPoint field.
+  // Adds one measurement. Throws InputError on a duplicate, a stage id
+  // outside 0..kMaxStageId, a clock outside 1..kMaxClockMhz, a non-finite or non-positive time or
+  // energy, a time over kMaxInstructionSeconds, a power (energy / time) over kMaxInstructionPowerW,
+  // or a negative or non-finite statistic; `where` prefixes the message (e.g. "P.csv line 7") and
+  // the message names the ClockPoint field.
   void Add(int stage, Kind kind, ClockPoint point, const std::string& where = "profile");
 
   // Number of profiled stages: highest stage id + 1 (0 when empty).
   int num_stages() const;
+  // The stage ids that have rows, ascending (may have gaps before Validate).
+  // Walk these, not 0..num_stages()-1: the cost is the rows', not the ids'.
+  std::vector<int> stages() const;
+  // Rows (measurements) in the profile.
+  int num_rows() const;
 
   // Checks that stages are exactly 0..expected_stages-1 and every
   // (stage, kind) has a clock. Throws InputError naming `source`; when the

@@ -14,7 +14,8 @@
 namespace joulepipe::schedule {
 
 // The stage ids below the profile's highest that have no rows at all, as
-// "stage 0" or "stages 2, 5"; empty if the ids are contiguous from 0.
+// "stage 0" or "stages 2, 5..9" (runs as ranges); empty if the ids are
+// contiguous from 0. Its cost follows the profile's rows, not its highest id.
 std::string MissingStages(const model::Profile& profile);
 
 // The profile must describe exactly the stages `spec` runs on: stage ids

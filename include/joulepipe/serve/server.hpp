@@ -67,14 +67,24 @@ struct ZeusDefaults {
 };
 
 struct ServerOptions {
-  std::string host = "127.0.0.1";  // an address or a name; "0.0.0.0" / "::" for all
-  int port = 8470;                 // 0: any free port (port() says which)
-  std::string db_path;             // "" or ":memory:": in memory, nothing persists
-  std::string token;               // "" = no authentication
-  double evict_after_s = 7 * 86400;  // idle jobs are deleted after this; 0 = never
-  double evict_check_period_s = 60;  // how often idleness is checked (> 0)
-  int max_connections = 4096;        // open connections, parked ones included
+  std::string host = "127.0.0.1";     // an address or a name; "0.0.0.0" / "::" for all
+  int port = 8470;                    // 0: any free port (port() says which)
+  std::string db_path;                // "" or ":memory:": in memory, nothing persists
+  std::string token;                  // "" = no authentication
+  double evict_after_s = 7 * 86400;   // idle jobs are deleted after this; 0 = never
+  double evict_check_period_s = 60;   // how often idleness is checked (> 0)
+  int max_connections = 4096;         // open connections, parked ones included
   double connection_timeout_s = 120;  // an idle (not parked) connection is closed
+  // Planning: threads that solve frontiers, 1..64; one of them is kept for
+  // light jobs (at most planners - 1 heavy ones at once, one if planners
+  // is 1), and the queue is served lightest first, so a heavy job never
+  // starves a light one. A heavy job's solve is estimated at more than
+  // about a second (instructions x frontier deadlines, serve/service.hpp).
+  int planners = 2;
+  // Each job's solve may take this long (seconds, > 0); then it is
+  // cancelled and the job fails with a message saying how to plan faster.
+  // The failure is stored: a restart does not plan it again.
+  double plan_time_limit_s = 600;
   ZeusDefaults zeus;
   // One line per event (job registered, planned, switched, evicted, ...;
   // warnings start with "warning: "). Called from any server thread, never

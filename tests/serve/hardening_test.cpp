@@ -1,0 +1,205 @@
+// `joulepipe serve` against the requests of issue 24 (tried as an attacker
+// would): none grows memory by what it names, none adds server state
+// without a token, and one rank's nonsense cannot stop a job's straggler
+// detection. Each test is that issue's reproduction, made small.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "http_test_client.hpp"
+#include "joulepipe/model/error.hpp"
+#include "serve_fixture.hpp"
+
+namespace joulepipe::serve {
+namespace {
+
+// This process's resident memory (kB), from /proc/self/status.
+long ResidentKb() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Issue 24, 1: a 171-byte upload naming stage 2147483646 grew the server to
+// 15.6 GB (the message listed every missing stage id). Now the stage id is
+// refused as read, and an id within the limit costs what its rows cost.
+TEST_F(ServeTest, AProfileNamingAHugeStageIdCostsNothing) {
+  Start(Options());
+  RegisterJob("j", 2, 1);
+  const long before_kb = ResidentKb();
+  const std::string tiny =
+      "stage,instruction,frequency,time,energy\n"
+      "2147483646,forward,1410,0.01,2.5\n";
+  auto start = std::chrono::steady_clock::now();
+  ExpectError(PutProfile("j", tiny), 400, "over the largest stage id", nullptr);
+  EXPECT_LT(SecondsSince(start), 2.0);
+  // The largest id allowed, beside real rows: refused for not fitting the
+  // job, with the missing ids as ranges, not a megabyte of them.
+  std::string csv = TinyProfileCsv();
+  csv += "1048575,forward,1410,0.01,2.5\n1048575,backward,1410,0.02,5.0\n";
+  start = std::chrono::steady_clock::now();
+  const HttpResponse r = PutProfile("j", csv);
+  EXPECT_LT(SecondsSince(start), 2.0);
+  ExpectError(r, 400, "stages 2..1048574", "JobConfig::pp_degree");
+  EXPECT_LT(r.body.size(), 2000u) << r.body.size();
+  EXPECT_LT(ResidentKb() - before_kb, 50 * 1024) << "kB grown";
+  EXPECT_EQ(Get("/healthz").status, 200);
+}
+
+// Issue 24, 3: random HTTP methods, unauthenticated, each made a /metrics
+// series (5,000 took it from 189 KB to 208 MB). Now the label is the
+// method's name only for HTTP's own methods, "OTHER" otherwise.
+TEST_F(ServeTest, UnauthenticatedRandomMethodsAddNoMetricsSeries) {
+  ServerOptions o = Options();
+  o.token = "secret";
+  Start(std::move(o));
+  const testing::Headers auth = {{"Authorization", "Bearer secret"}};
+  const std::size_t before = Get("/metrics", auth).body.size();
+  std::mt19937 rng(3);
+  for (int k = 0; k < 300; ++k) {
+    std::string method;
+    for (int c = 0; c < 12; ++c) method += static_cast<char>('A' + rng() % 26);
+    const HttpResponse r = Http(port(), method, k % 2 ? "/jobs" : "/healthz");
+    EXPECT_TRUE(r.status == 401 || r.status == 405 || r.status == 400 || r.status == 501)
+        << method << " " << r.status;
+  }
+  const std::string metrics = Get("/metrics", auth).body;
+  // At most a few new series (OTHER on two paths, by status), not 300.
+  EXPECT_LT(metrics.size(), before + 8000) << metrics;
+  EXPECT_EQ(metrics.find("AAAA"), std::string::npos);
+}
+
+// Issue 24, 5: 16 reports for iterations near 10^12 from one rank (all
+// answered 200) stopped every later iteration from completing. Now they are
+// refused (400, naming the field) and a straggler still switches the plans.
+TEST_F(ServeTest, OneRanksBogusIterationsAreRefusedAndDetectionGoesOn) {
+  Start(Options());
+  RegisterJob("j", 2, 2);  // ranks 0, 1: pipeline 0; 2, 3: pipeline 1
+  ASSERT_EQ(PutProfile("j", TinyProfileCsv()).status, 200);
+  ASSERT_EQ(Get("/jobs/j/plan?rank=0&wait_s=30").status, 200);
+  auto report = [&](int rank, long long iteration, double time_s) {
+    return Post("/jobs/j/iterations",
+                {{"rank", rank}, {"iteration", iteration}, {"time_s", time_s}});
+  };
+  const double t = Get("/jobs/j").Json().at("pipelines").at(0).at("time_s").get<double>();
+  for (int i = 0; i < 2; ++i) {
+    for (int rank = 0; rank < 4; ++rank) ASSERT_EQ(report(rank, i, t).status, 200);
+  }
+  for (int k = 0; k < 16; ++k) {
+    ExpectError(report(3, 1'000'000'000'000LL - k, t), 400, "from job j's current iteration",
+                "IterationReport::iteration");
+  }
+  int version = 1;
+  for (int i = 2; i < 20 && version == 1; ++i) {
+    for (int rank = 0; rank < 4; ++rank) {
+      const HttpResponse r = report(rank, i, rank >= 2 ? 1.3 * t : t);
+      ASSERT_EQ(r.status, 200) << r.body;
+      version = r.Json().at("plan_version").get<int>();
+    }
+  }
+  EXPECT_EQ(version, 2) << "no plan switch after the bogus reports";
+}
+
+// Registers a 2-stage job of `microbatches` with its two ranks and the tiny
+// profile: it is queued for planning at once.
+void RegisterPlannable(ServeTest* t, int port, const std::string& id, int microbatches) {
+  json body = JobBody(id, 2, 1);
+  body["microbatches"] = microbatches;
+  ASSERT_EQ(Http(port, "POST", "/jobs", body.dump()).status, 200);
+  for (int p = 0; p < 2; ++p) {
+    ASSERT_EQ(Http(port, "POST", "/jobs/" + id + "/ranks", Rank(p, 0, p).dump()).status, 200);
+  }
+  ASSERT_EQ(Http(port, "PUT", "/jobs/" + id + "/profile", TinyProfileCsv(),
+                 {{"Content-Type", "text/csv"}})
+                .status,
+            200);
+  (void)t;
+}
+
+std::string PlanningState(int port, const std::string& id) {
+  const HttpResponse r = Http(port, "GET", "/jobs/" + id);
+  return r.status == 200 ? r.Json().at("planning").at("state").get<std::string>() : "?";
+}
+
+// Issue 24, 4: a heavy job (many microbatches) kept the only planner busy
+// for minutes while a light job queued behind it got no plan. Now one
+// planner stays free for light jobs.
+TEST_F(ServeTest, ALightJobIsPlannedWhileAHeavyOneIs) {
+  ServerOptions o = Options();
+  o.plan_time_limit_s = 60;
+  Start(std::move(o));
+  RegisterPlannable(this, port(), "heavy", 1'500);  // ~10 s of solving: heavy
+  ASSERT_TRUE(WaitFor([&] { return PlanningState(port(), "heavy") == "running"; }, 10));
+  const auto start = std::chrono::steady_clock::now();
+  RegisterPlannable(this, port(), "light", 4);
+  const HttpResponse plan = Get("/jobs/light/plan?rank=0&wait_s=30");
+  const double took = SecondsSince(start);
+  ASSERT_EQ(plan.status, 200) << plan.body;
+  EXPECT_LT(took, 2.0) << "the light job's plan took " << took << " s";
+  // The heavy one was still being solved (else this proves nothing).
+  EXPECT_EQ(PlanningState(port(), "heavy"), "running");
+  const json status = Get("/jobs/heavy").Json().at("planning");
+  EXPECT_EQ(status.at("heavy"), true);
+  EXPECT_EQ(status.at("instructions"), 6'000);
+  std::printf("[hardening] light job planned in %.3f s while the heavy one was planning\n", took);
+}
+
+// A solve over its time limit is cancelled; the job fails with a message
+// saying how to plan faster, the failure is counted, and a restart does not
+// plan it again (it is stored).
+TEST_F(ServeTest, PlanningOverItsTimeLimitFailsTheJobForGood) {
+  const std::string db = (dir_ / "state.sqlite").string();
+  ServerOptions o = Options();
+  o.db_path = db;
+  o.plan_time_limit_s = 0.5;
+  Start(o);
+  RegisterPlannable(this, port(), "heavy", 1'500);
+  const auto start = std::chrono::steady_clock::now();
+  const HttpResponse r = Get("/jobs/heavy/plan?rank=0&wait_s=60");
+  const double took = SecondsSince(start);
+  ExpectError(r, 409, "longer than its time limit of 0.5 s", nullptr);
+  EXPECT_LT(took, 10.0);
+  EXPECT_NE(r.Json().at("error").get<std::string>().find("JobConfig::resolution_s"),
+            std::string::npos);
+  const std::string metrics = Get("/metrics").body;
+  EXPECT_NE(metrics.find("joulepipe_plan_timeouts_total 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("joulepipe_plan_time_limit_seconds 0.5"), std::string::npos);
+  server_.reset();
+  Start(o);
+  EXPECT_EQ(Get("/jobs/heavy").Json().at("phase"), "failed");
+  EXPECT_EQ(PlanningState(port(), "heavy"), "idle");
+}
+
+TEST_F(ServeTest, PlannerOptionsAreChecked) {
+  ServerOptions o = Options();
+  o.planners = 0;
+  try {
+    Start(o);
+    ADD_FAILURE() << "planners = 0 was taken";
+  } catch (const model::InputError& e) {
+    EXPECT_EQ(e.field(), "ServerOptions::planners");
+  }
+  o = Options();
+  o.plan_time_limit_s = 0;
+  try {
+    Start(o);
+    ADD_FAILURE() << "plan_time_limit_s = 0 was taken";
+  } catch (const model::InputError& e) {
+    EXPECT_EQ(e.field(), "ServerOptions::plan_time_limit_s");
+  }
+}
+
+}  // namespace
+}  // namespace joulepipe::serve
