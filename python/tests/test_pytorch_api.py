@@ -206,8 +206,8 @@ def test_example_profile_then_plan_then_optimize(tmp_path):
     # Wide layers: each instruction is milliseconds of CPU work, so timing
     # noise stays within what the planner's plausibility check allows. A CPU
     # shared with other work can still time one row implausibly (the planner
-    # then refuses the profile, as it should): one new profile is allowed.
-    for attempt in (1, 2):
+    # then refuses the profile, as it should): two new profiles are allowed.
+    for attempt in (1, 2, 3):
         out = torchrun(tmp_path, "--joulepipe", "profile", "--profile-out",
                        tmp_path / "prof.csv", "--iterations", "30", "--width", "1024")
         profile = (tmp_path / "prof.csv").read_text()
@@ -220,7 +220,7 @@ def test_example_profile_then_plan_then_optimize(tmp_path):
             capture_output=True, text=True, timeout=120)
         if planned.returncode == 0:
             break
-        assert attempt == 1 and "not a plausible measurement" in planned.stderr, planned.stderr
+        assert attempt < 3 and "not a plausible measurement" in planned.stderr, planned.stderr
         (tmp_path / "prof.csv").unlink()
     chosen = json.loads((tmp_path / "plan" / "chosen.json").read_text())
 

@@ -164,7 +164,7 @@ void Job::SetProfile(model::Profile profile, std::string csv) {
                         "plan with another profile)");
   }
   profile_csv_ = csv.empty() ? model::ProfileToCsv(profile) : std::move(csv);
-  profile_ = std::move(profile);
+  profile_ = std::make_shared<const model::Profile>(std::move(profile));
   failure_.clear();  // a new profile is a new attempt
 }
 

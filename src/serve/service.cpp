@@ -315,6 +315,7 @@ Service::Service(const ServerOptions& options) : options_(options), store_(optio
     planners_.emplace_back([this] { PlannerLoop(); });
   }
   timer_ = std::thread([this] { TimerLoop(); });
+  intake_ = std::thread([this] { IntakeLoop(); });
 }
 
 Service::~Service() {
@@ -332,6 +333,7 @@ void Service::BeginStop(double wait_s) {
   }
   planner_cv_.notify_all();
   timer_cv_.notify_all();
+  intake_cv_.notify_all();
   lock.unlock();
   ResumeAll(claimed);
   lock.lock();
@@ -361,6 +363,7 @@ void Service::Finish() {
     if (planner.joinable()) planner.join();
   }
   if (timer_.joinable()) timer_.join();
+  if (intake_.joinable()) intake_.join();
   std::lock_guard<std::mutex> lock(mu_);
   SaveLastActive();
 }
@@ -387,7 +390,7 @@ void Service::Log(const std::string& line) {
 
 // ---- Dispatch ----------------------------------------------------------------
 
-std::optional<Reply> Service::Handle(const Request& r, Parked* parked) {
+std::optional<Reply> Service::Handle(Request& r, Parked* parked) {
   const bool zeus = IsZeus(r.match.route);
   try {
     switch (r.match.route) {
@@ -406,7 +409,7 @@ std::optional<Reply> Service::Handle(const Request& r, Parked* parked) {
       case Route::kRegisterRank:
         return RegisterRank(r, false);
       case Route::kPutProfile:
-        return PutProfile(r);
+        return PutProfile(r, parked);
       case Route::kGetPlan:
         return GetPlan(r, parked, false);
       case Route::kReportIteration:
@@ -437,6 +440,16 @@ std::optional<Reply> Service::Handle(const Request& r, Parked* parked) {
                           "/result/{id} (docs/coordination.md)");
     }
     return ErrorReply(500, "internal error: unknown route");
+  } catch (...) {
+    return ErrorFor(std::current_exception(), zeus);
+  }
+}
+
+// The one table from the library's error types to HTTP statuses (each
+// mapping has a test in tests/serve): a route throws, this answers.
+Reply Service::ErrorFor(std::exception_ptr error, bool zeus) {
+  try {
+    std::rethrow_exception(error);
   } catch (const HttpError& e) {
     return ErrorReply(e.status(), ForApi(e.what(), zeus), ForApi(e.field(), zeus));
   } catch (const coord::RankConflictError& e) {
@@ -455,6 +468,9 @@ std::optional<Reply> Service::Handle(const Request& r, Parked* parked) {
   } catch (const std::exception& e) {
     Log(std::string("error: internal error: ") + e.what());
     return ErrorReply(500, std::string("internal error: ") + e.what());
+  } catch (...) {
+    Log("error: internal error: an exception of unknown type");
+    return ErrorReply(500, "internal error");
   }
 }
 
@@ -796,12 +812,69 @@ Reply Service::RegisterRank(const Request& r, bool zeus) {
   return zeus ? Plain(200, "null") : JsonReply(200, json::object());
 }
 
-Reply Service::PutProfile(const Request& r) {
+// A profile upload is parsed and checked on the intake thread, not on the
+// HTTP thread: the request is parked (its connection suspended) until its
+// answer exists, so a 64 MiB upload stalls no other request.
+std::optional<Reply> Service::PutProfile(Request& r, Parked* parked) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const EntryPtr e = FindAndTouch(r.match.job_id);
+  if (e->job.phase() == coord::JobPhase::kPlanned) {
+    throw coord::JobStateError(
+        Format("job %s is planned already; its profile cannot change (register a new job to "
+               "plan with another profile)",
+               e->job.config().job_id.c_str()));
+  }
+  if (stopping_) return Unavailable();
+  Intake item;
+  item.id = next_intake_++;
+  item.job_id = e->job.config().job_id;
+  item.body = std::move(r.body);
+  Parked::Wait w;
+  w.job_id = item.job_id;
+  w.intake = item.id;
+  parked->wait = w;
+  Park(parked);
+  intake_waiters_[item.id] = parked;
+  intake_queue_.push_back(std::move(item));
+  intake_cv_.notify_one();
+  return std::nullopt;
+}
+
+void Service::IntakeLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    intake_cv_.wait(lock, [&] { return stopping_ || !intake_queue_.empty(); });
+    if (stopping_) return;
+    Intake item = std::move(intake_queue_.front());
+    intake_queue_.pop_front();
+    lock.unlock();
+    Reply reply;
+    try {
+      reply = ApplyProfile(item.job_id, std::move(item.body));
+    } catch (...) {
+      reply = ErrorFor(std::current_exception(), false);
+    }
+    lock.lock();
+    // The request may be gone (its client hung up, the job was deleted,
+    // the server is stopping): then whoever claimed it answered it.
+    const auto waiter = intake_waiters_.find(item.id);
+    if (waiter == intake_waiters_.end()) continue;
+    Parked* p = waiter->second;
+    std::vector<Parked*> claimed;
+    p->wait.reply = std::move(reply);
+    Claim(p, Parked::Outcome::kReady, &claimed);
+    lock.unlock();
+    ResumeAll(claimed);
+    lock.lock();
+  }
+}
+
+Reply Service::ApplyProfile(const std::string& job_id, std::string body) {
   solver::PlanRequest request;
   EntryPtr e;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    e = FindAndTouch(r.match.job_id);
+    e = FindAndTouch(job_id);
     if (e->job.phase() == coord::JobPhase::kPlanned) {
       throw coord::JobStateError(
           Format("job %s is planned already; its profile cannot change (register a new job to "
@@ -811,22 +884,23 @@ Reply Service::PutProfile(const Request& r) {
     request = e->job.PlanRequest();
   }
   // Parsing and the profile's checks (the cheap half of planning) run
-  // outside the lock: a 64 MiB upload must not stall other requests.
-  model::Profile profile = model::ParseProfileCsv(r.body, "the uploaded profile");
+  // outside the lock, on the intake thread.
+  model::Profile profile = model::ParseProfileCsv(body, "the uploaded profile");
   const double work = PlanWork(solver::PreparePipelinePlan(profile, request));
   const int rows = profile.num_rows();
   const int stages = profile.num_stages();
 
   std::lock_guard<std::mutex> lock(mu_);
-  const EntryPtr now = Find(r.match.job_id);
-  if (now != e) throw HttpError(404, "job " + r.match.job_id + " was deleted during the upload");
+  if (stopping_) throw HttpError(503, "the server is stopping; nothing was changed; retry");
+  const EntryPtr now = Find(job_id);
+  if (now != e) throw HttpError(404, "job " + job_id + " was deleted during the upload");
   const std::string& id = e->job.config().job_id;
-  e->job.SetProfile(std::move(profile), r.body);  // JobStateError once planned
+  e->job.SetProfile(std::move(profile), std::move(body));  // JobStateError once planned
   ++e->profile_generation;
   e->plan_work = work;
   try {
     store_.Write([&] {
-      store_.PutProfile(id, r.body);
+      store_.PutProfile(id, e->job.profile_csv());
       store_.SetFailure(id, "");
     });
   } catch (const StoreError&) {
@@ -844,12 +918,14 @@ Reply Service::PutProfile(const Request& r) {
 }
 
 bool Service::Ready(const Parked::Wait& w, const Entry& e) const {
+  if (w.intake != 0) return false;  // the intake thread answers it
   if (e.job.phase() == coord::JobPhase::kFailed) return true;
   if (w.zeus) return e.schedule_released && e.job.frontier() != nullptr;
   return e.job.plan_version() > w.after;
 }
 
 std::optional<Reply> Service::AnswerWait(const Parked::Wait& w) {
+  if (w.reply) return w.reply;  // computed off the HTTP thread
   const auto it = jobs_.find(w.job_id);
   if (it == jobs_.end()) {
     return ErrorReply(404, Format("job %s was %s while the request waited",
@@ -884,6 +960,7 @@ bool Service::Claim(Parked* p, Parked::Outcome outcome, std::vector<Parked*>* cl
   w.registered = false;
   w.outcome = outcome;
   parked_.erase(p);
+  if (w.intake != 0) intake_waiters_.erase(w.intake);
   const auto job = jobs_.find(w.job_id);
   if (job != jobs_.end()) job->second->waiters.erase(p);
   if (w.deadline) {
@@ -996,6 +1073,7 @@ std::optional<Reply> Service::Resumed(const Request& r, Parked* parked) {
     }
     std::optional<Reply> reply = AnswerWait(w);
     if (reply) return reply;
+    if (w.intake != 0) return ErrorReply(500, "internal error: an upload resumed unanswered");
     if (w.outcome == Parked::Outcome::kDeadline) return Plain(204, "");
     if (stopping_) return Unavailable();
     MarkAnswered(w);
@@ -1182,7 +1260,7 @@ void Service::PlannerLoop() {
 // installs the plan or the failure. Called and returns with mu_ held.
 void Service::PlanOne(const std::string& id, std::unique_lock<std::mutex>& lock) {
   const EntryPtr e = jobs_.at(id);
-  const model::Profile profile = *e->job.profile();
+  const std::shared_ptr<const model::Profile> profile = e->job.shared_profile();
   solver::PlanRequest request = e->job.PlanRequest();
   const std::uint64_t generation = e->profile_generation;
   const coord::JobConfig& c = e->job.config();
@@ -1215,7 +1293,7 @@ void Service::PlanOne(const std::string& id, std::unique_lock<std::mutex>& lock)
   bool cancelled = false;
   const SteadyClock::time_point start = SteadyClock::now();
   try {
-    plan = solver::PlanPipeline(profile, request);
+    plan = solver::PlanPipeline(*profile, request);
   } catch (const model::Cancelled&) {
     cancelled = true;
   } catch (const InputError& error) {

@@ -3,6 +3,10 @@
 // (http_server.hpp) hands it decoded requests and parks the connections it
 // asks to park. Private to the serve part.
 //
+// Threads: the transport's (which calls Handle and Resumed), the planners,
+// the timer (long-poll deadlines, hang-ups, eviction, solve time limits)
+// and the intake (profile uploads: parsing and checks, off the HTTP thread).
+//
 // Locking: one mutex (mu_) guards every job, the store and the waiter
 // registry. Request handlers hold it only for in-memory changes and their
 // store write (parsing, profile checks and solving happen outside it).
@@ -23,6 +27,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -127,6 +132,10 @@ class Parked {
     Outcome outcome = Outcome::kNone;
     std::string gone_reason;  // kJobGone: "deleted" or "evicted"
     bool pending = false;     // claimed and resumed, its answer not yet sent
+    // A profile upload on the intake thread: its number (0: not one) and,
+    // once done, its answer.
+    std::uint64_t intake = 0;
+    std::optional<Reply> reply;
   } wait;
 };
 
@@ -137,8 +146,9 @@ class Service {
   explicit Service(const ServerOptions& options);
   ~Service();
 
-  // A complete request (body received). nullopt: parked (see above).
-  std::optional<Reply> Handle(const Request& request, Parked* parked);
+  // A complete request (body received). nullopt: parked (see above). A
+  // profile upload's body is moved out of `request` (to the intake thread).
+  std::optional<Reply> Handle(Request& request, Parked* parked);
   // A parked request that was resumed.
   std::optional<Reply> Resumed(const Request& request, Parked* parked);
   // The transport is done with `parked` (its answer was sent, or its
@@ -191,7 +201,11 @@ class Service {
   Reply GetJob(const Request& r);
   Reply DeleteJob(const Request& r);
   Reply RegisterRank(const Request& r, bool zeus);
-  Reply PutProfile(const Request& r);
+  std::optional<Reply> PutProfile(Request& r, Parked* parked);      // parks; the intake answers
+  Reply ApplyProfile(const std::string& job_id, std::string body);  // intake thread
+  void IntakeLoop();
+  // The status and message for an exception a route threw: one table.
+  Reply ErrorFor(std::exception_ptr error, bool zeus);
   std::optional<Reply> GetPlan(const Request& r, Parked* parked, bool zeus);
   Reply ReportIteration(const Request& r);
   Reply ZeusInfo();
@@ -276,8 +290,19 @@ class Service {
   std::condition_variable planner_cv_;
   std::condition_variable timer_cv_;
   std::mutex log_mu_;
+  // Profile uploads waiting for the intake thread, and their parked
+  // requests by intake number (a request that is claimed leaves the map).
+  struct Intake {
+    std::uint64_t id = 0;
+    std::string job_id, body;
+  };
+  std::deque<Intake> intake_queue_;
+  std::map<std::uint64_t, Parked*> intake_waiters_;
+  std::uint64_t next_intake_ = 1;
+  std::condition_variable intake_cv_;
+
   std::vector<std::thread> planners_;
-  std::thread timer_;
+  std::thread timer_, intake_;
 };
 
 }  // namespace joulepipe::serve

@@ -2,11 +2,15 @@
 // would): none grows memory by what it names, none adds server state
 // without a token, and one rank's nonsense cannot stop a job's straggler
 // detection. Each test is that issue's reproduction, made small.
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -56,6 +60,84 @@ TEST_F(ServeTest, AProfileNamingAHugeStageIdCostsNothing) {
   EXPECT_LT(r.body.size(), 2000u) << r.body.size();
   EXPECT_LT(ResidentKb() - before_kb, 50 * 1024) << "kB grown";
   EXPECT_EQ(Get("/healthz").status, 200);
+}
+
+// A profile of `stages` stages with `clocks` clocks each, about
+// 52 x 2 x stages x clocks bytes. Lower clocks are slower and dearer (so
+// the frontier is one point and planning it is quick).
+std::string BigProfileCsv(int stages, int clocks) {
+  std::string csv = "stage,instruction,frequency,time,energy\n";
+  char row[128];
+  for (int s = 0; s < stages; ++s) {
+    for (int k = 0; k < clocks; ++k) {
+      const int mhz = 9999 - k;
+      const double t = 0.01 * 9999.0 / mhz;
+      const double e = t * (300 + k * 0.01);
+      for (const char* kind : {"forward", "backward"}) {
+        std::snprintf(row, sizeof row, "%d,%s,%d,%.15f,%.15f\n", s, kind, mhz, t, e);
+        csv += row;
+      }
+    }
+  }
+  return csv;
+}
+
+// Issue 24, 2: a 54 MB profile was parsed on the only HTTP thread and
+// /healthz took 11.2 s meanwhile. Now the upload is parsed on the intake
+// thread while its request is parked.
+TEST_F(ServeTest, HealthzStaysQuickDuringAFiftyMegabyteUpload) {
+  Start(Options());
+  RegisterJob("big", 80, 1);
+  const std::string csv = BigProfileCsv(80, 6000);
+  ASSERT_GT(csv.size(), 50'000'000u);  // 50 MB
+  std::atomic<bool> done{false};
+  std::vector<double> latencies;
+  std::thread sampler([&] {
+    while (!done.load()) {
+      const auto start = std::chrono::steady_clock::now();
+      const HttpResponse h = Get("/healthz");
+      latencies.push_back(SecondsSince(start));
+      EXPECT_EQ(h.status, 200);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  const auto start = std::chrono::steady_clock::now();
+  const HttpResponse r = PutProfile("big", csv);
+  const double upload_s = SecondsSince(start);
+  done = true;
+  sampler.join();
+  ASSERT_EQ(r.status, 200) << r.body.substr(0, 500);
+  EXPECT_EQ(r.Json().at("rows"), 80 * 6000 * 2);
+  ASSERT_GT(latencies.size(), 10u);
+  std::vector<double> sorted = latencies;
+  std::sort(sorted.begin(), sorted.end());
+  const double p50 = sorted[sorted.size() / 2];
+  const double p99 = sorted[std::min(sorted.size() - 1, sorted.size() * 99 / 100)];
+  std::printf(
+      "[hardening] %.1f MB profile upload answered in %.2f s; /healthz meanwhile: %zu requests, "
+      "p50 %.1f ms, p99 %.1f ms, max %.1f ms\n",
+      csv.size() / 1e6, upload_s, sorted.size(), p50 * 1e3, p99 * 1e3, sorted.back() * 1e3);
+  // The figure to meet is p99 < 50 ms (issue 24); this guard is looser for
+  // a loaded CI machine, and still 40 x under the old stall.
+  EXPECT_LT(p99, 0.25);
+}
+
+// An upload whose client hangs up while it is parsed, and one for a job
+// deleted meanwhile: the server answers others and holds nothing.
+TEST_F(ServeTest, AnUploadWhoseClientLeavesIsForgotten) {
+  Start(Options());
+  RegisterJob("big", 80, 1);
+  const std::string csv = BigProfileCsv(80, 3000);
+  const int fd = Connect(port());
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(SendRequest(fd, "PUT", "/jobs/big/profile", csv, {{"Content-Type", "text/csv"}}));
+  ASSERT_TRUE(WaitFor([&] { return server_->waiting_requests() == 1; }, 20));
+  ::close(fd);
+  EXPECT_TRUE(WaitFor([&] { return server_->waiting_requests() == 0; }, 10));
+  EXPECT_EQ(Get("/healthz").status, 200);
+  // The profile itself was whole: it is applied (or the job is planned).
+  EXPECT_TRUE(
+      WaitFor([&] { return Get("/jobs/big").Json().at("phase") != "waiting_for_profile"; }, 20));
 }
 
 // Issue 24, 3: random HTTP methods, unauthenticated, each made a /metrics

@@ -36,6 +36,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -172,9 +173,12 @@ class Job {
   // The profile to plan with (replaces an earlier one). JobStateError once
   // planned. `csv` is kept for persistence (model::ProfileToCsv if empty).
   void SetProfile(model::Profile profile, std::string csv = "");
-  bool has_profile() const { return profile_.has_value(); }
+  bool has_profile() const { return profile_ != nullptr; }
   const std::string& profile_csv() const { return profile_csv_; }
-  const model::Profile* profile() const { return profile_ ? &*profile_ : nullptr; }
+  const model::Profile* profile() const { return profile_.get(); }
+  // The same profile, shared: a planner thread keeps it alive while it
+  // solves without holding the caller's lock or copying the rows.
+  std::shared_ptr<const model::Profile> shared_profile() const { return profile_; }
 
   // Every rank registered, a profile, not planned, not failed.
   bool ready_to_plan() const { return phase() == JobPhase::kReadyToPlan; }
@@ -238,8 +242,8 @@ class Job {
 
   JobConfig config_;
   std::map<int, RankInfo> ranks_;
-  std::map<std::int64_t, int> coordinate_owner_;  // (dp, pp, tp) key -> rank
-  std::optional<model::Profile> profile_;
+  std::map<std::int64_t, int> coordinate_owner_;   // (dp, pp, tp) key -> rank
+  std::shared_ptr<const model::Profile> profile_;  // never changed once set
   std::string profile_csv_;
   std::string failure_;
 
