@@ -68,6 +68,7 @@ class EmbeddedCoordinator:
         self._thread: Optional[threading.Thread] = None
         self._ready = False
         self.failure: Optional[str] = None
+        self.refused_reports = 0  # reports the policy refused (dropped)
 
     def start(self, shape: JobShape, ranks: List[RankInfo], profile_csv: str) -> None:
         job = _core.CoordJob(shape.job_id, shape.dp, shape.pp, shape.tp, shape.schedule,
@@ -115,7 +116,13 @@ class EmbeddedCoordinator:
         with self._lock:
             for rank, row in enumerate(rows):
                 if row[1] > 0:
-                    self._job.report_iteration(rank, iteration, row[1], None, now)
+                    try:
+                        self._job.report_iteration(rank, iteration, row[1], None, now)
+                    except _core.InputError:
+                        # A report the policy refuses (a time over a day, an
+                        # iteration outside the job's window) is dropped, as
+                        # the service answers it 400: detection goes on.
+                        self.refused_reports += 1
 
     def switches(self) -> List[Dict[str, Any]]:
         with self._lock:

@@ -325,25 +325,35 @@ std::optional<RankPlan> Job::PlanFor(int rank) const {
   return plan;
 }
 
+void CheckIterationTime(double time_s, const std::string& field, const std::string& name) {
+  const std::string& shown = name.empty() ? field : name;
+  Require(std::isfinite(time_s) && time_s > 0 && time_s <= kMaxIterationTimeS, field.c_str(),
+          Format("%s must be a time in seconds, > 0 and at most %g (got %g)", shown.c_str(),
+                 kMaxIterationTimeS, time_s));
+}
+
+void CheckIterationEnergy(double energy_j, const std::string& field, const std::string& name) {
+  const std::string& shown = name.empty() ? field : name;
+  Require(std::isfinite(energy_j) && energy_j >= 0 && energy_j <= kMaxIterationEnergyJ,
+          field.c_str(),
+          Format("%s must be joules, 0..%g, or absent when not measured (got %g)", shown.c_str(),
+                 kMaxIterationEnergyJ, energy_j));
+}
+
+void CheckIterationReport(const IterationReport& r) {
+  Require(r.iteration >= 0 && r.iteration <= kMaxIteration, "IterationReport::iteration",
+          Format("IterationReport::iteration counts from 0, at most %lld (got %lld)",
+                 static_cast<long long>(kMaxIteration), static_cast<long long>(r.iteration)));
+  CheckIterationTime(r.time_s, "IterationReport::time_s");
+  if (r.energy_j) CheckIterationEnergy(*r.energy_j, "IterationReport::energy_j");
+}
+
 std::optional<PlanSwitch> Job::ReportIteration(const IterationReport& r, double now_unix_s) {
   if (ranks_.find(r.rank) == ranks_.end()) {
     throw InputError("IterationReport::rank", Format("rank %d is not registered with job %s",
                                                      r.rank, config_.job_id.c_str()));
   }
-  Require(r.iteration >= 0 && r.iteration <= 1'000'000'000'000LL, "IterationReport::iteration",
-          Format("IterationReport::iteration counts from 0 (got %lld)",
-                 static_cast<long long>(r.iteration)));
-  Require(std::isfinite(r.time_s) && r.time_s > 0 && r.time_s <= kMaxIterationTimeS,
-          "IterationReport::time_s",
-          Format("IterationReport::time_s must be a time in seconds, > 0 and at most %g (got %g)",
-                 kMaxIterationTimeS, r.time_s));
-  if (r.energy_j) {
-    Require(std::isfinite(*r.energy_j) && *r.energy_j >= 0 && *r.energy_j <= kMaxIterationEnergyJ,
-            "IterationReport::energy_j",
-            Format("IterationReport::energy_j must be joules, 0..%g, or absent when not "
-                   "measured (got %g)",
-                   kMaxIterationEnergyJ, *r.energy_j));
-  }
+  CheckIterationReport(r);
   if (!planned_) return std::nullopt;
   if (!window_.Offer(r.rank, r.iteration)) {
     throw InputError(

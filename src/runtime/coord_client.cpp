@@ -519,14 +519,16 @@ std::optional<RankPlan> CoordinatorClient::WaitForPlan(const std::string& job_id
 }
 
 int CoordinatorClient::ReportIteration(const std::string& job_id, const IterationReport& report) {
-  model::Require(std::isfinite(report.time_s) && report.time_s > 0, "IterationReport::time_s",
-                 model::Format("IterationReport::time_s must be a finite number of seconds > 0 "
-                               "(got %g s)",
+  // Only what JSON cannot carry (NaN, infinity) is refused here; the ranges
+  // are the coordinator's rules (coord::CheckIterationReport), answered 400
+  // with the field.
+  model::Require(std::isfinite(report.time_s), "IterationReport::time_s",
+                 model::Format("IterationReport::time_s must be a finite number of seconds (got "
+                               "%g s); JSON has no NaN or infinity",
                                report.time_s));
   if (report.energy_j) {
-    model::Require(std::isfinite(*report.energy_j) && *report.energy_j >= 0,
-                   "IterationReport::energy_j",
-                   model::Format("IterationReport::energy_j must be a finite number of joules >= 0 "
+    model::Require(std::isfinite(*report.energy_j), "IterationReport::energy_j",
+                   model::Format("IterationReport::energy_j must be a finite number of joules "
                                  "when measured (got %g J); leave it unset when not measured",
                                  *report.energy_j));
   }

@@ -202,21 +202,6 @@ class Members {
   std::set<std::string, std::less<>> seen_;
 };
 
-// What an IterationReport's numbers may be (coord::Job::ReportIteration's
-// rule, checked here too: coord ignores reports before planning unchecked).
-void CheckTime(double time_s, const char* field) {
-  model::Require(std::isfinite(time_s) && time_s > 0 && time_s <= coord::kMaxIterationTimeS, field,
-                 Format("%s must be a time in seconds, > 0 and at most %g (got %g)", field,
-                        coord::kMaxIterationTimeS, time_s));
-}
-
-void CheckEnergy(double energy_j, const char* field) {
-  model::Require(
-      std::isfinite(energy_j) && energy_j >= 0 && energy_j <= coord::kMaxIterationEnergyJ, field,
-      Format("%s must be joules, 0..%g, or absent when not measured (got %g)", field,
-             coord::kMaxIterationEnergyJ, energy_j));
-}
-
 }  // namespace
 
 InputError ForApi(const InputError& error, bool zeus) {
@@ -327,14 +312,10 @@ coord::IterationReport IterationReportFromJson(const json& j) {
   coord::IterationReport r;
   r.rank = m.Int("rank");
   r.iteration = m.Integer(m.Require("iteration"), "iteration");
-  model::Require(r.iteration >= 0, "IterationReport::iteration",
-                 Format("IterationReport::iteration counts from 0 (got %lld)",
-                        static_cast<long long>(r.iteration)));
   r.time_s = m.Number(m.Require("time_s"), "time_s");
-  CheckTime(r.time_s, "IterationReport::time_s");
   r.energy_j = m.OptionalNumber("energy_j");
-  if (r.energy_j) CheckEnergy(*r.energy_j, "IterationReport::energy_j");
   m.Done();
+  coord::CheckIterationReport(r);  // coord's rules, before any state is touched
   return r;
 }
 
@@ -382,21 +363,14 @@ ZeusProfilingResult ProfilingResultFromJson(const json& j) {
                             "give one energy per iteration time, or none",
                             r.iter_energy.size(), r.iter_time.size()));
   }
+  // coord's rules on each entry (the field names the entry).
   for (std::size_t k = 0; k < r.iter_time.size(); ++k) {
-    const std::string field = Format("ProfilingResult::iter_time[%zu]", k);
-    model::Require(std::isfinite(r.iter_time[k]) && r.iter_time[k] > 0 &&
-                       r.iter_time[k] <= coord::kMaxIterationTimeS,
-                   "ProfilingResult::iter_time",
-                   Format("%s must be a time in seconds, > 0 and at most %g (got %g)",
-                          field.c_str(), coord::kMaxIterationTimeS, r.iter_time[k]));
+    coord::CheckIterationTime(r.iter_time[k], "ProfilingResult::iter_time",
+                              Format("ProfilingResult::iter_time[%zu]", k));
   }
   for (std::size_t k = 0; k < r.iter_energy.size(); ++k) {
-    const std::string field = Format("ProfilingResult::iter_energy[%zu]", k);
-    model::Require(std::isfinite(r.iter_energy[k]) && r.iter_energy[k] >= 0 &&
-                       r.iter_energy[k] <= coord::kMaxIterationEnergyJ,
-                   "ProfilingResult::iter_energy",
-                   Format("%s must be joules, 0..%g (got %g)", field.c_str(),
-                          coord::kMaxIterationEnergyJ, r.iter_energy[k]));
+    coord::CheckIterationEnergy(r.iter_energy[k], "ProfilingResult::iter_energy",
+                                Format("ProfilingResult::iter_energy[%zu]", k));
   }
   m.Done();
   return r;

@@ -40,8 +40,6 @@ class HttpError : public std::runtime_error {
   std::string field_;
 };
 
-constexpr double kDefaultWaitS = 30;
-constexpr double kMaxWaitS = 300;
 constexpr auto kHangUpCheck = std::chrono::seconds(1);
 
 Reply JsonReply(int status, const json& body) {
@@ -1019,7 +1017,8 @@ std::optional<Reply> Service::GetPlan(const Request& r, Parked* parked, bool zeu
   if (!zeus) {
     after = static_cast<int>(
         QueryInt(r, "after", q + "::after", 0, 0, std::numeric_limits<int>::max(), ""));
-    wait_s = QueryNumber(r, "wait_s", q + "::wait_s", kDefaultWaitS, 0, kMaxWaitS);
+    wait_s =
+        QueryNumber(r, "wait_s", q + "::wait_s", coord::kDefaultPlanWaitS, 0, coord::kMaxPlanWaitS);
   }
   std::vector<Parked*> claimed;
   std::optional<Reply> reply;

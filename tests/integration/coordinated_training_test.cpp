@@ -22,6 +22,7 @@
 
 #include <gtest/gtest.h>
 
+#include "joulepipe/coord/job.hpp"
 #include "joulepipe/gpu/clock_control.hpp"
 #include "joulepipe/model/profile.hpp"
 #include "joulepipe/runtime/agent.hpp"
@@ -254,6 +255,18 @@ TEST(CoordinatedTraining, WithoutACoordinatorRanksKeepDefaultClocksAndTrainingGo
   EXPECT_NE(lines.front().find("this rank keeps default clocks, training goes on"),
             std::string::npos)
       << lines.front();
+}
+
+}  // namespace
+}  // namespace joulepipe
+
+namespace joulepipe {
+namespace {
+
+// The long-poll limit is coord's rule; the runtime's client (which cannot
+// include coord) states the same number.
+TEST(CoordinationRules, TheClientsLongPollLimitIsTheServices) {
+  EXPECT_EQ(runtime::kMaxPlanWaitS, coord::kMaxPlanWaitS);
 }
 
 }  // namespace

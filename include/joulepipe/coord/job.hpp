@@ -61,9 +61,14 @@ inline constexpr int kMaxDegree = 100'000;  // each of pp/dp/tp
 inline constexpr std::int64_t kMaxWorldSize = 10'000'000;
 inline constexpr std::size_t kMaxJobIdLength = 256;
 inline constexpr std::size_t kMaxMetadataLength = 4096;
-inline constexpr std::size_t kMaxFrequencies = 4096;  // RankInfo::available_mhz
-inline constexpr double kMaxIterationTimeS = 86'400;  // IterationReport::time_s
-inline constexpr double kMaxIterationEnergyJ = 1e12;  // IterationReport::energy_j
+inline constexpr std::size_t kMaxFrequencies = 4096;              // RankInfo::available_mhz
+inline constexpr double kMaxIterationTimeS = 86'400;              // IterationReport::time_s
+inline constexpr double kMaxIterationEnergyJ = 1e12;              // IterationReport::energy_j
+inline constexpr std::int64_t kMaxIteration = 1'000'000'000'000;  // IterationReport::iteration
+// A rank's long poll for its plan (the service's wait_s) is 0..this long,
+// kDefaultPlanWaitS when not given.
+inline constexpr double kMaxPlanWaitS = 300;
+inline constexpr double kDefaultPlanWaitS = 30;
 // Instructions of one pipeline iteration (2 x stages x microbatches x
 // chunks) a coordinated job may have: planning more takes hours, and a
 // request must not make the service build it (pp 64 x 7,812 microbatches).
@@ -122,6 +127,17 @@ struct IterationReport {
   double time_s = 0;               // its pipeline work in the iteration, (0, kMaxIterationTimeS]
   std::optional<double> energy_j;  // its GPU's energy in the iteration, [0, kMaxIterationEnergyJ]
 };
+
+// The rules on a report's numbers, each once (the service's codecs, the
+// Zeus route and Job::ReportIteration call these): iteration
+// 0..kMaxIteration, time_s in (0, kMaxIterationTimeS], energy_j in
+// [0, kMaxIterationEnergyJ] when present. Throw model::InputError naming
+// `field` (or IterationReport::...); the message names `name` (e.g. a list
+// entry, "ProfilingResult::iter_time[3]") when given. The window around the job's current
+// iteration is Job's (it needs the job's state).
+void CheckIterationReport(const IterationReport& report);
+void CheckIterationTime(double time_s, const std::string& field, const std::string& name = "");
+void CheckIterationEnergy(double energy_j, const std::string& field, const std::string& name = "");
 
 // What one rank runs: its stage's instructions of one iteration, in order.
 struct RankPlan {

@@ -68,7 +68,9 @@
 namespace joulepipe::runtime {
 
 // The coordinator's longest long poll: WaitForPlan's wait_s and
-// CoordinatedPlanOptions' waits are 0..this.
+// CoordinatedPlanOptions' waits are 0..this. The rule is coord's
+// (coord::kMaxPlanWaitS, which runtime cannot include: it sits beside coord,
+// not above it); tests/integration checks that the two agree.
 inline constexpr double kMaxPlanWaitS = 300;
 
 struct RetryPolicy {
@@ -208,6 +210,8 @@ class CoordinatorClient {
   std::optional<RankPlan> WaitForPlan(const std::string& job_id, int rank, int after_version,
                                       double wait_s);
   // The version of the plan the rank should run (0: the job has none yet).
+  // InputError here only for a time or energy JSON cannot carry (NaN,
+  // infinity); the coordinator's range rules come back as its 400.
   int ReportIteration(const std::string& job_id, const IterationReport& report);
 
   // The URL as configured (for messages).
