@@ -305,6 +305,7 @@ struct CoordinatorClient::State {
     http_options.timeout_s = options.request_timeout_s + extra_timeout_s;
     http_options.max_body_bytes = options.max_response_bytes;
     http_options.cancelled = options.cancelled;
+    http_options.ca_file = options.ca_file;
 
     const RetryPolicy& retry = options.retry;
     std::string last_error;

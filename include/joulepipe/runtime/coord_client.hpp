@@ -14,9 +14,10 @@
 // which calls this client off the training thread and never lets an error
 // reach the loop. The client itself throws.
 //
-// Transport: plain HTTP/1.1 (http://host:port[/prefix]), one connection per
-// request. There is NO TLS: keep the coordinator on a trusted network or
-// behind a local TLS-terminating proxy; a token travels in clear text.
+// Transport: HTTP/1.1 over libcurl, http:// or https://host:port[/prefix]
+// (TLS verified against the system's CAs or CoordinatorOptions::ca_file),
+// one kept connection per thread (src/runtime/http_client.hpp). With plain
+// http a token travels in clear text.
 //
 // Retries. Every call makes up to RetryPolicy::max_attempts attempts. It
 // retries what may pass: a connection refused, reset or closed early, a
@@ -84,8 +85,9 @@ struct RetryPolicy {
 };
 
 struct CoordinatorOptions {
-  std::string url;    // "http://host:port" with an optional path prefix
-  std::string token;  // "" = none; else sent as "Authorization: Bearer <token>"
+  std::string url;      // "http[s]://host:port" with an optional path prefix
+  std::string ca_file;  // https: PEM CA certificates to verify the server ("": the system's)
+  std::string token;    // "" = none; else sent as "Authorization: Bearer <token>"
   double connect_timeout_s = 5;
   // The whole exchange after connecting (send, wait, read). A plan's long
   // poll adds its wait_s to it.
