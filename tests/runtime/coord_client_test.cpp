@@ -4,6 +4,7 @@
 // wait: the client's sleep is injected and records the delays.
 #include "joulepipe/runtime/coord_client.hpp"
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -751,6 +753,61 @@ TEST(CoordinatorClientTest, OversizedOrMalformedAnswersAreRefusedNotRetried) {
                   "answered PUT /jobs/j/profile with a bad body: the answer: not valid JSON");
   EXPECT_EQ(server.requests().size(), 5u);
   EXPECT_TRUE(recorded.sleeps->empty());
+}
+
+// https through libcurl against `openssl s_server` with a self-signed
+// certificate: with it as the CA file the handshake and verification pass
+// (s_server -www answers with HTML, which is then a bad body); without it
+// the certificate is refused, and that is not retried.
+TEST(CoordinatorClientTest, HttpsVerifiesTheServersCertificate) {
+  if (std::system("command -v openssl >/dev/null 2>&1") != 0) GTEST_SKIP() << "no openssl";
+  const std::string dir = ::testing::TempDir() + "joulepipe-tls-" + std::to_string(::getpid());
+  const std::string make =
+      "mkdir -p " + dir + " && openssl req -x509 -newkey rsa:2048 -nodes -keyout " + dir +
+      "/k.pem -out " + dir + "/c.pem -subj /CN=localhost -addext subjectAltName=IP:127.0.0.1 " +
+      "-days 1 >/dev/null 2>&1";
+  ASSERT_EQ(std::system(make.c_str()), 0);
+  // A free port: bind, read it, close (s_server binds it right after).
+  const int probe = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(probe, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  socklen_t length = sizeof address;
+  ::getsockname(probe, reinterpret_cast<sockaddr*>(&address), &length);
+  const int port = ntohs(address.sin_port);
+  ::close(probe);
+  const std::string serve =
+      "timeout 20 openssl s_server -accept 127.0.0.1:" + std::to_string(port) + " -cert " + dir +
+      "/c.pem -key " + dir + "/k.pem -www -quiet >/dev/null 2>&1 & echo $! > " + dir + "/pid";
+  ASSERT_EQ(std::system(serve.c_str()), 0);
+  // Until it listens (up to 10 s on a loaded machine).
+  for (int k = 0; k < 200; ++k) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    const bool up = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+    ::close(fd);
+    if (up) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  Recorded recorded;
+  CoordinatorOptions o = TestOptions("https://127.0.0.1:" + std::to_string(port), recorded);
+  o.retry.max_attempts = 3;
+  o.ca_file = dir + "/c.pem";
+  {
+    CoordinatorClient client(o);
+    const CoordinatorError e = CatchCoordinatorError([&] { client.WaitForPlan("j", 0, 0, 0); });
+    EXPECT_EQ(e.kind(), CoordinatorError::Kind::kBadResponse) << e.what();
+    EXPECT_CONTAINS(e.what(), "bad body");  // TLS worked: s_server's HTML page
+  }
+  o.ca_file = "";
+  {
+    CoordinatorClient client(o);
+    const CoordinatorError e = CatchCoordinatorError([&] { client.WaitForPlan("j", 0, 0, 0); });
+    EXPECT_EQ(e.kind(), CoordinatorError::Kind::kBadResponse) << e.what();
+    EXPECT_CONTAINS(e.what(), "certificate");
+    EXPECT_TRUE(recorded.sleeps->empty());  // not retried
+  }
+  EXPECT_EQ(std::system(("kill $(cat " + dir + "/pid) 2>/dev/null; rm -rf " + dir).c_str()), 0);
 }
 
 TEST(CoordinatorClientTest, TheDefaultResponseBoundIs64MiB) {
