@@ -23,7 +23,9 @@ namespace {
 using model::Format;
 using model::InputError;
 
-double Seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
+double Seconds(SteadyClock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
 
 int HexDigit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -55,7 +57,9 @@ std::optional<std::string> PercentDecode(const std::string& text, bool plus_is_s
 }
 
 // MHD's unescaping off: the raw path reaches OnRequest, decoded per segment.
-size_t KeepEscapes(void*, MHD_Connection*, char* s) { return std::strlen(s); }
+size_t KeepEscapes(void*, MHD_Connection*, char* s) {
+  return std::strlen(s);
+}
 
 // Constant time in the contents (the loop runs over the longer length).
 bool SameToken(const std::string& a, const std::string& b) {
@@ -133,9 +137,9 @@ HttpServer::HttpServer(const ServerOptions& options, Service* service,
                        std::function<void(const std::string&)> log,
                        std::function<void(const std::string&, int, double, double)> observe)
     : service_(service), token_(options.token), log_(std::move(log)), observe_(std::move(observe)) {
-  model::Require(options.port >= 0 && options.port <= 65535, "ServerOptions::port",
-                 Format("ServerOptions::port must be 0..65535, 0 for any free port (got %d)",
-                        options.port));
+  model::Require(
+      options.port >= 0 && options.port <= 65535, "ServerOptions::port",
+      Format("ServerOptions::port must be 0..65535, 0 for any free port (got %d)", options.port));
   model::Require(options.max_connections >= 1 && options.max_connections <= 1'000'000,
                  "ServerOptions::max_connections",
                  Format("ServerOptions::max_connections must be 1..1000000 (got %d)",
@@ -181,20 +185,17 @@ HttpServer::HttpServer(const ServerOptions& options, Service* service,
       MHD_OPTION_SOCK_ADDR, reinterpret_cast<const sockaddr*>(&address),
       MHD_OPTION_CONNECTION_LIMIT, static_cast<unsigned>(options.max_connections),
       MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned>(options.connection_timeout_s),
-      MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096u,
-      MHD_OPTION_NOTIFY_COMPLETED, &HttpServer::OnCompleted, this,
-      MHD_OPTION_UNESCAPE_CALLBACK, &KeepEscapes, nullptr,
-      MHD_OPTION_EXTERNAL_LOGGER, &OnMhdLog, logs,
-      MHD_OPTION_END);
+      MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096u, MHD_OPTION_NOTIFY_COMPLETED, &HttpServer::OnCompleted,
+      this, MHD_OPTION_UNESCAPE_CALLBACK, &KeepEscapes, nullptr, MHD_OPTION_EXTERNAL_LOGGER,
+      &OnMhdLog, logs, MHD_OPTION_END);
   std::string why;
   {
     std::lock_guard<std::mutex> lock(logs->mu);
     why = logs->last;
     logs->started = true;
   }
-  const std::string where =
-      ipv6 ? Format("[%s]:%d", options.host.c_str(), options.port)
-           : Format("%s:%d", options.host.c_str(), options.port);
+  const std::string where = ipv6 ? Format("[%s]:%d", options.host.c_str(), options.port)
+                                 : Format("%s:%d", options.host.c_str(), options.port);
   if (daemon_ == nullptr) {
     throw InputError("ServerOptions::port",
                      Format("cannot listen on %s: %s; choose another ServerOptions::port (0 "
@@ -205,7 +206,9 @@ HttpServer::HttpServer(const ServerOptions& options, Service* service,
   port_ = info != nullptr ? info->port : options.port;
 }
 
-HttpServer::~HttpServer() { Stop(); }
+HttpServer::~HttpServer() {
+  Stop();
+}
 
 void HttpServer::Stop() {
   if (daemon_ == nullptr) return;
@@ -235,9 +238,10 @@ bool HttpServer::Authorized(MHD_Connection* connection, const std::string& path_
   const std::size_t space = value.find(' ');
   const std::string scheme = value.substr(0, space);
   if (space == std::string::npos || strcasecmp(scheme.c_str(), "Bearer") != 0) {
-    return refuse(Format("the Authorization header must be 'Bearer <token>' (got the scheme "
-                         "'%s')",
-                         model::ExcerptText(scheme, 20).c_str()));
+    return refuse(
+        Format("the Authorization header must be 'Bearer <token>' (got the scheme "
+               "'%s')",
+               model::ExcerptText(scheme, 20).c_str()));
   }
   std::size_t begin = space;
   while (begin < value.size() && value[begin] == ' ') ++begin;
@@ -294,23 +298,24 @@ MHD_Result HttpServer::OnRequest(void* cls, MHD_Connection* connection, const ch
     c->request.match = RouteOf(c->request.method, segments);
     c->limit = BodyLimit(c->request.match.route);
     if (c->bad_path) {
-      return self->Answer(c, ErrorReply(400, "the path has a malformed percent-escape (a '%' "
-                                             "not followed by two hex digits)"));
+      return self->Answer(c, ErrorReply(400,
+                                        "the path has a malformed percent-escape (a '%' "
+                                        "not followed by two hex digits)"));
     }
     Reply refusal;
     if (c->request.match.route != Route::kHealthz &&
         !self->Authorized(connection, path_token, has_path_token, &refusal)) {
       return self->Answer(c, refusal);
     }
-    const char* length = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
-                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char* length =
+        MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (length != nullptr) {
       const unsigned long long declared = std::strtoull(length, nullptr, 10);
       if (declared > c->limit) {
         return self->Answer(
-            c, ErrorReply(413, Format("the request body is %llu bytes; %s takes at most %s",
-                                      declared, c->request.match.template_name.c_str(),
-                                      Limit(c->limit).c_str())));
+            c, ErrorReply(413,
+                          Format("the request body is %llu bytes; %s takes at most %s", declared,
+                                 c->request.match.template_name.c_str(), Limit(c->limit).c_str())));
       }
     }
     return MHD_YES;
@@ -339,9 +344,10 @@ MHD_Result HttpServer::OnRequest(void* cls, MHD_Connection* connection, const ch
     for (const auto& [key, value] : raw) {
       std::optional<std::string> k = PercentDecode(key, true), v = PercentDecode(value, true);
       if (!k || !v) {
-        return self->Answer(c, ErrorReply(400, "the query string has a malformed "
-                                               "percent-escape (a '%' not followed by two hex "
-                                               "digits)"));
+        return self->Answer(c, ErrorReply(400,
+                                          "the query string has a malformed "
+                                          "percent-escape (a '%' not followed by two hex "
+                                          "digits)"));
       }
       c->request.query.emplace_back(std::move(*k), std::move(*v));
     }

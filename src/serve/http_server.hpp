@@ -30,11 +30,10 @@ class HttpServer {
  public:
   // Binds and starts the polling thread. Throws model::InputError naming
   // ServerOptions::host / ::port / ::max_connections.
-  HttpServer(const ServerOptions& options, Service* service,
-             std::function<void(const std::string&)> log,
-             std::function<void(const std::string& route, int status, double handling_s,
-                                double parked_s)>
-                 observe);
+  HttpServer(
+      const ServerOptions& options, Service* service, std::function<void(const std::string&)> log,
+      std::function<void(const std::string& route, int status, double handling_s, double parked_s)>
+          observe);
   ~HttpServer();  // Stop()
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

@@ -70,10 +70,10 @@ Store::Store(const std::string& path) : path_(path) {
     sqlite3_free(error);
     refuse(why);
   }
-  const std::string version_sql =
-      Format("BEGIN IMMEDIATE; %s INSERT OR IGNORE INTO meta(key, value) VALUES "
-             "('schema_version', '%d'); COMMIT;",
-             kSchema, kSchemaVersion);
+  const std::string version_sql = Format(
+      "BEGIN IMMEDIATE; %s INSERT OR IGNORE INTO meta(key, value) VALUES "
+      "('schema_version', '%d'); COMMIT;",
+      kSchema, kSchemaVersion);
   if (sqlite3_exec(db_, version_sql.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
     const std::string why = error != nullptr ? error : "unknown error";
     sqlite3_free(error);
@@ -168,8 +168,8 @@ void BindText(sqlite3_stmt* s, int index, const std::string& text) {
 void Store::InsertJob(const std::string& id, std::int64_t seq, const std::string& config,
                       double created) {
   CheckWritable();
-  sqlite3_stmt* s = Prepare(
-      "INSERT INTO jobs(id, seq, config, created, last_active) VALUES(?1, ?2, ?3, ?4, ?4)");
+  sqlite3_stmt* s =
+      Prepare("INSERT INTO jobs(id, seq, config, created, last_active) VALUES(?1, ?2, ?3, ?4, ?4)");
   BindText(s, 1, id);
   sqlite3_bind_int64(s, 2, seq);
   BindText(s, 3, config);
@@ -237,11 +237,10 @@ void Store::SetLastActive(const std::string& id, double unix_s) {
 
 void Store::DeleteJob(const std::string& id) {
   CheckWritable();
-  for (const char* sql : {"DELETE FROM switches WHERE job_id = ?1",
-                          "DELETE FROM frontiers WHERE job_id = ?1",
-                          "DELETE FROM profiles WHERE job_id = ?1",
-                          "DELETE FROM ranks WHERE job_id = ?1",
-                          "DELETE FROM jobs WHERE id = ?1"}) {
+  for (const char* sql :
+       {"DELETE FROM switches WHERE job_id = ?1", "DELETE FROM frontiers WHERE job_id = ?1",
+        "DELETE FROM profiles WHERE job_id = ?1", "DELETE FROM ranks WHERE job_id = ?1",
+        "DELETE FROM jobs WHERE id = ?1"}) {
     sqlite3_stmt* s = Prepare(sql);
     BindText(s, 1, id);
     Run(s);

@@ -1,0 +1,329 @@
+// The job registry: lookup, insertion with its store write, replay from
+// the store and reload after a failed write, removal and eviction, and the
+// routes that list, create, show, delete jobs and register ranks.
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <new>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "codec.hpp"
+#include "joulepipe/model/error.hpp"
+#include "joulepipe/model/format.hpp"
+#include "joulepipe/model/json_input.hpp"
+#include "joulepipe/model/version.hpp"
+#include "joulepipe/solver/plan_pipeline.hpp"
+#include "service.hpp"
+#include "service_support.hpp"
+
+namespace joulepipe::serve {
+
+using model::Format;
+using model::InputError;
+using nlohmann::json;
+
+// ---- Jobs --------------------------------------------------------------------
+
+Service::EntryPtr Service::Find(const std::string& id) {
+  const auto it = jobs_.find(id);
+  if (it != jobs_.end()) return it->second;
+  const auto broken = broken_.find(id);
+  if (broken != broken_.end()) {
+    throw HttpError(409, Format("job %s is in the state database but could not be restored (%s); "
+                                "DELETE /jobs/{id} removes it",
+                                model::ExcerptText(id, 300).c_str(), broken->second.c_str()));
+  }
+  throw HttpError(
+      404, Format("no job '%s' (GET /jobs lists the jobs)", model::ExcerptText(id, 300).c_str()));
+}
+
+void Service::Touch(Entry& e) {
+  e.last_active_unix_s = NowUnix();
+}
+
+Service::EntryPtr Service::FindAndTouch(const std::string& id) {
+  EntryPtr e = Find(id);
+  Touch(*e);
+  return e;
+}
+
+Service::EntryPtr Service::Insert(coord::JobConfig config, const model::Profile* profile,
+                                  const std::string& csv) {
+  const double now = NowUnix();
+  auto e = std::make_shared<Entry>(std::move(config));
+  e->seq = next_seq_;
+  e->created_unix_s = e->last_active_unix_s = e->stored_last_active_unix_s = now;
+  if (profile != nullptr) {
+    e->job.SetProfile(*profile, csv);
+    e->plan_work = EstimatePlanWork(*profile, e->job.PlanRequest());
+  }
+  const std::string& id = e->job.config().job_id;
+  store_.Write([&] {
+    store_.InsertJob(id, e->seq, JobConfigToJson(e->job.config()).dump(), now);
+    if (profile != nullptr) store_.PutProfile(id, e->job.profile_csv());
+  });
+  ++next_seq_;
+  jobs_[id] = e;
+  const coord::JobConfig& c = e->job.config();
+  Log(Format("job %s: registered (pp %d x dp %d x tp %d = %lld ranks; %s, %d microbatches%s)",
+             id.c_str(), c.pp_degree, c.dp_degree, c.tp_degree,
+             static_cast<long long>(c.world_size),
+             std::string(schedule::KindName(c.spec.kind)).c_str(), c.spec.microbatches,
+             profile != nullptr ? "; default profile attached" : ""));
+  return e;
+}
+
+Service::EntryPtr Service::Replay(const StoredJob& stored) {
+  const std::string what = "the stored config of job " + stored.id;
+  coord::JobConfig config = JobConfigFromJson(model::ParseJsonBounded(stored.config_json, what));
+  if (config.job_id != stored.id) {
+    throw InputError("JobConfig::job_id", what + " names another job (" + config.job_id + ")");
+  }
+  auto e = std::make_shared<Entry>(std::move(config));
+  for (const auto& [rank, info] : stored.ranks) {
+    e->job.RegisterRank(RankInfoFromJson(
+        model::ParseJsonBounded(info, Format("stored rank %d of job %s", rank, stored.id.c_str())),
+        true));
+  }
+  if (stored.profile_csv) {
+    e->job.SetProfile(
+        model::ParseProfileCsv(*stored.profile_csv, "the stored profile of job " + stored.id),
+        *stored.profile_csv);
+    if (!stored.frontier_json && stored.failure.empty()) {
+      e->plan_work = EstimatePlanWork(*e->job.profile(), e->job.PlanRequest());
+    }
+  }
+  if (stored.frontier_json) {
+    std::vector<coord::PlanSwitch> switches;
+    for (const std::string& s : stored.switches_json) {
+      switches.push_back(coord::SwitchFromJson(
+          model::ParseJsonBounded(s, "a stored plan switch of job " + stored.id)));
+    }
+    e->job.RestorePlan(
+        model::ParseJsonBounded(*stored.frontier_json, "the stored frontier of job " + stored.id),
+        switches);
+  } else if (!stored.failure.empty()) {
+    e->job.SetPlanFailed(stored.failure);
+  }
+  e->seq = stored.seq;
+  e->created_unix_s = stored.created_unix_s;
+  e->last_active_unix_s = e->stored_last_active_unix_s = stored.last_active_unix_s;
+  e->schedule_released = stored.schedule_released;
+  return e;
+}
+
+void Service::Reload(const std::string& id) {
+  const auto it = jobs_.find(id);
+  if (it == jobs_.end()) return;
+  try {
+    std::optional<StoredJob> stored = store_.Load(id);
+    if (!stored) {
+      Log(
+          Format("error: job %s is missing from the state database; it lives on in memory "
+                 "until the server stops",
+                 id.c_str()));
+      return;
+    }
+    EntryPtr fresh = Replay(*stored);
+    it->second->job = std::move(fresh->job);
+    it->second->schedule_released = fresh->schedule_released;
+    ++it->second->profile_generation;
+  } catch (const std::exception& e) {
+    Log(
+        Format("error: job %s could not be reloaded after a failed write (%s); its state in "
+               "memory may be ahead of the database until restart",
+               id.c_str(), e.what()));
+  }
+}
+
+void Service::Remove(const std::string& id, const std::string& reason,
+                     std::vector<Parked*>* claimed) {
+  const auto it = jobs_.find(id);
+  if (it == jobs_.end()) return;
+  for (Parked* p : std::vector<Parked*>(it->second->waiters.begin(), it->second->waiters.end())) {
+    p->wait.gone_reason = reason;
+    Claim(p, Parked::Outcome::kJobGone, claimed);
+  }
+  jobs_.erase(it);
+  plan_queue_.erase(std::remove(plan_queue_.begin(), plan_queue_.end(), id), plan_queue_.end());
+}
+
+Reply Service::ListJobs() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<EntryPtr> entries;
+  for (const auto& [id, e] : jobs_) entries.push_back(e);
+  std::sort(entries.begin(), entries.end(),
+            [](const EntryPtr& a, const EntryPtr& b) { return a->seq < b->seq; });
+  json list = json::array();
+  for (const EntryPtr& e : entries) {
+    const coord::Job& job = e->job;
+    list.push_back({{"job_id", job.config().job_id},
+                    {"phase", coord::JobPhaseName(job.phase())},
+                    {"registered_ranks", job.registered_ranks()},
+                    {"world_size", job.config().world_size},
+                    {"plan_version", job.plan_version()},
+                    {"created_unix_s", e->created_unix_s},
+                    {"last_active_unix_s", e->last_active_unix_s}});
+  }
+  return JsonReply(200, {{"jobs", std::move(list)}});
+}
+
+Reply Service::CreateJob(const Request& r) {
+  coord::JobConfig config = JobConfigFromJson(ParseBody(r.body));
+  const bool assigned = config.job_id.empty();
+  if (assigned) {
+    config.job_id = ZeusStyleJobId(config.dp_degree, config.pp_degree, config.tp_degree,
+                                   config.metadata, static_cast<std::int64_t>(NowUnix()));
+  }
+  coord::CheckJobConfig(&config);  // every check; world_size filled in
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!assigned) {
+    const auto it = jobs_.find(config.job_id);
+    if (it != jobs_.end()) {
+      Touch(*it->second);
+      if (it->second->job.config() == config) {
+        return JsonReply(200, {{"job_id", config.job_id}});
+      }
+      const auto [field, difference] = FirstDifference(it->second->job.config(), config);
+      throw HttpError(409,
+                      Format("job %s is already registered with another configuration (%s); "
+                             "register it under a new job_id, or leave job_id out to get one",
+                             config.job_id.c_str(), difference.c_str()),
+                      field);
+    }
+    if (broken_.count(config.job_id) != 0) Find(config.job_id);  // throws its 409
+  } else {
+    config.job_id = UniqueId(config.job_id);
+  }
+  const EntryPtr e = Insert(std::move(config), nullptr, "");
+  return JsonReply(200, {{"job_id", e->job.config().job_id}});
+}
+
+std::string Service::UniqueId(const std::string& base) const {
+  auto taken = [&](const std::string& id) {
+    return jobs_.count(id) != 0 || broken_.count(id) != 0;
+  };
+  if (!taken(base)) return base;
+  for (int k = 2;; ++k) {
+    const std::string suffix = Format("+%d", k);
+    std::string id = base.substr(0, coord::kMaxJobIdLength - suffix.size()) + suffix;
+    if (!taken(id)) return id;
+  }
+}
+
+Reply Service::GetJob(const Request& r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const EntryPtr e = FindAndTouch(r.match.job_id);
+  const coord::Job& job = e->job;
+  json j = job.StatusJson();
+  j["created_unix_s"] = e->created_unix_s;
+  j["last_active_unix_s"] = e->last_active_unix_s;
+  j["waiting_requests"] = e->waiters.size();
+  if (const solver::Frontier* f = job.frontier()) {
+    json pipelines = json::array();
+    const std::vector<double>* slow = job.detector() ? &job.detector()->slowdowns() : nullptr;
+    for (std::size_t p = 0; p < job.point_of_pipeline().size(); ++p) {
+      const int point = job.point_of_pipeline()[p];
+      pipelines.push_back({{"pipeline", p},
+                           {"point", point},
+                           {"time_s", f->points[point].time_s},
+                           {"energy_j", f->points[point].energy_j},
+                           {"slowdown", slow != nullptr && p < slow->size() ? (*slow)[p] : 1.0}});
+    }
+    j["pipelines"] = std::move(pipelines);
+  }
+  {
+    const auto running = planning_.find(e->job.config().job_id);
+    const bool queued = std::find(plan_queue_.begin(), plan_queue_.end(), e->job.config().job_id) !=
+                        plan_queue_.end();
+    j["planning"] = {{"state", running != planning_.end() ? "running"
+                               : queued                   ? "queued"
+                                                          : "idle"},
+                     {"running_s", running != planning_.end()
+                                       ? json(std::chrono::duration<double>(SteadyClock::now() -
+                                                                            running->second.started)
+                                                  .count())
+                                       : json(nullptr)},
+                     {"time_limit_s", options_.plan_time_limit_s},
+                     {"instructions", PlanInstructions(e->job.config())},
+                     {"work", e->plan_work >= 0 ? json(e->plan_work) : json(nullptr)},
+                     {"heavy", Heavy(e->plan_work)}};
+  }
+  j["zeus"] = {{"schedule_asked", e->schedule_asked.size()},
+               {"schedule_released", e->schedule_released}};
+  return JsonReply(200, j);
+}
+
+Reply Service::DeleteJob(const Request& r) {
+  std::vector<Parked*> claimed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::string& id = r.match.job_id;
+    if (broken_.count(id) != 0) {
+      store_.Write([&] { store_.DeleteJob(id); });
+      broken_.erase(id);
+      Log(Format("job %s: deleted (it could not be restored)", id.c_str()));
+      return JsonReply(200, {{"deleted", id}});
+    }
+    Find(id);
+    store_.Write([&] { store_.DeleteJob(id); });
+    Remove(id, "deleted", &claimed);
+    Log(Format("job %s: deleted", id.c_str()));
+  }
+  ResumeAll(claimed);
+  return JsonReply(200, {{"deleted", r.match.job_id}});
+}
+
+Reply Service::RegisterRank(const Request& r, bool zeus) {
+  const coord::RankInfo info = RankInfoFromJson(ParseBody(r.body), /*strict=*/!zeus);
+  std::lock_guard<std::mutex> lock(mu_);
+  const EntryPtr e = FindAndTouch(r.match.job_id);
+  coord::Job& job = e->job;
+  const std::string& id = job.config().job_id;
+  // A conflict with what is registered is a coord::RankConflictError: 409.
+  if (job.RegisterRank(info)) {
+    try {
+      store_.Write([&] { store_.PutRank(id, info.rank, RankInfoToJson(info).dump()); });
+    } catch (const StoreError&) {
+      Reload(id);
+      throw;
+    }
+    if (job.all_ranks_registered()) {
+      Log(Format("job %s: all %lld ranks registered%s", id.c_str(),
+                 static_cast<long long>(job.config().world_size),
+                 job.has_profile() ? "" : "; waiting for a profile (PUT /jobs/{id}/profile)"));
+    }
+    if (job.ready_to_plan()) QueuePlan(id);
+  }
+  return zeus ? Plain(200, "null") : JsonReply(200, json::object());
+}
+
+void Service::EvictAndFlush(std::vector<Parked*>* claimed) {
+  const double now = NowUnix();
+  if (options_.evict_after_s > 0) {
+    std::vector<std::string> idle;
+    for (const auto& [id, e] : jobs_) {
+      if (e->waiters.empty() && now - e->last_active_unix_s > options_.evict_after_s) {
+        idle.push_back(id);
+      }
+    }
+    for (const std::string& id : idle) {
+      const double idle_s = now - jobs_.at(id)->last_active_unix_s;
+      try {
+        store_.Write([&] { store_.DeleteJob(id); });
+      } catch (const StoreError& error) {
+        Log(Format("error: job %s could not be evicted: %s", id.c_str(), error.what()));
+        continue;
+      }
+      Remove(id, "evicted", claimed);
+      Log(Format("job %s: evicted after %.0f s without a request", id.c_str(), idle_s));
+    }
+  }
+  SaveLastActive();
+}
+
+}  // namespace joulepipe::serve

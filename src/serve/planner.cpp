@@ -1,0 +1,184 @@
+// The planner threads: the queue (lightest first, one planner kept for
+// light jobs) and one solve under its time limit.
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <new>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "codec.hpp"
+#include "joulepipe/model/error.hpp"
+#include "joulepipe/model/format.hpp"
+#include "joulepipe/model/json_input.hpp"
+#include "joulepipe/model/version.hpp"
+#include "joulepipe/solver/plan_pipeline.hpp"
+#include "service.hpp"
+#include "service_support.hpp"
+
+namespace joulepipe::serve {
+
+using model::Format;
+using model::InputError;
+using nlohmann::json;
+
+void Service::QueuePlan(const std::string& id) {
+  if (std::find(plan_queue_.begin(), plan_queue_.end(), id) == plan_queue_.end()) {
+    plan_queue_.push_back(id);
+  }
+  planner_cv_.notify_all();
+}
+
+// ---- Background threads --------------------------------------------------------
+
+std::optional<std::string> Service::TakeNextPlan() {
+  // Ids of jobs gone or no longer ready leave the queue here.
+  plan_queue_.erase(std::remove_if(plan_queue_.begin(), plan_queue_.end(),
+                                   [&](const std::string& id) {
+                                     const auto it = jobs_.find(id);
+                                     return it == jobs_.end() || !it->second->job.ready_to_plan();
+                                   }),
+                    plan_queue_.end());
+  const bool heavy_may_start = heavy_planning_ < std::max(1, options_.planners - 1);
+  auto best = plan_queue_.end();
+  double best_cost = 0;
+  for (auto it = plan_queue_.begin(); it != plan_queue_.end(); ++it) {
+    if (planning_.count(*it) != 0) continue;  // solving an older profile; queued again after
+    const double work = jobs_.at(*it)->plan_work;
+    if (Heavy(work) && !heavy_may_start) continue;
+    const double cost = work < 0 ? std::numeric_limits<double>::infinity() : work;
+    if (best == plan_queue_.end() || cost < best_cost) {
+      best = it;
+      best_cost = cost;
+    }
+  }
+  if (best == plan_queue_.end()) return std::nullopt;
+  std::string id = *best;
+  plan_queue_.erase(best);
+  return id;
+}
+
+void Service::PlannerLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    std::optional<std::string> next;
+    planner_cv_.wait(lock, [&] {
+      if (stopping_) return true;
+      next = TakeNextPlan();
+      return next.has_value();
+    });
+    if (stopping_) return;
+    PlanOne(*next, lock);
+    planner_cv_.notify_all();  // a heavy job's slot, or a job re-queued meanwhile
+  }
+}
+
+// Solves job `id`'s frontier with mu_ released, under its time limit, and
+// installs the plan or the failure. Called and returns with mu_ held.
+void Service::PlanOne(const std::string& id, std::unique_lock<std::mutex>& lock) {
+  const EntryPtr e = jobs_.at(id);
+  const std::shared_ptr<const model::Profile> profile = e->job.shared_profile();
+  solver::PlanRequest request = e->job.PlanRequest();
+  const std::uint64_t generation = e->profile_generation;
+  const coord::JobConfig& c = e->job.config();
+  const bool heavy = Heavy(e->plan_work);
+  Planning& planning = planning_[id];
+  planning.started = SteadyClock::now();
+  planning.deadline =
+      planning.started + std::chrono::duration_cast<SteadyClock::duration>(
+                             std::chrono::duration<double>(options_.plan_time_limit_s));
+  planning.cancel = std::make_shared<std::atomic<bool>>(false);
+  planning.heavy = heavy;
+  if (heavy) ++heavy_planning_;
+  const std::shared_ptr<std::atomic<bool>> cancel = planning.cancel;
+  timer_cv_.notify_one();  // it watches the deadline
+  Log(Format("job %s: planning (%s, %d stages, %d microbatches%s; time limit %g s)", id.c_str(),
+             std::string(schedule::KindName(c.spec.kind)).c_str(), c.spec.stages,
+             c.spec.microbatches, heavy ? "; a heavy job" : "", options_.plan_time_limit_s));
+  lock.unlock();
+
+  request.cancel = cancel.get();
+  std::string phase;
+  request.progress = [&](const char* now, double) {
+    if (phase != now) {
+      phase = now;
+      Log(Format("job %s: planning: %s", id.c_str(), now));
+    }
+  };
+  std::optional<solver::PipelinePlan> plan;
+  std::string failure;
+  bool cancelled = false;
+  const SteadyClock::time_point start = SteadyClock::now();
+  try {
+    plan = solver::PlanPipeline(*profile, request);
+  } catch (const model::Cancelled&) {
+    cancelled = true;
+  } catch (const InputError& error) {
+    failure = ForApi(error.what(), false);
+  } catch (const std::bad_alloc&) {
+    failure = "out of memory while solving the frontier";
+  } catch (const std::exception& error) {
+    failure = std::string("internal error while solving: ") + error.what();
+  }
+  const double seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
+  lock.lock();
+  const bool timed_out = planning_.at(id).timed_out;
+  planning_.erase(id);
+  if (heavy) --heavy_planning_;
+  if (cancelled && !timed_out) {
+    Log(Format("job %s: planning cancelled; it is planned again at the next start", id.c_str()));
+    return;
+  }
+  if (timed_out) {
+    metrics_.CountPlanTimeout();
+    failure = Format(
+        "planning took longer than its time limit of %g s (ServerOptions::plan_time_limit_s, "
+        "joulepipe serve --plan-time-limit) and was cancelled; the job plans %lld instructions "
+        "per iteration: plan it with a coarser frontier grid (JobConfig::resolution_s) or fewer "
+        "microbatches, or raise the limit",
+        options_.plan_time_limit_s, static_cast<long long>(PlanInstructions(c)));
+  }
+  metrics_.ObserveSolve(seconds, plan.has_value());
+  const auto still = jobs_.find(id);
+  if (still == jobs_.end() || still->second != e || e->profile_generation != generation) {
+    Log(Format("job %s: plan discarded: the job changed while it was solved", id.c_str()));
+    return;
+  }
+  std::vector<Parked*> claimed;
+  try {
+    if (plan) {
+      e->job.SetPlan(*plan, NowUnix());
+      store_.Write([&] {
+        store_.PutFrontier(id, e->job.FrontierToJson().dump());
+        store_.PutSwitch(id, 1, coord::SwitchToJson(e->job.switches().front()).dump());
+        store_.SetFailure(id, "");
+      });
+      const solver::FrontierPoint& q = plan->chosen_point();
+      Log(
+          Format("job %s: planned in %.2f s: %zu frontier points; every pipeline runs %.4f s, "
+                 "%.1f J per iteration (all max clocks: %.4f s, %.1f J)",
+                 id.c_str(), seconds, plan->frontier.points.size(), q.time_s, q.energy_j,
+                 plan->baseline.time_s, plan->baseline.energy_j));
+    } else {
+      e->job.SetPlanFailed(failure);
+      store_.Write([&] { store_.SetFailure(id, failure); });
+      Log(Format("job %s: planning failed: %s", id.c_str(), failure.c_str()));
+    }
+  } catch (const std::exception& error) {
+    Log(
+        Format("error: job %s: the plan could not be stored (%s); the job is planned again at "
+               "the next start",
+               id.c_str(), error.what()));
+    Reload(id);
+  }
+  WakeReady(*e, &claimed);
+  MaybeReleaseSchedule(*e, &claimed);
+  lock.unlock();
+  ResumeAll(claimed);
+  lock.lock();
+}
+
+}  // namespace joulepipe::serve
