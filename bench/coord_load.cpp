@@ -102,6 +102,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_stats.hpp"
+#include "runtime/http_client.hpp"
 
 namespace {
 
@@ -118,261 +119,63 @@ constexpr double kSlowdown = 1.2;
 constexpr int kStragglerPipeline = 3;
 
 // Targets (issue 11).
-constexpr double kPlanDeadlineS = 2.0;     // after the last registration, plus the solve
-constexpr double kP99TargetS = 0.020;      // every non-waiting request
+constexpr double kPlanDeadlineS = 2.0;  // after the last registration, plus the solve
+constexpr double kP99TargetS = 0.020;   // every non-waiting request
 constexpr int kMaxServerThreadsWaiting = 32;
 
-constexpr double kPlanWaitS = 120;         // the long poll's wait_s
-constexpr double kRequestTimeoutS = 30;    // any non-waiting request
+constexpr double kPlanWaitS = 120;       // the long poll's wait_s
+constexpr double kRequestTimeoutS = 30;  // any non-waiting request
 
 const SteadyClock::time_point g_t0 = SteadyClock::now();
-double Now() { return std::chrono::duration<double>(SteadyClock::now() - g_t0).count(); }
+double Now() {
+  return std::chrono::duration<double>(SteadyClock::now() - g_t0).count();
+}
 
-// ---- A small blocking HTTP/1.1 client over POSIX sockets -------------------
+// ---- The client: the runtime's HTTP client (libcurl) ----------------------
 
 struct HttpResponse {
-  int status = 0;     // 0: no answer (error says why)
+  int status = 0;  // 0: no answer (error says why)
   std::string body;
   std::string error;
 };
 
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-// One connection to 127.0.0.1:port, kept open between requests unless
-// keep_alive is false or the server closes it. A request on a kept
-// connection that the server had closed (no byte of an answer came) is sent
-// once more on a new one; the routes this bench uses are idempotent or
-// deduplicated by the server (iteration reports are per rank and iteration).
+// The runtime coordinator client's transport (src/runtime/http_client.hpp:
+// libcurl, one kept connection per thread), so the bench measures the
+// server through the client the ranks use, not a protocol copy of its own.
+// keep_alive false sends "Connection: close" (a connection per request).
 class HttpClient {
  public:
-  HttpClient(int port, bool keep_alive) : port_(port), keep_alive_(keep_alive) {}
-  ~HttpClient() { Close(); }
-  HttpClient(const HttpClient&) = delete;
-  HttpClient& operator=(const HttpClient&) = delete;
+  HttpClient(int port, bool keep_alive)
+      : endpoint_(joulepipe::runtime::http::ParseHttpUrl("http://127.0.0.1:" + std::to_string(port),
+                                                         "bench")),
+        keep_alive_(keep_alive) {}
 
   HttpResponse Send(const char* method, const std::string& target, const std::string& body,
                     const char* content_type, double timeout_s) {
-    const SteadyClock::time_point deadline =
-        SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(
-                                 std::chrono::duration<double>(timeout_s));
-    for (int attempt = 0;; ++attempt) {
-      const bool reused = fd_ >= 0 && served_ > 0;
-      bool stale = false;
-      HttpResponse r = Once(method, target, body, content_type, deadline, &stale);
-      if (r.status != 0 || !(reused && stale) || attempt > 0) return r;
-      Close();
+    namespace http = joulepipe::runtime::http;
+    http::Request request;
+    request.method = method;
+    request.target = target;
+    request.body = body;
+    if (content_type != nullptr) request.headers.emplace_back("Content-Type", content_type);
+    if (!keep_alive_) request.headers.emplace_back("Connection", "close");
+    http::Options options;
+    options.connect_timeout_s = timeout_s;
+    options.timeout_s = timeout_s;
+    HttpResponse out;
+    try {
+      http::Response r = http::Send(endpoint_, request, options);
+      out.status = r.status;
+      out.body = std::move(r.body);
+    } catch (const http::HttpError& e) {
+      out.error = e.what();
     }
+    return out;
   }
 
  private:
-  void Close() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-    served_ = 0;
-    in_.clear();
-  }
-
-  static int RemainingMs(SteadyClock::time_point deadline) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
-                                                                            SteadyClock::now());
-    return static_cast<int>(std::max<std::int64_t>(0, left.count()));
-  }
-
-  bool Connect(SteadyClock::time_point deadline, std::string* error) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd_ < 0) {
-      *error = std::string("socket: ") + std::strerror(errno);
-      return false;
-    }
-    const int one = 1;
-    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<std::uint16_t>(port_));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      if (errno != EINPROGRESS) {
-        *error = std::string("connect: ") + std::strerror(errno);
-        Close();
-        return false;
-      }
-      pollfd p{fd_, POLLOUT, 0};
-      const int n = ::poll(&p, 1, RemainingMs(deadline));
-      int err = 0;
-      socklen_t len = sizeof err;
-      if (n <= 0 || ::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
-        *error = n == 0 ? "connect: timed out" : std::string("connect: ") + std::strerror(err);
-        Close();
-        return false;
-      }
-    }
-    return true;
-  }
-
-  // One try. *stale: the connection failed before any byte of an answer.
-  HttpResponse Once(const char* method, const std::string& target, const std::string& body,
-                    const char* content_type, SteadyClock::time_point deadline, bool* stale) {
-    HttpResponse r;
-    if (fd_ < 0 && !Connect(deadline, &r.error)) return r;
-    std::string out;
-    out.reserve(256 + body.size());
-    out += method;
-    out += ' ';
-    out += target;
-    out += " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port_) +
-           "\r\nUser-Agent: bench_coord_load\r\nAccept: */*\r\n";
-    if (!body.empty() || std::strcmp(method, "GET") != 0) {
-      if (content_type != nullptr) out += std::string("Content-Type: ") + content_type + "\r\n";
-      out += "Content-Length: " + std::to_string(body.size()) + "\r\n";
-    }
-    if (!keep_alive_) out += "Connection: close\r\n";
-    out += "\r\n";
-    out += body;
-    for (std::size_t sent = 0; sent < out.size();) {
-      const ssize_t n = ::send(fd_, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
-      if (n > 0) {
-        sent += static_cast<std::size_t>(n);
-        continue;
-      }
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-        pollfd p{fd_, POLLOUT, 0};
-        if (::poll(&p, 1, RemainingMs(deadline)) <= 0) {
-          r.error = "send: timed out";
-          Close();
-          return r;
-        }
-        continue;
-      }
-      r.error = std::string("send: ") + std::strerror(errno);
-      *stale = true;
-      Close();
-      return r;
-    }
-    ++served_;
-
-    // Read the answer: status line, headers, then a body by Content-Length,
-    // chunked, or up to the close.
-    char buf[16384];
-    for (;;) {
-      bool until_close = false;
-      std::size_t consumed = 0;
-      if (Parse(&r, &consumed, &until_close, /*eof=*/false)) {
-        const bool close = !keep_alive_ || closing_;
-        in_.erase(0, consumed);
-        if (close) Close();
-        return r;
-      }
-      pollfd p{fd_, POLLIN, 0};
-      const int ready = ::poll(&p, 1, RemainingMs(deadline));
-      if (ready == 0) {
-        r = HttpResponse{};
-        r.error = "timed out waiting for the answer";
-        Close();
-        return r;
-      }
-      if (ready < 0 && errno == EINTR) continue;
-      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n > 0) {
-        in_.append(buf, static_cast<std::size_t>(n));
-        continue;
-      }
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
-      // The server closed (or reset) the connection.
-      if (n == 0 && until_close && Parse(&r, &consumed, &until_close, /*eof=*/true)) {
-        Close();
-        return r;
-      }
-      *stale = in_.empty();
-      r = HttpResponse{};
-      r.error = n == 0 ? std::string("the server closed the connection")
-                       : std::string("recv: ") + std::strerror(errno);
-      Close();
-      return r;
-    }
-  }
-
-  // Whether in_ holds a whole answer; fills *r and *consumed.
-  bool Parse(HttpResponse* r, std::size_t* consumed, bool* until_close, bool eof) {
-    const std::size_t end = in_.find("\r\n\r\n");
-    if (end == std::string::npos) return false;
-    std::istringstream head(in_.substr(0, end));
-    std::string line;
-    std::getline(head, line);
-    int status = 0;
-    if (std::sscanf(line.c_str(), "HTTP/%*d.%*d %d", &status) != 1) {
-      r->status = 0;
-      r->error = "not an HTTP answer: " + line.substr(0, 80);
-      *consumed = in_.size();
-      closing_ = true;
-      return true;
-    }
-    std::optional<std::size_t> length;
-    bool chunked = false;
-    closing_ = false;
-    while (std::getline(head, line)) {
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      const std::size_t colon = line.find(':');
-      if (colon == std::string::npos) continue;
-      const std::string key = Lower(line.substr(0, colon));
-      std::string value = line.substr(colon + 1);
-      value.erase(0, value.find_first_not_of(' '));
-      if (key == "content-length") length = std::strtoull(value.c_str(), nullptr, 10);
-      if (key == "transfer-encoding" && Lower(value).find("chunked") != std::string::npos) {
-        chunked = true;
-      }
-      if (key == "connection" && Lower(value).find("close") != std::string::npos) closing_ = true;
-    }
-    const std::size_t body_at = end + 4;
-    r->status = status;
-    if (status == 204 || status == 304 || (status >= 100 && status < 200)) {
-      r->body.clear();
-      *consumed = body_at;
-      return true;
-    }
-    if (chunked) {
-      std::string body;
-      std::size_t at = body_at;
-      for (;;) {
-        const std::size_t eol = in_.find("\r\n", at);
-        if (eol == std::string::npos) return false;
-        const std::size_t size = std::strtoull(in_.c_str() + at, nullptr, 16);
-        if (size == 0) {
-          // "0\r\n", trailers if any, "\r\n".
-          const std::size_t trailer_end = in_.find("\r\n\r\n", eol);
-          if (trailer_end == std::string::npos) return false;
-          *consumed = trailer_end + 4;
-          r->body = std::move(body);
-          return true;
-        }
-        if (in_.size() < eol + 2 + size + 2) return false;
-        body.append(in_, eol + 2, size);
-        at = eol + 2 + size + 2;
-      }
-    }
-    if (length) {
-      if (in_.size() < body_at + *length) return false;
-      r->body = in_.substr(body_at, *length);
-      *consumed = body_at + *length;
-      return true;
-    }
-    // No length: the body runs to the close.
-    *until_close = true;
-    closing_ = true;
-    if (!eof) return false;
-    r->body = in_.substr(body_at);
-    *consumed = in_.size();
-    return true;
-  }
-
-  int port_;
+  joulepipe::runtime::http::Endpoint endpoint_;
   bool keep_alive_;
-  int fd_ = -1;
-  int served_ = 0;  // requests sent on this connection
-  bool closing_ = false;
-  std::string in_;
 };
 
 // ---- Latency records -----------------------------------------------------
@@ -494,8 +297,15 @@ bool StartServer(const std::string& binary, const std::string& db, ServerProcess
     if (::getppid() != parent) _exit(127);
     ::dup2(fds[1], 1);
     ::dup2(fds[1], 2);
-    const char* argv[] = {binary.c_str(), "serve",     "--host", "127.0.0.1", "--port", "0",
-                          db.empty() ? nullptr : "--db", db.c_str(), nullptr};
+    const char* argv[] = {binary.c_str(),
+                          "serve",
+                          "--host",
+                          "127.0.0.1",
+                          "--port",
+                          "0",
+                          db.empty() ? nullptr : "--db",
+                          db.c_str(),
+                          nullptr};
     ::execv(binary.c_str(), const_cast<char* const*>(argv));
     const char message[] = "bench_coord_load: exec of the server failed\n";
     (void)!::write(2, message, sizeof message - 1);
@@ -509,8 +319,8 @@ bool StartServer(const std::string& binary, const std::string& db, ServerProcess
   const SteadyClock::time_point deadline = SteadyClock::now() + std::chrono::seconds(60);
   char buf[4096];
   while (server->port == 0) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - SteadyClock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
     if (left.count() <= 0) {
       *error = "the server printed no \"listening on http://...\" line within 60 s";
       return false;
@@ -769,7 +579,7 @@ struct Options {
   int iterations = 100;
   int spread_ms = 0;
   bool keep_alive = true;
-  bool in_memory = false;  // the server without --db (no SQLite writes)
+  bool in_memory = false;   // the server without --db (no SQLite writes)
   bool preconnect = false;  // each rank connects (GET /healthz) before the registrations
   double watchdog_s = 300;
 };
@@ -915,8 +725,10 @@ int main(int argc, char** argv) {
                              [&] { return finished; })) {
       return;
     }
-    std::fprintf(stderr, "bench_coord_load: watchdog: not finished after %.0f s (phase %d); "
-                 "killing the server. Its last lines:\n", opt.watchdog_s, g_phase.load());
+    std::fprintf(stderr,
+                 "bench_coord_load: watchdog: not finished after %.0f s (phase %d); "
+                 "killing the server. Its last lines:\n",
+                 opt.watchdog_s, g_phase.load());
     for (const std::string& l : log.Tail()) std::fprintf(stderr, "  | %s\n", l.c_str());
     const pid_t pid = g_server_pid.load();
     if (pid > 0) ::kill(pid, SIGKILL);
@@ -950,17 +762,19 @@ int main(int argc, char** argv) {
     return finish(2);
   }
   const int port = server.port;
-  std::printf("bench_coord_load: %d ranks (pp %d x dp %d x tp %d), %d iterations, %s, %s; "
-              "server %s (pid %d, port %d)\n",
-              opt.ranks, kPp, dp, kTp, opt.iterations,
-              opt.keep_alive ? "keep-alive connections" : "a connection per request",
-              opt.in_memory ? "state in memory" : "state in SQLite",
-              opt.server.c_str(), static_cast<int>(server.pid), port);
+  std::printf(
+      "bench_coord_load: %d ranks (pp %d x dp %d x tp %d), %d iterations, %s, %s; "
+      "server %s (pid %d, port %d)\n",
+      opt.ranks, kPp, dp, kTp, opt.iterations,
+      opt.keep_alive ? "keep-alive connections" : "a connection per request",
+      opt.in_memory ? "state in memory" : "state in SQLite", opt.server.c_str(),
+      static_cast<int>(server.pid), port);
   if (straggler >= 0) {
-    std::printf("  straggler: pipeline %d x%.1f in iterations %lld..%lld; requests spread over "
-                "0..%d ms\n",
-                straggler, kSlowdown, static_cast<long long>(slow_begin),
-                static_cast<long long>(slow_end - 1), opt.spread_ms);
+    std::printf(
+        "  straggler: pipeline %d x%.1f in iterations %lld..%lld; requests spread over "
+        "0..%d ms\n",
+        straggler, kSlowdown, static_cast<long long>(slow_begin),
+        static_cast<long long>(slow_end - 1), opt.spread_ms);
   }
   std::fflush(stdout);
 
@@ -995,10 +809,14 @@ int main(int argc, char** argv) {
   bool ok = true;
   {
     HttpClient http(port, opt.keep_alive);
-    const json job = {{"job_id", "load"},       {"pp_degree", kPp},
-                      {"dp_degree", dp},        {"tp_degree", kTp},
-                      {"world_size", opt.ranks}, {"schedule", "1f1b"},
-                      {"microbatches", kMicrobatches}, {"p_block_w", kPBlockW}};
+    const json job = {{"job_id", "load"},
+                      {"pp_degree", kPp},
+                      {"dp_degree", dp},
+                      {"tp_degree", kTp},
+                      {"world_size", opt.ranks},
+                      {"schedule", "1f1b"},
+                      {"microbatches", kMicrobatches},
+                      {"p_block_w", kPBlockW}};
     HttpResponse r = setup_rec.Timed(kCreateJob, http, "POST", "/jobs", job.dump(),
                                      "application/json", kRequestTimeoutS);
     ok = r.status == 200;
@@ -1018,8 +836,8 @@ int main(int argc, char** argv) {
     status_monitor = std::thread([&] {
       HttpClient http(port, opt.keep_alive);
       while (!stop_monitors.load()) {
-        const HttpResponse r = status_rec.Timed(kJobStatus, http, "GET", "/jobs/load", "",
-                                                nullptr, kRequestTimeoutS);
+        const HttpResponse r =
+            status_rec.Timed(kJobStatus, http, "GET", "/jobs/load", "", nullptr, kRequestTimeoutS);
         if (r.status == 200) {
           const json j = json::parse(r.body, nullptr, /*allow_exceptions=*/false);
           if (j.is_object() && j.contains("waiting_requests") &&
@@ -1083,8 +901,8 @@ int main(int argc, char** argv) {
               std::uniform_int_distribution<int>(0, opt.spread_ms * 1000)(rng)));
         }
 
-        json info = {{"rank", rank}, {"dp_rank", dp_rank}, {"pp_rank", pp_rank},
-                     {"tp_rank", tp_rank}};
+        json info = {
+            {"rank", rank}, {"dp_rank", dp_rank}, {"pp_rank", pp_rank}, {"tp_rank", tp_rank}};
         std::vector<int> mhz;
         for (int f = 1410; f >= 210; f -= 15) mhz.push_back(f);
         info["available_frequencies"] = mhz;
@@ -1120,8 +938,8 @@ int main(int argc, char** argv) {
             }
           } catch (const json::exception&) {
           }
-          fail("rank " + std::to_string(rank) + ": a plan of an unexpected shape: " +
-               answer.body.substr(0, 300));
+          fail("rank " + std::to_string(rank) +
+               ": a plan of an unexpected shape: " + answer.body.substr(0, 300));
           return false;
         };
         for (;;) {
@@ -1158,8 +976,8 @@ int main(int argc, char** argv) {
           r = rec.Timed(kReportIteration, http, "POST", "/jobs/load/iterations", report.dump(),
                         "application/json", kRequestTimeoutS);
           if (r.status != 200) {
-            fail("rank " + std::to_string(rank) + ", iteration " +
-                 std::to_string(it) + ": " + rec.first_failure);
+            fail("rank " + std::to_string(rank) + ", iteration " + std::to_string(it) + ": " +
+                 rec.first_failure);
             sync.Drop();
             return;
           }
@@ -1265,8 +1083,7 @@ int main(int argc, char** argv) {
       continue;
     }
     std::printf("%-34s %8zu %9.1f %9.2f %9.2f %9.2f %6d\n", kRouteNames[k], fig[k].count,
-                fig[k].rate, fig[k].p50 * 1e3, fig[k].p99 * 1e3, fig[k].max * 1e3,
-                fig[k].failures);
+                fig[k].rate, fig[k].p50 * 1e3, fig[k].p99 * 1e3, fig[k].max * 1e3, fig[k].failures);
   }
 
   // The server's own view (handling time, arrival to answer minus parking).
@@ -1299,41 +1116,45 @@ int main(int argc, char** argv) {
   std::printf("\nregistration: %d ranks in %.3f s (first request to last answer)\n",
               registered.load(), last_registration - ranks_started_s);
   if (!delays.empty()) {
-    std::printf("plans: %zu of %d delivered; after the last registration: p50 %.3f s, p99 %.3f s, "
-                "max %.3f s; server solve %.3f s (%s solve%s)\n",
-                delays.size(), opt.ranks, Percentile(delays, 0.5), Percentile(delays, 0.99),
-                Percentile(delays, 1.0), solve_s,
-                solve_count ? std::to_string(static_cast<int>(*solve_count)).c_str() : "?",
-                solve_count && *solve_count == 1 ? "" : "s");
+    std::printf(
+        "plans: %zu of %d delivered; after the last registration: p50 %.3f s, p99 %.3f s, "
+        "max %.3f s; server solve %.3f s (%s solve%s)\n",
+        delays.size(), opt.ranks, Percentile(delays, 0.5), Percentile(delays, 0.99),
+        Percentile(delays, 1.0), solve_s,
+        solve_count ? std::to_string(static_cast<int>(*solve_count)).c_str() : "?",
+        solve_count && *solve_count == 1 ? "" : "s");
   }
-  std::printf("requests parked at once (GET /jobs/{id} waiting_requests, sampled every 100 ms): "
-              "max %d\n", max_waiting);
+  std::printf(
+      "requests parked at once (GET /jobs/{id} waiting_requests, sampled every 100 ms): "
+      "max %d\n",
+      max_waiting);
   if (opt.iterations > 0 && iterations_done_s > plans_done_s) {
     const double span = iterations_done_s - plans_done_s;
-    std::printf("iterations: %d in %.2f s (%.1f iterations/s, %.0f reports/s); plan fetches "
-                "after a version rise: %d (%d answered 204)\n",
-                opt.iterations, span, opt.iterations / span, opt.iterations * opt.ranks / span,
-                fetches, not_ready);
+    std::printf(
+        "iterations: %d in %.2f s (%.1f iterations/s, %.0f reports/s); plan fetches "
+        "after a version rise: %d (%d answered 204)\n",
+        opt.iterations, span, opt.iterations / span, opt.iterations * opt.ranks / span, fetches,
+        not_ready);
   }
-  std::printf("server: peak RSS (VmHWM) %.1f MiB (%.1f MiB by the time every plan was "
-              "delivered); threads max %d (%d while the plans were awaited, %s during "
-              "iterations); %d samples at 50 ms\n",
-              peaks.hwm_kb / 1024.0, peaks.hwm_kb_awaiting / 1024.0, peaks.threads,
-              peaks.threads_awaiting,
-              peaks.threads_iterations > 0 ? std::to_string(peaks.threads_iterations).c_str()
-                                           : "not sampled",
-              peaks.samples);
+  std::printf(
+      "server: peak RSS (VmHWM) %.1f MiB (%.1f MiB by the time every plan was "
+      "delivered); threads max %d (%d while the plans were awaited, %s during "
+      "iterations); %d samples at 50 ms\n",
+      peaks.hwm_kb / 1024.0, peaks.hwm_kb_awaiting / 1024.0, peaks.threads, peaks.threads_awaiting,
+      peaks.threads_iterations > 0 ? std::to_string(peaks.threads_iterations).c_str()
+                                   : "not sampled",
+      peaks.samples);
   std::printf("client (this bench): threads max %d (%d rank threads + monitors)\n",
               peaks.client_threads, opt.ranks);
   if (iterations_done_s > plans_done_s && plans_done_s > ranks_started_s) {
     const double plan_wall = plans_done_s - ranks_started_s;
     const double it_wall = iterations_done_s - plans_done_s;
-    std::printf("CPU (s, user+system): registration + plans %.2f server / %.2f bench in %.2f s "
-                "wall; iterations %.2f server / %.2f bench in %.2f s wall (%u cores)\n",
-                cpu_plans.server_s - cpu_ranks.server_s, cpu_plans.client_s - cpu_ranks.client_s,
-                plan_wall, cpu_iterations.server_s - cpu_plans.server_s,
-                cpu_iterations.client_s - cpu_plans.client_s, it_wall,
-                std::thread::hardware_concurrency());
+    std::printf(
+        "CPU (s, user+system): registration + plans %.2f server / %.2f bench in %.2f s "
+        "wall; iterations %.2f server / %.2f bench in %.2f s wall (%u cores)\n",
+        cpu_plans.server_s - cpu_ranks.server_s, cpu_plans.client_s - cpu_ranks.client_s, plan_wall,
+        cpu_iterations.server_s - cpu_plans.server_s, cpu_iterations.client_s - cpu_plans.client_s,
+        it_wall, std::thread::hardware_concurrency());
   }
   std::printf("server stop: SIGTERM -> %s in %.3f s\n", stopped.c_str(), stop_s);
 
@@ -1357,11 +1178,12 @@ int main(int argc, char** argv) {
             for (const json& x : s["slowdowns"]) any_slow = any_slow || x.get<double>() > 1;
           }
           if (version > 1) (any_slow ? switches : reverts) += 1;
-          std::printf("  v%d from iteration %lld: T' %.4f s, predicted saving %.1f J/iteration: "
-                      "%s\n",
-                      version, static_cast<long long>(s.value("iteration", std::int64_t{0})),
-                      s.value("target_s", 0.0), s.value("predicted_saving_j", 0.0),
-                      s.value("reason", std::string()).c_str());
+          std::printf(
+              "  v%d from iteration %lld: T' %.4f s, predicted saving %.1f J/iteration: "
+              "%s\n",
+              version, static_cast<long long>(s.value("iteration", std::int64_t{0})),
+              s.value("target_s", 0.0), s.value("predicted_saving_j", 0.0),
+              s.value("reason", std::string()).c_str());
         }
       }
     }
@@ -1381,8 +1203,8 @@ int main(int argc, char** argv) {
   };
   std::printf("\ntargets:\n");
   if (!first_error.empty() || !ok) {
-    std::printf("  error: %s\n", first_error.empty() ? setup_rec.first_failure.c_str()
-                                                     : first_error.c_str());
+    std::printf("  error: %s\n",
+                first_error.empty() ? setup_rec.first_failure.c_str() : first_error.c_str());
   }
   {
     const double max_delay = delays.empty() ? INFINITY : Percentile(delays, 1.0);
@@ -1413,8 +1235,8 @@ int main(int argc, char** argv) {
         "every iteration completed at the server (" + std::to_string(completed) + " of " +
             std::to_string(opt.iterations) + ", " + std::to_string(dropped) + " dropped)");
   check(peaks.threads_awaiting > 0 && peaks.threads_awaiting <= kMaxServerThreadsWaiting,
-        "server threads while " + std::to_string(opt.ranks) + " plans were awaited <= " +
-            std::to_string(kMaxServerThreadsWaiting) + " (max " +
+        "server threads while " + std::to_string(opt.ranks) +
+            " plans were awaited <= " + std::to_string(kMaxServerThreadsWaiting) + " (max " +
             std::to_string(peaks.threads_awaiting) + ")");
   if (straggler >= 0 && slow_end - slow_begin >= 4) {
     check(switches >= 1 && reverts >= 1,
