@@ -186,6 +186,15 @@ class Measurement:
     dram_energy_j: Optional[float]
     methodology: str
 
+def measure_command(command: Sequence[str], *, gpus: Optional[Sequence[int]] = None,
+                    cpu: bool = False, interval_ms: float = 100.0) -> Dict[str, Any]:
+    """Runs ``command`` inside one measurement window, as ``joulepipe measure`` does (the
+    same library call): its own process group, SIGINT/SIGTERM/SIGHUP/... forwarded to it,
+    its exit code kept (128 + N if signal N killed it, 127 if it cannot run). Returns
+    ``started``, ``not_run``, ``exit_code``, ``exit_note``, ``measurement`` (a Measurement
+    named "command"), ``measure_error``, ``scope`` and ``methodology``. Raises InputError
+    for an empty command; NvmlUnavailable-style errors as Monitor does."""
+
 class Monitor:
     """Named energy-measurement windows over GPUs (and CPU/DRAM with cpu=True)."""
 

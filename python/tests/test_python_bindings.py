@@ -383,3 +383,30 @@ def test_coordinated_plan_with_no_coordinator_keeps_default_clocks(tmp_path):
     assert r["stats"]["reports_queued"] == 3, r["stats"]  # the three iterations
     assert any("unreachable" in l or "default clocks" in l for l in r["log"]), r["log"]
     assert not log.exists() or "SetGpuLockedClocks" not in log.read_text()
+
+
+def test_measure_command_is_the_clis_supervisor(tmp_path):
+    """joulepipe.measure_command runs a command in one window as `joulepipe
+    measure` does: its exit code kept, a SIGTERM to this process forwarded to
+    the command (which dies of it: 143), a command that cannot run named."""
+    r = run_child(tmp_path, """
+        import os
+        import joulepipe as jp
+        done = jp.measure_command(["sh", "-c", "sleep 0.2; exit 4"])
+        # From another process: a thread of this one started before the call
+        # would not have the signal blocked (docs/python.md says so).
+        import subprocess
+        subprocess.Popen(["sh", "-c", f"sleep 0.3; kill -TERM {os.getpid()}"])
+        killed = jp.measure_command(["sleep", "10"])
+        missing = jp.measure_command(["/no/such/joulepipe-command"])
+        out({"exit": done["exit_code"], "duration": done["measurement"].duration_s,
+             "energy": done["measurement"].gpu_energy_j,
+             "killed": killed["exit_code"], "note": killed["exit_note"],
+             "killed_s": killed["measurement"].duration_s,
+             "missing": [missing["started"], missing["exit_code"], missing["not_run"]]})
+    """, config=SIM_LOAD)
+    assert r["exit"] == 4 and 0.19 <= r["duration"] < 3 and r["energy"] > 0, r
+    assert r["killed"] == 128 + signal.SIGTERM and r["note"] == "killed by SIGTERM", r
+    assert r["killed_s"] < 5, r
+    assert r["missing"][0] is False and r["missing"][1] == 127, r
+    assert "cannot run /no/such/joulepipe-command" in r["missing"][2], r

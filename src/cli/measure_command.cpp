@@ -33,6 +33,7 @@
 #include "joulepipe/gpu/error.hpp"
 #include "joulepipe/gpu/nvml.hpp"
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/monitor/command_window.hpp"
 #include "joulepipe/monitor/monitor.hpp"
 #include "output_dir.hpp"
 #include "signals.hpp"
@@ -54,8 +55,6 @@ struct MeasureFlags {
 };
 
 namespace {
-
-constexpr int kExitCannotRun = 127;
 
 constexpr char kMeasureFooter[] =
     "\nRuns CMD and reports its duration and energy per GPU, per CPU socket (package\n"
@@ -107,12 +106,12 @@ struct DeviceRow {
 
 struct MeasureReport {
   std::vector<std::string> command;
-  bool started = false;    // CMD ran (else `not_run` says why)
-  std::string not_run;     // "cannot run x: No such file", "interrupted (SIGTERM) ..."
+  bool started = false;  // CMD ran (else `not_run` says why)
+  std::string not_run;   // "cannot run x: No such file", "interrupted (SIGTERM) ..."
   int exit_code = 0;
-  std::string exit_note;   // "killed by signal 9" etc.
-  monitor::Measurement m;  // m.duration_s is set even when `measure_error` is
-  std::string measure_error;  // the whole measurement failed (no energies)
+  std::string exit_note;        // "killed by signal 9" etc.
+  monitor::Measurement m;       // m.duration_s is set even when `measure_error` is
+  std::string measure_error;    // the whole measurement failed (no energies)
   std::vector<DeviceRow> rows;  // without the total
   std::string scope;
   std::string methodology;  // monitor's + NVML's
@@ -137,8 +136,8 @@ double AvgPower(double energy_j, double duration_s) {
   return duration_s > 0 ? energy_j / duration_s : 0;
 }
 
-DeviceRow Row(std::string device, int index, std::string name, double energy_j,
-              std::string source, double measured_s) {
+DeviceRow Row(std::string device, int index, std::string name, double energy_j, std::string source,
+              double measured_s) {
   DeviceRow row;
   row.device = std::move(device);
   row.index = index;
@@ -290,166 +289,17 @@ std::string FormatCsv(const MeasureReport& r) {
     row(x.device, std::to_string(x.index), name, x.energy_j, x.measured_s,
         x.failed ? x.source + "-until-failure" : x.source, x.approximate);
   }
-  row("total", "", r.scope, r.m.total_energy_j(), r.m.duration_s,
-      r.complete() ? "" : "incomplete", r.m.approximate());
+  row("total", "", r.scope, r.m.total_energy_j(), r.m.duration_s, r.complete() ? "" : "incomplete",
+      r.m.approximate());
   return out;
 }
 
 // ---- Running the command ---------------------------------------------------------
 
-// The controlling terminal, when joulepipe runs in its foreground process
-// group: then the command's group gets the terminal for its run (so that it
-// reads the terminal and takes Ctrl-C and Ctrl-Z as it would without
-// joulepipe) and joulepipe takes it back afterwards. Otherwise (no terminal,
-// a background job, a batch system) the command's group runs without it and
-// joulepipe forwards the signals it is sent.
-class Terminal {
- public:
-  Terminal() {
-    fd_ = ::open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
-    foreground_ = fd_ >= 0 && ::tcgetpgrp(fd_) == ::getpgrp();
-  }
-  ~Terminal() {
-    TakeBack();
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Terminal(const Terminal&) = delete;
-  Terminal& operator=(const Terminal&) = delete;
-
-  int fd() const { return fd_; }
-  // A terminal exists: a job-control shell may be watching, so a stopped
-  // command stops joulepipe too (StopWithCommand).
-  bool present() const { return fd_ >= 0; }
-  bool foreground() const { return foreground_; }
-  void GivenTo(pid_t pgid) { given_to_ = pgid; }
-
-  // Back to joulepipe's group if the command's group holds it. Needs SIGTTOU
-  // blocked (joulepipe is then a background process).
-  void TakeBack() {
-    if (given_to_ > 0 && ::tcgetpgrp(fd_) == given_to_) ::tcsetpgrp(fd_, ::getpgrp());
-    given_to_ = 0;
-  }
-
-  // The command stopped (Ctrl-Z, or it read the terminal from the
-  // background): take the terminal back and stop joulepipe too, so that the
-  // shell sees the job stopped; once continued (fg or bg), hand the terminal
-  // over again if joulepipe has it, and continue the command's group.
-  void StopWithCommand(pid_t pgid) {
-    TakeBack();
-    ::kill(::getpid(), SIGSTOP);
-    if (::tcgetpgrp(fd_) == ::getpgrp() && ::tcsetpgrp(fd_, pgid) == 0) given_to_ = pgid;
-    ::kill(-pgid, SIGCONT);
-  }
-
- private:
-  int fd_ = -1;
-  bool foreground_ = false;
-  pid_t given_to_ = 0;
-};
-
-// Starts `command` (PATH lookup) in a new process group of its own, with the
-// signal mask joulepipe had before TakenSignals and SIGCHLD at its default
-// (handlers are reset by exec; ignored signals stay ignored, as they were
-// when joulepipe started). With `tty_fd` >= 0 the new group also becomes the
-// terminal's foreground group before exec. Returns the pid, or -1 with
-// *error set.
-pid_t Spawn(const std::vector<std::string>& command, const sigset_t& mask, int tty_fd,
-            int* error) {
-  std::vector<char*> argv;
-  for (const std::string& word : command) argv.push_back(const_cast<char*>(word.c_str()));
-  argv.push_back(nullptr);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t defaults;
-  sigemptyset(&defaults);
-  sigaddset(&defaults, SIGCHLD);
-  posix_spawnattr_setsigmask(&attr, &mask);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))
-  // The child sets the terminal's group itself, before exec, so it never
-  // reads the terminal as a background process.
-  if (tty_fd >= 0) posix_spawn_file_actions_addtcsetpgrp_np(&actions, tty_fd);
-#endif
-  pid_t pid = -1;
-  *error = posix_spawnp(&pid, argv[0], &actions, &attr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (*error != 0) return -1;
-#if !(defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35)))
-  if (tty_fd >= 0) ::tcsetpgrp(tty_fd, pid);  // older C library: from here, racing exec
-#endif
-  return pid;
-}
-
-// A descriptor that becomes readable when `pid` exits (pidfd_open, Linux
-// 5.3), or -1: then SIGCHLD (taken through the signalfd) tells instead.
-int OpenPidfd(pid_t pid) {
-#ifdef SYS_pidfd_open
-  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-#else
-  (void)pid;
-  return -1;
-#endif
-}
-
-// Sends `sig` to the command's process group (the command and everything it
-// started that stayed in the group); to the command alone should the group
-// be gone.
-void Forward(pid_t pgid, int sig) {
-  if (::kill(-pgid, sig) != 0 && errno == ESRCH) ::kill(pgid, sig);
-}
-
-// Waits for the command to end, forwarding the signals taken meanwhile.
-// Wakes on the command's exit through its pidfd (or SIGCHLD), so the caller
-// ends the window within a millisecond of it. Returns the wait status.
-int WaitForwarding(pid_t pid, TakenSignals* signals, Terminal* terminal) {
-  const int pidfd = OpenPidfd(pid);
-  const int options = WNOHANG | (terminal->present() ? WUNTRACED : 0);
-  for (;;) {
-    int status = 0;
-    const pid_t done = ::waitpid(pid, &status, options);
-    if (done == pid && WIFSTOPPED(status)) {
-      const int sig = WSTOPSIG(status);
-      if (sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU) terminal->StopWithCommand(pid);
-      continue;
-    }
-    if (done == pid) {
-      if (pidfd >= 0) ::close(pidfd);
-      return status;
-    }
-    if (done < 0 && errno != EINTR) {
-      const int error = errno;
-      if (pidfd >= 0) ::close(pidfd);
-      throw std::runtime_error(std::string("waitpid failed: ") + std::strerror(error));
-    }
-    pollfd fds[2] = {{signals->fd(), POLLIN, 0}, {pidfd, POLLIN, 0}};
-    ::poll(fds, pidfd >= 0 ? 2 : 1, -1);
-    for (int sig = signals->Next(); sig != 0; sig = signals->Next()) {
-      if (signals->Takes(sig)) Forward(pid, sig);  // SIGCHLD: just look again
-    }
-  }
-}
-
-// A signal to stop joulepipe already pending before the command starts: it
-// is not started at all. Returns it, or 0.
-int PendingStopSignal(const TakenSignals& signals) {
-  sigset_t pending;
-  sigpending(&pending);
-  for (int sig : {SIGHUP, SIGINT, SIGQUIT, SIGTERM}) {
-    if (sigismember(&pending, sig) && signals.Takes(sig)) return sig;
-  }
-  return 0;
-}
-
 // Opens the monitor, starts CMD inside the window and waits for it. Errors
 // up to starting CMD throw (exit 2, CMD not run); from then on nothing may
 // lose CMD's exit code: a failing measurement is reported in the result.
-MeasureReport Measure(const MeasureFlags& f, TakenSignals* signals) {
+MeasureReport Measure(const MeasureFlags& f, monitor::TakenSignals& signals) {
   monitor::MonitorOptions options;
   if (f.gpus_option->count() > 0) options.gpus = ParseGpuList(f.gpus, "--gpus");
   options.cpu = f.cpu ? monitor::CpuMode::kRequired : monitor::CpuMode::kIfAvailable;
@@ -484,47 +334,14 @@ MeasureReport Measure(const MeasureFlags& f, TakenSignals* signals) {
       " Window: from just before CMD starts to just after it exits; counter edges aligned to "
       "counter updates and corrected with instant power.";
 
-  Terminal terminal;  // restores the terminal's group on every way out
-  monitor->Begin("command", monitor::Edges::kAligned);
-  const auto t0 = std::chrono::steady_clock::now();
-  if (const int sig = PendingStopSignal(*signals)) {
-    monitor->End("command");
-    r.not_run = "interrupted (" + SignalName(sig) + ") before the command started; it was not run";
-    r.exit_code = 128 + sig;
-    return r;
-  }
-  int error = 0;
-  const pid_t pid = Spawn(f.command, signals->old_mask(),
-                          terminal.foreground() ? terminal.fd() : -1, &error);
-  if (pid < 0) {
-    monitor->End("command");
-    r.not_run = "cannot run " + f.command[0] + ": " + std::strerror(error);
-    r.exit_code = kExitCannotRun;
-    return r;
-  }
-  r.started = true;
-  if (terminal.foreground()) terminal.GivenTo(pid);
-  const int status = WaitForwarding(pid, signals, &terminal);
-  const auto t1 = std::chrono::steady_clock::now();
-  terminal.TakeBack();
-  if (WIFEXITED(status)) {
-    r.exit_code = WEXITSTATUS(status);
-  } else if (WIFSIGNALED(status)) {
-    r.exit_code = 128 + WTERMSIG(status);
-    r.exit_note = "killed by " + SignalName(WTERMSIG(status));
-  } else {
-    r.exit_code = kExitInternal;
-  }
-  try {
-    r.m = monitor->End("command");
-    r.rows = Rows(r.m, *monitor);
-  } catch (const std::exception& e) {
-    // Not a GPU (those are tolerated): RAPL, or anything else. CMD's result
-    // stands; the report says what failed.
-    r.measure_error = e.what();
-    r.m = monitor::Measurement{};
-    r.m.duration_s = std::chrono::duration<double>(t1 - t0).count();
-  }
+  const monitor::CommandRun run = monitor::RunInWindow(*monitor, f.command, signals);
+  r.started = run.started;
+  r.not_run = run.not_run;
+  r.exit_code = run.exit_code;
+  r.exit_note = run.exit_note;
+  r.m = run.measurement;
+  r.measure_error = run.measure_error;
+  if (r.started && r.measure_error.empty()) r.rows = Rows(r.m, *monitor);
   return r;
 }
 
@@ -610,13 +427,8 @@ int MeasureSubcommand::Run() const {
   // Taken, not handled: forwarded to CMD while it runs, dropped afterwards.
   // SIGCHLD wakes the wait; SIGTTOU is blocked so that joulepipe may take the
   // terminal back from the background.
-  TakenSignals signals({SIGCHLD, SIGTTOU});
-  struct sigaction chld = {};
-  chld.sa_handler = SIG_DFL;  // an inherited SIG_IGN would reap CMD behind our back
-  sigemptyset(&chld.sa_mask);
-  ::sigaction(SIGCHLD, &chld, nullptr);
-
-  const MeasureReport r = Measure(f, &signals);
+  const std::unique_ptr<monitor::TakenSignals> signals = monitor::TakeSignalsForCommand();
+  const MeasureReport r = Measure(f, *signals);
   std::fflush(stdout);
   if (!r.started) {
     std::fprintf(stderr, "joulepipe: error: %s\n", r.not_run.c_str());

@@ -32,6 +32,8 @@
 #include <initializer_list>
 #include <string>
 
+#include "joulepipe/monitor/taken_signals.hpp"
+
 namespace joulepipe::cli {
 
 // Installs the handlers for SIGINT, SIGTERM and SIGHUP (those not ignored).
@@ -59,41 +61,9 @@ int InterruptedExitCode();
 // prints the message and ends the process by that signal.
 int FinishProcess(int code);
 
-// For commands that take signals themselves (`measure` forwards them to its
-// command, `power` stops on them): blocks SIGHUP, SIGINT, SIGQUIT, SIGTERM,
-// SIGUSR1 and SIGUSR2, except those ignored (SIG_IGN) when joulepipe started
-// (so `nohup joulepipe measure ...` keeps its command immune to SIGHUP), plus
-// `also_blocked` (e.g. SIGCHLD), in the calling thread and the threads it
-// starts from now on, and reads them all from fd() (a non-blocking
-// signalfd). On destruction, drops what is still pending and restores the
-// mask, so that a late signal never reaches the interrupt handler.
-class TakenSignals {
- public:
-  explicit TakenSignals(std::initializer_list<int> also_blocked = {});
-  ~TakenSignals();
-  TakenSignals(const TakenSignals&) = delete;
-  TakenSignals& operator=(const TakenSignals&) = delete;
-
-  int fd() const { return fd_; }  // readable when one is pending
-  // The next pending blocked signal (0 if none), without waiting.
-  int Next();
-  // Waits up to `seconds` (< 0: forever) for one; 0 on timeout.
-  int Wait(double seconds);
-  // Whether `sig` is one of the list above that was not ignored.
-  bool Takes(int sig) const { return sigismember(&taken_, sig) == 1; }
-  // Those signals, and the mask the thread had before, which a child should
-  // start with.
-  const sigset_t& taken() const { return taken_; }
-  const sigset_t& old_mask() const { return old_; }
-
- private:
-  sigset_t taken_;
-  sigset_t blocked_;
-  sigset_t old_;
-  int fd_ = -1;
-};
-
-// "SIGHUP", "SIGUSR1", ...; "signal N" for others.
-std::string SignalName(int sig);
+// TakenSignals and SignalName live in the monitor part (a measured
+// command's supervisor uses them: joulepipe/monitor/command_window.hpp).
+using monitor::SignalName;
+using monitor::TakenSignals;
 
 }  // namespace joulepipe::cli

@@ -9,6 +9,7 @@
 
 #include "bindings.hpp"
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/monitor/command_window.hpp"
 #include "joulepipe/monitor/monitor.hpp"
 #include "joulepipe/monitor/step_logger.hpp"
 
@@ -72,6 +73,47 @@ py::dict SummaryDict(const monitor::StepSummary& s) {
   return out;
 }
 
+// joulepipe.measure_command: the CLI's `measure` supervisor (RunInWindow).
+// The GIL is released while the command runs; the signals are taken (so a
+// Ctrl-C goes to the command, whose exit code, 130, comes back).
+py::dict MeasureCommand(const std::vector<std::string>& command,
+                        std::optional<std::vector<int>> gpus, bool cpu, double interval_ms) {
+  if (command.empty()) {
+    throw model::InputError("command",
+                            "command must name a program and its arguments, e.g. "
+                            "['python', 'train.py']");
+  }
+  if (!(interval_ms >= 1)) {
+    throw model::InputError("MonitorOptions::sampling_period_s",
+                            "interval_ms must be >= 1 (got " + std::to_string(interval_ms) + ")");
+  }
+  monitor::CommandRun run;
+  std::string scope, methodology;
+  {
+    py::gil_scoped_release release;
+    const std::unique_ptr<monitor::TakenSignals> signals = monitor::TakeSignalsForCommand();
+    monitor::MonitorOptions options;
+    options.gpus = std::move(gpus);
+    options.cpu = cpu ? monitor::CpuMode::kRequired : monitor::CpuMode::kIfAvailable;
+    options.sampling_period_s = interval_ms * 1e-3;
+    options.tolerate_gpu_failures = true;
+    monitor::Monitor meter(options);  // after the signals: its thread inherits the mask
+    scope = meter.scope();
+    methodology = meter.methodology();
+    run = monitor::RunInWindow(meter, command, *signals);
+  }
+  py::dict out;
+  out["started"] = run.started;
+  out["not_run"] = run.not_run;
+  out["exit_code"] = run.exit_code;
+  out["exit_note"] = run.exit_note;
+  out["measurement"] = run.measurement;
+  out["measure_error"] = run.measure_error;
+  out["scope"] = scope;
+  out["methodology"] = methodology;
+  return out;
+}
+
 }  // namespace
 
 void BindMonitor(py::module_& m) {
@@ -116,6 +158,12 @@ void BindMonitor(py::module_& m) {
         return "<Measurement " + x.name + ": " + std::to_string(x.duration_s) + " s, " +
                std::to_string(x.total_energy_j()) + " J>";
       });
+
+  m.def("measure_command", &MeasureCommand, py::arg("command"), py::kw_only(),
+        py::arg("gpus") = py::none(), py::arg("cpu") = false, py::arg("interval_ms") = 100.0,
+        "Runs a command inside one measurement window, as `joulepipe measure` does: its own "
+        "process group, signals forwarded, its exit code kept. Returns a dict (started, "
+        "not_run, exit_code, exit_note, measurement, measure_error, scope, methodology).");
 
   py::class_<monitor::Monitor>(m, "Monitor", "Named energy-measurement windows over GPUs (NVML).")
       .def(py::init(&MakeMonitor), py::arg("gpus") = py::none(), py::arg("cpu") = false,
