@@ -348,14 +348,16 @@ void CheckIterationReport(const IterationReport& r) {
   if (r.energy_j) CheckIterationEnergy(*r.energy_j, "IterationReport::energy_j");
 }
 
-std::optional<PlanSwitch> Job::ReportIteration(const IterationReport& r, double now_unix_s) {
+std::optional<PlanSwitch> Job::ReportIteration(const IterationReport& r, double now_unix_s,
+                                               Numbering numbering) {
   if (ranks_.find(r.rank) == ranks_.end()) {
     throw InputError("IterationReport::rank", Format("rank %d is not registered with job %s",
                                                      r.rank, config_.job_id.c_str()));
   }
   CheckIterationReport(r);
   if (!planned_) return std::nullopt;
-  if (!window_.Offer(r.rank, r.iteration)) {
+  const bool by_rank = numbering == Numbering::kByRank;
+  if (by_rank && !window_.Offer(r.rank, r.iteration)) {
     throw InputError(
         "IterationReport::iteration",
         Format("IterationReport::iteration %lld is more than %lld iterations from job %s's "
@@ -365,6 +367,10 @@ std::optional<PlanSwitch> Job::ReportIteration(const IterationReport& r, double 
                config_.job_id.c_str(), static_cast<long long>(window_.median())));
   }
   if (r.iteration <= last_completed_) return std::nullopt;
+  if (!by_rank && !open_.empty() && r.iteration < open_.begin()->first &&
+      static_cast<int>(open_.size()) >= kOpenIterations) {
+    return std::nullopt;  // older than every iteration still open
+  }
   OpenIteration& it = open_[r.iteration];
   if (it.reported.empty()) {
     it.reported.assign(static_cast<std::size_t>(config_.world_size), 0);
@@ -377,9 +383,10 @@ std::optional<PlanSwitch> Job::ReportIteration(const IterationReport& r, double 
   double& t = it.pipeline_time_s[ranks_.at(r.rank).dp_rank];
   t = std::max(t, r.time_s);
   // Too many open: the one farthest from the ranks' median will not
-  // complete (a rank died or skipped, or reported nonsense); ties: the oldest.
+  // complete (a rank died or skipped, or reported nonsense); ties: the
+  // oldest. Server-numbered: measured from the newest, so the oldest goes.
   while (static_cast<int>(open_.size()) > kOpenIterations) {
-    const std::int64_t m = window_.median();
+    const std::int64_t m = by_rank ? window_.median() : open_.rbegin()->first;
     auto farthest = open_.begin();
     std::int64_t worst = -1;
     for (auto k = open_.begin(); k != open_.end(); ++k) {

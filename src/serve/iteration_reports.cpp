@@ -29,11 +29,11 @@ using nlohmann::json;
 // saving of the plan in force); a switch it causes is stored and wakes the
 // job's waiters (claimed, to be resumed once mu_ is released). mu_ held.
 void Service::FeedReport(Entry& e, const coord::IterationReport& report,
-                         std::vector<Parked*>* claimed) {
+                         std::vector<Parked*>* claimed, coord::Job::Numbering numbering) {
   coord::Job& job = e.job;
   const std::int64_t before = job.completed_iterations();
   const double saving = SavingInForce(job);
-  const std::optional<coord::PlanSwitch> s = job.ReportIteration(report, NowUnix());
+  const std::optional<coord::PlanSwitch> s = job.ReportIteration(report, NowUnix(), numbering);
   metrics_.CountReport(job.completed_iterations() - before, saving);
   if (s) {
     StoreSwitch(e, *s);

@@ -244,9 +244,9 @@ class Service {
   // Deletes idle jobs and writes changed last-active times (mu_ held).
   void EvictAndFlush(std::vector<Parked*>* claimed);
   void SaveLastActive();  // mu_ held
-  void FeedReport(Entry& e, const coord::IterationReport& report,
-                  std::vector<Parked*>* claimed);  // mu_ held
-  void QueuePlan(const std::string& id);           // mu_ held
+  void FeedReport(Entry& e, const coord::IterationReport& report, std::vector<Parked*>* claimed,
+                  coord::Job::Numbering numbering = coord::Job::Numbering::kByRank);  // mu_ held
+  void QueuePlan(const std::string& id);                                              // mu_ held
   void Remove(const std::string& id, const std::string& reason, std::vector<Parked*>* claimed);
 
   // A solve in progress (guarded by mu_).

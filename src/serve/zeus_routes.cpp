@@ -125,7 +125,7 @@ Reply Service::ZeusResult(const Request& r) {
       report.iteration = next++;
       report.time_s = result.iter_time[k];
       if (!result.iter_energy.empty()) report.energy_j = result.iter_energy[k];
-      FeedReport(*e, report, &claimed);
+      FeedReport(*e, report, &claimed, coord::Job::Numbering::kByServer);
     }
   }
   ResumeAll(claimed);

@@ -263,6 +263,33 @@ TEST(Job, ASilentRankThatComesBackCompletesIterationsAgain) {
   EXPECT_EQ(job.completed_iterations(), completed + 2);  // 60 and 61
 }
 
+// Zeus's /result: the service numbers each rank's entries, a whole profiling
+// window per request. No window applies; the newest open iterations
+// complete, as before the window existed.
+TEST(Job, ServerNumberedBatchesAreNotWindowed) {
+  Job job = PlannedJob(2);  // 4 ranks
+  const double t = job.frontier()->points[job.intrinsic_point()].time_s;
+  for (int rank = 0; rank < 4; ++rank) {
+    for (std::int64_t i = 0; i < 100; ++i) {
+      EXPECT_NO_THROW(job.ReportIteration({rank, i, t, 1.0}, 0, Job::Numbering::kByServer));
+    }
+  }
+  EXPECT_EQ(job.completed_iterations(), kOpenIterations);  // 84..99
+  // The same stream numbered by the ranks: the window refuses the far ones.
+  Job windowed = PlannedJob(2);
+  int refused = 0;
+  for (int rank = 0; rank < 4; ++rank) {
+    for (std::int64_t i = 0; i < 100; ++i) {
+      try {
+        windowed.ReportIteration({rank, i, t, 1.0}, 0);
+      } catch (const model::InputError&) {
+        ++refused;
+      }
+    }
+  }
+  EXPECT_GT(refused, 0);
+}
+
 TEST(Job, RestoredFromItsRecordIsTheSameJob) {
   Job job = PlannedJob();
   for (std::int64_t i = 0; i < 6; ++i) Iterate(&job, i, {1, i >= 2 ? 1.2 : 1.0, 1});

@@ -194,6 +194,23 @@ TEST_F(ServeTest, OneRanksBogusIterationsAreRefusedAndDetectionGoesOn) {
   EXPECT_EQ(version, 2) << "no plan switch after the bogus reports";
 }
 
+// Zeus's /result carries a whole profiling window per rank; the service
+// numbers the entries itself, so the window (meant for rank-numbered
+// reports) must not refuse them.
+TEST_F(ServeTest, ZeusResultsOfAWholeProfilingWindowAreTaken) {
+  Start(Options());
+  RegisterJob("j", 2, 2);
+  ASSERT_EQ(PutProfile("j", TinyProfileCsv()).status, 200);
+  ASSERT_EQ(Get("/jobs/j/plan?rank=0&wait_s=30").status, 200);
+  const json times = json(std::vector<double>(100, 0.05));
+  for (int rank = 0; rank < 4; ++rank) {
+    const HttpResponse r =
+        Post("/result/j", {{"rank", rank}, {"iter_time", times}, {"iter_energy", json::array()}});
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  EXPECT_GE(Get("/jobs/j").Json().at("completed_iterations").get<int>(), 16);
+}
+
 // Registers a 2-stage job of `microbatches` with its two ranks and the tiny
 // profile: it is queued for planning at once.
 void RegisterPlannable(ServeTest* t, int port, const std::string& id, int microbatches) {

@@ -231,7 +231,14 @@ class Job {
   // rank's nonsense cannot stall the job's straggler detection). At most
   // kOpenIterations are open; beyond, the one farthest from the median is
   // dropped.
-  std::optional<PlanSwitch> ReportIteration(const IterationReport& report, double now_unix_s);
+  //
+  // Numbering::kByServer is for iteration numbers the caller assigned
+  // itself (Zeus's /result, where the service numbers each rank's entries
+  // in order, many per request): no window (the numbers cannot be
+  // nonsense) and, beyond kOpenIterations, the oldest open one is dropped.
+  enum class Numbering { kByRank, kByServer };
+  std::optional<PlanSwitch> ReportIteration(const IterationReport& report, double now_unix_s,
+                                            Numbering numbering = Numbering::kByRank);
   std::int64_t completed_iterations() const { return completed_; }
   std::int64_t dropped_iterations() const { return dropped_; }
   const StragglerDetector* detector() const { return detector_ ? &*detector_ : nullptr; }
