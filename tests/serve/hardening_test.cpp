@@ -2,10 +2,15 @@
 // would): none grows memory by what it names, none adds server state
 // without a token, and one rank's nonsense cannot stop a job's straggler
 // detection. Each test is that reproduction, made small.
+#include <sys/resource.h>
+#include <sys/wait.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
@@ -209,6 +214,71 @@ TEST_F(ServeTest, ZeusResultsOfAWholeProfilingWindowAreTaken) {
     ASSERT_EQ(r.status, 200) << r.body;
   }
   EXPECT_GE(Get("/jobs/j").Json().at("completed_iterations").get<int>(), 16);
+}
+
+// The promise that memory and the database never disagree, through the
+// service with a failing store: in a child process whose file-size limit
+// (RLIMIT_FSIZE, SIGXFSZ ignored) stops SQLite from writing a large
+// profile, the upload is refused (500, nothing changed), the job in memory
+// is still waiting for its profile, and a restart from the database finds
+// it the same; with the limit lifted the same upload is taken.
+TEST(ServeStoreFailure, AFailedWriteChangesNeitherMemoryNorTheDatabase) {
+  const std::string dir =
+      ::testing::TempDir() + "joulepipe-store-failure-" + std::to_string(::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string db = dir + "/state.sqlite";
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int failures = 0;
+    auto check = [&](bool ok, const std::string& what) {
+      if (!ok) {
+        std::fprintf(stderr, "child: FAILED: %s\n", what.c_str());
+        ++failures;
+      }
+    };
+    ::signal(SIGXFSZ, SIG_IGN);
+    ServerOptions o;
+    o.port = 0;
+    o.db_path = db;
+    const std::string csv = BigProfileCsv(2, 9000);  // about 1.9 MB
+    {
+      Server server(o);
+      const int port = server.port();
+      check(Http(port, "POST", "/jobs", JobBody("j", 2, 1).dump()).status == 200, "job");
+      for (int p = 0; p < 2; ++p) {
+        check(Http(port, "POST", "/jobs/j/ranks", Rank(p, 0, p).dump()).status == 200, "rank");
+      }
+      rlimit limit{};
+      ::getrlimit(RLIMIT_FSIZE, &limit);
+      rlimit small = limit;
+      small.rlim_cur = 512 * 1024;  // the database and its WAL stop growing here
+      ::setrlimit(RLIMIT_FSIZE, &small);
+      const HttpResponse r =
+          Http(port, "PUT", "/jobs/j/profile", csv, {{"Content-Type", "text/csv"}});
+      check(r.status == 500, "upload refused with 500 (got " + std::to_string(r.status) + ")");
+      check(r.body.find("nothing was changed") != std::string::npos, "message: " + r.body);
+      const json status = Http(port, "GET", "/jobs/j").Json();
+      check(status.at("phase") == "waiting_for_profile",
+            "memory after the failed write: " + status.at("phase").dump());
+      ::setrlimit(RLIMIT_FSIZE, &limit);
+    }
+    {
+      Server server(o);  // replayed from the database
+      const int port = server.port();
+      check(Http(port, "GET", "/jobs/j").Json().at("phase") == "waiting_for_profile",
+            "restored phase");
+      check(Http(port, "PUT", "/jobs/j/profile", csv, {{"Content-Type", "text/csv"}}).status == 200,
+            "the same upload with the limit lifted");
+    }
+    std::fflush(stderr);
+    ::_exit(failures == 0 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "see the child's lines above";
+  fs::remove_all(dir);
 }
 
 // Registers a 2-stage job of `microbatches` with its two ranks and the tiny
