@@ -63,11 +63,14 @@ Job PlannedJob(int dp = 3) {
   return job;
 }
 
-// Every rank reports iteration i: pipeline p took its plan's predicted
-// time times slow[p]. Returns the switch the iteration caused, if any.
-std::optional<PlanSwitch> Iterate(Job* job, std::int64_t i, const std::vector<double>& slow) {
+// Every rank but `skip` (-1: none) reports iteration i: pipeline p took its
+// plan's predicted time times slow[p]. Returns the switch the iteration
+// caused, if any.
+std::optional<PlanSwitch> Iterate(Job* job, std::int64_t i, const std::vector<double>& slow,
+                                  int skip = -1) {
   std::optional<PlanSwitch> out;
   for (const auto& [rank, info] : job->ranks()) {
+    if (rank == skip) continue;
     const double t =
         job->frontier()->points[job->point_of_pipeline()[info.dp_rank]].time_s * slow[info.dp_rank];
     const std::optional<PlanSwitch> s = job->ReportIteration({rank, i, t, 50.0}, 2000 + i);
@@ -193,20 +196,6 @@ TEST(Job, RetriedAndLateReportsAreHarmless) {
   EXPECT_EQ(job.dropped_iterations(), 3);
 }
 
-// Every rank but `skip` reports iteration i (as Iterate); the switch, if any.
-std::optional<PlanSwitch> IterateWithout(Job* job, std::int64_t i, const std::vector<double>& slow,
-                                         int skip) {
-  std::optional<PlanSwitch> out;
-  for (const auto& [rank, info] : job->ranks()) {
-    if (rank == skip) continue;
-    const double t =
-        job->frontier()->points[job->point_of_pipeline()[info.dp_rank]].time_s * slow[info.dp_rank];
-    const std::optional<PlanSwitch> s = job->ReportIteration({rank, i, t, 50.0}, 2000 + i);
-    if (s) out = s;
-  }
-  return out;
-}
-
 // Issue 24's reproduction: one rank reports 16 iterations near 10^12; they
 // are refused (naming the field) and a straggler still switches the plans.
 TEST(Job, OneRanksBogusIterationsAreRefusedAndDetectionGoesOn) {
@@ -249,7 +238,7 @@ TEST(Job, ASilentRankThatComesBackCompletesIterationsAgain) {
   int refused = 0;
   for (std::int64_t i = 1; i < 60; ++i) {
     try {
-      IterateWithout(&job, i, {1}, 1);
+      Iterate(&job, i, {1}, 1);
     } catch (const model::InputError&) {
       ++refused;
     }
