@@ -161,7 +161,7 @@ class Link:
                 return
             self._do(*item)
 
-    def close(self, timeout_s: float = 5.0) -> None:
+    def close(self, timeout_s: float = 30.0) -> None:
         """Lets the posted rounds finish (they need every rank, which all
         close at the same point), at most `timeout_s`; a round still blocked
         then is abandoned (the thread is a daemon)."""

@@ -71,6 +71,20 @@ Result RunCancellable(
     shared->done = true;
     shared->wake.notify_all();
   });
+  // Any way out that did not join (an unexpected exception; or Python, at
+  // interpreter shutdown, ending this daemon thread by a forced unwind when
+  // it asks for the GIL back) cancels the worker and lets it go: it holds
+  // only `shared`, and a joinable std::thread destroyed would abort the
+  // whole process ("terminate called without an active exception").
+  struct LetGo {
+    std::thread& worker;
+    Shared& shared;
+    ~LetGo() {
+      if (!worker.joinable()) return;
+      shared.cancel.store(true);
+      worker.detach();
+    }
+  } let_go{worker, *shared};
   // Raises the cancel flag and joins; the caller re-raises its Python error.
   auto stop = [&] {
     shared->cancel.store(true);
