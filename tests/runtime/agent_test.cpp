@@ -301,7 +301,13 @@ TEST(AgentProfileTest, ClocksFromTheSourceAndMeasurementsBack) {
 
   ASSERT_EQ(source->waits.size(), 2u);
   EXPECT_GE(source->waits[0].first, 0.002);
-  EXPECT_NEAR(source->waits[0].second, 100 * source->waits[0].first, 1e-9);  // power x time
+  if (source->waits[0].first < 0.010) {
+    EXPECT_NEAR(source->waits[0].second, 100 * source->waits[0].first, 1e-9);  // power x time
+  } else {
+    // A loaded machine overslept the 2 ms past the counter's 10 ms period
+    // (CI once: 17.9 ms): then the counter's delta counts, and it is 0.
+    EXPECT_NEAR(source->waits[0].second, 0, 1e-9);
+  }
   ASSERT_EQ(source->instructions.size(), 2u);
   const auto& fwd = source->instructions[0];
   EXPECT_EQ(fwd.kind, Kind::kForward);
