@@ -325,19 +325,26 @@ std::optional<RankPlan> Job::PlanFor(int rank) const {
   return plan;
 }
 
+bool IterationTimeOk(double time_s) {
+  return std::isfinite(time_s) && time_s > 0 && time_s <= kMaxIterationTimeS;
+}
+
+bool IterationEnergyOk(double energy_j) {
+  return std::isfinite(energy_j) && energy_j >= 0 && energy_j <= kMaxIterationEnergyJ;
+}
+
 void CheckIterationTime(double time_s, const std::string& field, const std::string& name) {
+  if (IterationTimeOk(time_s)) return;  // the message is built only for a refusal
   const std::string& shown = name.empty() ? field : name;
-  Require(std::isfinite(time_s) && time_s > 0 && time_s <= kMaxIterationTimeS, field.c_str(),
-          Format("%s must be a time in seconds, > 0 and at most %g (got %g)", shown.c_str(),
-                 kMaxIterationTimeS, time_s));
+  throw InputError(field, Format("%s must be a time in seconds, > 0 and at most %g (got %g)",
+                                 shown.c_str(), kMaxIterationTimeS, time_s));
 }
 
 void CheckIterationEnergy(double energy_j, const std::string& field, const std::string& name) {
+  if (IterationEnergyOk(energy_j)) return;
   const std::string& shown = name.empty() ? field : name;
-  Require(std::isfinite(energy_j) && energy_j >= 0 && energy_j <= kMaxIterationEnergyJ,
-          field.c_str(),
-          Format("%s must be joules, 0..%g, or absent when not measured (got %g)", shown.c_str(),
-                 kMaxIterationEnergyJ, energy_j));
+  throw InputError(field, Format("%s must be joules, 0..%g, or absent when not measured (got %g)",
+                                 shown.c_str(), kMaxIterationEnergyJ, energy_j));
 }
 
 void CheckIterationReport(const IterationReport& r) {

@@ -136,6 +136,8 @@ struct IterationReport {
 // entry, "ProfilingResult::iter_time[3]") when given. The window around the job's current
 // iteration is Job's (it needs the job's state).
 void CheckIterationReport(const IterationReport& report);
+bool IterationTimeOk(double time_s);      // the rule CheckIterationTime enforces
+bool IterationEnergyOk(double energy_j);  // the rule CheckIterationEnergy enforces
 void CheckIterationTime(double time_s, const std::string& field, const std::string& name = "");
 void CheckIterationEnergy(double energy_j, const std::string& field, const std::string& name = "");
 
