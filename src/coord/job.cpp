@@ -157,12 +157,16 @@ bool Job::RegisterRank(const RankInfo& r) {
   return true;
 }
 
-void Job::SetProfile(model::Profile profile, std::string csv) {
+void Job::CheckProfileMayChange() const {
   if (planned_) {
     throw JobStateError("job " + config_.job_id +
                         " is planned already; its profile cannot change (register a new job to "
                         "plan with another profile)");
   }
+}
+
+void Job::SetProfile(model::Profile profile, std::string csv) {
+  CheckProfileMayChange();
   profile_csv_ = csv.empty() ? model::ProfileToCsv(profile) : std::move(csv);
   profile_ = std::make_shared<const model::Profile>(std::move(profile));
   failure_.clear();  // a new profile is a new attempt

@@ -22,17 +22,17 @@ char Lower(char c) {
   return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
 }
 
-std::string LowerCase(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) c = Lower(c);
-  return out;
-}
-
 bool IsDigit(char c) {
   return c >= '0' && c <= '9';
 }
 
 }  // namespace
+
+std::string LowerCase(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = Lower(c);
+  return out;
+}
 
 std::string Endpoint::Url(const std::string& target) const {
   return std::string(tls ? "https://" : "http://") + Authority() + prefix + target;

@@ -56,6 +56,9 @@ struct Endpoint {
 // info, query or fragment.
 Endpoint ParseHttpUrl(const std::string& url, const char* field);
 
+// `text` with ASCII letters lowercased (header names).
+std::string LowerCase(std::string_view text);
+
 // `text` with every byte outside RFC 3986's unreserved set percent-encoded:
 // safe as one path segment or one query value.
 std::string PercentEncode(std::string_view text);

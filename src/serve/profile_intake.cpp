@@ -31,16 +31,13 @@ using nlohmann::json;
 std::optional<Reply> Service::PutProfile(Request& r, Parked* parked) {
   std::lock_guard<std::mutex> lock(mu_);
   const EntryPtr e = FindAndTouch(r.match.job_id);
-  if (e->job.phase() == coord::JobPhase::kPlanned) {
-    throw coord::JobStateError(
-        Format("job %s is planned already; its profile cannot change (register a new job to "
-               "plan with another profile)",
-               e->job.config().job_id.c_str()));
-  }
+  e->job.CheckProfileMayChange();
   if (stopping_) return Unavailable();
   Intake item;
   item.id = next_intake_++;
   item.job_id = e->job.config().job_id;
+  item.entry = e;
+  item.request = e->job.PlanRequest();
   item.body = std::move(r.body);
   Parked::Wait w;
   w.job_id = item.job_id;
@@ -63,7 +60,7 @@ void Service::IntakeLoop() {
     lock.unlock();
     Reply reply;
     try {
-      reply = ApplyProfile(item.job_id, std::move(item.body));
+      reply = ApplyProfile(item, std::move(item.body));
     } catch (...) {
       reply = ErrorFor(std::current_exception(), false);
     }
@@ -82,24 +79,13 @@ void Service::IntakeLoop() {
   }
 }
 
-Reply Service::ApplyProfile(const std::string& job_id, std::string body) {
-  solver::PlanRequest request;
-  EntryPtr e;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    e = FindAndTouch(job_id);
-    if (e->job.phase() == coord::JobPhase::kPlanned) {
-      throw coord::JobStateError(
-          Format("job %s is planned already; its profile cannot change (register a new job to "
-                 "plan with another profile)",
-                 e->job.config().job_id.c_str()));
-    }
-    request = e->job.PlanRequest();
-  }
+Reply Service::ApplyProfile(const Intake& item, std::string body) {
+  const std::string& job_id = item.job_id;
+  const EntryPtr& e = item.entry;
   // Parsing and the profile's checks (the cheap half of planning) run
   // outside the lock, on the intake thread.
   model::Profile profile = model::ParseProfileCsv(body, "the uploaded profile");
-  const double work = PlanWork(solver::PreparePipelinePlan(profile, request));
+  const double work = PlanWork(solver::PreparePipelinePlan(profile, item.request));
   const int rows = profile.num_rows();
   const int stages = profile.num_stages();
 

@@ -201,8 +201,9 @@ class Service {
   Reply GetJob(const Request& r);
   Reply DeleteJob(const Request& r);
   Reply RegisterRank(const Request& r, bool zeus);
-  std::optional<Reply> PutProfile(Request& r, Parked* parked);      // parks; the intake answers
-  Reply ApplyProfile(const std::string& job_id, std::string body);  // intake thread
+  std::optional<Reply> PutProfile(Request& r, Parked* parked);  // parks; the intake answers
+  struct Intake;
+  Reply ApplyProfile(const Intake& item, std::string body);  // intake thread
   void IntakeLoop();
   // The status and message for an exception a route threw: one table.
   Reply ErrorFor(std::exception_ptr error, bool zeus);
@@ -295,6 +296,8 @@ class Service {
   struct Intake {
     std::uint64_t id = 0;
     std::string job_id, body;
+    EntryPtr entry;               // the job when it was queued (gone if deleted since)
+    solver::PlanRequest request;  // its plan request, for the profile's checks
   };
   std::deque<Intake> intake_queue_;
   std::map<std::uint64_t, Parked*> intake_waiters_;

@@ -191,6 +191,9 @@ class Job {
   // The profile to plan with (replaces an earlier one). JobStateError once
   // planned. `csv` is kept for persistence (model::ProfileToCsv if empty).
   void SetProfile(model::Profile profile, std::string csv = "");
+  // SetProfile's state rule alone (JobStateError once planned), for a caller
+  // that checks before the profile is parsed.
+  void CheckProfileMayChange() const;
   bool has_profile() const { return profile_ != nullptr; }
   const std::string& profile_csv() const { return profile_csv_; }
   const model::Profile* profile() const { return profile_.get(); }
