@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <fstream>
@@ -30,6 +31,8 @@ struct ServeFlags {
   std::string token_file;
   double evict_after_s = 7 * 86400;
   int max_connections = 4096;
+  int max_waiting = -1;             // -1: max_connections / 4, at most 1024
+  int keep_alive_connections = -1;  // -1: max_connections / 2
   int planners = 2;
   double plan_time_limit_s = 600;
   std::string profile;
@@ -130,6 +133,18 @@ int RunServe(const ServeFlags& f) {
   }
   options.evict_after_s = f.evict_after_s;
   options.max_connections = f.max_connections;
+  options.max_waiting =
+      f.max_waiting >= 0 ? f.max_waiting : std::clamp(f.max_connections / 4, 1, 1024);
+  options.keep_alive_connections =
+      f.keep_alive_connections >= 0 ? f.keep_alive_connections : f.max_connections / 2;
+  if (options.max_waiting < 1 || options.max_waiting > f.max_connections) {
+    throw InputError(Printf("--max-waiting must be 1..--max-connections (%d) (got %d)",
+                            f.max_connections, options.max_waiting));
+  }
+  if (options.keep_alive_connections > f.max_connections) {
+    throw InputError(Printf("--keep-alive-connections must be 0..--max-connections (%d) (got %d)",
+                            f.max_connections, options.keep_alive_connections));
+  }
   options.planners = f.planners;
   options.plan_time_limit_s = f.plan_time_limit_s;
 
@@ -217,6 +232,15 @@ ServeSubcommand::ServeSubcommand(CLI::App* app)
   c->add_option("--max-connections", f->max_connections,
                 "Open connections at most, waiting ranks included")
       ->capture_default_str()
+      ->type_name("N");
+  c->add_option("--max-waiting", f->max_waiting,
+                "Plan long polls held at once; further ones are told when to come back "
+                "(Retry-After) and wait without a connection (default: --max-connections / 4, "
+                "at most 1024)")
+      ->type_name("N");
+  c->add_option("--keep-alive-connections", f->keep_alive_connections,
+                "Above this many open connections every answer closes its connection, so "
+                "ranks between iterations hold none (default: --max-connections / 2)")
       ->type_name("N");
   c->add_option("--planners", f->planners,
                 "Threads solving frontiers, 1..64; one stays free for light jobs (lightest "

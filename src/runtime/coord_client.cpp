@@ -372,11 +372,15 @@ struct CoordinatorClient::State {
         delay = std::min(backoff, retry.max_backoff_s) * (1 - retry.jitter * u);
       }
       backoff = std::min(retry.max_backoff_s, backoff * retry.multiplier);
-      if (options.sleep) {
-        options.sleep(delay);
-      } else {
-        std::this_thread::sleep_for(std::chrono::duration<double>(delay));
-      }
+      Sleep(delay);
+    }
+  }
+
+  void Sleep(double seconds) const {
+    if (options.sleep) {
+      options.sleep(seconds);
+    } else {
+      std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
     }
   }
 
@@ -506,17 +510,43 @@ std::optional<RankPlan> CoordinatorClient::WaitForPlan(const std::string& job_id
                       "the coordinator's longest long poll (got %g s)",
                       kMaxPlanWaitS, wait_s));
   }
-  const std::string target =
-      "/jobs/" + http::PercentEncode(job_id) + "/plan?rank=" + std::to_string(rank) +
-      "&after=" + std::to_string(after_version) + "&wait_s=" + model::Format("%g", wait_s);
-  const http::Response response = state_->Call("GET", target, "", nullptr, wait_s, random_);
-  AnswerReader in(state_->Context("GET " + target), response.status);
-  if (response.status == 204) return std::nullopt;
-  if (response.status != 200) {
-    in.Fail("the answer", "has status " + std::to_string(response.status) +
-                              "; a plan comes with 200, no newer plan with 204");
+  // A server holding as many waits as it may answers 204 with Retry-After
+  // at once (and closes the connection): the wait goes on here, without a
+  // connection, and asks again then, for what is left of wait_s. A 204
+  // without Retry-After is the end of the wait.
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                        std::chrono::duration<double>(wait_s));
+  auto left_s = [&] {
+    return std::max(0.0, std::chrono::duration<double>(deadline - Clock::now()).count());
+  };
+  double ask_s = wait_s;
+  for (;;) {
+    const std::string target =
+        "/jobs/" + http::PercentEncode(job_id) + "/plan?rank=" + std::to_string(rank) +
+        "&after=" + std::to_string(after_version) + "&wait_s=" + model::Format("%g", ask_s);
+    const http::Response response = state_->Call("GET", target, "", nullptr, ask_s, random_);
+    AnswerReader in(state_->Context("GET " + target), response.status);
+    if (response.status == 204) {
+      const std::string* value = response.Header("retry-after");
+      const std::optional<double> after_s =
+          value != nullptr ? RetryAfterSeconds(*value) : std::nullopt;
+      if (!after_s || left_s() <= 0) return std::nullopt;
+      state_->Sleep(std::min({*after_s, state_->options.retry.max_retry_after_s, left_s()}));
+      if (state_->options.cancelled && state_->options.cancelled()) {
+        throw CoordinatorError(CoordinatorError::Kind::kCancelled,
+                               "GET " + target + " to the coordinator at " + url() +
+                                   " cancelled while waiting to ask again (Retry-After)");
+      }
+      ask_s = left_s();
+      continue;
+    }
+    if (response.status != 200) {
+      in.Fail("the answer", "has status " + std::to_string(response.status) +
+                                "; a plan comes with 200, no newer plan with 204");
+    }
+    return ReadRankPlan(in, in.Parse(response.body), rank, after_version);
   }
-  return ReadRankPlan(in, in.Parse(response.body), rank, after_version);
 }
 
 int CoordinatorClient::ReportIteration(const std::string& job_id, const IterationReport& report) {

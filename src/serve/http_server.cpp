@@ -136,7 +136,11 @@ void OnMhdLog(void* cls, const char* format, va_list args) {
 HttpServer::HttpServer(const ServerOptions& options, Service* service,
                        std::function<void(const std::string&)> log,
                        std::function<void(const std::string&, int, double, double)> observe)
-    : service_(service), token_(options.token), log_(std::move(log)), observe_(std::move(observe)) {
+    : service_(service),
+      token_(options.token),
+      log_(std::move(log)),
+      observe_(std::move(observe)),
+      keep_alive_connections_(options.keep_alive_connections) {
   model::Require(
       options.port >= 0 && options.port <= 65535, "ServerOptions::port",
       Format("ServerOptions::port must be 0..65535, 0 for any free port (got %d)", options.port));
@@ -186,8 +190,9 @@ HttpServer::HttpServer(const ServerOptions& options, Service* service,
       MHD_OPTION_CONNECTION_LIMIT, static_cast<unsigned>(options.max_connections),
       MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned>(options.connection_timeout_s),
       MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096u, MHD_OPTION_NOTIFY_COMPLETED, &HttpServer::OnCompleted,
-      this, MHD_OPTION_UNESCAPE_CALLBACK, &KeepEscapes, nullptr, MHD_OPTION_EXTERNAL_LOGGER,
-      &OnMhdLog, logs, MHD_OPTION_END);
+      this, MHD_OPTION_NOTIFY_CONNECTION, &HttpServer::OnConnection, this,
+      MHD_OPTION_UNESCAPE_CALLBACK, &KeepEscapes, nullptr, MHD_OPTION_EXTERNAL_LOGGER, &OnMhdLog,
+      logs, MHD_OPTION_END);
   std::string why;
   {
     std::lock_guard<std::mutex> lock(logs->mu);
@@ -256,8 +261,14 @@ MHD_Result HttpServer::Answer(Connection* c, const Reply& reply) {
   if (reply.status != 204) {
     MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, reply.content_type.c_str());
   }
+  bool closes = false;
   for (const auto& [name, value] : reply.headers) {
     MHD_add_response_header(response, name.c_str(), value.c_str());
+    closes = closes || strcasecmp(name.c_str(), "Connection") == 0;
+  }
+  if (!closes && open_ > keep_alive_connections_) {
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
+    service_->CountClosedForRoom();
   }
   const MHD_Result queued =
       MHD_queue_response(c->mhd, static_cast<unsigned>(reply.status), response);
@@ -358,6 +369,14 @@ MHD_Result HttpServer::OnRequest(void* cls, MHD_Connection* connection, const ch
   }
   if (!reply) return MHD_YES;  // parked: suspended by the service
   return self->Answer(c, *reply);
+}
+
+// MHD's polling thread (and, at stop, the stopping one).
+void HttpServer::OnConnection(void* cls, MHD_Connection*, void**,
+                              MHD_ConnectionNotificationCode code) {
+  auto* self = static_cast<HttpServer*>(cls);
+  const int delta = code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1;
+  self->service_->SetOpenConnections(self->open_.fetch_add(delta) + delta);
 }
 
 void HttpServer::OnCompleted(void* cls, MHD_Connection*, void** context,

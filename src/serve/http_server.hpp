@@ -13,11 +13,15 @@
 //   3. the complete request goes to Service::Handle; when it parks, the
 //      connection is suspended (no thread waits) until Service resumes it,
 //      and then Service::Resumed answers.
+// While more than ServerOptions::keep_alive_connections connections are
+// open, every answer carries "Connection: close": a rank keeps a connection
+// between its requests only while the server has room for it.
 // Every answered request is timed into the service's metrics by route.
 #pragma once
 
 #include <microhttpd.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -50,6 +54,8 @@ class HttpServer {
                               size_t* upload_data_size, void** context);
   static void OnCompleted(void* cls, MHD_Connection* connection, void** context,
                           MHD_RequestTerminationCode code);
+  static void OnConnection(void* cls, MHD_Connection* connection, void** socket_context,
+                           MHD_ConnectionNotificationCode code);
   MHD_Result Answer(Connection* c, const Reply& reply);
   bool Authorized(MHD_Connection* connection, const std::string& path_token, bool has_path_token,
                   Reply* refusal) const;
@@ -62,6 +68,10 @@ class HttpServer {
   // passed to log_. Heap-allocated: MHD holds its address.
   std::unique_ptr<MhdLog> mhd_log_;
   MHD_Daemon* daemon_ = nullptr;
+  // Open connections (MHD's polling thread counts them; answers read them):
+  // above keep_alive_connections_ each answer closes its connection.
+  std::atomic<int> open_{0};
+  int keep_alive_connections_ = 0;
   int port_ = 0;
 };
 

@@ -123,6 +123,23 @@ std::string Metrics::Text(const Gauges& g) const {
   Header("joulepipe_waiting_requests", "gauge",
          "Requests parked waiting for a plan or Zeus's schedule barrier (no thread each).", &out);
   out += Format("joulepipe_waiting_requests %d\n", g.waiting_requests);
+  Header("joulepipe_plan_waits_held", "gauge",
+         "Plan long polls parked now (at most joulepipe_plan_waits_max).", &out);
+  out += Format("joulepipe_plan_waits_held %d\n", g.held_plan_waits);
+  Header("joulepipe_plan_waits_max", "gauge",
+         "Plan long polls held at once before further ones are told to come back "
+         "(ServerOptions::max_waiting).",
+         &out);
+  out += Format("joulepipe_plan_waits_max %d\n", g.max_waiting);
+  Counter("joulepipe_plan_waits_deferred_total",
+          "Plan long polls answered 204 with Retry-After because max_waiting were held.",
+          deferred_waits_, &out);
+  Header("joulepipe_open_connections", "gauge", "HTTP connections open now.", &out);
+  out += Format("joulepipe_open_connections %d\n", g.open_connections);
+  Counter("joulepipe_connections_closed_for_room_total",
+          "Answers that closed their connection because more than "
+          "ServerOptions::keep_alive_connections were open.",
+          closed_for_room_, &out);
   Counter("joulepipe_plans_total", "Initial plans solved since the server started.", plans_, &out);
   Counter("joulepipe_plan_failures_total", "Plan solves that failed since the server started.",
           plan_failures_, &out);

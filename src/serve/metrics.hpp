@@ -37,6 +37,9 @@ struct Gauges {
   int planning = 0;                   // solves running now
   int plan_queue = 0;                 // jobs waiting for a planner
   double plan_time_limit_s = 0;       // ServerOptions::plan_time_limit_s
+  int held_plan_waits = 0;            // plan long polls parked now
+  int max_waiting = 0;                // ServerOptions::max_waiting
+  int open_connections = 0;           // the transport's, now
 };
 
 class Metrics {
@@ -50,6 +53,8 @@ class Metrics {
   void ObserveSolve(double seconds, bool ok);
   void CountSwitch() { Add(&switches_, 1); }
   void CountPlanTimeout() { Add(&plan_timeouts_, 1); }
+  void CountDeferredWait() { Add(&deferred_waits_, 1); }
+  void CountClosedForRoom() { Add(&closed_for_room_, 1); }
   // One accepted iteration report; `completed` iterations it completed and
   // the predicted saving per iteration (J) of the plan they ran under.
   void CountReport(std::int64_t completed, double saving_j_per_iteration);
@@ -65,7 +70,7 @@ class Metrics {
   std::map<std::pair<std::string, int>, std::uint64_t> requests_;  // (route, status)
   Histogram solve_;
   std::uint64_t plans_ = 0, plan_failures_ = 0, plan_timeouts_ = 0, switches_ = 0, reports_ = 0,
-                completed_ = 0;
+                completed_ = 0, deferred_waits_ = 0, closed_for_room_ = 0;
   double saved_j_ = 0;
 };
 

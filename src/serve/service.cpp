@@ -46,6 +46,17 @@ Service::Service(const ServerOptions& options) : options_(options), store_(optio
                  Format("ServerOptions::plan_time_limit_s must be > 0 seconds and at most a week "
                         "(got %g)",
                         options.plan_time_limit_s));
+  model::Require(options.max_waiting >= 1 && options.max_waiting <= options.max_connections,
+                 "ServerOptions::max_waiting",
+                 Format("ServerOptions::max_waiting must be 1..max_connections (%d) plan waits "
+                        "held at once (got %d)",
+                        options.max_connections, options.max_waiting));
+  model::Require(options.keep_alive_connections >= 0 &&
+                     options.keep_alive_connections <= options.max_connections,
+                 "ServerOptions::keep_alive_connections",
+                 Format("ServerOptions::keep_alive_connections must be 0..max_connections (%d) "
+                        "(got %d)",
+                        options.max_connections, options.keep_alive_connections));
   const ZeusDefaults& z = options.zeus;
   model::Require(
       z.microbatches >= 0, "ZeusDefaults::microbatches",
@@ -283,7 +294,10 @@ Reply Service::MetricsText() {
     g.planning = static_cast<int>(planning_.size());
     g.plan_queue = static_cast<int>(plan_queue_.size());
     g.plan_time_limit_s = options_.plan_time_limit_s;
+    g.held_plan_waits = held_plan_waits_;
+    g.max_waiting = options_.max_waiting;
   }
+  g.open_connections = open_connections_.load(std::memory_order_relaxed);
   Reply r;
   r.body = metrics_.Text(g);
   r.content_type = "text/plain; version=0.0.4; charset=utf-8";

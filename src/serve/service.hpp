@@ -167,6 +167,11 @@ class Service {
   void ObserveRequest(const std::string& route, int status, double handling_s, double parked_s) {
     metrics_.ObserveRequest(route, status, handling_s, parked_s);
   }
+  // The transport closed a connection after its answer because more than
+  // ServerOptions::keep_alive_connections were open.
+  void CountClosedForRoom() { metrics_.CountClosedForRoom(); }
+  // The transport's open connections now (the /metrics gauge).
+  void SetOpenConnections(int n) { open_connections_.store(n, std::memory_order_relaxed); }
   // A line to ServerOptions::log (serialized).
   void Log(const std::string& line);
 
@@ -216,6 +221,9 @@ class Service {
   // The answer to a wait if it has one now (with mu_ held), else nullopt.
   std::optional<Reply> AnswerWait(const Parked::Wait& wait);
   void Park(Parked* parked);  // mu_ held
+  // 204 + Retry-After + Connection: close for a plan wait over
+  // ServerOptions::max_waiting (mu_ held).
+  Reply DeferWait(double wait_s);
   // Claims `parked` (mu_ held): removes it from every registry. False if
   // it was not registered (someone else claimed it).
   bool Claim(Parked* parked, Parked::Outcome outcome, std::vector<Parked*>* claimed);
@@ -269,6 +277,7 @@ class Service {
 
   ServerOptions options_;
   Store store_;
+  std::atomic<int> open_connections_{0};
   Metrics metrics_;
   const SteadyClock::time_point started_ = SteadyClock::now();
 
@@ -280,6 +289,10 @@ class Service {
   std::int64_t next_seq_ = 1;
   int restored_ = 0;
   std::set<Parked*> parked_;
+  int held_plan_waits_ = 0;  // parked native plan long polls (ServerOptions::max_waiting)
+  // The latest come-back time promised by a deferred wait: the next one is
+  // promised 1/max_waiting s after it (and at least 1 s from now).
+  SteadyClock::time_point last_comeback_{};
   std::multimap<SteadyClock::time_point, Parked*> deadlines_;
   int unanswered_ = 0;  // claimed and resumed, answer not yet sent
   std::condition_variable answered_cv_;

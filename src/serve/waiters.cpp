@@ -55,7 +55,25 @@ std::optional<Reply> Service::AnswerWait(const Parked::Wait& w) {
   return JsonReply(200, w.zeus ? FrequencyScheduleToJson(*plan) : RankPlanToJson(*plan, w.job_id));
 }
 
+Reply Service::DeferWait(double wait_s) {
+  // Spread the come-backs: at most max_waiting per second, none sooner than
+  // 1 s, so the ranks told to come back never arrive as one burst. Beyond
+  // the wait's own end the rank would only hear 204 again: promise no later.
+  const SteadyClock::time_point now = SteadyClock::now();
+  const auto gap = std::chrono::duration_cast<SteadyClock::duration>(
+      std::chrono::duration<double>(1.0 / options_.max_waiting));
+  last_comeback_ = std::max(now + std::chrono::seconds(1), last_comeback_ + gap);
+  const double in_s = std::chrono::duration<double>(last_comeback_ - now).count();
+  const double after_s = std::clamp(std::ceil(in_s), 1.0, std::max(1.0, std::ceil(wait_s)));
+  metrics_.CountDeferredWait();
+  Reply r = Plain(204, "");
+  r.headers.emplace_back("Retry-After", Format("%.0f", after_s));
+  r.headers.emplace_back("Connection", "close");
+  return r;
+}
+
 void Service::Park(Parked* p) {
+  if (!p->wait.zeus && p->wait.intake == 0) ++held_plan_waits_;
   p->wait.registered = true;
   p->wait.outcome = Parked::Outcome::kNone;
   parked_.insert(p);
@@ -71,6 +89,7 @@ bool Service::Claim(Parked* p, Parked::Outcome outcome, std::vector<Parked*>* cl
   w.registered = false;
   w.outcome = outcome;
   parked_.erase(p);
+  if (!w.zeus && w.intake == 0) --held_plan_waits_;
   if (w.intake != 0) intake_waiters_.erase(w.intake);
   const auto job = jobs_.find(w.job_id);
   if (job != jobs_.end()) job->second->waiters.erase(p);
@@ -137,6 +156,7 @@ std::optional<Reply> Service::GetPlan(const Request& r, Parked* parked, bool zeu
     reply = AnswerWait(w);
     if (!reply && !zeus && wait_s == 0) reply = Plain(204, "");
     if (!reply && stopping_) reply = Unavailable();
+    if (!reply && !zeus && held_plan_waits_ >= options_.max_waiting) reply = DeferWait(wait_s);
     if (!reply) {
       parked->wait = w;
       Park(parked);

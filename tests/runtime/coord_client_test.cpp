@@ -535,6 +535,34 @@ TEST(CoordinatorClientTest, WaitForPlanParsesThePlanAndTheLongPollQuery) {
   EXPECT_THROW(client.WaitForPlan("j1", 3, 0, 301), model::InputError);
 }
 
+// A server holding as many waits as it may (ServerOptions::max_waiting)
+// says when to come back: the client waits without a connection and asks
+// again for what is left of its wait_s; a 204 without Retry-After ends it.
+TEST(CoordinatorClientTest, WaitForPlanComesBackWhenTheServerSaysSo) {
+  FakeServer server(Script({Reply(204, "", "Retry-After: 2\r\nConnection: close\r\n"),
+                            Reply(200, PlanJson(1, 1100, 900, "initial plan").dump()),
+                            Reply(204, "", "Retry-After: 30\r\n"), Reply(204, "")}));
+  Recorded recorded;
+  CoordinatorClient client(TestOptions(server.url(), recorded));
+  const std::optional<RankPlan> plan = client.WaitForPlan("j1", 3, 0, 10);
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->version, 1);
+  ExpectDelays(*recorded.sleeps, {2.0});
+  // The come-back is cut to what is left of the wait (0.5 s here).
+  recorded.sleeps->clear();
+  EXPECT_FALSE(client.WaitForPlan("j1", 3, 1, 0.5));
+  ASSERT_EQ(recorded.sleeps->size(), 1u);
+  EXPECT_LE((*recorded.sleeps)[0], 0.5);
+  EXPECT_GT((*recorded.sleeps)[0], 0.3);
+
+  const std::vector<Received> r = server.requests();
+  ASSERT_EQ(r.size(), 4u);
+  EXPECT_EQ(r[0].target, "/jobs/j1/plan?rank=3&after=0&wait_s=10");
+  // Asked again for the rest of the 10 s (the recorded sleep took no time).
+  EXPECT_EQ(r[1].target.rfind("/jobs/j1/plan?rank=3&after=0&wait_s=9.9", 0), 0u) << r[1].target;
+  EXPECT_EQ(r[3].target.rfind("/jobs/j1/plan?rank=3&after=1&wait_s=0.4", 0), 0u) << r[3].target;
+}
+
 TEST(CoordinatorClientTest, APlanThatContradictsItselfIsABadResponse) {
   json wrong_frequency = PlanJson(1, 1100, 900, "initial plan");
   wrong_frequency["frequencies"][1][1] = 1000;

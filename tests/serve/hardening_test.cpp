@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <map>
 #include <random>
 #include <string>
 #include <thread>
@@ -371,4 +373,119 @@ TEST_F(ServeTest, PlannerOptionsAreChecked) {
 }
 
 }  // namespace
+}  // namespace joulepipe::serve
+
+// ---- Scale: what a rank costs the server is bounded by options ----------------
+
+namespace joulepipe::serve {
+namespace {
+
+// One request on a new connection without "Connection: close"; the answer's
+// headers (lower-cased names) once they are in, the socket left open in *fd.
+std::map<std::string, std::string> KeptAliveHeaders(int port, const std::string& target, int* fd) {
+  *fd = Connect(port);
+  std::map<std::string, std::string> headers;
+  if (*fd < 0) return headers;
+  testing::SendAll(*fd, "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+  std::string raw;
+  char buffer[4096];
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (raw.find("\r\n\r\n") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{*fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    const ssize_t n = ::recv(*fd, buffer, sizeof buffer, 0);
+    if (n <= 0) break;
+    raw.append(buffer, static_cast<std::size_t>(n));
+  }
+  std::size_t at = raw.find("\r\n");
+  headers[":status"] = raw.substr(0, at);
+  while (at != std::string::npos) {
+    const std::size_t next = raw.find("\r\n", at + 2);
+    const std::string line = raw.substr(at + 2, next - at - 2);
+    if (line.empty()) break;
+    const std::size_t colon = line.find(':');
+    std::string name = line.substr(0, colon);
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    headers[name] = colon == std::string::npos ? "" : line.substr(colon + 2);
+    at = next;
+  }
+  return headers;
+}
+
+}  // namespace
+
+// Over max_waiting held long polls, a wait is answered at once with when to
+// come back, and its connection is closed: a 16,384-rank job's start does
+// not hold a connection per rank.
+TEST_F(ServeTest, WaitsOverTheLimitAreToldWhenToComeBack) {
+  ServerOptions o = Options();
+  o.max_waiting = 2;
+  Start(o);
+  RegisterJob("big", 1, 4);  // no profile: no plan comes
+  std::vector<std::future<HttpResponse>> held;
+  for (int rank = 0; rank < 2; ++rank) {
+    held.push_back(std::async(std::launch::async, [&, rank] {
+      return Get("/jobs/big/plan?rank=" + std::to_string(rank) + "&wait_s=1.5");
+    }));
+  }
+  ASSERT_TRUE(WaitFor([&] { return server_->waiting_requests() == 2; }, 10));
+  std::vector<int> after_s;
+  for (int rank = 2; rank < 4; ++rank) {
+    const auto start = std::chrono::steady_clock::now();
+    const HttpResponse r = Get("/jobs/big/plan?rank=" + std::to_string(rank) + "&wait_s=30");
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1);
+    ASSERT_EQ(r.status, 204) << r.body;
+    EXPECT_EQ(r.Header("connection"), "close");
+    after_s.push_back(std::atoi(r.Header("retry-after").c_str()));
+  }
+  // max_waiting (2) come back per second at most, none sooner than 1 s.
+  EXPECT_EQ(after_s, (std::vector<int>{1, 2}));
+  EXPECT_EQ(server_->waiting_requests(), 2);
+  const std::string metrics = Get("/metrics").body;
+  EXPECT_NE(metrics.find("joulepipe_plan_waits_deferred_total 2\n"), std::string::npos);
+  EXPECT_NE(metrics.find("joulepipe_plan_waits_held 2\n"), std::string::npos);
+  EXPECT_NE(metrics.find("joulepipe_plan_waits_max 2\n"), std::string::npos);
+  // The held ones end at their deadline (204, no Retry-After): room again.
+  for (auto& f : held) {
+    const HttpResponse r = f.get();
+    EXPECT_EQ(r.status, 204);
+    EXPECT_EQ(r.Header("retry-after"), "");
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const HttpResponse again = Get("/jobs/big/plan?rank=3&wait_s=0.3");
+  EXPECT_EQ(again.status, 204);
+  EXPECT_EQ(again.Header("retry-after"), "");
+  EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 0.25);
+  // The limit is checked against the connection limit, naming the field.
+  ServerOptions bad = Options();
+  bad.max_connections = 8;
+  bad.max_waiting = 9;
+  try {
+    Server s(bad);
+    ADD_FAILURE() << "max_waiting over max_connections was accepted";
+  } catch (const model::InputError& e) {
+    EXPECT_EQ(e.field(), "ServerOptions::max_waiting");
+  }
+}
+
+// Above keep_alive_connections open connections, every answer closes its
+// connection; below, connections are kept.
+TEST_F(ServeTest, AnswersCloseTheirConnectionOnlyWhenConnectionsAreScarce) {
+  ServerOptions o = Options();
+  o.keep_alive_connections = 1;
+  Start(o);
+  int first = -1, second = -1;
+  auto h = KeptAliveHeaders(port(), "/healthz", &first);
+  EXPECT_EQ(h[":status"].rfind("HTTP/1.1 200", 0), 0u) << h[":status"];
+  EXPECT_EQ(h.count("connection"), 0u) << h["connection"];
+  h = KeptAliveHeaders(port(), "/healthz", &second);  // two open now
+  EXPECT_EQ(h[":status"].rfind("HTTP/1.1 200", 0), 0u) << h[":status"];
+  EXPECT_EQ(h["connection"], "close");
+  ::close(first);
+  ::close(second);
+  const std::string metrics = Get("/metrics").body;
+  EXPECT_NE(metrics.find("joulepipe_connections_closed_for_room_total "), std::string::npos);
+  EXPECT_EQ(metrics.find("joulepipe_connections_closed_for_room_total 0\n"), std::string::npos);
+}
+
 }  // namespace joulepipe::serve

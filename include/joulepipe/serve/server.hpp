@@ -75,6 +75,19 @@ struct ServerOptions {
   double evict_check_period_s = 60;   // how often idleness is checked (> 0)
   int max_connections = 4096;         // open connections, parked ones included
   double connection_timeout_s = 120;  // an idle (not parked) connection is closed
+  // What a rank costs the server is bounded by these, not by the job's size
+  // (16,384-rank jobs with the defaults; docs/coordination.md, "Scale"):
+  //   * at most max_waiting plan long polls are held at once (1..max_connections).
+  //     A further one that cannot be answered at once is answered 204 with
+  //     Retry-After (when to ask again, spread so that at most max_waiting
+  //     come back per second) and "Connection: close": the rank waits
+  //     without a connection. runtime::CoordinatorClient::WaitForPlan comes
+  //     back by itself within its wait_s.
+  //   * while more than keep_alive_connections connections are open
+  //     (0..max_connections), each answer closes its connection, so ranks
+  //     between iterations do not hold one; below it connections are kept.
+  int max_waiting = 1024;
+  int keep_alive_connections = 2048;
   // Planning: threads that solve frontiers, 1..64; one of them is kept for
   // light jobs (at most planners - 1 heavy ones at once, one if planners
   // is 1), and the queue is served lightest first, so a heavy job never
