@@ -281,8 +281,9 @@ void TakeLines(std::string* pending, const std::function<void(const std::string&
 }
 
 // Starts the server and waits (up to 60 s) for the line naming its port.
-bool StartServer(const std::string& binary, const std::string& db, ServerProcess* server,
-                 ServerLog* log, std::string* error) {
+bool StartServer(const std::string& binary, const std::string& db,
+                 const std::vector<std::string>& extra, ServerProcess* server, ServerLog* log,
+                 std::string* error) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
     *error = std::string("pipe: ") + std::strerror(errno);
@@ -299,16 +300,14 @@ bool StartServer(const std::string& binary, const std::string& db, ServerProcess
     if (::getppid() != parent) _exit(127);
     ::dup2(fds[1], 1);
     ::dup2(fds[1], 2);
-    const char* argv[] = {binary.c_str(),
-                          "serve",
-                          "--host",
-                          "127.0.0.1",
-                          "--port",
-                          "0",
-                          db.empty() ? nullptr : "--db",
-                          db.c_str(),
-                          nullptr};
-    ::execv(binary.c_str(), const_cast<char* const*>(argv));
+    std::vector<const char*> argv = {binary.c_str(), "serve", "--host", "127.0.0.1", "--port", "0"};
+    if (!db.empty()) {
+      argv.push_back("--db");
+      argv.push_back(db.c_str());
+    }
+    for (const std::string& a : extra) argv.push_back(a.c_str());
+    argv.push_back(nullptr);
+    ::execv(binary.c_str(), const_cast<char* const*>(argv.data()));
     const char message[] = "bench_coord_load: exec of the server failed\n";
     (void)!::write(2, message, sizeof message - 1);
     _exit(127);
@@ -514,6 +513,7 @@ struct Options {
   bool in_memory = false;   // the server without --db (no SQLite writes)
   bool preconnect = false;  // each rank connects (GET /healthz) before the registrations
   double watchdog_s = 300;
+  std::vector<std::string> serve_args;  // --serve-arg: appended to the server's command line
 };
 
 struct RankResult {
@@ -967,7 +967,7 @@ void Usage() {
   std::fprintf(stderr,
                "usage: bench_coord_load [--server PATH] [--ranks R (multiple of %d)] "
                "[--iterations N] [--spread-ms S] [--no-keep-alive] [--in-memory] "
-               "[--preconnect] [--watchdog-s S] [--profile CSV]\n",
+               "[--preconnect] [--watchdog-s S] [--profile CSV] [--serve-arg ARG]...\n",
                kPp * kTp);
 }
 
@@ -1017,6 +1017,8 @@ int main(int argc, char** argv) {
       opt.spread_ms = std::atoi(argv[++i]);
     } else if (a == "--watchdog-s" && has_value) {
       opt.watchdog_s = std::atof(argv[++i]);
+    } else if (a == "--serve-arg" && has_value) {
+      opt.serve_args.push_back(argv[++i]);
     } else if (a == "--preconnect") {
       opt.preconnect = true;
     } else if (a == "--in-memory") {
@@ -1116,8 +1118,8 @@ int main(int argc, char** argv) {
 
   ServerProcess server;
   std::string error;
-  if (!StartServer(opt.server, opt.in_memory ? "" : tmpdir + "/state.sqlite", &server, &log,
-                   &error)) {
+  if (!StartServer(opt.server, opt.in_memory ? "" : tmpdir + "/state.sqlite", opt.serve_args,
+                   &server, &log, &error)) {
     std::fprintf(stderr, "bench_coord_load: starting %s serve: %s. Its output:\n",
                  opt.server.c_str(), error.c_str());
     for (const std::string& l : log.Tail()) std::fprintf(stderr, "  | %s\n", l.c_str());
