@@ -6,12 +6,17 @@
 //      and reads the port from its "listening on http://127.0.0.1:PORT" line.
 //   2. Registers a job (pp 8 x dp R/32 x tp 4, 1F1B, 16 microbatches) and
 //      uploads the GPT-3 175B A100-SXM profile (8 stages).
-//   3. R client threads (one per simulated rank, 1,024 by default) register
-//      their rank, then at once long-poll for their plan (after=0, wait_s=120):
-//      every rank waits at the same time, and the server must hold them
-//      without a thread each. Measured: the time from the last registration
-//      to each rank receiving its plan, and the server's solve time
-//      (joulepipe_plan_solve_seconds in /metrics).
+//   3. R simulated ranks (1,024 by default), all driven by one event loop
+//      over libcurl's multi interface (a state machine and a socket each, no
+//      thread each), register their rank, then at once wait for their plan
+//      (after=0, wait_s=120). The server holds up to its --max-waiting
+//      waits without a thread each and tells the rest when to come back
+//      (204 + Retry-After); those ranks ask again then, as
+//      runtime::CoordinatorClient::WaitForPlan does. Measured: the time
+//      from the last registration to each rank receiving its plan, and the
+//      server's solve time (joulepipe_plan_solve_seconds in /metrics).
+//      Transient failures (refused, reset, 5xx) are retried like the
+//      runtime client (5 attempts, 0.2 s doubling backoff) and counted.
 //   4. N iterations (100 by default), a barrier between them: each rank
 //      reports {time_s = its plan's predicted time (x 1.2 for pipeline 3 in
 //      iterations 30..59 of 100), energy_j = predicted energy / pp}. When an
@@ -29,7 +34,8 @@
 //      server and bench (they share the cores), and PASS/FAIL against the
 //      targets:
 //        * every rank has its plan within 2 s of the last registration plus
-//          the solve time;
+//          the solve time, plus 1 s per --max-waiting ranks told to come
+//          back (the server spreads them to that many a second);
 //        * p99 < 20 ms for every non-waiting request;
 //        * no request failed; every iteration completed;
 //        * the server's threads while all plans were awaited: at most 32
@@ -57,6 +63,8 @@
 //                  before the registrations, to tell the TCP connect's share
 //   --no-keep-alive  one connection per request (keep --iterations small:
 //                  every request then uses an ephemeral port)
+//   --serve-arg A  appended to the server's command line (repeat it), e.g.
+//                  --serve-arg --max-waiting --serve-arg 4096
 // Exit status: 0 all targets met, 1 a target missed, 2 the run failed.
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -265,6 +266,51 @@ namespace {
 
 // The long-poll limit is coord's rule; the runtime's client (which cannot
 // include coord) states the same number.
+// A server that holds one wait tells the other ranks when to come back;
+// the runtime's client comes back by itself, and every rank gets its plan
+// once the profile is there.
+TEST(CoordinatedTraining, RanksOverTheServersHeldWaitsComeBackForTheirPlans) {
+  serve::ServerOptions options;
+  options.port = 0;
+  options.max_waiting = 1;
+  options.log = [](const std::string&) {};
+  serve::Server server(std::move(options));
+  runtime::CoordinatorClient client(Client(server.url()));
+  runtime::JobRegistration job;
+  job.job_id = "wide";
+  job.pp_degree = kStages;
+  job.dp_degree = kPipelines;
+  job.world_size = kPipelines * kStages;
+  job.microbatches = kMicrobatches;
+  job.p_block_w = 80;
+  ASSERT_EQ(client.RegisterJob(job), "wide");
+  const int ranks = kPipelines * kStages;
+  for (int rank = 0; rank < ranks; ++rank) {
+    client.RegisterRank("wide", {rank, rank / kStages, rank % kStages, 0, kClocks});
+  }
+  std::vector<std::optional<runtime::RankPlan>> plans(ranks);
+  std::vector<std::thread> waiting;
+  for (int rank = 0; rank < ranks; ++rank) {
+    waiting.emplace_back([&, rank] {
+      runtime::CoordinatorClient own(Client(server.url()));
+      plans[rank] = own.WaitForPlan("wide", rank, 0, 30);
+    });
+  }
+  // One parked, the others told to come back (no profile yet: no plan).
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(server.waiting_requests(), 1);
+  client.UploadProfile("wide", ProfileCsv());
+  const auto start = std::chrono::steady_clock::now();
+  for (std::thread& t : waiting) t.join();
+  // The come-backs are 1, 2 and 3 s out (one a second): all within ~4 s.
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10);
+  for (int rank = 0; rank < ranks; ++rank) {
+    ASSERT_TRUE(plans[rank]) << "rank " << rank;
+    EXPECT_EQ(plans[rank]->version, 1);
+    EXPECT_EQ(plans[rank]->rank, rank);
+  }
+}
+
 TEST(CoordinationRules, TheClientsLongPollLimitIsTheServices) {
   EXPECT_EQ(runtime::kMaxPlanWaitS, coord::kMaxPlanWaitS);
 }

@@ -17,6 +17,9 @@
 // timer thread ends waits at their deadline and notices clients that hung
 // up; the planner thread resumes the waiters of a job when its plan appears
 // or changes. Threads in all: the HTTP thread, the planner, the timer.
+// A rank costs a connection only while there is room (max_waiting,
+// keep_alive_connections below), so the number of ranks is bounded by the
+// request rate, not by connections.
 //
 // Policy: the coord part's Job, fed by the routes; every state change is
 // validated in full first, then applied to the Job and written to the Store
