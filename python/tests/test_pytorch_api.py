@@ -186,6 +186,8 @@ def torchrun(tmp_path, *args, timeout=240):
         "--iterations", "12", *map(str, args)]
     env = sim_env(tmp_path)
     env["PATH"] = f"{CLI.parent}:{env.get('PATH', '')}"
+    # A rank that aborts (SIGABRT) prints every thread's Python stack.
+    env["PYTHONFAULTHANDLER"] = "1"
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
                           cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
