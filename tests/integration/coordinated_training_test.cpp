@@ -87,6 +87,18 @@ runtime::CoordinatorOptions Client(const std::string& url) {
   return o;
 }
 
+// The job the tests train: kPipelines x kStages, 1F1B, kMicrobatches.
+runtime::JobRegistration TestJob(const std::string& id) {
+  runtime::JobRegistration job;
+  job.job_id = id;
+  job.pp_degree = kStages;
+  job.dp_degree = kPipelines;
+  job.world_size = kPipelines * kStages;
+  job.microbatches = kMicrobatches;
+  job.p_block_w = 80;
+  return job;
+}
+
 struct RankRun {
   std::vector<int> versions;       // the plan version in force at each iteration's start
   std::vector<int> locked_before;  // clocks locked before each iteration
@@ -175,14 +187,7 @@ TEST(CoordinatedTraining, AStragglerMovesTheOtherPipelineToACheaperPlanAndBack) 
   options.log = [](const std::string&) {};
   serve::Server server(std::move(options));
   runtime::CoordinatorClient client(Client(server.url()));
-  runtime::JobRegistration job;
-  job.job_id = "train";
-  job.pp_degree = kStages;
-  job.dp_degree = kPipelines;
-  job.world_size = kPipelines * kStages;
-  job.microbatches = kMicrobatches;
-  job.p_block_w = 80;
-  ASSERT_EQ(client.RegisterJob(job), "train");
+  ASSERT_EQ(client.RegisterJob(TestJob("train")), "train");
   client.UploadProfile("train", ProfileCsv());
 
   const std::vector<RankRun> runs = Train(server.url(), "train");
@@ -276,14 +281,7 @@ TEST(CoordinatedTraining, RanksOverTheServersHeldWaitsComeBackForTheirPlans) {
   options.log = [](const std::string&) {};
   serve::Server server(std::move(options));
   runtime::CoordinatorClient client(Client(server.url()));
-  runtime::JobRegistration job;
-  job.job_id = "wide";
-  job.pp_degree = kStages;
-  job.dp_degree = kPipelines;
-  job.world_size = kPipelines * kStages;
-  job.microbatches = kMicrobatches;
-  job.p_block_w = 80;
-  ASSERT_EQ(client.RegisterJob(job), "wide");
+  ASSERT_EQ(client.RegisterJob(TestJob("wide")), "wide");
   const int ranks = kPipelines * kStages;
   for (int rank = 0; rank < ranks; ++rank) {
     client.RegisterRank("wide", {rank, rank / kStages, rank % kStages, 0, kClocks});
