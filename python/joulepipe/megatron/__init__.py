@@ -200,7 +200,11 @@ def _end_iteration(state: _State, say: bool = True) -> Optional[IterationRecord]
 
 
 def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    # One write of the whole line: print() writes the text and the newline
+    # separately, and ranks sharing a pipe interleaved between the two
+    # (CI saw "...W/GPUjoulepipe: iteration 2 ..." on one line).
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
 
 def _start_session(state: _State) -> Optional[Session]:
