@@ -155,15 +155,14 @@ std::string UsageMessage(CLI::App* app, const CLI::Error& e) {
       std::string takes;
       const CLI::Option* option = command ? command->get_option_no_throw(flag) : nullptr;
       if (option != nullptr) {
-        takes = "; " + flag + " takes " + option->get_type_name() + ": " +
-                option->get_description();
+        takes =
+            "; " + flag + " takes " + option->get_type_name() + ": " + option->get_description();
       }
       return flag + ": " + ConversionProblem(rest.substr(equals + 3)) + takes + help;
     }
   }
   if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr &&
-      text.find(" required ") != std::string::npos &&
-      text.find(" missing") != std::string::npos) {
+      text.find(" required ") != std::string::npos && text.find(" missing") != std::string::npos) {
     const std::string flag = text.substr(0, text.find(':'));
     return flag + " needs a value after it" + help;
   }
@@ -227,12 +226,12 @@ int RunApp(int argc, char** argv) {
     for (CLI::App* command : Commands(&app)) known = known || command->get_name() == word;
     const bool top_flag = word == "--help" || word == "-h" || word == "--version";
     if (!known && !top_flag) {
-      const std::string message =
-          (StartsWith(word, "-") ? "unknown flag '" + word + "' before the command (only --help "
-                                                             "and --version come first)"
-                                 : "unknown command '" + word + "'") +
-          "; the commands are " + CommandNames(&app) +
-          " (run `joulepipe --help` to see what each does)";
+      const std::string message = (StartsWith(word, "-") ? "unknown flag '" + word +
+                                                               "' before the command (only --help "
+                                                               "and --version come first)"
+                                                         : "unknown command '" + word + "'") +
+                                  "; the commands are " + CommandNames(&app) +
+                                  " (run `joulepipe --help` to see what each does)";
       return Fail(kExitUsage, "error", message.c_str());
     }
   }

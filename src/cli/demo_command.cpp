@@ -75,7 +75,7 @@ sim::SimulateRequest DemoRequest() {
   r.spec.chunks = 1;
   r.job.pipelines = 16;
   r.job.gpus_per_stage = 8;  // tensor-parallel 8: 16 x 8 x 8 = 1,024 GPUs
-  r.p_block_w = 83.64;   // A100-SXM power while blocked (Perseus)
+  r.p_block_w = 83.64;       // A100-SXM power while blocked (Perseus)
   r.job.iterations = kHealthyIterations + kStragglerIterations;
   r.job.straggler.pipeline = 0;
   r.job.straggler.slowdown = kStragglerSlowdown;

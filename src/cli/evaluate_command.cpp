@@ -83,8 +83,8 @@ struct EvaluateFlags {
 };
 
 EvaluateSubcommand::EvaluateSubcommand(CLI::App* app)
-    : Subcommand(app->add_subcommand(
-          "evaluate", "Replay a plan file on a profile: iteration time and energy")),
+    : Subcommand(app->add_subcommand("evaluate",
+                                     "Replay a plan file on a profile: iteration time and energy")),
       flags_(std::make_unique<EvaluateFlags>()) {
   EvaluateFlags* f = flags_.get();
   CLI::App* c = command();

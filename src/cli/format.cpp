@@ -53,15 +53,15 @@ std::string PBlockOrigin(const std::string& p_block_source) {
 std::function<void(const char*, double)> ProgressLines(std::FILE* out, std::string prefix) {
   const auto started = std::chrono::steady_clock::now();
   auto last = started;
-  return [out, prefix = std::move(prefix), started, last](const char* phase,
-                                                          double fraction) mutable {
-    const auto now = std::chrono::steady_clock::now();
-    if (now - started < std::chrono::seconds(2) || now - last < std::chrono::seconds(1)) return;
-    last = now;
-    std::fprintf(out, "joulepipe: %s%s %3.0f%% (%.0f s)\n", prefix.c_str(), phase,
-                 100 * fraction, std::chrono::duration<double>(now - started).count());
-    std::fflush(out);
-  };
+  return
+      [out, prefix = std::move(prefix), started, last](const char* phase, double fraction) mutable {
+        const auto now = std::chrono::steady_clock::now();
+        if (now - started < std::chrono::seconds(2) || now - last < std::chrono::seconds(1)) return;
+        last = now;
+        std::fprintf(out, "joulepipe: %s%s %3.0f%% (%.0f s)\n", prefix.c_str(), phase,
+                     100 * fraction, std::chrono::duration<double>(now - started).count());
+        std::fflush(out);
+      };
 }
 
 }  // namespace joulepipe::cli

@@ -302,8 +302,7 @@ struct PlanFlags {
 };
 
 PlanSubcommand::PlanSubcommand(CLI::App* app)
-    : Subcommand(
-          app->add_subcommand("plan", "Compute the time-energy frontier and choose a plan")),
+    : Subcommand(app->add_subcommand("plan", "Compute the time-energy frontier and choose a plan")),
       flags_(std::make_unique<PlanFlags>()) {
   PlanFlags* f = flags_.get();
   CLI::App* c = command();

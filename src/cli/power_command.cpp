@@ -8,10 +8,10 @@
 #include <CLI/CLI.hpp>
 
 #include "format.hpp"
-#include "measure_command.hpp"
 #include "joulepipe/gpu/nvml.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/monitor/monitor.hpp"
+#include "measure_command.hpp"
 #include "signals.hpp"
 
 namespace joulepipe::cli {

@@ -137,14 +137,6 @@ int RunServe(const ServeFlags& f) {
       f.max_waiting >= 0 ? f.max_waiting : std::clamp(f.max_connections / 4, 1, 1024);
   options.keep_alive_connections =
       f.keep_alive_connections >= 0 ? f.keep_alive_connections : f.max_connections / 2;
-  if (options.max_waiting < 1 || options.max_waiting > f.max_connections) {
-    throw InputError(Printf("--max-waiting must be 1..--max-connections (%d) (got %d)",
-                            f.max_connections, options.max_waiting));
-  }
-  if (options.keep_alive_connections > f.max_connections) {
-    throw InputError(Printf("--keep-alive-connections must be 0..--max-connections (%d) (got %d)",
-                            f.max_connections, options.keep_alive_connections));
-  }
   options.planners = f.planners;
   options.plan_time_limit_s = f.plan_time_limit_s;
 

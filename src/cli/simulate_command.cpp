@@ -72,10 +72,10 @@ std::string FormatSimulationSummary(const sim::SimulateOutcome& o) {
   }
   s += Printf("  straggler     %s\n", StragglerText(r).c_str());
   if (o.has_straggler() && r.detection == sim::Detection::kMeasured) {
-    s += Printf("  detection     measured: the coordinator's detector on each iteration's times "
-                "(%d slow iteration(s) at >= %gx to switch, %d below %gx to switch back)\n",
-                r.detector.window, r.detector.threshold, r.detector.window,
-                r.detector.recover_below);
+    s += Printf(
+        "  detection     measured: the coordinator's detector on each iteration's times "
+        "(%d slow iteration(s) at >= %gx to switch, %d below %gx to switch back)\n",
+        r.detector.window, r.detector.threshold, r.detector.window, r.detector.recover_below);
   } else if (o.has_straggler()) {
     s += Printf("  detection     %s\n",
                 r.detection_lag == 0 ? "immediate (T' known in the iteration it happens)"
@@ -441,8 +441,7 @@ int SimulateSubcommand::Run() const {
       f.detection == "measured" ? sim::Detection::kMeasured : sim::Detection::kOracle;
   request.detector.window = f.detection_window;
   request.detector.threshold = f.detection_threshold;
-  request.detector.recover_below =
-      std::min(request.detector.recover_below, f.detection_threshold);
+  request.detector.recover_below = std::min(request.detector.recover_below, f.detection_threshold);
   request.resolution_s = f.resolution_ms * 1e-3;
   request.timeline_iterations = f.timeline.empty() ? 0 : f.timeline_iterations;
   sim::CheckSimulateRequest(request);  // flags before files

@@ -266,7 +266,7 @@ MHD_Result HttpServer::Answer(Connection* c, const Reply& reply) {
     MHD_add_response_header(response, name.c_str(), value.c_str());
     closes = closes || strcasecmp(name.c_str(), "Connection") == 0;
   }
-  if (!closes && open_ > keep_alive_connections_) {
+  if (!closes && service_->open_connections() > keep_alive_connections_) {
     MHD_add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
     service_->CountClosedForRoom();
   }
@@ -375,8 +375,7 @@ MHD_Result HttpServer::OnRequest(void* cls, MHD_Connection* connection, const ch
 void HttpServer::OnConnection(void* cls, MHD_Connection*, void**,
                               MHD_ConnectionNotificationCode code) {
   auto* self = static_cast<HttpServer*>(cls);
-  const int delta = code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1;
-  self->service_->SetOpenConnections(self->open_.fetch_add(delta) + delta);
+  self->service_->AddOpenConnections(code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
 }
 
 void HttpServer::OnCompleted(void* cls, MHD_Connection*, void** context,

@@ -21,7 +21,6 @@
 
 #include <microhttpd.h>
 
-#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -68,9 +67,8 @@ class HttpServer {
   // passed to log_. Heap-allocated: MHD holds its address.
   std::unique_ptr<MhdLog> mhd_log_;
   MHD_Daemon* daemon_ = nullptr;
-  // Open connections (MHD's polling thread counts them; answers read them):
-  // above keep_alive_connections_ each answer closes its connection.
-  std::atomic<int> open_{0};
+  // Above this many open connections (Service::open_connections) each
+  // answer closes its connection.
   int keep_alive_connections_ = 0;
   int port_ = 0;
 };

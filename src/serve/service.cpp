@@ -297,7 +297,7 @@ Reply Service::MetricsText() {
     g.held_plan_waits = held_plan_waits_;
     g.max_waiting = options_.max_waiting;
   }
-  g.open_connections = open_connections_.load(std::memory_order_relaxed);
+  g.open_connections = open_connections();
   Reply r;
   r.body = metrics_.Text(g);
   r.content_type = "text/plain; version=0.0.4; charset=utf-8";

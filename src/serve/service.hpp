@@ -170,8 +170,10 @@ class Service {
   // The transport closed a connection after its answer because more than
   // ServerOptions::keep_alive_connections were open.
   void CountClosedForRoom() { metrics_.CountClosedForRoom(); }
-  // The transport's open connections now (the /metrics gauge).
-  void SetOpenConnections(int n) { open_connections_.store(n, std::memory_order_relaxed); }
+  // The transport's open connections: +1 / -1 as they open and close; the
+  // count now (Connection: close above keep_alive_connections, /metrics).
+  int AddOpenConnections(int delta) { return open_connections_.fetch_add(delta) + delta; }
+  int open_connections() const { return open_connections_.load(std::memory_order_relaxed); }
   // A line to ServerOptions::log (serialized).
   void Log(const std::string& line);
 
