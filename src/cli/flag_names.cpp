@@ -23,7 +23,12 @@ constexpr std::pair<std::string_view, std::string_view> kFlagNames[] = {
     {"PlanRequest::p_block_w", "--p-block"},
     {"PlanRequest::slowdown", "--slowdown"},
     {"SimulateRequest::p_block_w", "--p-block"},
+    {"SimulateRequest::slowdown", "--max-slowdown"},
     {"PlanRequest::resolution_s", "--resolution-ms"},
+    // solver::Objective (plan, simulate)
+    {"Objective::energy_budget_j", "--energy-budget"},
+    {"Objective::power_budget_w", "--power-budget"},
+    {"Objective::host_power_w", "--host-power"},
     // sim::SimulateRequest, sim::JobSpec, sim::Straggler (simulate, demo)
     {"SimulateRequest::detection_lag", "--detection-lag"},
     {"StragglerOptions::window", "--detection-window"},

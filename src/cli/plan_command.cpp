@@ -18,6 +18,7 @@
 #include "joulepipe/model/plan.hpp"
 #include "joulepipe/model/profile.hpp"
 #include "joulepipe/report/line_chart.hpp"
+#include "objective_flags.hpp"
 #include "signals.hpp"
 
 namespace joulepipe::cli {
@@ -128,6 +129,10 @@ std::string SummaryJson(const PlanOutcome& outcome) {
   // "profile" (its metadata) or "--p-block".
   inputs["p_block_from"] = plan.p_block_source == "profile" ? "profile" : "--p-block";
   inputs["slowdown"] = r.slowdown;
+  inputs["goal"] = std::string(solver::GoalName(r.objective.goal));
+  inputs["energy_budget_j"] = r.objective.energy_budget_j;
+  inputs["power_budget_w"] = r.objective.power_budget_w;
+  inputs["host_power_w"] = r.objective.host_power_w;
   inputs["resolution_s"] = r.resolution_s;
   inputs["max_plans"] = outcome.max_plans;
 
@@ -141,10 +146,18 @@ std::string SummaryJson(const PlanOutcome& outcome) {
   root["notes"] = notes;
   root["baseline"] = {{"time_s", t0}, {"energy_j", e0}};
   root["deadline_s"] = plan.deadline_s;
+  const int gpus = r.spec.stages;
+  const double counted = solver::CountedEnergyJ(chosen.time_s, chosen.energy_j, r.objective, gpus);
+  const double counted0 = solver::CountedEnergyJ(t0, e0, r.objective, gpus);
   root["chosen"] = {{"time_s", chosen.time_s},
                     {"energy_j", chosen.energy_j},
                     {"saving_pct", SavingPercent(chosen.energy_j, e0)},
                     {"slowdown_pct", SlowdownPercent(chosen.time_s, t0)},
+                    {"goal", ObjectiveText(r.objective, r.slowdown)},
+                    {"energy_scope", solver::EnergyScope(r.objective)},
+                    {"counted_energy_j", counted},
+                    {"counted_saving_pct", SavingPercent(counted, counted0)},
+                    {"average_power_w", counted / chosen.time_s},
                     {"plan_file", PlanFileName(static_cast<std::size_t>(chosen_slot))}};
   root["bound_at_baseline"] = {{"time_s", t0},
                                {"energy_j", plan.bound_energy_j},
@@ -211,18 +224,38 @@ std::string FormatPlanSummary(const PlanOutcome& outcome, const std::string& out
               plan.schedule.num_nodes());
   s += Printf("  P_block     %g W %s (GPU power while blocked or idle)\n", plan.p_block_w,
               PBlockOrigin(plan.p_block_source).c_str());
-  s += Printf("  slowdown    %g%% allowed: deadline %.6f s\n", 100 * r.slowdown, plan.deadline_s);
+  if (r.objective.goal == solver::Goal::kWithinDeadline) {
+    s += Printf("  slowdown    %g%% allowed: deadline %.6f s\n", 100 * r.slowdown, plan.deadline_s);
+  }
+  if (solver::CountsHost(r.objective)) {
+    s += Printf("  host power  %g W per GPU (CPU, DRAM, NIC), counted with the GPUs' energy\n",
+                r.objective.host_power_w);
+  }
   for (const std::string& note : plan.notes) {
     s += Printf("  note        %s\n", WithFlagNames(note).c_str());
   }
   s += "baseline (every instruction at its highest clock)\n";
   s += Printf("  time        %.6f s\n", t0);
   s += Printf("  energy      %.1f J\n", e0);
-  s += "chosen plan (least energy within the deadline)\n";
+  s += Printf("chosen plan (%s)\n", ObjectiveText(r.objective, r.slowdown).c_str());
   s += Printf("  time        %.6f s (slowdown %.3f%%)\n", chosen.time_s,
               SlowdownPercent(chosen.time_s, t0));
-  s += Printf("  energy      %.1f J (saving %.2f%%)\n", chosen.energy_j,
+  s += Printf("  energy      %.1f J GPU (saving %.2f%%)\n", chosen.energy_j,
               SavingPercent(chosen.energy_j, e0));
+  if (solver::CountsHost(r.objective)) {
+    const int gpus = r.spec.stages;
+    const double counted =
+        solver::CountedEnergyJ(chosen.time_s, chosen.energy_j, r.objective, gpus);
+    const double counted0 = solver::CountedEnergyJ(t0, e0, r.objective, gpus);
+    s += Printf("  node energy %.1f J GPU + host (saving %.2f%%; baseline %.1f J)\n", counted,
+                SavingPercent(counted, counted0), counted0);
+  }
+  if (r.objective.goal == solver::Goal::kPowerBudget) {
+    s += Printf("  power       %.1f W on average (budget %g W)\n",
+                solver::CountedEnergyJ(chosen.time_s, chosen.energy_j, r.objective, r.spec.stages) /
+                    chosen.time_s,
+                r.objective.power_budget_w);
+  }
   s += Printf("  bound: %.2f%% saving (no plan can beat the linear relaxation)\n",
               SavingPercent(plan.bound_energy_j, e0));
   if (r.slowdown > 0) {
@@ -258,8 +291,13 @@ namespace {
 constexpr char kPlanFooter[] =
     "\nReads the profile, lays out one iteration of the schedule, computes the whole\n"
     "iteration time-energy frontier (least energy for every iteration time) and\n"
-    "chooses the least-energy plan whose time is <= (1 + slowdown) x the time with\n"
-    "every instruction at its highest clock.\n"
+    "chooses the plan to run. By default that is the least-energy plan whose time\n"
+    "is <= the time with every instruction at its highest clock (same speed);\n"
+    "--max-slowdown F allows F x that time, --least-energy takes the least energy\n"
+    "at any speed, --energy-budget J / --power-budget W the fastest plan within\n"
+    "the budget (of the pipeline's GPUs, one per stage). --host-power W adds W per\n"
+    "GPU for as long as the iteration lasts, so a slower plan must save more GPU\n"
+    "energy than the host spends meanwhile (least energy for the whole node).\n"
     "\n"
     "Profile CSV: columns stage,instruction,frequency,time,energy (any order, extra\n"
     "columns ignored); stage ids 0..S-1 (interleaved: S, or S*V one per virtual\n"
@@ -294,6 +332,7 @@ struct PlanFlags {
   int chunks = 2;        // only read for --schedule interleaved
   double p_block_w = 0;  // only read when --p-block was given
   double slowdown = 0;
+  ObjectiveFlags objective;
   double resolution_ms = 1.0;
   int max_plans = 256;
   std::string out;
@@ -325,10 +364,12 @@ PlanSubcommand::PlanSubcommand(CLI::App* app)
                                     "GPU power while blocked or idle, watts (e.g. 83.64 for "
                                     "A100-SXM); default: the profile's p_block_w")
                           ->type_name("WATTS");
-  c->add_option("--slowdown", f->slowdown,
-                "Allowed iteration-time increase as a fraction (0.05 = 5%)")
-      ->capture_default_str()
-      ->type_name("FRACTION");
+  f->objective.slowdown_option =
+      c->add_option("--slowdown", f->slowdown,
+                    "Allowed iteration-time increase as a fraction (0.05 = 5%; the same as "
+                    "--max-slowdown 1.05)")
+          ->type_name("FRACTION");
+  AddObjectiveFlags(c, &f->objective, "the pipeline's GPUs, one per stage");
   c->add_option("--resolution-ms", f->resolution_ms,
                 "Spacing of the frontier's deadline grid, milliseconds")
       ->capture_default_str()
@@ -363,7 +404,7 @@ int PlanSubcommand::Run() const {
   request.spec = ScheduleFromFlags(f.schedule, f.stages, f.microbatches, f.chunks,
                                    f.chunks_option->count() > 0);
   request.p_block_w = IfGiven(f.p_block_option, f.p_block_w);
-  request.slowdown = f.slowdown;
+  request.objective = ObjectiveFromFlags(f.objective, f.slowdown, &request.slowdown);
   request.resolution_s = f.resolution_ms * 1e-3;
   CheckMaxPlans(f.max_plans);
   solver::CheckPlanRequest(request);  // flags before files: a flag error needs no file

@@ -15,6 +15,7 @@
 #include "inputs.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/profile.hpp"
+#include "objective_flags.hpp"
 #include "output_dir.hpp"
 
 namespace joulepipe::cli {
@@ -93,9 +94,9 @@ std::string FormatSimulationSummary(const sim::SimulateOutcome& o) {
               static_cast<unsigned long long>(j.seed));
   s += "plans (one pipeline, noiseless)\n";
   s += Printf("  max clock     %.6f s, %.1f J\n", t0, o.max_clock.energy_j);
-  s += Printf("  intrinsic     %.6f s, %.1f J (saving %.2f%%): least energy within T\n",
-              o.intrinsic.time_s, o.intrinsic.energy_j,
-              SavingPercent(o.intrinsic.energy_j, o.max_clock.energy_j));
+  s += Printf("  intrinsic     %.6f s, %.1f J (saving %.2f%%): %s\n", o.intrinsic.time_s,
+              o.intrinsic.energy_j, SavingPercent(o.intrinsic.energy_j, o.max_clock.energy_j),
+              ObjectiveText(r.objective, r.slowdown).c_str());
   if (o.has_straggler()) {
     s += Printf("  straggler T'  %.6f s; other pipelines run %.6f s = %.3f T, %.1f J\n",
                 o.straggler_target_s, o.straggler_plan.time_s, o.straggler_plan.time_s / t0,
@@ -114,6 +115,20 @@ std::string FormatSimulationSummary(const sim::SimulateOutcome& o) {
   s += Printf("  %-12s %14.6f s %18.1f J\n", "joulepipe", tj, ej);
   s += Printf("  saving        %.2f%% energy, iteration time %+.3f%%\n", SavingPercent(ej, eb),
               SlowdownPercent(tj, tb));
+  if (solver::CountsHost(r.objective)) {
+    // The host draws its power for the whole iteration, whatever the GPUs do.
+    const double host_w = r.objective.host_power_w * static_cast<double>(o.gpus());
+    const double nb = eb + host_w * tb, nj = ej + host_w * tj;
+    s += Printf(
+        "  with host     %.1f J vs %.1f J per iteration: %.2f%% saving (GPU + host, %g "
+        "W per GPU)\n",
+        nb, nj, SavingPercent(nj, nb), r.objective.host_power_w);
+  }
+  if (r.objective.goal == solver::Goal::kPowerBudget) {
+    const double host_w = r.objective.host_power_w * static_cast<double>(o.gpus());
+    s += Printf("  power         %.1f kW on average (budget %g kW; %s)\n", (ej / tj + host_w) / 1e3,
+                r.objective.power_budget_w / 1e3, solver::EnergyScope(r.objective).c_str());
+  }
   s += Printf("  simulated in  %.3f s (both policies)\n", o.simulate_seconds);
   // A short run's iterations show the switch (and, with a lag, its cost).
   const std::size_t n = o.baseline.iterations.size();
@@ -170,13 +185,30 @@ std::string SimulationJson(const sim::SimulateOutcome& o) {
   inputs["allreduce_s"] = j.allreduce_s;
   inputs["seed"] = j.seed;
   inputs["resolution_s"] = r.resolution_s;
+  inputs["goal"] = std::string(solver::GoalName(r.objective.goal));
+  inputs["slowdown"] = r.slowdown;
+  inputs["energy_budget_j"] = r.objective.energy_budget_j;
+  inputs["power_budget_w"] = r.objective.power_budget_w;
+  inputs["host_power_w"] = r.objective.host_power_w;
   root["inputs"] = inputs;
+  root["energy_scope"] = solver::EnergyScope(r.objective);
+  if (solver::CountsHost(r.objective)) {
+    const double host_w = r.objective.host_power_w * static_cast<double>(o.gpus());
+    const double nb = eb + host_w * o.baseline.MeanTime(),
+                 nj = ej + host_w * o.joulepipe.MeanTime();
+    root["with_host"] = {{"baseline_energy_j", nb},
+                         {"joulepipe_energy_j", nj},
+                         {"saving_pct", SavingPercent(nj, nb)}};
+  }
   ordered_json notes = ordered_json::array();
   for (const std::string& note : o.notes) notes.push_back(WithFlagNames(note));
   root["notes"] = notes;
   root["plans"] = {
       {"max_clock", {{"time_s", o.max_clock.time_s}, {"energy_j", o.max_clock.energy_j}}},
-      {"intrinsic", {{"time_s", o.intrinsic.time_s}, {"energy_j", o.intrinsic.energy_j}}},
+      {"intrinsic",
+       {{"time_s", o.intrinsic.time_s},
+        {"energy_j", o.intrinsic.energy_j},
+        {"goal", ObjectiveText(r.objective, r.slowdown)}}},
       {"straggler_response",
        {{"target_s", o.straggler_target_s},
         {"time_s", o.straggler_plan.time_s},
@@ -224,7 +256,9 @@ constexpr char kSimulateFooter[] =
     "under two policies and compares them:\n"
     "  baseline   every pipeline runs every instruction at its highest clock;\n"
     "  joulepipe  every pipeline runs the intrinsic plan (least energy at the same\n"
-    "             iteration time T); while a straggler slows its pipeline to T',\n"
+    "             iteration time T, or the operating point --max-slowdown,\n"
+    "             --least-energy, --energy-budget or --power-budget chooses; the\n"
+    "             budgets are the whole job's); while a straggler slows its pipeline to T',\n"
     "             the straggler keeps that plan and the others run the least-energy\n"
     "             frontier plan whose time is <= T' (they would wait anyway), and\n"
     "             switch back when it recovers (after --detection-lag iterations,\n"
@@ -277,6 +311,7 @@ struct SimulateFlags {
   std::string timeline;
   int timeline_iterations = 1;
   double resolution_ms = 5;
+  ObjectiveFlags objective;
   bool json = false;
   CLI::Option* chunks_option = nullptr;
 };
@@ -397,6 +432,7 @@ SimulateSubcommand::SimulateSubcommand(CLI::App* app)
                 "Frontier grid spacing, ms (T and T' are planned exactly)")
       ->capture_default_str()
       ->type_name("MS");
+  AddObjectiveFlags(c, &f->objective, "the whole job's GPUs");
   c->add_flag(
       "--json", f->json,
       "Print one JSON object {baseline:{time_s,energy_j}, joulepipe:{...}, saving_pct, ...}");
@@ -443,6 +479,7 @@ int SimulateSubcommand::Run() const {
   request.detector.threshold = f.detection_threshold;
   request.detector.recover_below = std::min(request.detector.recover_below, f.detection_threshold);
   request.resolution_s = f.resolution_ms * 1e-3;
+  request.objective = ObjectiveFromFlags(f.objective, 0, &request.slowdown);
   request.timeline_iterations = f.timeline.empty() ? 0 : f.timeline_iterations;
   sim::CheckSimulateRequest(request);  // flags before files
 

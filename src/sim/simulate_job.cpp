@@ -5,11 +5,11 @@
 #include <string_view>
 #include <utility>
 
+#include "job_checks.hpp"
 #include "joulepipe/model/energy.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/field_names.hpp"
 #include "joulepipe/solver/plan_pipeline.hpp"
-#include "job_checks.hpp"
 
 namespace joulepipe::sim {
 
@@ -22,6 +22,7 @@ using model::InputError;
 constexpr std::pair<std::string_view, std::string_view> kPlanFields[] = {
     {"PlanRequest::p_block_w", "SimulateRequest::p_block_w"},
     {"PlanRequest::resolution_s", "SimulateRequest::resolution_s"},
+    {"PlanRequest::slowdown", "SimulateRequest::slowdown"},
 };
 
 using model::Require;
@@ -55,6 +56,8 @@ void CheckSimulateRequest(const SimulateRequest& r) {
   plan.spec = r.spec;
   plan.p_block_w = r.p_block_w;
   plan.resolution_s = r.resolution_s;
+  plan.slowdown = r.slowdown;
+  plan.objective = r.objective;
   try {
     solver::CheckPlanRequest(plan);
   } catch (const InputError& e) {
@@ -86,7 +89,10 @@ SimulateOutcome SimulateJob(const model::Profile& profile, const SimulateRequest
   solver::PlanRequest plan_request;
   plan_request.spec = request.spec;
   plan_request.p_block_w = request.p_block_w;
-  plan_request.slowdown = 0;  // the intrinsic plan: least energy within T
+  plan_request.slowdown = request.slowdown;  // the intrinsic plan: by default least energy within T
+  plan_request.objective = request.objective;
+  plan_request.objective_scale =
+      static_cast<double>(request.job.pipelines) * request.job.gpus_per_stage;
   plan_request.resolution_s = request.resolution_s;
   if (outcome.has_straggler()) plan_request.extra_deadline_factors = {job.straggler.slowdown};
   plan_request.progress = request.progress;
@@ -152,9 +158,8 @@ SimulateOutcome SimulateJob(const model::Profile& profile, const SimulateRequest
     }
   } else if (outcome.has_straggler()) {
     const int when = job.straggler.from_iteration + request.detection_lag;
-    const std::vector<int> chosen = simulator.Choose(Policy::kJoulepipe, when,
-                                                     request.detection_lag,
-                                                     &outcome.straggler_target_s);
+    const std::vector<int> chosen = simulator.Choose(
+        Policy::kJoulepipe, when, request.detection_lag, &outcome.straggler_target_s);
     if (other < job.pipelines) {
       const CandidatePlan& c = simulator.candidates()[chosen[other]];
       outcome.straggler_plan = {c.time_s, c.energy_j, c.mhz};

@@ -185,6 +185,13 @@ void CheckPlanRequest(const PlanRequest& request) {
                             "0.05 allows iterations 5%% longer than at full clock",
                             kMaxSlowdown, request.slowdown));
   }
+  CheckObjective(request.objective);
+  if (!std::isfinite(request.objective_scale) || request.objective_scale <= 0) {
+    throw InputError("PlanRequest::objective_scale",
+                     Format("PlanRequest::objective_scale must be > 0 (got %g): how many copies "
+                            "of the pipeline the objective's budgets cover",
+                            request.objective_scale));
+  }
   if (!std::isfinite(request.resolution_s) || request.resolution_s <= 0 ||
       request.resolution_s > kMaxResolutionS) {
     throw InputError("PlanRequest::resolution_s",
@@ -270,11 +277,10 @@ void SolvePipelinePlan(const model::Profile& profile, PipelinePlan* plan) {
   plan->solve_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
-  const FrontierPoint* best = plan->frontier.BestWithin(plan->deadline_s);
   // The all-max-clock plan meets the deadline, and the frontier keeps it or a
-  // point that dominates it, so there is always a choice.
-  if (best == nullptr) throw std::logic_error("the frontier has no plan within the deadline");
-  plan->chosen = static_cast<std::size_t>(best - plan->frontier.points.data());
+  // point that dominates it, so within the deadline there is always a choice.
+  plan->chosen = ChooseOperatingPoint(plan->frontier, request.objective, plan->deadline_s,
+                                      request.spec.stages, request.objective_scale);
   plan->bound_energy_j = plan->frontier.BoundAt(plan->baseline.time_s);
 }
 

@@ -262,6 +262,65 @@ TEST_F(PlanCommandTest, ThinsPlansButKeepsFastestChosenAndSlowest) {
   EXPECT_GT(summary["chosen"]["time_s"].get<double>(), t0);
 }
 
+// Each goal flag chooses its point of the same frontier, and the summary says
+// which and what it counted.
+TEST_F(PlanCommandTest, GoalFlagsChooseTheirOperatingPoint) {
+  const std::string shape =
+      "--schedule gpipe --stages 4 --microbatches 6 --resolution-ms 0.1 --max-plans 0 ";
+  auto chosen = [&](const std::string& name, const std::string& goal) {
+    const fs::path out = root_ / name;
+    const Result r = Run(PlanArgs(profile_, shape + goal + " --out " + Quote(out), "10"));
+    EXPECT_EQ(r.code, 0) << goal << "\n" << r.err;
+    return nlohmann::json::parse(Slurp(out / "summary.json"));
+  };
+  const nlohmann::json same = chosen("same", "");
+  const nlohmann::json five = chosen("five", "--max-slowdown 1.05");
+  const nlohmann::json least = chosen("least", "--least-energy");
+  const nlohmann::json node = chosen("node", "--least-energy --host-power 40");
+  const double t0 = same["baseline"]["time_s"], e0 = same["baseline"]["energy_j"];
+  const auto t = [](const nlohmann::json& s) { return s["chosen"]["time_s"].get<double>(); };
+  const auto e = [](const nlohmann::json& s) { return s["chosen"]["energy_j"].get<double>(); };
+  EXPECT_LE(t(same), t0 * (1 + 1e-12));
+  EXPECT_LE(t(five), 1.05 * t0 * (1 + 1e-12));
+  EXPECT_LE(e(five), e(same));
+  EXPECT_EQ(e(least), same["frontier"]["least_energy_j"].get<double>());
+  // Counting the host's 40 W per GPU, the slowest plan no longer pays.
+  EXPECT_LT(t(node), t(least));
+  EXPECT_GT(e(node), e(least));
+  EXPECT_EQ(node["chosen"]["energy_scope"], "GPU + host energy (host 40 W per GPU)");
+  EXPECT_EQ(least["chosen"]["energy_scope"], "GPU energy");
+  const double node_counted = node["chosen"]["counted_energy_j"];
+  EXPECT_DOUBLE_EQ(node_counted, e(node) + 40 * 4 * t(node));
+  // The power budget: the fastest plan drawing at most the mean of the
+  // same-time and the least-energy plans' powers is slower than the first
+  // and draws at most that.
+  const double budget = (e(same) / t(same) + e(least) / t(least)) / 2;
+  const nlohmann::json power = chosen("power", "--power-budget " + std::to_string(budget));
+  EXPECT_GT(t(power), t0);
+  EXPECT_LE(power["chosen"]["average_power_w"].get<double>(), budget);
+  EXPECT_EQ(power["inputs"]["goal"], "power-budget");
+  const nlohmann::json energy =
+      chosen("energy", "--energy-budget " + std::to_string(e(five) + 1e-6));
+  EXPECT_LE(e(energy), e(five) + 1e-6);
+  EXPECT_LE(t(energy), t(five) * (1 + 1e-12));
+
+  const std::string out = " --out " + Quote(root_ / "refused");
+  ExpectRejected(PlanArgs(profile_, shape + "--least-energy --max-slowdown 1.1" + out),
+                 {"choose one goal", "--max-slowdown", "--least-energy"});
+  ExpectRejected(PlanArgs(profile_, shape + "--max-slowdown 0.9" + out),
+                 {"--max-slowdown must be a factor 1..100"});
+  // A budget no plan meets is known once the frontier is solved: after the
+  // progress line, and still with nothing left behind.
+  const Result tight = Run(PlanArgs(profile_, shape + "--energy-budget 0.001" + out));
+  EXPECT_EQ(tight.code, 2);
+  EXPECT_NE(tight.err.find("joulepipe: error: no plan uses at most --energy-budget = 0.001 J per "
+                           "iteration (GPU energy); the least any plan uses is"),
+            std::string::npos)
+      << tight.err;
+  EXPECT_FALSE(fs::exists(root_ / "refused"));
+  ExpectRejected(PlanArgs(profile_, shape + "--host-power -5" + out), {"--host-power"});
+}
+
 TEST_F(PlanCommandTest, InterleavedAcceptsPhysicalOrVirtualStageProfiles) {
   const fs::path virtual_profile = root_ / "virtual.csv";
   Spit(virtual_profile, SmallProfile(8));  // 4 stages x 2 chunks
@@ -380,12 +439,11 @@ TEST_F(PlanCommandTest, RejectsBadFlags) {
 // needs no --p-block; --p-block still wins, with a note.
 TEST_F(PlanCommandTest, TakesPBlockFromTheProfileMetadata) {
   const fs::path with_metadata = root_ / "measured.csv";
-  Spit(with_metadata,
-       "# gpu: Test GPU\n# p_block_w: 60\n# source: measured\n" + SmallProfile(4));
+  Spit(with_metadata, "# gpu: Test GPU\n# p_block_w: 60\n# source: measured\n" + SmallProfile(4));
   const std::string shape = "--schedule 1f1b --stages 4 --microbatches 8 --out ";
 
-  const Result from_profile = Run("plan --profile " + Quote(with_metadata) + " " + shape +
-                                  Quote(root_ / "profile"));
+  const Result from_profile =
+      Run("plan --profile " + Quote(with_metadata) + " " + shape + Quote(root_ / "profile"));
   ASSERT_EQ(from_profile.code, 0) << from_profile.err;
   EXPECT_NE(from_profile.out.find("P_block     60 W from the profile"), std::string::npos)
       << from_profile.out;
@@ -452,10 +510,10 @@ class PlanInterruptTest : public PlanCommandTest {
   void SetUp() override {
     PlanCommandTest::SetUp();
     out_ = root_ / "out";
-    ASSERT_EQ(Run(PlanArgs(profile_, "--schedule 1f1b --stages 4 --microbatches 4 --out " +
-                                         Quote(out_)))
-                  .code,
-              0);
+    ASSERT_EQ(
+        Run(PlanArgs(profile_, "--schedule 1f1b --stages 4 --microbatches 4 --out " + Quote(out_)))
+            .code,
+        0);
     summary_ = Slurp(out_ / "summary.json");
     ASSERT_FALSE(summary_.empty());
   }
@@ -463,12 +521,12 @@ class PlanInterruptTest : public PlanCommandTest {
   // `plan` on the measured GPT-3 A40 profile, 8 stages x 96 microbatches:
   // seconds of solving; with max_plans "0" thousands of plan files.
   pid_t StartBigPlan(const std::string& resolution_ms, const std::string& max_plans) {
-    return StartCli({"plan", "--profile",
-                     std::string(JOULEPIPE_SOURCE_DIR) + "/data/profiles/gpt3-175b+a40_bf16.csv",
-                     "--schedule", "1f1b", "--stages", "8", "--microbatches", "96",
-                     "--p-block", "70.38", "--resolution-ms", resolution_ms, "--max-plans",
-                     max_plans, "--out", out_.string()},
-                    root_ / "stdout.txt", root_ / "stderr.txt");
+    return StartCli(
+        {"plan", "--profile",
+         std::string(JOULEPIPE_SOURCE_DIR) + "/data/profiles/gpt3-175b+a40_bf16.csv", "--schedule",
+         "1f1b", "--stages", "8", "--microbatches", "96", "--p-block", "70.38", "--resolution-ms",
+         resolution_ms, "--max-plans", max_plans, "--out", out_.string()},
+        root_ / "stdout.txt", root_ / "stderr.txt");
   }
 
   std::string Stderr() const { return Slurp(root_ / "stderr.txt"); }
@@ -477,8 +535,8 @@ class PlanInterruptTest : public PlanCommandTest {
   // with nothing left beside --out and the earlier output untouched.
   void ExpectInterruptedCleanly(int status, int sig) {
     const std::string err = Stderr();
-    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig)
-        << "status " << status << "\n" << err;
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << "status " << status << "\n"
+                                                                << err;
     EXPECT_EQ(ShellCode(status), 128 + sig) << err;
     const std::string name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
     EXPECT_NE(err.find("joulepipe: interrupted (" + name + "); nothing was written\n"),

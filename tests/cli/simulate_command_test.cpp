@@ -52,6 +52,41 @@ TEST_F(SimulateCommandTest, JsonHasTheRequiredKeysAndSavesEnergyWithAStraggler) 
   EXPECT_NE(std::string(j["figures"]).find("simulated"), std::string::npos);
 }
 
+// The operating-point flags choose what every pipeline runs while healthy;
+// budgets are the whole job's, and host power is counted and reported.
+TEST_F(SimulateCommandTest, OperatingPointsAreTheWholeJobs) {
+  const Result same = Simulate("--pipelines 4 --tp 2 --iterations 2 --json");
+  const Result node = Simulate(
+      "--pipelines 4 --tp 2 --iterations 2 --least-energy "
+      "--host-power 150 --json");
+  ASSERT_EQ(same.code, 0) << same.err;
+  ASSERT_EQ(node.code, 0) << node.err;
+  const nlohmann::json a = nlohmann::json::parse(same.out), b = nlohmann::json::parse(node.out);
+  EXPECT_EQ(a["energy_scope"], "GPU energy");
+  EXPECT_EQ(b["energy_scope"], "GPU + host energy (host 150 W per GPU)");
+  EXPECT_EQ(b["inputs"]["goal"], "least-energy");
+  EXPECT_GT(b["joulepipe"]["time_s"].get<double>(), a["joulepipe"]["time_s"].get<double>());
+  const double host_w = 150.0 * 4 * 8 * 2;
+  EXPECT_NEAR(
+      b["with_host"]["baseline_energy_j"].get<double>(),
+      b["baseline"]["energy_j"].get<double>() + host_w * b["baseline"]["time_s"].get<double>(),
+      1e-6);
+  // A power budget of the whole job between the baseline's and the
+  // least-energy plan's powers: met, and by a slower plan than the baseline.
+  const double pb = a["baseline"]["energy_j"].get<double>() / a["baseline"]["time_s"].get<double>();
+  const Result power = Simulate("--pipelines 4 --tp 2 --iterations 2 --json --power-budget " +
+                                std::to_string(0.8 * pb));
+  ASSERT_EQ(power.code, 0) << power.err;
+  const nlohmann::json c = nlohmann::json::parse(power.out);
+  EXPECT_GT(c["plans"]["intrinsic"]["time_s"].get<double>(), a["plans"]["max_clock"]["time_s"]);
+  EXPECT_LE(c["plans"]["intrinsic"]["energy_j"].get<double>() /
+                c["plans"]["intrinsic"]["time_s"].get<double>() * 4 * 2,
+            0.8 * pb);
+  const Result refused = Simulate("--pipelines 4 --iterations 2 --power-budget 1");
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_NE(refused.err.find("--power-budget = 1 W"), std::string::npos) << refused.err;
+}
+
 TEST_F(SimulateCommandTest, MeasuredDetectionSwitchesAfterTheWindowBothWays) {
   const Result r = Simulate(
       "--pipelines 3 --straggler-slowdown 1.2 --straggler-from 2 --straggler-for 3 "
@@ -71,8 +106,7 @@ TEST_F(SimulateCommandTest, MeasuredDetectionSwitchesAfterTheWindowBothWays) {
       "--pipelines 3 --straggler-slowdown 1.2 --straggler-from 2 --iterations 4 "
       "--detection measured");
   ASSERT_EQ(human.code, 0) << human.err;
-  EXPECT_NE(human.out.find("detection     measured: the coordinator's detector"),
-            std::string::npos)
+  EXPECT_NE(human.out.find("detection     measured: the coordinator's detector"), std::string::npos)
       << human.out;
 }
 

@@ -3,10 +3,11 @@
 // end (the CLI's plan, sim::SimulateJob, the Python package, the runtime
 // tests) plans through it; none re-sequences its steps.
 //
-// The chosen plan is the least-energy frontier point whose EXACT time is
-// within the deadline (1 + slowdown) * T, T being the all-max-clock time. The
-// solver plans for that deadline exactly (Options::extra_deadlines_s), so the
-// choice does not depend on where the grid happens to fall.
+// The chosen plan is the frontier point the request's objective picks
+// (operating_point.hpp); by default the least-energy point whose EXACT time
+// is within the deadline (1 + slowdown) * T, T being the all-max-clock time.
+// The solver plans for that deadline exactly (Options::extra_deadlines_s), so
+// the choice does not depend on where the grid happens to fall.
 //
 // Errors are model::InputError naming the request's fields
 // ("PlanRequest::slowdown", "Spec::stages", ...) or the profile; a cancelled
@@ -24,6 +25,7 @@
 #include "joulepipe/model/profile.hpp"
 #include "joulepipe/schedule/schedule.hpp"
 #include "joulepipe/solver/frontier.hpp"
+#include "joulepipe/solver/operating_point.hpp"
 
 namespace joulepipe::solver {
 
@@ -32,7 +34,14 @@ struct PlanRequest {
   // GPU power while blocked or idle (W). Unset: the profile's metadata
   // p_block_w; a profile without one (e.g. a Perseus/Zeus CSV) is an error.
   std::optional<double> p_block_w;
-  double slowdown = 0;         // allowed iteration-time increase over T, a fraction >= 0
+  double slowdown = 0;  // allowed iteration-time increase over T, a fraction >= 0
+  // Which frontier point to choose (default: least GPU energy within the
+  // deadline); host power and budgets are per GPU / of the pipeline's
+  // Spec::stages GPUs.
+  Objective objective;
+  // The objective's budgets bound the frontier's figures times this (> 0):
+  // 1 for the pipeline itself, pipelines x TP for a job's budget.
+  double objective_scale = 1;
   double resolution_s = 1e-3;  // spacing of the frontier's deadline grid (s), > 0
   // Multiples of T to plan exactly as well, e.g. a straggler's T'/T. Each > 0.
   std::vector<double> extra_deadline_factors;
@@ -48,18 +57,19 @@ struct PlanRequest {
 struct PipelinePlan {
   PlanRequest request;
   schedule::Schedule schedule;
-  Evaluation baseline;    // every instruction at its highest clock
+  Evaluation baseline;  // every instruction at its highest clock
   // Iteration time with every instruction at its least-energy clock among
   // those no other clock of its (stage, kind) beats on both time and
   // effective energy (cost_hull.hpp): the slowest plan the frontier can hold.
   double slowest_s = 0;
   double deadline_s = 0;  // (1 + slowdown) * baseline.time_s
   Frontier frontier;      // empty until solved
-  // Invariant once solved: chosen < frontier.points.size().
+  // The point request.objective chose. Invariant once solved:
+  // chosen < frontier.points.size().
   std::size_t chosen = 0;
-  double bound_energy_j = 0;  // relaxation bound at the baseline time
-  double solve_seconds = 0;   // wall time of the frontier solve
-  double p_block_w = 0;       // the P_block planned with (W)
+  double bound_energy_j = 0;       // relaxation bound at the baseline time
+  double solve_seconds = 0;        // wall time of the frontier solve
+  double p_block_w = 0;            // the P_block planned with (W)
   std::string p_block_source;      // "request" or "profile" (its metadata)
   std::vector<std::string> notes;  // for people, e.g. two different P_block values
 
@@ -68,17 +78,17 @@ struct PipelinePlan {
 
 // The plausible ranges CheckPlanRequest enforces (docs/limits.md, "Numbers
 // and ranges"), beyond the schedule's own rules.
-inline constexpr int kMaxStages = 1024;             // Spec::stages (pipeline-parallel degree)
-inline constexpr int kMaxMicrobatches = 100'000;    // Spec::microbatches
-inline constexpr int kMaxChunks = 1024;             // Spec::chunks
-inline constexpr double kMaxSlowdown = 99;          // PlanRequest::slowdown: 100 x T at most
-inline constexpr double kMaxResolutionS = 3600;     // PlanRequest::resolution_s: an hour
-inline constexpr double kMaxDeadlineFactor = 100;   // each extra_deadline_factors entry
+inline constexpr int kMaxStages = 1024;            // Spec::stages (pipeline-parallel degree)
+inline constexpr int kMaxMicrobatches = 100'000;   // Spec::microbatches
+inline constexpr int kMaxChunks = 1024;            // Spec::chunks
+inline constexpr double kMaxSlowdown = 99;         // PlanRequest::slowdown: 100 x T at most
+inline constexpr double kMaxResolutionS = 3600;    // PlanRequest::resolution_s: an hour
+inline constexpr double kMaxDeadlineFactor = 100;  // each extra_deadline_factors entry
 
 // Checks what needs no profile: the spec's counts (stages 1..kMaxStages,
 // microbatches 1..kMaxMicrobatches, chunks up to kMaxChunks), P_block if
-// given, slowdown 0..kMaxSlowdown, resolution up to kMaxResolutionS, extra
-// deadline factors in (0, kMaxDeadlineFactor]. Lets a caller refuse bad
+// given, slowdown 0..kMaxSlowdown, the objective (CheckObjective), resolution up to
+// kMaxResolutionS, extra deadline factors in (0, kMaxDeadlineFactor]. Lets a caller refuse bad
 // numbers before it reads any file. Throws model::InputError naming the
 // field and the range.
 void CheckPlanRequest(const PlanRequest& request);
@@ -111,8 +121,9 @@ void CheckProfileRows(const model::Profile& profile, const std::string& profile_
 PipelinePlan PreparePipelinePlan(const model::Profile& profile, const PlanRequest& request);
 
 // The expensive second half, on a prepared plan (the same profile): solves the
-// frontier and chooses the least-energy plan within the deadline. Throws
-// model::Cancelled if the request's cancel flag is raised.
+// frontier and chooses the objective's point. Throws model::Cancelled if the
+// request's cancel flag is raised, model::InputError when no point meets the
+// objective's budget (the message says the least the frontier reaches).
 void SolvePipelinePlan(const model::Profile& profile, PipelinePlan* plan);
 
 // Both halves.

@@ -1,0 +1,96 @@
+#include "objective_flags.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include "format.hpp"
+#include "joulepipe/model/error.hpp"
+#include "joulepipe/solver/plan_pipeline.hpp"
+
+namespace joulepipe::cli {
+
+void AddObjectiveFlags(CLI::App* c, ObjectiveFlags* f, const std::string& what) {
+  f->max_slowdown_option =
+      c->add_option("--max-slowdown", f->max_slowdown,
+                    "Least energy within this factor of the all-max-clock iteration time, >= 1 "
+                    "(1.05 = at most 5% slower; default 1: same time)")
+          ->type_name("FACTOR");
+  c->add_flag("--least-energy", f->least_energy, "Least energy per iteration at any speed");
+  f->energy_budget_option =
+      c->add_option("--energy-budget", f->energy_budget_j,
+                    "Fastest plan using at most this energy per iteration, J (" + what + ")")
+          ->type_name("J");
+  f->power_budget_option = c->add_option("--power-budget", f->power_budget_w,
+                                         "Fastest plan drawing at most this average power, W (" +
+                                             what + "; energy per iteration / iteration time)")
+                               ->type_name("WATTS");
+  c->add_option("--host-power", f->host_power_w,
+                "Host power per GPU (CPU, DRAM, NIC), W, counted for as long as an iteration "
+                "lasts in every goal: least energy becomes least for the whole node (e.g. "
+                "150, or what `measure --cpu` shows); default 0: GPU energy only")
+      ->type_name("WATTS");
+}
+
+solver::Objective ObjectiveFromFlags(const ObjectiveFlags& f, double slowdown,
+                                     double* slowdown_out) {
+  int goals = 0;
+  std::string given;
+  auto count = [&](bool on, const char* flag) {
+    if (!on) return;
+    ++goals;
+    given += given.empty() ? flag : std::string(", ") + flag;
+  };
+  count(f.slowdown_option != nullptr && f.slowdown_option->count() > 0, "--slowdown");
+  count(f.max_slowdown_option->count() > 0, "--max-slowdown");
+  count(f.least_energy, "--least-energy");
+  count(f.energy_budget_option->count() > 0, "--energy-budget");
+  count(f.power_budget_option->count() > 0, "--power-budget");
+  if (goals > 1) {
+    throw model::InputError("choose one goal; got " + given +
+                            " (each picks a different point of the frontier)");
+  }
+  solver::Objective o;
+  o.host_power_w = f.host_power_w;
+  *slowdown_out = 0;
+  if (f.slowdown_option != nullptr && f.slowdown_option->count() > 0) *slowdown_out = slowdown;
+  if (f.max_slowdown_option->count() > 0) {
+    if (!(f.max_slowdown >= 1 && f.max_slowdown <= 1 + solver::kMaxSlowdown)) {
+      throw model::InputError(Printf(
+          "--max-slowdown must be a factor 1..%g (got %g): 1.05 allows iterations 5%% longer "
+          "than with every clock at maximum, 1 keeps the same time",
+          1 + solver::kMaxSlowdown, f.max_slowdown));
+    }
+    *slowdown_out = f.max_slowdown - 1;
+  }
+  if (f.least_energy) o.goal = solver::Goal::kLeastEnergy;
+  if (f.energy_budget_option->count() > 0) {
+    o.goal = solver::Goal::kEnergyBudget;
+    o.energy_budget_j = f.energy_budget_j;
+  }
+  if (f.power_budget_option->count() > 0) {
+    o.goal = solver::Goal::kPowerBudget;
+    o.power_budget_w = f.power_budget_w;
+  }
+  return o;
+}
+
+std::string ObjectiveText(const solver::Objective& o, double slowdown) {
+  std::string goal;
+  switch (o.goal) {
+    case solver::Goal::kWithinDeadline:
+      goal = slowdown > 0 ? Printf("least energy within %g x the all-max-clock time", 1 + slowdown)
+                          : std::string("least energy at the all-max-clock time (same speed)");
+      break;
+    case solver::Goal::kLeastEnergy:
+      goal = "least energy at any speed";
+      break;
+    case solver::Goal::kEnergyBudget:
+      goal = Printf("fastest within %g J per iteration", o.energy_budget_j);
+      break;
+    case solver::Goal::kPowerBudget:
+      goal = Printf("fastest within %g W on average", o.power_budget_w);
+      break;
+  }
+  return goal + "; counts " + solver::EnergyScope(o);
+}
+
+}  // namespace joulepipe::cli

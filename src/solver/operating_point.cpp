@@ -1,0 +1,124 @@
+#include "joulepipe/solver/operating_point.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "joulepipe/model/error.hpp"
+#include "joulepipe/model/format.hpp"
+
+namespace joulepipe::solver {
+
+namespace {
+
+using model::Format;
+using model::InputError;
+
+void CheckBudget(const char* field, double value, bool used, const char* unit, const char* what) {
+  if (!used) {
+    if (value == 0) return;
+    throw InputError(field, Format("%s is set (%g %s) but the goal is not its own; choose one "
+                                   "goal",
+                                   field, value, unit));
+  }
+  if (std::isfinite(value) && value > 0) return;
+  throw InputError(field, Format("%s must be > 0 %s (got %g): %s", field, unit, value, what));
+}
+
+}  // namespace
+
+std::string_view GoalName(Goal goal) {
+  switch (goal) {
+    case Goal::kWithinDeadline:
+      return "within-deadline";
+    case Goal::kLeastEnergy:
+      return "least-energy";
+    case Goal::kEnergyBudget:
+      return "energy-budget";
+    case Goal::kPowerBudget:
+      return "power-budget";
+  }
+  return "?";
+}
+
+void CheckObjective(const Objective& o) {
+  CheckBudget("Objective::energy_budget_j", o.energy_budget_j, o.goal == Goal::kEnergyBudget, "J",
+              "the energy per iteration the plan may use at most");
+  CheckBudget("Objective::power_budget_w", o.power_budget_w, o.goal == Goal::kPowerBudget, "W",
+              "the average power (energy per iteration / iteration time) the plan may draw");
+  if (!std::isfinite(o.host_power_w) || o.host_power_w < 0 || o.host_power_w > kMaxHostPowerW) {
+    throw InputError("Objective::host_power_w",
+                     Format("Objective::host_power_w must be 0..%g W per GPU (got %g): the "
+                            "CPU, DRAM and NIC power that one GPU's share of a node draws "
+                            "while the job runs (e.g. 150); 0 counts GPU energy only",
+                            kMaxHostPowerW, o.host_power_w));
+  }
+}
+
+std::string EnergyScope(const Objective& o) {
+  if (!CountsHost(o)) return "GPU energy";
+  return Format("GPU + host energy (host %g W per GPU)", o.host_power_w);
+}
+
+double CountedEnergyJ(double time_s, double gpu_energy_j, const Objective& o, int gpus) {
+  return gpu_energy_j + o.host_power_w * gpus * time_s;
+}
+
+std::size_t ChooseOperatingPoint(const Frontier& frontier, const Objective& o, double deadline_s,
+                                 int gpus, double scale) {
+  CheckObjective(o);
+  const auto& points = frontier.points;
+  if (points.empty()) throw std::logic_error("ChooseOperatingPoint: an empty frontier");
+  auto counted = [&](const FrontierPoint& p) {
+    return scale * CountedEnergyJ(p.time_s, p.energy_j, o, gpus);
+  };
+  const std::size_t none = points.size();
+  std::size_t best = none;
+  double least = std::numeric_limits<double>::infinity();  // for the budgets' messages
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const FrontierPoint& p = points[i];
+    const double e = counted(p);
+    switch (o.goal) {
+      case Goal::kWithinDeadline:
+        if (p.time_s <= deadline_s && (best == none || e < counted(points[best]))) best = i;
+        break;
+      case Goal::kLeastEnergy:
+        if (best == none || e < counted(points[best])) best = i;
+        break;
+      // Points ascend in time: the first that meets the budget is the fastest.
+      case Goal::kEnergyBudget:
+        least = std::min(least, e);
+        if (best == none && e <= o.energy_budget_j) best = i;
+        break;
+      case Goal::kPowerBudget:
+        least = std::min(least, e / p.time_s);
+        if (best == none && e <= o.power_budget_w * p.time_s) best = i;
+        break;
+    }
+  }
+  if (best != none) return best;
+  const std::string scope = EnergyScope(o);
+  switch (o.goal) {
+    case Goal::kWithinDeadline:
+      throw InputError("PlanRequest::slowdown",
+                       Format("no plan finishes within the deadline %.6g s; allow more "
+                              "PlanRequest::slowdown",
+                              deadline_s));
+    case Goal::kLeastEnergy:
+      break;
+    case Goal::kEnergyBudget:
+      throw InputError("Objective::energy_budget_j",
+                       Format("no plan uses at most Objective::energy_budget_j = %.6g J per "
+                              "iteration (%s); the least any plan uses is %.6g J: raise the "
+                              "budget to at least that",
+                              o.energy_budget_j, scope.c_str(), least));
+    case Goal::kPowerBudget:
+      throw InputError("Objective::power_budget_w",
+                       Format("no plan draws at most Objective::power_budget_w = %.6g W on "
+                              "average (%s); the least any plan draws is %.6g W: raise the "
+                              "budget to at least that, or use fewer GPUs",
+                              o.power_budget_w, scope.c_str(), least));
+  }
+  throw std::logic_error("ChooseOperatingPoint: no point for the least-energy goal");
+}
+
+}  // namespace joulepipe::solver
