@@ -27,6 +27,7 @@
 #include "serve_command.hpp"
 #include "signals.hpp"
 #include "simulate_command.hpp"
+#include "site_command.hpp"
 #include "subcommand.hpp"
 
 namespace joulepipe::cli {
@@ -216,6 +217,7 @@ int RunApp(int argc, char** argv) {
   subcommands.push_back(std::make_unique<GpusSubcommand>(&app));
   subcommands.push_back(std::make_unique<MeasureSubcommand>(&app));
   subcommands.push_back(std::make_unique<PowerSubcommand>(&app));
+  subcommands.push_back(std::make_unique<SiteSubcommand>(&app));
   subcommands.push_back(std::make_unique<ServeSubcommand>(&app));
   RefuseEmptyValues(&app);
 

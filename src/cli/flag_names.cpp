@@ -50,6 +50,15 @@ constexpr std::pair<std::string_view, std::string_view> kFlagNames[] = {
     {"Straggler::from_iteration", "--straggler-from"},
     {"Straggler::for_iterations", "--straggler-for"},
     {"Straggler::period", "--straggler-period"},
+    // sim::SiteRequest (site)
+    {"SiteRequest::tokens", "--tokens"},
+    {"SiteRequest::pue", "--pue"},
+    {"SiteRequest::host_power_w", "--host-power"},
+    {"SiteRequest::price_per_kwh", "--price-per-kwh"},
+    {"SiteRequest::carbon_g_per_kwh", "--carbon-g-per-kwh"},
+    {"SiteRequest::power_budget_w", "--power-budget-mw"},
+    {"SiteRequest::straggler_slowdown", "--straggler-slowdown"},
+    {"SiteRequest::resolution_s", "--resolution-ms"},
     // schedule::EvaluateRequest (evaluate)
     {"EvaluateRequest::p_block_w", "--p-block"},
     // physics: workload and simulated profiles

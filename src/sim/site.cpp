@@ -1,0 +1,192 @@
+#include "joulepipe/sim/site.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "joulepipe/model/error.hpp"
+#include "joulepipe/model/format.hpp"
+#include "joulepipe/schedule/replay.hpp"
+#include "joulepipe/sim/simulate_job.hpp"
+#include "joulepipe/solver/operating_point.hpp"
+
+namespace joulepipe::sim {
+
+namespace {
+
+using model::Format;
+using model::InputError;
+
+void RequireWithin(const char* field, double value, double lo, double hi, const char* what) {
+  if (std::isfinite(value) && value >= lo && value <= hi) return;
+  throw InputError(field, Format("%s must be %g..%g (got %g): %s", field, lo, hi, value, what));
+}
+
+// Per pipeline: the sum over stages of the highest power (e/t) any of the
+// stage's instructions draws at its planned clock. One GPU per stage.
+double PeakPipelinePowerW(const schedule::Schedule& schedule, const model::Profile& profile,
+                          const std::vector<std::uint16_t>& mhz) {
+  std::vector<double> peak(schedule.spec.stages, 0.0);
+  for (int n = 0; n < schedule.num_nodes(); ++n) {
+    const model::Instruction& in = schedule.nodes[n];
+    const int stage = schedule::ProfileStage(schedule.spec, profile.num_stages(), in);
+    const model::ClockPoint* p = profile.Find(stage, in.kind, mhz[n]);
+    if (p == nullptr || p->time_s <= 0) continue;
+    peak[in.stage] = std::max(peak[in.stage], p->energy_j / p->time_s);
+  }
+  double sum = 0;
+  for (double w : peak) sum += w;
+  return sum;
+}
+
+RunFigures Figures(const SiteRequest& r, double iterations, std::int64_t gpus, double time_s,
+                   double energy_j, double peak_gpu_w) {
+  RunFigures f;
+  f.iteration_s = time_s;
+  f.gpu_energy_per_iteration_j = energy_j;
+  f.duration_s = iterations * time_s;
+  f.gpu_energy_j = iterations * energy_j;
+  const double host_w = r.host_power_w * static_cast<double>(gpus);
+  f.it_energy_j = f.gpu_energy_j + host_w * f.duration_s;
+  f.facility_energy_j = f.it_energy_j * r.pue;
+  f.average_facility_w = f.facility_energy_j / f.duration_s;
+  f.peak_facility_w = r.pue * (peak_gpu_w + host_w);
+  const double kwh = f.facility_energy_j / 3.6e6;
+  f.cost = kwh * r.price_per_kwh;
+  f.co2_kg = kwh * r.carbon_g_per_kwh / 1e3;
+  return f;
+}
+
+SimulateRequest JobRequest(const SiteRequest& r) {
+  SimulateRequest s;
+  s.spec = r.spec;
+  s.p_block_w = r.p_block_w;
+  s.job.pipelines = r.pipelines;
+  s.job.gpus_per_stage = r.tp;
+  s.job.allreduce_s = r.allreduce_s;
+  s.job.iterations = 2;  // noiseless: every iteration is the same
+  s.resolution_s = r.resolution_s;
+  s.cancel = r.cancel;
+  s.profile_name = r.profile_name;
+  return s;
+}
+
+// The job's GPUs that `budget_w` powers at `per_gpu_w` each, in whole
+// pipelines of `pipeline_gpus`.
+std::int64_t Powered(double budget_w, double per_gpu_w, int pipeline_gpus) {
+  if (per_gpu_w <= 0) return 0;
+  const double pipelines = std::floor(budget_w / (per_gpu_w * pipeline_gpus));
+  return static_cast<std::int64_t>(pipelines) * pipeline_gpus;
+}
+
+}  // namespace
+
+void CheckSiteRequest(const SiteRequest& r) {
+  RequireWithin("SiteRequest::tokens", r.tokens, 1, kMaxTokens,
+                "the tokens the whole run trains on, e.g. 3e11");
+  RequireWithin("SiteRequest::tokens_per_iteration", r.tokens_per_iteration, 1, kMaxTokens,
+                "tokens per iteration: global batch x sequence length");
+  RequireWithin("SiteRequest::pue", r.pue, 1, kMaxPue,
+                "the facility's power usage effectiveness, facility / IT power, e.g. 1.2");
+  RequireWithin("SiteRequest::host_power_w", r.host_power_w, 0, solver::kMaxHostPowerW,
+                "the CPU, DRAM and NIC power per GPU, W; 0 counts GPUs only");
+  RequireWithin("SiteRequest::price_per_kwh", r.price_per_kwh, 0, kMaxPricePerKwh,
+                "the price of a kWh of facility energy, e.g. 0.08");
+  RequireWithin("SiteRequest::carbon_g_per_kwh", r.carbon_g_per_kwh, 0, kMaxCarbonGPerKwh,
+                "grams of CO2 per kWh of facility energy, e.g. 400");
+  RequireWithin("SiteRequest::power_budget_w", r.power_budget_w, 0, kMaxSitePowerW,
+                "the facility's power budget, W; 0 = none");
+  RequireWithin("SiteRequest::straggler_slowdown", r.straggler_slowdown, 1, kMaxStragglerSlowdown,
+                "the straggling pipeline's iteration time over normal; 1 = none");
+  CheckSimulateRequest(JobRequest(r));
+}
+
+SiteProjection ProjectSite(const model::Profile& profile, const SiteRequest& r) {
+  CheckSiteRequest(r);
+  SiteProjection out;
+  out.request = r;
+  out.iterations = std::ceil(r.tokens / r.tokens_per_iteration);
+  auto report = [&](double fraction) {
+    if (r.progress) r.progress("projecting", fraction);
+  };
+
+  SimulateRequest job = JobRequest(r);
+  report(0);
+  const SimulateOutcome healthy = SimulateJob(profile, job);
+  out.gpus = healthy.gpus();
+  out.p_block_w = healthy.request.job.p_block_w;
+  out.solve_seconds = healthy.solve_seconds;
+  const double copies = static_cast<double>(r.pipelines) * r.tp;
+  const double peak_base =
+      copies * PeakPipelinePowerW(healthy.schedule, profile, healthy.frontier.max_clock.mhz);
+  const double peak_jp =
+      copies * PeakPipelinePowerW(healthy.schedule, profile, healthy.intrinsic.mhz);
+  out.healthy.name = "healthy";
+  out.healthy.baseline = Figures(r, out.iterations, out.gpus, healthy.baseline.MeanTime(),
+                                 healthy.baseline.MeanEnergy(), peak_base);
+  out.healthy.joulepipe = Figures(r, out.iterations, out.gpus, healthy.joulepipe.MeanTime(),
+                                  healthy.joulepipe.MeanEnergy(), peak_jp);
+  out.figures = Format(
+      "simulated from %s (%s, P_block %g W), %lld GPUs; not measured; %s", r.profile_name.c_str(),
+      profile.metadata.source.empty() ? "profile" : profile.metadata.source.c_str(), out.p_block_w,
+      static_cast<long long>(out.gpus),
+      r.host_power_w > 0 ? Format("host %g W per GPU", r.host_power_w).c_str()
+                         : "GPU energy only (no host power given)");
+  report(0.4);
+
+  if (r.straggler_slowdown > 1) {
+    SimulateRequest slow = job;
+    slow.job.straggler.pipeline = 0;
+    slow.job.straggler.slowdown = r.straggler_slowdown;
+    slow.job.straggler.from_iteration = 0;
+    slow.job.straggler.for_iterations = 0;
+    const SimulateOutcome o = SimulateJob(profile, slow);
+    Scenario s;
+    s.name = Format("straggler %gx", r.straggler_slowdown);
+    // The straggler's peak is its normal plan's; the others' is at most
+    // the intrinsic plan's: bounded by the healthy peaks.
+    s.baseline = Figures(r, out.iterations, out.gpus, o.baseline.MeanTime(),
+                         o.baseline.MeanEnergy(), peak_base);
+    s.joulepipe = Figures(r, out.iterations, out.gpus, o.joulepipe.MeanTime(),
+                          o.joulepipe.MeanEnergy(), peak_jp);
+    out.straggler = s;
+  }
+  report(0.7);
+
+  if (r.power_budget_w > 0) {
+    BudgetFigures b;
+    b.power_budget_w = r.power_budget_w;
+    const int pipeline_gpus = r.spec.stages * r.tp;
+    const double n = static_cast<double>(out.gpus);
+    b.gpus_average_baseline =
+        Powered(r.power_budget_w, out.healthy.baseline.average_facility_w / n, pipeline_gpus);
+    b.gpus_average_joulepipe =
+        Powered(r.power_budget_w, out.healthy.joulepipe.average_facility_w / n, pipeline_gpus);
+    b.gpus_peak_baseline =
+        Powered(r.power_budget_w, out.healthy.baseline.peak_facility_w / n, pipeline_gpus);
+    b.gpus_peak_joulepipe =
+        Powered(r.power_budget_w, out.healthy.joulepipe.peak_facility_w / n, pipeline_gpus);
+    solver::Objective objective;
+    objective.goal = solver::Goal::kPowerBudget;
+    objective.host_power_w = r.host_power_w;
+    objective.power_budget_w = r.power_budget_w / r.pue;  // IT power
+    try {
+      solver::ChooseOperatingPoint(healthy.frontier, objective, 0, r.spec.stages, copies);
+      b.fits = true;
+    } catch (const InputError&) {
+      b.fits = false;  // no clock keeps this many GPUs within the budget
+    }
+    if (b.fits) {
+      SimulateRequest within = job;
+      within.objective = objective;
+      const SimulateOutcome o = SimulateJob(profile, within);
+      b.slowdown = o.intrinsic.time_s / o.max_clock.time_s - 1;
+      b.run = Figures(r, out.iterations, out.gpus, o.joulepipe.MeanTime(), o.joulepipe.MeanEnergy(),
+                      copies * PeakPipelinePowerW(o.schedule, profile, o.intrinsic.mhz));
+    }
+    out.budget = b;
+  }
+  report(1);
+  return out;
+}
+
+}  // namespace joulepipe::sim

@@ -1,0 +1,104 @@
+// `joulepipe site` end to end on a small job: the accounting identities of
+// the JSON, joulepipe's same-speed run, a binding facility budget, and flag
+// errors naming the flag.
+#include <cmath>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_test_support.hpp"
+
+namespace joulepipe::cli {
+namespace {
+
+using testing::Result;
+
+class SiteCommandTest : public testing::ScratchDirTest {
+ protected:
+  SiteCommandTest() : ScratchDirTest("site") {}
+
+  // GPT-3 XL on 16 A100-SXM (TP 1 x PP 4 x DP 4), 1B tokens.
+  Result Site(const std::string& extra) const {
+    return Run(
+        "site --model gpt3-1.3b --gpu a100-sxm --gpus 16 --tp 1 --pp 4 --global-batch 32 "
+        "--tokens 1e9 " +
+        extra);
+  }
+};
+
+TEST_F(SiteCommandTest, FiguresFollowTheAccountingAndJoulepipeKeepsTheSpeed) {
+  const Result r = Site("--host-power 100 --pue 1.25 --straggler-slowdown 1.2 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_NE(j["figures"].get<std::string>().find("simulated"), std::string::npos);
+  EXPECT_EQ(j["gpus"], 16);
+  EXPECT_EQ(j["iterations"].get<double>(), std::ceil(1e9 / (32 * 2048.0)));
+  for (const char* scenario : {"healthy", "straggler"}) {
+    for (const char* policy : {"baseline", "joulepipe"}) {
+      const nlohmann::json& f = j[scenario][policy];
+      const double duration = f["duration_s"], it = f["it_energy_mwh"];
+      EXPECT_NEAR(duration, j["iterations"].get<double>() * f["iteration_s"].get<double>(),
+                  1e-6 * duration);
+      EXPECT_NEAR(it, f["gpu_energy_mwh"].get<double>() + 100.0 * 16 * duration / 3.6e9, 1e-9 * it);
+      EXPECT_NEAR(f["facility_energy_mwh"].get<double>(), 1.25 * it, 1e-9 * it);
+      EXPECT_NEAR(f["average_facility_mw"].get<double>(),
+                  f["facility_energy_mwh"].get<double>() * 3600 / duration, 1e-9);
+      EXPECT_NEAR(f["cost"].get<double>(), f["facility_energy_mwh"].get<double>() * 1e3 * 0.08,
+                  1e-9);
+      EXPECT_GE(f["peak_facility_mw"].get<double>(), f["average_facility_mw"].get<double>());
+    }
+    const nlohmann::json& b = j[scenario]["baseline"];
+    const nlohmann::json& q = j[scenario]["joulepipe"];
+    EXPECT_LE(q["iteration_s"].get<double>(), b["iteration_s"].get<double>() * (1 + 1e-9));
+    EXPECT_LT(q["gpu_energy_mwh"].get<double>(), b["gpu_energy_mwh"].get<double>());
+  }
+  // The others wait for the straggler: joulepipe saves more there.
+  auto saving = [&](const char* scenario) {
+    return 1 - j[scenario]["joulepipe"]["gpu_energy_mwh"].get<double>() /
+                   j[scenario]["baseline"]["gpu_energy_mwh"].get<double>();
+  };
+  EXPECT_GT(saving("straggler"), saving("healthy"));
+}
+
+TEST_F(SiteCommandTest, ABindingBudgetSlowsTheRunAndJoulepipePowersMoreGpus) {
+  const Result free = Site("--host-power 100 --json");
+  ASSERT_EQ(free.code, 0) << free.err;
+  const double base_mw =
+      nlohmann::json::parse(free.out)["healthy"]["baseline"]["average_facility_mw"];
+  // 10 % under what the 16 GPUs draw at full clocks.
+  const Result r =
+      Site("--host-power 100 --json --power-budget-mw " + std::to_string(0.9 * base_mw));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json b = nlohmann::json::parse(r.out)["budget"];
+  ASSERT_TRUE(b["fits"].get<bool>()) << r.out;
+  EXPECT_GT(b["slowdown"].get<double>(), 0);
+  EXPECT_LE(b["run"]["average_facility_mw"].get<double>(), 0.9 * base_mw);
+  EXPECT_LT(b["gpus_by_average_power"]["baseline"].get<int>(), 16);
+  EXPECT_GE(b["gpus_by_average_power"]["joulepipe"].get<int>(),
+            b["gpus_by_average_power"]["baseline"].get<int>());
+  // The table says the same in words.
+  const Result text = Site("--host-power 100 --power-budget-mw " + std::to_string(0.9 * base_mw));
+  EXPECT_NE(text.out.find("fastest within it:"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("IT energy (GPU + host)"), std::string::npos) << text.out;
+}
+
+TEST_F(SiteCommandTest, BadFlagsNameTheFlag) {
+  const std::string job = "site --gpu a100-sxm --tp 1 --pp 4 --tokens 1e9 ";
+  const Result gpus = Run(job + "--model gpt3-1.3b --global-batch 32 --gpus 18");
+  EXPECT_EQ(gpus.code, 2);
+  EXPECT_NE(gpus.err.find("--gpus must be a multiple of --tp x --pp = 4"), std::string::npos)
+      << gpus.err;
+  const Result pue = Site("--pue 0.5");
+  EXPECT_EQ(pue.code, 2);
+  EXPECT_NE(pue.err.find("--pue must be 1..3"), std::string::npos) << pue.err;
+  const Result batch = Run(job + "--model gpt3-1.3b --gpus 16 --global-batch 30");
+  EXPECT_EQ(batch.code, 2);
+  EXPECT_NE(batch.err.find("--global-batch 30 must be a multiple"), std::string::npos) << batch.err;
+  const Result model = Run(job + "--model nope --gpus 16");
+  EXPECT_EQ(model.code, 2);
+  EXPECT_NE(model.err.find("gpt3-175b"), std::string::npos) << model.err;
+}
+
+}  // namespace
+}  // namespace joulepipe::cli
