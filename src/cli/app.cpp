@@ -24,6 +24,7 @@
 #include "plan_command.hpp"
 #include "power_command.hpp"
 #include "profile_command.hpp"
+#include "report_command.hpp"
 #include "serve_command.hpp"
 #include "signals.hpp"
 #include "simulate_command.hpp"
@@ -217,6 +218,7 @@ int RunApp(int argc, char** argv) {
   subcommands.push_back(std::make_unique<GpusSubcommand>(&app));
   subcommands.push_back(std::make_unique<MeasureSubcommand>(&app));
   subcommands.push_back(std::make_unique<PowerSubcommand>(&app));
+  subcommands.push_back(std::make_unique<ReportSubcommand>(&app));
   subcommands.push_back(std::make_unique<SiteSubcommand>(&app));
   subcommands.push_back(std::make_unique<ServeSubcommand>(&app));
   RefuseEmptyValues(&app);

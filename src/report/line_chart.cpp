@@ -10,9 +10,7 @@
 
 namespace joulepipe::report {
 
-namespace {
-
-std::string Escape(const std::string& text) {
+std::string EscapeXml(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
@@ -37,6 +35,12 @@ std::string Escape(const std::string& text) {
     }
   }
   return out;
+}
+
+namespace {
+
+std::string Escape(const std::string& text) {
+  return EscapeXml(text);
 }
 
 std::string Num(double v) {
@@ -121,7 +125,9 @@ std::string RenderSvg(const LineChart& chart) {
   std::string svg;
   svg += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + Num(w) + "\" height=\"" + Num(h) +
          "\" viewBox=\"0 0 " + Num(w) + " " + Num(h) +
-         "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+         "\" font-family=\"sans-serif\" font-size=\"12\" role=\"img\" aria-label=\"" +
+         Escape(chart.title) + "\">\n";
+  svg += "<title>" + Escape(chart.title) + "</title>\n";
   svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   svg += "<text x=\"" + Num(w / 2) + "\" y=\"24\" text-anchor=\"middle\" font-size=\"16\">" +
          Escape(chart.title) + "</text>\n";
@@ -184,11 +190,15 @@ std::string RenderSvg(const LineChart& chart) {
     if (path.empty()) continue;
     svg += "<path d=\"" + path + "\" fill=\"none\" stroke=\"" + Escape(s.color) +
            "\" stroke-width=\"2\"" + (s.dashed ? " stroke-dasharray=\"6 4\"" : "") + "/>\n";
-    if (s.dots) {
-      for (const XY& p : s.points) {
+    const bool titled = s.titles.size() == s.points.size();
+    if (s.dots || titled) {
+      for (std::size_t i = 0; i < s.points.size(); ++i) {
+        const XY& p = s.points[i];
         if (!std::isfinite(p.x) || !std::isfinite(p.y)) continue;
-        svg += "<circle cx=\"" + Num(sx(p.x)) + "\" cy=\"" + Num(sy(p.y)) + "\" r=\"2\" fill=\"" +
-               Escape(s.color) + "\"/>\n";
+        svg += "<circle cx=\"" + Num(sx(p.x)) + "\" cy=\"" + Num(sy(p.y)) + "\" r=\"" +
+               (titled && !s.dots ? "3\" fill-opacity=\"0.35" : "2") + "\" fill=\"" +
+               Escape(s.color) + "\"";
+        svg += titled ? "><title>" + Escape(s.titles[i]) + "</title></circle>\n" : "/>\n";
       }
     }
   }
@@ -196,8 +206,10 @@ std::string RenderSvg(const LineChart& chart) {
   for (const Marker& m : chart.markers) {
     if (!std::isfinite(m.at.x) || !std::isfinite(m.at.y)) continue;
     const double cx = sx(m.at.x), cy = sy(m.at.y);
-    svg += "<circle cx=\"" + Num(cx) + "\" cy=\"" + Num(cy) + "\" r=\"5\" fill=\"none\" stroke=\"" +
-           Escape(m.color) + "\" stroke-width=\"2\"/>\n";
+    svg += "<circle cx=\"" + Num(cx) + "\" cy=\"" + Num(cy) +
+           "\" r=\"5\" fill=\"white\" fill-opacity=\"0.01\" stroke=\"" + Escape(m.color) +
+           "\" stroke-width=\"2\"><title>" + Escape(m.title.empty() ? m.label : m.title) +
+           "</title></circle>\n";
     // Labels go right of the point unless that would leave the plot.
     const bool flip = cx > left + pw * 0.7;
     svg += "<text x=\"" + Num(flip ? cx - 8 : cx + 8) + "\" y=\"" + Num(cy - 8) +

@@ -170,7 +170,9 @@ class Walker {
         virtual_stages_(spec.stages * spec.chunks),
         cursor_(spec.stages, 0),
         free_at_(spec.stages, 0.0),
-        busy_(spec.stages, 0.0) {
+        busy_(spec.stages, 0.0),
+        timetable_(spec.stages) {
+    for (int s = 0; s < spec.stages; ++s) timetable_[s].reserve(plan.stages[s].size());
     const std::size_t keys =
         2 * static_cast<std::size_t>(virtual_stages_) * static_cast<std::size_t>(spec.microbatches);
     end_.assign(keys, 0.0);
@@ -201,6 +203,7 @@ class Walker {
   }
   double busy_energy_j() const { return busy_energy_j_; }
   double busy_time_s(int stage) const { return busy_[stage]; }
+  std::vector<std::vector<TimedInstruction>> TakeTimetable() { return std::move(timetable_); }
 
  private:
   static constexpr int kNone = -1;
@@ -244,6 +247,7 @@ class Walker {
       const int key = Key(instruction);
       end_[key] = start + point.time_s;
       done_[key] = true;
+      timetable_[stage].push_back({start, point.time_s, point.energy_j, point.mhz});
       free_at_[stage] = end_[key];
       busy_[stage] += point.time_s;
       busy_energy_j_ += point.energy_j;
@@ -278,6 +282,7 @@ class Walker {
   std::vector<double> end_;          // [key] -> end time, valid where done_
   std::vector<bool> done_;
   std::vector<int> waiter_;  // [key] -> the stage stalled on it, or kNone
+  std::vector<std::vector<TimedInstruction>> timetable_;  // [stage] -> as run
   double busy_energy_j_ = 0;
 };
 
@@ -311,6 +316,7 @@ ReplayResult Replay(const Schedule& schedule, const model::Profile& profile,
   for (int s = 0; s < schedule.spec.stages; ++s) idle_s += result.time_s - walker.busy_time_s(s);
   result.blocking_energy_j = p_block_w * idle_s;
   result.energy_j = result.busy_energy_j + result.blocking_energy_j;
+  result.timetable = walker.TakeTimetable();
   return result;
 }
 

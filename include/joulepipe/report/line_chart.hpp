@@ -23,6 +23,9 @@ struct Series {
   std::string color = "#1f77b4";
   bool dashed = false;
   bool dots = false;  // also draw a dot at every point
+  // Hover text per point (SVG <title>), drawn on a small dot; empty: none.
+  // Used only when it has one entry per point.
+  std::vector<std::string> titles;
 };
 
 // A labelled point, drawn as a ring with its label beside it.
@@ -30,6 +33,7 @@ struct Marker {
   std::string label;
   XY at;
   std::string color = "#d62728";
+  std::string title;  // hover text (SVG <title>); empty: the label
 };
 
 // A vertical reference line at x (e.g. the baseline iteration time).
@@ -52,6 +56,10 @@ struct LineChart {
 };
 
 std::string RenderSvg(const LineChart& chart);
+
+// Text made safe for XML/HTML text and attribute values (&, <, >, quotes;
+// control characters other than tab and newline dropped).
+std::string EscapeXml(const std::string& text);
 
 // Tick positions covering [lo, hi] with about `target` intervals of a nice
 // step; the first tick is <= lo and the last >= hi. Exposed for tests.

@@ -8,17 +8,31 @@
 // where T is the iteration time (the last instruction's end). GPU only.
 #pragma once
 
+#include <vector>
+
 #include "joulepipe/model/plan.hpp"
 #include "joulepipe/model/profile.hpp"
 #include "joulepipe/schedule/schedule.hpp"
 
 namespace joulepipe::schedule {
 
+// One instruction as the replay ran it.
+struct TimedInstruction {
+  double start_s = 0;   // from the iteration's start
+  double time_s = 0;    // at its clock
+  double energy_j = 0;  // at its clock (blocking excluded)
+  int mhz = 0;
+};
+
 struct ReplayResult {
   double time_s = 0;
-  double energy_j = 0;          // all stages, including blocking energy
-  double busy_energy_j = 0;     // sum of instruction energies
-  double blocking_energy_j = 0; // P_block * idle time, all stages
+  double energy_j = 0;           // all stages, including blocking energy
+  double busy_energy_j = 0;      // sum of instruction energies
+  double blocking_energy_j = 0;  // P_block * idle time, all stages
+  // [stage][position]: each instruction in the plan's order, for timelines
+  // and per-stage energy (busy = sum of energies; blocked = P_block x
+  // (time_s - sum of times)).
+  std::vector<std::vector<TimedInstruction>> timetable;
 };
 
 // Which profile row an instruction uses: with as many profiled stages as
@@ -29,7 +43,6 @@ int ProfileStage(const Spec& spec, int profile_stages, const model::Instruction&
 // stage count, missing or extra instruction, other order) or names a clock the
 // profile does not have; `source` names the plan in the message.
 ReplayResult Replay(const Schedule& schedule, const model::Profile& profile,
-                    const model::Plan& plan, double p_block_w,
-                    const std::string& source = "plan");
+                    const model::Plan& plan, double p_block_w, const std::string& source = "plan");
 
 }  // namespace joulepipe::schedule
