@@ -113,6 +113,9 @@ class PipelinePlan:
     bound_energy_j: float  # no plan at the baseline time uses less
     deadline_s: float  # (1 + slowdown) x baseline_time_s
     slowdown: float
+    goal: str          # "within-deadline", "least-energy", "energy-budget", "power-budget"
+    energy_scope: str  # "GPU energy" or "GPU + host energy (host W per GPU)"
+    counted_energy_j: float  # the chosen plan's energy as the goal counts it
     chosen_index: int
     p_block_w: float
     p_block_source: str  # "request" | "profile"
@@ -144,9 +147,17 @@ class Plan:
 def plan_pipeline(profile: ProfileArg, *, stages: int, microbatches: int,
                   schedule: str = "1f1b", chunks: int = 1, p_block_w: Optional[float] = None,
                   slowdown: float = 0.0, resolution_s: float = 1e-3, progress: Progress = None,
-                  profile_name: Optional[str] = None) -> PipelinePlan:
+                  profile_name: Optional[str] = None, least_energy: bool = False,
+                  energy_budget_j: Optional[float] = None,
+                  power_budget_w: Optional[float] = None,
+                  host_power_w: float = 0.0) -> PipelinePlan:
     """solver::PlanPipeline, as `joulepipe plan`. p_block_w None: the profile's
-    metadata. slowdown: the iteration time the plan may add, a fraction."""
+    metadata. The operating point (one goal at most): slowdown, the iteration
+    time the plan may add, a fraction (0: same time); least_energy; the
+    fastest plan within energy_budget_j per iteration or power_budget_w on
+    average (the pipeline's GPUs, one per stage). host_power_w: W per GPU of
+    host power counted with the GPU energy for as long as the iteration
+    lasts (least energy for the whole node); 0 counts GPU energy only."""
 
 def evaluate_plan(profile: ProfileArg, plan_json: str, *, p_block_w: Optional[float] = None,
                   plan_name: str = "plan") -> Dict[str, Any]:

@@ -136,6 +136,33 @@ def test_plan_is_bit_for_bit_the_clis(tmp_path):
     assert stage0[0][0] == jp.Kind.FORWARD and all(mhz > 0 for *_, mhz in stage0)
 
 
+def test_operating_points_are_the_clis(tmp_path):
+    """Each goal chooses the same point as `joulepipe plan` with its flag."""
+    cases = [({"least_energy": True}, ["--least-energy"]),
+             ({"least_energy": True, "host_power_w": 150.0}, ["--least-energy", "--host-power", 150]),
+             ({"slowdown": 0.05}, ["--max-slowdown", 1.05]),
+             ({"power_budget_w": 1500.0}, ["--power-budget", 1500])]
+    for i, (kwargs, flags) in enumerate(cases):
+        out = tmp_path / f"plan{i}"
+        run_cli("plan", "--profile", A40, "--schedule", "1f1b", "--stages", 8, "--microbatches", 24,
+                "--p-block", P_BLOCK, "--out", out, *flags)
+        plan = jp.plan_pipeline(A40, stages=8, microbatches=24, p_block_w=P_BLOCK, **kwargs)
+        summary = json.loads((out / "summary.json").read_text())
+        assert plan.to_json() == (out / "chosen.json").read_text(), kwargs
+        assert plan.energy_scope == summary["chosen"]["energy_scope"]
+        assert plan.counted_energy_j == summary["chosen"]["counted_energy_j"]
+    node = jp.plan_pipeline(A40, stages=8, microbatches=24, p_block_w=P_BLOCK, least_energy=True,
+                            host_power_w=150.0)
+    assert node.goal == "least-energy"
+    assert node.energy_scope == "GPU + host energy (host 150 W per GPU)"
+    assert math.isclose(node.counted_energy_j, node.energy_j + 150.0 * 8 * node.time_s)
+    with pytest.raises(ValueError, match="choose one goal"):
+        jp.plan_pipeline(A40, stages=8, microbatches=24, p_block_w=P_BLOCK, least_energy=True,
+                         slowdown=0.05)
+    with pytest.raises(ValueError, match="the least any plan uses is"):
+        jp.plan_pipeline(A40, stages=8, microbatches=24, p_block_w=P_BLOCK, energy_budget_j=1.0)
+
+
 def test_frontier_is_a_numpy_view_without_copies():
     np = pytest.importorskip("numpy")
     plan = jp.plan_pipeline(A40, stages=8, microbatches=24, p_block_w=P_BLOCK)

@@ -214,12 +214,12 @@ int RunApp(int argc, char** argv) {
   subcommands.push_back(std::make_unique<PlanSubcommand>(&app));
   subcommands.push_back(std::make_unique<EvaluateSubcommand>(&app));
   subcommands.push_back(std::make_unique<SimulateSubcommand>(&app));
+  subcommands.push_back(std::make_unique<ReportSubcommand>(&app));
+  subcommands.push_back(std::make_unique<SiteSubcommand>(&app));
   subcommands.push_back(std::make_unique<ProfileSubcommand>(&app));
   subcommands.push_back(std::make_unique<GpusSubcommand>(&app));
   subcommands.push_back(std::make_unique<MeasureSubcommand>(&app));
   subcommands.push_back(std::make_unique<PowerSubcommand>(&app));
-  subcommands.push_back(std::make_unique<ReportSubcommand>(&app));
-  subcommands.push_back(std::make_unique<SiteSubcommand>(&app));
   subcommands.push_back(std::make_unique<ServeSubcommand>(&app));
   RefuseEmptyValues(&app);
 

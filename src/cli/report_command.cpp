@@ -276,6 +276,7 @@ std::string RenderReport(const ReportInputs& in) {
   const double scale = mega ? 1e-6 : 1e-3;
   report::LineChart chart;
   chart.title = "Iteration time-energy frontier";
+  chart.width = 1000;
   chart.subtitle = ShapeText(spec) + ", " + in.profile_name + ", P_block " +
                    Printf("%g W", p_block) + "; GPU energy, simulated from the profile";
   chart.x_label = "iteration time (s)";

@@ -227,6 +227,7 @@ struct SiteFlags {
   int microbatch_size = 1;
   int seq = 0;
   std::string schedule = "1f1b";
+  std::string profile;
   double pue = 1.2;
   double host_power_w = 0;
   double price_per_kwh = 0.08;
@@ -266,6 +267,10 @@ SiteSubcommand::SiteSubcommand(CLI::App* app)
   c->add_option("--schedule", f->schedule, "Pipeline schedule (gpipe or 1f1b)")
       ->capture_default_str()
       ->type_name("{gpipe,1f1b}");
+  c->add_option("--profile", f->profile,
+                "A stage profile to use instead of the workload model's (e.g. a measured one, "
+                "of the same PP and microbatch size; P_block from it or its metadata)")
+      ->type_name("P.csv");
   c->add_option("--pue", f->pue, "Power usage effectiveness, facility / IT power, 1..3")
       ->capture_default_str();
   c->add_option("--host-power", f->host_power_w,
@@ -336,7 +341,8 @@ int SiteSubcommand::Run() const {
     throw InputError("--schedule must be gpipe or 1f1b (got '" + f.schedule + "')");
   }
   const physics::SimulatedWorkload w = physics::SimulateWorkload(spec, gpu);
-  const model::Profile profile = physics::StampedProfile(w, gpu);
+  const model::Profile profile =
+      f.profile.empty() ? physics::StampedProfile(w, gpu) : model::ReadProfileCsv(f.profile);
   double allreduce = 0;
   for (const physics::SimulatedStage& s : w.stages) {
     allreduce =
@@ -357,7 +363,10 @@ int SiteSubcommand::Run() const {
   r.power_budget_w = f.power_budget_mw * 1e6;
   r.straggler_slowdown = f.straggler_slowdown;
   r.resolution_s = f.resolution_ms * 1e-3;
-  r.profile_name = "the workload model's " + spec.model.id + " on " + gpu.id + " profile";
+  r.profile_name = f.profile.empty()
+                       ? "the workload model's " + spec.model.id + " on " + gpu.id + " profile"
+                       : f.profile;
+  if (!f.profile.empty() && !profile.metadata.p_block_w) r.p_block_w = gpu.p_block_w;
   const CancellableScope cancellable;
   r.cancel = InterruptFlag();
   r.progress = ProgressLines(stderr, "site: ");

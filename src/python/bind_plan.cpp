@@ -109,16 +109,33 @@ py::buffer_info FrontierBuffer(const FrontierView& v) {
                          /*readonly=*/true);
 }
 
-std::shared_ptr<PlanResult> PlanPipelineTask(const py::handle& profile_arg, int stages,
-                                             int microbatches, const std::string& schedule,
-                                             int chunks, std::optional<double> p_block_w,
-                                             double slowdown, double resolution_s,
-                                             const py::object& progress,
-                                             std::optional<std::string> profile_name) {
+std::shared_ptr<PlanResult> PlanPipelineTask(
+    const py::handle& profile_arg, int stages, int microbatches, const std::string& schedule,
+    int chunks, std::optional<double> p_block_w, double slowdown, double resolution_s,
+    const py::object& progress, std::optional<std::string> profile_name, bool least_energy,
+    std::optional<double> energy_budget_j, std::optional<double> power_budget_w,
+    double host_power_w) {
   solver::PlanRequest request;
   request.spec = SpecFrom(schedule, stages, microbatches, chunks);
   request.p_block_w = p_block_w;
   request.slowdown = slowdown;
+  const int goals =
+      (slowdown != 0) + least_energy + energy_budget_j.has_value() + power_budget_w.has_value();
+  if (goals > 1) {
+    throw model::InputError(
+        "choose one goal: slowdown, least_energy, energy_budget_j or power_budget_w "
+        "(each picks a different point of the frontier)");
+  }
+  request.objective.host_power_w = host_power_w;
+  if (least_energy) request.objective.goal = solver::Goal::kLeastEnergy;
+  if (energy_budget_j) {
+    request.objective.goal = solver::Goal::kEnergyBudget;
+    request.objective.energy_budget_j = *energy_budget_j;
+  }
+  if (power_budget_w) {
+    request.objective.goal = solver::Goal::kPowerBudget;
+    request.objective.power_budget_w = *power_budget_w;
+  }
   request.resolution_s = resolution_s;
   solver::CheckPlanRequest(request);  // numbers before the profile, as the CLI
   request.profile_name = profile_name ? *profile_name : ProfileName(profile_arg);
@@ -278,6 +295,18 @@ void BindPlan(py::module_& m) {
       .def_property_readonly("bound_energy_j", [](const R& r) { return r.plan.bound_energy_j; })
       .def_property_readonly("deadline_s", [](const R& r) { return r.plan.deadline_s; })
       .def_property_readonly("slowdown", [](const R& r) { return r.plan.request.slowdown; })
+      .def_property_readonly(
+          "goal",
+          [](const R& r) { return std::string(solver::GoalName(r.plan.request.objective.goal)); })
+      .def_property_readonly(
+          "energy_scope", [](const R& r) { return solver::EnergyScope(r.plan.request.objective); })
+      .def_property_readonly("counted_energy_j",
+                             [](const R& r) {
+                               const solver::FrontierPoint& p = r.plan.chosen_point();
+                               return solver::CountedEnergyJ(p.time_s, p.energy_j,
+                                                             r.plan.request.objective,
+                                                             r.plan.request.spec.stages);
+                             })
       .def_property_readonly("chosen_index", [](const R& r) { return r.plan.chosen; })
       .def_property_readonly("p_block_w", [](const R& r) { return r.plan.p_block_w; })
       .def_property_readonly("p_block_source", [](const R& r) { return r.plan.p_block_source; })
@@ -326,7 +355,9 @@ void BindPlan(py::module_& m) {
         py::arg("microbatches"), py::arg("schedule") = "1f1b", py::arg("chunks") = 1,
         py::arg("p_block_w") = py::none(), py::arg("slowdown") = 0.0,
         py::arg("resolution_s") = 1e-3, py::arg("progress") = py::none(),
-        py::arg("profile_name") = py::none());
+        py::arg("profile_name") = py::none(), py::arg("least_energy") = false,
+        py::arg("energy_budget_j") = py::none(), py::arg("power_budget_w") = py::none(),
+        py::arg("host_power_w") = 0.0);
   m.def("evaluate_plan", &EvaluatePlanTask, py::arg("profile"), py::arg("plan_json"), py::kw_only(),
         py::arg("p_block_w") = py::none(), py::arg("plan_name") = "plan");
 }

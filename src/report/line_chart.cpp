@@ -203,16 +203,30 @@ std::string RenderSvg(const LineChart& chart) {
     }
   }
 
+  // Marker labels that would overlap an earlier one move down a line.
+  std::vector<XY> placed;
   for (const Marker& m : chart.markers) {
     if (!std::isfinite(m.at.x) || !std::isfinite(m.at.y)) continue;
     const double cx = sx(m.at.x), cy = sy(m.at.y);
+    const double width = 7.0 * static_cast<double>(m.label.size()) + 8;
+    double label_y = cy - 8;
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (const XY& p : placed) {
+        if (std::fabs(p.y - label_y) < 13 && std::fabs(p.x - cx) < width) {
+          label_y = p.y + 14;
+          moved = true;
+        }
+      }
+    }
+    placed.push_back({cx, label_y});
     svg += "<circle cx=\"" + Num(cx) + "\" cy=\"" + Num(cy) +
            "\" r=\"5\" fill=\"white\" fill-opacity=\"0.01\" stroke=\"" + Escape(m.color) +
            "\" stroke-width=\"2\"><title>" + Escape(m.title.empty() ? m.label : m.title) +
            "</title></circle>\n";
     // Labels go right of the point unless that would leave the plot.
     const bool flip = cx > left + pw * 0.7;
-    svg += "<text x=\"" + Num(flip ? cx - 8 : cx + 8) + "\" y=\"" + Num(cy - 8) +
+    svg += "<text x=\"" + Num(flip ? cx - 8 : cx + 8) + "\" y=\"" + Num(label_y) +
            "\" text-anchor=\"" + (flip ? "end" : "start") + "\" fill=\"" + Escape(m.color) + "\">" +
            Escape(m.label) + "</text>\n";
   }

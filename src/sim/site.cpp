@@ -127,7 +127,7 @@ SiteProjection ProjectSite(const model::Profile& profile, const SiteRequest& r) 
                                   healthy.joulepipe.MeanEnergy(), peak_jp);
   out.figures = Format(
       "simulated from %s (%s, P_block %g W), %lld GPUs; not measured; %s", r.profile_name.c_str(),
-      profile.metadata.source.empty() ? "profile" : profile.metadata.source.c_str(), out.p_block_w,
+      profile.metadata.source.empty() ? "imported" : profile.metadata.source.c_str(), out.p_block_w,
       static_cast<long long>(out.gpus),
       r.host_power_w > 0 ? Format("host %g W per GPU", r.host_power_w).c_str()
                          : "GPU energy only (no host power given)");

@@ -3,8 +3,8 @@
 // message that names the flag (or the file and line), says what is wrong and
 // how to fix it, in plain words: never CLI11's or the C++ library's own text.
 #include <chrono>
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -32,10 +32,18 @@ const std::string kA40 =
     std::string(JOULEPIPE_SOURCE_DIR) + "/data/profiles/gpt3-175b+a40_bf16.csv";
 
 // Texts that only libraries write: none may reach a user.
-const char* const kLibraryTexts[] = {
-    "Could not convert",  "The following argument", "A subcommand", "Run with --help",
-    "required but received", "stod",                "stoi",         "[json.exception",
-    "std::",              "basic_string",           "terminate",    "what()"};
+const char* const kLibraryTexts[] = {"Could not convert",
+                                     "The following argument",
+                                     "A subcommand",
+                                     "Run with --help",
+                                     "required but received",
+                                     "stod",
+                                     "stoi",
+                                     "[json.exception",
+                                     "std::",
+                                     "basic_string",
+                                     "terminate",
+                                     "what()"};
 
 class HardeningTest : public testing::ScratchDirTest {
  protected:
@@ -77,7 +85,9 @@ class HardeningTest : public testing::ScratchDirTest {
 
 TEST_F(HardeningTest, AnUnknownCommandIsNamedWithTheCommandsThereAre) {
   const std::string commands =
-      "the commands are demo, plan, evaluate, simulate, profile, gpus, measure, power, serve";
+      "the commands are demo, plan, evaluate, simulate, report, site, profile, gpus, measure, "
+      "power, "
+      "serve";
   ExpectRefused("frobnicate", {"unknown command 'frobnicate'", commands, "joulepipe --help"});
   ExpectRefused("", {"no command given", commands, "joulepipe demo"});
   ExpectRefused("--frobnicate", {"unknown flag '--frobnicate' before the command", commands});
@@ -132,8 +142,8 @@ TEST_F(HardeningTest, EveryValueFlagOfEveryCommandRefusesAnEmptyValue) {
       commands.insert(command);
     }
   }
-  EXPECT_GE(checked, 40);               // every command's value flags
-  EXPECT_EQ(commands.size(), 8u);       // all but gpus, which has only --json
+  EXPECT_GE(checked, 40);          // every command's value flags
+  EXPECT_EQ(commands.size(), 8u);  // all but gpus, which has only --json
   EXPECT_TRUE(Entries().empty());
   // The same on a full command line: nothing is planned, nothing written.
   ExpectRefused(PlanWith(kA40, "--stages 8 --p-block ''"),
@@ -154,9 +164,9 @@ TEST_F(HardeningTest, AbsurdJobNumbersAreRefusedWithTheirRange) {
   ExpectRefused(Simulate("--pipelines 2 --tp 2000000000"),
                 {"--tp must be 1..1024 (got 2000000000)"});
   ExpectRefused(Simulate("--pipelines 2000000000"), {"--pipelines must be 1..100000"});
-  ExpectRefused(Simulate("--pipelines 100000 --tp 1024"),
-                {"--pipelines 100000 x --stages 8 x --tp 1024 = 819200000 GPUs",
-                 "at most 10000000"});
+  ExpectRefused(
+      Simulate("--pipelines 100000 --tp 1024"),
+      {"--pipelines 100000 x --stages 8 x --tp 1024 = 819200000 GPUs", "at most 10000000"});
   ExpectRefused(Simulate("--pipelines 2 --stall-probability 1 --stall-ms 1e308"),
                 {"--stall-ms must be 0..3600000 ms (got 1e+308 ms)"});
   ExpectRefused(Simulate("--pipelines 2 --straggler-slowdown 1e308"),
@@ -175,18 +185,22 @@ TEST_F(HardeningTest, AbsurdJobNumbersAreRefusedWithTheirRange) {
   ExpectRefused("plan --profile " + Quote(kA40) +
                     " --schedule 1f1b --stages 2000 --microbatches 24 --out " + Quote(root_ / "o"),
                 {"--stages must be 1..1024 (got 2000)"});
-  ExpectRefused("profile --simulate --model gpt3-175b --gpu a100-sxm --tp 8 --pp 8 "
-                "--dp 2000000000",
-                {"--dp must be 1..100000 (got 2000000000)"});
-  ExpectRefused("profile --simulate --model gpt3-175b --gpu a100-sxm --tp 8 --pp 16 "
-                "--dp 100000",
-                {"--tp 8 x --pp 16 x --dp 100000 = 12800000 GPUs"});
-  ExpectRefused("profile --simulate --model gpt3-175b --gpu a100-sxm --tp 8 --pp 8 --seq 2048 "
-                "--microbatch-size 60000",
-                {"--microbatch-size 60000 x --seq 2048 tokens", "more than an hour"});
-  ExpectRefused("profile --simulate --model gpt3-175b --gpu a100-sxm --tp 8 --pp 8 "
-                "--dp-gbps 1e-300",
-                {"--dp-gbps must be 0.001..10000 GB/s"});
+  ExpectRefused(
+      "profile --simulate --model gpt3-175b --gpu a100-sxm --tp 8 --pp 8 "
+      "--dp 2000000000",
+      {"--dp must be 1..100000 (got 2000000000)"});
+  ExpectRefused(
+      "profile --simulate --model gpt3-175b --gpu a100-sxm --tp 8 --pp 16 "
+      "--dp 100000",
+      {"--tp 8 x --pp 16 x --dp 100000 = 12800000 GPUs"});
+  ExpectRefused(
+      "profile --simulate --model gpt3-175b --gpu a100-sxm --tp 8 --pp 8 --seq 2048 "
+      "--microbatch-size 60000",
+      {"--microbatch-size 60000 x --seq 2048 tokens", "more than an hour"});
+  ExpectRefused(
+      "profile --simulate --model gpt3-175b --gpu a100-sxm --tp 8 --pp 8 "
+      "--dp-gbps 1e-300",
+      {"--dp-gbps must be 0.001..10000 GB/s"});
 }
 
 TEST_F(HardeningTest, ASeedIsAWholeNumberThatFits64Bits) {
@@ -232,8 +246,8 @@ TEST_F(HardeningTest, OneOutlierRowIsRefusedByFileAndLine) {
   for (const char* time : {"1e4", "1e5", "1e6", "1e9", "1e12"}) {
     const fs::path csv = root_ / (std::string("t") + time + ".csv");
     Spit(csv, WithTime(time));
-    ExpectRefused(Plan(csv.string()), {csv.string() + " line 20, column 'time'",
-                                       "more than an hour"});
+    ExpectRefused(Plan(csv.string()),
+                  {csv.string() + " line 20, column 'time'", "more than an hour"});
     fs::remove(csv);
   }
   // Under an hour but far beyond what its clock allows: the cross-row check.
@@ -250,8 +264,8 @@ TEST_F(HardeningTest, OneOutlierRowIsRefusedByFileAndLine) {
 
 TEST_F(HardeningTest, EndlessInputIsRefusedQuickly) {
   const auto started = std::chrono::steady_clock::now();
-  ExpectRefused(Plan("/dev/zero"), {"profile '/dev/zero' is not a regular file",
-                                    "more than 256 MiB without ending"});
+  ExpectRefused(Plan("/dev/zero"),
+                {"profile '/dev/zero' is not a regular file", "more than 256 MiB without ending"});
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
             30.0);
 }
