@@ -72,6 +72,7 @@ constexpr std::pair<std::string_view, std::string_view> kFlagNames[] = {
     {"WorkloadSpec::microbatch_size", "--microbatch-size"},
     {"WorkloadSpec::seq_length", "--seq"},
     {"WorkloadSpec::recompute", "--recompute"},
+    {"WorkloadSpec::framework", "--framework"},
     {"ProfileOptions::power_limit_w", "--power-limit"},
     {"ProfileOptions::min_mhz", "--min-mhz"},
     // solver::Options and sim::RunOptions: the planner's and the simulator's

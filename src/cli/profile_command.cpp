@@ -28,6 +28,7 @@ struct ProfileFlags {
   int seq = 0;
   std::string layer_split = "even";
   std::string recompute = "none";
+  std::string framework = "megatron";
   double power_limit_w = 0;
   int min_mhz = 0;
   double dp_gbps = physics::kDefaultInterNodeGbps;
@@ -126,6 +127,7 @@ ProfileRequest ToRequest(const ProfileFlags& f) {
   r.spec.microbatch_size = f.microbatch_size;
   r.spec.seq_length = f.seq;
   r.spec.recompute = physics::ParseRecompute(f.recompute);
+  r.spec.framework = physics::ParseFramework(f.framework);
   r.options.power_limit_w = f.power_limit_w;
   r.options.min_mhz = f.min_mhz;
   // The two figures only the summary uses (the DP all-reduce and iteration
@@ -182,9 +184,10 @@ std::string FormatProfileSummary(const physics::SimulatedWorkload& w, const Prof
              gpu.name.c_str(), gpu.id.c_str(), gpu.peak_bf16_tflops, gpu.hbm_gbps, gpu.nvlink_gbps);
   t += Printf(
       "  job          TP %d x PP %d x DP %d = %lld GPUs; microbatch %d x %d tokens; "
-      "recompute %s\n",
+      "recompute %s; framework %s\n",
       p.tp, p.pp, p.dp, static_cast<long long>(p.tp) * p.pp * p.dp, spec.microbatch_size,
-      spec.seq(), std::string(physics::RecomputeName(spec.recompute)).c_str());
+      spec.seq(), std::string(physics::RecomputeName(spec.recompute)).c_str(),
+      std::string(physics::FrameworkName(spec.framework)).c_str());
   t += "  layer split  " + JoinSplit(w.layer_split) + " (" +
        (r.layer_split_text == "even" || r.layer_split_text == "balanced" ? r.layer_split_text
                                                                          : "given") +
@@ -279,6 +282,11 @@ ProfileSubcommand::ProfileSubcommand(CLI::App* app)
   c->add_option("--layer-split", f->layer_split, "Layers per stage: even, balanced or a,b,...")
       ->capture_default_str()
       ->type_name("SPLIT");
+  c->add_option("--framework", f->framework,
+                "Kernels of the training framework: megatron (fused, the default) or hf-eager "
+                "(a Hugging Face model run eagerly: attention scores through HBM)")
+      ->capture_default_str()
+      ->type_name("{megatron,hf-eager}");
   c->add_option("--recompute", f->recompute, "Activation recomputation")
       ->capture_default_str()
       ->type_name("{none,full}");

@@ -64,6 +64,7 @@ struct Dims {
   double T, s, h, f, k, V;
   int t;
   const TransformerConfig* m;
+  Framework framework;
 };
 
 Dims DimsOf(const WorkloadSpec& spec) {
@@ -75,7 +76,8 @@ Dims DimsOf(const WorkloadSpec& spec) {
               static_cast<double>(m.kv_dim()),
               static_cast<double>(spec.padded_vocab()),
               spec.parallel.tp,
-              &m};
+              &m,
+              spec.framework};
 }
 
 // Parameters of one transformer layer held by one TP rank (norms are
@@ -105,6 +107,10 @@ KindCost LayerForward(const Dims& d) {
                     + T * (2 * h + 2 * k) / t;  // fused attention: read q, k, v; write o
   if (m.position == PositionKind::kRope) elements += 2 * T * (h + k) / t;  // rotate q, k
   elements += (m.mlp == MlpKind::kSwiglu ? 3 : 2) * T * f / t;  // activation: read 1-2, write 1
+  // Eager attention: the score tensor, T x s per head, of this rank's heads.
+  if (d.framework == Framework::kHfEager) {
+    elements += kEagerScorePassesForward * T * d.s * m.heads / t;
+  }
   c.activation_bytes = kBf16 * elements;
   // Two all-reduces of the T x h output (after attention and after the MLP).
   c.tp_comm_bytes = RingBytes(2 * kBf16 * T * h, d.t);
@@ -127,6 +133,9 @@ KindCost LayerBackward(const Dims& d) {
                     + T * (4 * h + 4 * k) / t;  // fused attention: read q,k,v,o,do; write dq,dk,dv
   if (m.position == PositionKind::kRope) elements += 2 * T * (h + k) / t;
   elements += (m.mlp == MlpKind::kSwiglu ? 5 : 3) * T * f / t;  // read x (gate, up), dy; write dx
+  if (d.framework == Framework::kHfEager) {
+    elements += kEagerScorePassesBackward * T * d.s * m.heads / t;
+  }
   if (m.linear_bias) {
     // Bias gradients: one more read of each linear layer's output gradient.
     elements += T * ((h + 2 * k) + h + (m.mlp == MlpKind::kSwiglu ? 2 : 1) * f + h) / t;
@@ -248,6 +257,20 @@ Recompute ParseRecompute(std::string_view text, std::string_view field) {
                        "backward)");
 }
 
+Framework ParseFramework(std::string_view text, std::string_view field) {
+  if (text == "megatron") return Framework::kMegatron;
+  if (text == "hf-eager") return Framework::kHfEager;
+  throw InputError(std::string(field),
+                   std::string(field) + " '" + std::string(text) +
+                       "' is not one of megatron, hf-eager (megatron: fused kernels as in "
+                       "Megatron-LM; hf-eager: a Hugging Face model run eagerly, attention "
+                       "scores through HBM)");
+}
+
+std::string_view FrameworkName(Framework framework) {
+  return framework == Framework::kHfEager ? "hf-eager" : "megatron";
+}
+
 std::string_view RecomputeName(Recompute recompute) {
   return recompute == Recompute::kFull ? "full" : "none";
 }
@@ -290,20 +313,19 @@ std::vector<int> ResolveLayerSplit(const WorkloadSpec& spec) {
   RequireRange("Parallelism::dp", p.dp, 1, kMaxDp, "the data-parallel pipelines");
   const long long gpus = static_cast<long long>(p.tp) * p.pp * p.dp;
   if (gpus > kMaxJobGpus) {
-    throw InputError("Parallelism::tp",
-                     "Parallelism::tp " + Str(p.tp) + " x Parallelism::pp " + Str(p.pp) +
-                         " x Parallelism::dp " + Str(p.dp) + " = " + Str(gpus) +
-                         " GPUs; a job has at most " + Str(kMaxJobGpus) +
-                         ": use fewer data-parallel pipelines");
+    throw InputError("Parallelism::tp", "Parallelism::tp " + Str(p.tp) + " x Parallelism::pp " +
+                                            Str(p.pp) + " x Parallelism::dp " + Str(p.dp) + " = " +
+                                            Str(gpus) + " GPUs; a job has at most " +
+                                            Str(kMaxJobGpus) +
+                                            ": use fewer data-parallel pipelines");
   }
   RequireRange("WorkloadSpec::microbatch_size", spec.microbatch_size, 1, kMaxMicrobatchSize,
                "the sequences per microbatch");
   if (spec.seq_length < 0 || spec.seq_length > kMaxSeqLength) {
     throw InputError("WorkloadSpec::seq_length",
-                     "WorkloadSpec::seq_length must be 1.." + Str(kMaxSeqLength) +
-                         " tokens (got " + Str(spec.seq_length) +
-                         "), or 0 for the model's own sequence length (" + Str(m.seq_length) +
-                         ")");
+                     "WorkloadSpec::seq_length must be 1.." + Str(kMaxSeqLength) + " tokens (got " +
+                         Str(spec.seq_length) + "), or 0 for the model's own sequence length (" +
+                         Str(m.seq_length) + ")");
   }
   // Megatron-LM splits attention heads, key/value groups and MLP columns
   // evenly over the TP ranks.
@@ -316,11 +338,11 @@ std::vector<int> ResolveLayerSplit(const WorkloadSpec& spec) {
                          "Parallelism::tp that divides all three");
   }
   if (m.position == PositionKind::kLearned && spec.seq() > m.seq_length) {
-    throw InputError("WorkloadSpec::seq_length",
-                     "WorkloadSpec::seq_length " + Str(spec.seq()) + " exceeds " + m.id + "'s " +
-                         Str(m.seq_length) +
-                         " learned positions; use a WorkloadSpec::seq_length <= " +
-                         Str(m.seq_length));
+    throw InputError(
+        "WorkloadSpec::seq_length",
+        "WorkloadSpec::seq_length " + Str(spec.seq()) + " exceeds " + m.id + "'s " +
+            Str(m.seq_length) +
+            " learned positions; use a WorkloadSpec::seq_length <= " + Str(m.seq_length));
   }
   if (p.pp > m.layers) {
     throw InputError("Parallelism::pp", "Parallelism::pp " + Str(p.pp) + " exceeds " + m.id +
@@ -341,27 +363,25 @@ std::vector<int> ResolveLayerSplit(const WorkloadSpec& spec) {
     return std::vector<int>(p.pp, m.layers / p.pp);
   }
   if (static_cast<int>(p.layer_split.size()) != p.pp) {
-    throw InputError("Parallelism::layer_split",
-                     "Parallelism::layer_split has " +
-                         Str(static_cast<long long>(p.layer_split.size())) +
-                         " entries but Parallelism::pp is " + Str(p.pp) +
-                         "; give one layer count per stage");
+    throw InputError(
+        "Parallelism::layer_split",
+        "Parallelism::layer_split has " + Str(static_cast<long long>(p.layer_split.size())) +
+            " entries but Parallelism::pp is " + Str(p.pp) + "; give one layer count per stage");
   }
   long long sum = 0;
   for (size_t i = 0; i < p.layer_split.size(); ++i) {
     if (p.layer_split[i] < 1) {
-      throw InputError("Parallelism::layer_split",
-                       "Parallelism::layer_split entry " + Str(static_cast<long long>(i) + 1) +
-                           " is " + Str(p.layer_split[i]) +
-                           "; every stage needs at least one layer");
+      throw InputError("Parallelism::layer_split", "Parallelism::layer_split entry " +
+                                                       Str(static_cast<long long>(i) + 1) + " is " +
+                                                       Str(p.layer_split[i]) +
+                                                       "; every stage needs at least one layer");
     }
     sum += p.layer_split[i];
   }
   if (sum != m.layers) {
     throw InputError("Parallelism::layer_split",
                      "Parallelism::layer_split sums to " + Str(sum) + " layers but " + m.id +
-                         " has " + Str(m.layers) + "; the entries must add up to " +
-                         Str(m.layers));
+                         " has " + Str(m.layers) + "; the entries must add up to " + Str(m.layers));
   }
   return p.layer_split;
 }

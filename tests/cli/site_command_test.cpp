@@ -83,6 +83,19 @@ TEST_F(SiteCommandTest, ABindingBudgetSlowsTheRunAndJoulepipePowersMoreGpus) {
   EXPECT_NE(text.out.find("IT energy (GPU + host)"), std::string::npos) << text.out;
 }
 
+// A Hugging Face model run eagerly moves attention scores through HBM: the
+// same job takes longer, and the figures say which framework.
+TEST_F(SiteCommandTest, TheFrameworkProfileChangesTheIterationTime) {
+  const Result fused = Site("--json");
+  const Result eager = Site("--framework hf-eager --json");
+  ASSERT_EQ(fused.code, 0) << fused.err;
+  ASSERT_EQ(eager.code, 0) << eager.err;
+  const double a = nlohmann::json::parse(fused.out)["healthy"]["baseline"]["iteration_s"];
+  const double b = nlohmann::json::parse(eager.out)["healthy"]["baseline"]["iteration_s"];
+  EXPECT_GT(b, 1.1 * a);
+  EXPECT_NE(eager.out.find("hf-eager"), std::string::npos);
+}
+
 TEST_F(SiteCommandTest, BadFlagsNameTheFlag) {
   const std::string job = "site --gpu a100-sxm --tp 1 --pp 4 --tokens 1e9 ";
   const Result gpus = Run(job + "--model gpt3-1.3b --global-batch 32 --gpus 18");
@@ -95,6 +108,11 @@ TEST_F(SiteCommandTest, BadFlagsNameTheFlag) {
   const Result batch = Run(job + "--model gpt3-1.3b --gpus 16 --global-batch 30");
   EXPECT_EQ(batch.code, 2);
   EXPECT_NE(batch.err.find("--global-batch 30 must be a multiple"), std::string::npos) << batch.err;
+  const Result framework = Site("--framework deepspeed");
+  EXPECT_EQ(framework.code, 2);
+  EXPECT_NE(framework.err.find("--framework 'deepspeed' is not one of megatron, hf-eager"),
+            std::string::npos)
+      << framework.err;
   const Result model = Run(job + "--model nope --gpus 16");
   EXPECT_EQ(model.code, 2);
   EXPECT_NE(model.err.find("gpt3-175b"), std::string::npos) << model.err;

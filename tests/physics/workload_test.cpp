@@ -86,7 +86,8 @@ TEST(TransformerCatalog, HasTheIssueModelsWithPublishedParameterCounts) {
   const std::vector<std::pair<std::string, double>> nominal = {
       {"gpt3-1.3b", 1.3e9},   {"gpt3-2.7b", 2.7e9},   {"gpt3-6.7b", 6.7e9},
       {"gpt3-13b", 13e9},     {"gpt3-175b", 175e9},   {"llama3-8b", 8.03e9},
-      {"llama3-70b", 70.6e9}, {"llama3-405b", 405e9}, {"bloom-176b", 176.2e9}};
+      {"llama3-70b", 70.6e9}, {"llama3-405b", 405e9}, {"bloom-176b", 176.2e9},
+      {"bloom-3b", 3.0e9}};
   for (const auto& [id, params] : nominal) {
     const TransformerConfig& m = FindTransformer(id);
     EXPECT_EQ(m.id, id);
@@ -194,6 +195,29 @@ TEST(StageCosts, OneLlamaLayerByHand) {
   // Two ring all-reduces of T x h bf16 each way: 2 (t-1)/t x 2 x 2 T h bytes.
   EXPECT_NEAR(middle.forward.tp_comm_bytes / (2.0 * 7 / 8 * 2 * 2 * T * h), 1.0, 1e-12);
   EXPECT_EQ(middle.backward.tp_comm_bytes, middle.forward.tp_comm_bytes);
+}
+
+// The hf-eager framework profile adds exactly the score tensor's passes to
+// a layer's elementwise traffic and nothing else; parsing names the field.
+TEST(StageCosts, EagerAttentionAddsTheScoreTensorsPasses) {
+  WorkloadSpec spec = Spec("gpt3-1.3b", 2, 4);
+  spec.microbatch_size = 8;
+  const StageCost fused = ComputeStageCosts(spec)[1];
+  spec.framework = Framework::kHfEager;
+  const StageCost eager = ComputeStageCosts(spec)[1];
+  const double T = 8 * 2048, s = 2048, heads_per_gpu = 16 / 2.0, layers = 6;
+  EXPECT_NEAR((eager.forward.activation_bytes - fused.forward.activation_bytes) /
+                  (layers * 2 * kEagerScorePassesForward * T * s * heads_per_gpu),
+              1.0, 1e-12);
+  EXPECT_NEAR((eager.backward.activation_bytes - fused.backward.activation_bytes) /
+                  (layers * 2 * kEagerScorePassesBackward * T * s * heads_per_gpu),
+              1.0, 1e-12);
+  EXPECT_EQ(eager.forward.gemm_flops, fused.forward.gemm_flops);
+  EXPECT_EQ(eager.forward.weight_bytes, fused.forward.weight_bytes);
+  EXPECT_EQ(ParseFramework("hf-eager"), Framework::kHfEager);
+  EXPECT_EQ(FrameworkName(Framework::kMegatron), "megatron");
+  ExpectError(ErrorOf([] { ParseFramework("deepspeed"); }),
+              {"WorkloadSpec::framework", "'deepspeed'", "megatron, hf-eager"});
 }
 
 TEST(StageCosts, BackwardIsTwiceForwardAndFullRecomputeAddsOneForward) {
@@ -394,8 +418,7 @@ TEST(Parallelism, CountsHaveRangesAndTheirProductIsBounded) {
   EXPECT_NO_THROW(ResolveLayerSplit(big));
   ExpectError(message_of([](WorkloadSpec& s) { s.microbatch_size = 100000; }),
               {"WorkloadSpec::microbatch_size must be 1..65536 (got 100000)"});
-  EXPECT_EQ(field_of([](WorkloadSpec& s) { s.seq_length = 20000000; }),
-            "WorkloadSpec::seq_length");
+  EXPECT_EQ(field_of([](WorkloadSpec& s) { s.seq_length = 20000000; }), "WorkloadSpec::seq_length");
 }
 
 // A microbatch too big for one stage's GPUs gives instructions of hours; the
@@ -408,8 +431,7 @@ TEST(SimulatedProfile, AnInstructionOverAnHourNamesTheWorkloadFields) {
   const std::string message = ErrorOf([&] { SimulateWorkload(spec, TestA100()); });
   ExpectError(message, {"WorkloadSpec::microbatch_size 60000 x WorkloadSpec::seq_length 2048",
                         "more than an hour per microbatch", "Parallelism::tp"});
-  EXPECT_EQ(FieldOf([&] { SimulateWorkload(spec, TestA100()); }),
-            "WorkloadSpec::microbatch_size");
+  EXPECT_EQ(FieldOf([&] { SimulateWorkload(spec, TestA100()); }), "WorkloadSpec::microbatch_size");
 }
 
 // ---- Time, power and the profile ---------------------------------------------------------

@@ -92,6 +92,31 @@ enum class Recompute { kNone, kFull };  // full: every layer's forward is redone
 Recompute ParseRecompute(std::string_view text, std::string_view field = "WorkloadSpec::recompute");
 std::string_view RecomputeName(Recompute recompute);
 
+// The framework's kernels (docs/workload-model.md, "Framework profiles").
+//   kMegatron  Megatron-LM / megatron-core with fused kernels: attention
+//              never writes the s x s score matrix to HBM (fused softmax /
+//              flash attention); the default, and what the calibration used.
+//   kHfEager   a plain Hugging Face model run eagerly (as Perseus's Merak
+//              runs): attention materialises the score matrix of every head
+//              and passes it through scale, causal mask, softmax (fp32 under
+//              autocast, cast back) and dropout, each a memory-bound kernel
+//              that reads and writes it (kEagerScorePasses*).
+enum class Framework { kMegatron, kHfEager };
+
+// Parses "megatron" / "hf-eager". Throws model::InputError naming `field`.
+Framework ParseFramework(std::string_view text, std::string_view field = "WorkloadSpec::framework");
+std::string_view FrameworkName(Framework framework);
+
+// HBM passes over the b x heads x s x s score tensor per layer (reads plus
+// writes, in 2-byte elements, fp32 passes counted twice), counted from the
+// eager op sequence, not fitted. Forward: the QK^T output written (1),
+// scale (2), causal mask (2), softmax read in fp16 and written in fp32 (3),
+// cast back (3), dropout read, write and its mask (2.5): 13.5. Backward:
+// dP written (1), dropout backward (2.5), softmax backward reading P and dP,
+// writing dS in fp32 (4), cast (3), mask and scale backward (4): 14.5.
+inline constexpr double kEagerScorePassesForward = 13.5;
+inline constexpr double kEagerScorePassesBackward = 14.5;
+
 // The plausible ranges ResolveLayerSplit enforces (docs/limits.md, "Numbers
 // and ranges").
 inline constexpr int kMaxTp = 1024;                   // Parallelism::tp
@@ -116,6 +141,7 @@ struct WorkloadSpec {
   int microbatch_size = 1;  // sequences per microbatch
   int seq_length = 0;       // tokens per sequence; 0 = the model's seq_length
   Recompute recompute = Recompute::kNone;
+  Framework framework = Framework::kMegatron;
 
   int seq() const { return seq_length > 0 ? seq_length : model.seq_length; }
   double tokens() const { return static_cast<double>(microbatch_size) * seq(); }
