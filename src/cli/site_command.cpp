@@ -54,7 +54,8 @@ std::string Mass(double kg) {
 
 std::string Change(double value, double baseline) {
   if (baseline == 0) return "";
-  return Printf("%+.1f%%", 100 * (value / baseline - 1));
+  const double pct = 100 * (value / baseline - 1);
+  return Printf("%+.1f%%", std::fabs(pct) < 0.05 ? 0.0 : pct);  // no "-0.0%"
 }
 
 std::string Table(const sim::SiteProjection& p, const sim::Scenario& s) {

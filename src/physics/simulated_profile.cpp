@@ -92,6 +92,47 @@ WorkBreakdown CostToWork(const KindCost& cost, const GpuSpec& gpu) {
   return b;
 }
 
+namespace {
+
+// The highest clock <= f at which work of this activity draws at most
+// `limit` (the lowest clock when even that draws more).
+double CapClock(const GpuSpec& gpu, double activity, double f, double limit) {
+  if (Power(gpu, activity, f) <= limit) return f;
+  double a = gpu.min_sm_mhz, b = f;
+  if (Power(gpu, activity, a) >= limit) return a;
+  while (b - a > 1e-3) {
+    const double m = 0.5 * (a + b);
+    (Power(gpu, activity, m) > limit ? b : a) = m;
+  }
+  return a;
+}
+
+}  // namespace
+
+OperatingPoint RunByKernelClass(const GpuSpec& gpu, const WorkBreakdown& b, double requested_mhz,
+                                double power_limit_w, double share) {
+  const OperatingPoint average = Run(gpu, b.work, requested_mhz, power_limit_w);
+  OperatingPoint op = average;
+  const double other_s = b.memory_s + b.comm_s;
+  if (!op.power_capped || b.compute_s <= 0 || other_s <= 0 || share <= 0) return op;
+  const double limit = power_limit_w > 0 ? power_limit_w : gpu.tdp_w;
+  const double f = std::clamp(requested_mhz, static_cast<double>(gpu.min_sm_mhz),
+                              static_cast<double>(gpu.max_sm_mhz));
+  const double a_compute = kGemmActivity / kReferenceActivityMix;
+  const double a_other =
+      (kMemoryActivity * b.memory_s + kCommActivity * b.comm_s) / other_s / kReferenceActivityMix;
+  const double f_compute = CapClock(gpu, a_compute, f, limit);
+  const double f_other = CapClock(gpu, a_other, f, limit);
+  const double t_compute = b.compute_s * gpu.max_sm_mhz / f_compute;
+  const double by_class_s = t_compute + other_s;
+  const double by_class_j =
+      Power(gpu, a_compute, f_compute) * t_compute + Power(gpu, a_other, f_other) * other_s;
+  op.time_s = (1 - share) * average.time_s + share * by_class_s;
+  op.energy_j = (1 - share) * average.energy_j + share * by_class_j;
+  op.power_w = op.energy_j / op.time_s;
+  return op;
+}
+
 std::vector<int> ProfileClocks(const GpuSpec& gpu, const ProfileOptions& options) {
   const std::vector<int> supported = gpu.SupportedSmClocks();
   int floor = options.min_mhz;
@@ -120,18 +161,28 @@ SimulatedWorkload SimulateWorkload(const WorkloadSpec& spec, const GpuSpec& gpu,
   w.spec = spec;
   w.layer_split = ResolveLayerSplit(spec);
   w.power_limit_w = LimitOf(gpu, options);
+  if (!(options.class_cap_share >= 0 && options.class_cap_share <= 1)) {
+    throw InputError("ProfileOptions::class_cap_share",
+                     "ProfileOptions::class_cap_share must be 0..1 (got " +
+                         std::to_string(options.class_cap_share) +
+                         "): the share of a power-capped instruction capped per kernel class");
+  }
   w.clocks = ProfileClocks(gpu, options);
   for (const StageCost& cost : ComputeStageCosts(spec)) {
     SimulatedStage s;
     s.cost = cost;
     s.forward = CostToWork(cost.forward, gpu);
     s.backward = CostToWork(cost.backward, gpu);
-    s.forward_at_max = Run(gpu, s.forward.work, gpu.max_sm_mhz, w.power_limit_w);
-    s.backward_at_max = Run(gpu, s.backward.work, gpu.max_sm_mhz, w.power_limit_w);
+    s.forward_at_max =
+        RunByKernelClass(gpu, s.forward, gpu.max_sm_mhz, w.power_limit_w, options.class_cap_share);
+    s.backward_at_max =
+        RunByKernelClass(gpu, s.backward, gpu.max_sm_mhz, w.power_limit_w, options.class_cap_share);
     double least = 0;
     for (int mhz : w.clocks) {
-      const OperatingPoint f = Run(gpu, s.forward.work, mhz, w.power_limit_w);
-      const OperatingPoint b = Run(gpu, s.backward.work, mhz, w.power_limit_w);
+      const OperatingPoint f =
+          RunByKernelClass(gpu, s.forward, mhz, w.power_limit_w, options.class_cap_share);
+      const OperatingPoint b =
+          RunByKernelClass(gpu, s.backward, mhz, w.power_limit_w, options.class_cap_share);
       const std::string where = "simulated stage " + std::to_string(cost.stage);
       CheckInstructionTime(spec, gpu, cost.stage, "forward", mhz, f.time_s);
       CheckInstructionTime(spec, gpu, cost.stage, "backward", mhz, b.time_s);

@@ -496,6 +496,52 @@ TEST(SimulatedProfile, PowerLimitCapsTheHighClocks) {
   EXPECT_EQ(ProfileClocks(gpu, options).back(), 1200);
 }
 
+// Under a binding limit the board caps GEMMs alone; memory-bound kernels
+// keep the requested clock. Share 0 is physics::Run; without a binding
+// limit every share is physics::Run.
+TEST(SimulatedProfile, APowerCapBindsGemmsHarderThanMemoryBoundKernels) {
+  const GpuSpec gpu = TestA100();
+  WorkBreakdown b;
+  b.compute_s = 0.06;
+  b.memory_s = 0.04;
+  b.work.time_at_max_s = 0.1;
+  b.work.compute_fraction = 0.6;
+  b.work.activity = (0.6 * kGemmActivity + 0.4 * kMemoryActivity) / kReferenceActivityMix;
+  const OperatingPoint run = physics::Run(gpu, b.work, 1410, 300);
+  ASSERT_TRUE(run.power_capped);
+  const OperatingPoint none = RunByKernelClass(gpu, b, 1410, 300, 0);
+  EXPECT_EQ(none.time_s, run.time_s);
+  EXPECT_EQ(none.energy_j, run.energy_j);
+  const OperatingPoint by_class = RunByKernelClass(gpu, b, 1410, 300, 1);
+  // GEMMs run where they draw exactly 300 W, memory-bound kernels at 1410 MHz
+  // (they draw less than 300 W there).
+  const double a_gemm = kGemmActivity / kReferenceActivityMix;
+  const double a_memory = kMemoryActivity / kReferenceActivityMix;
+  ASSERT_LT(Power(gpu, a_memory, 1410), 300);
+  double lo = gpu.min_sm_mhz, hi = 1410;
+  for (int i = 0; i < 60; ++i) {
+    const double m = (lo + hi) / 2;
+    (Power(gpu, a_gemm, m) > 300 ? hi : lo) = m;
+  }
+  const double t_gemm = 0.06 * 1410 / lo;
+  // (The library bisects the clock to 1e-3 MHz: a relative 1e-6.)
+  EXPECT_NEAR(by_class.time_s / (t_gemm + 0.04), 1, 1e-6);
+  EXPECT_NEAR(by_class.energy_j / (300 * t_gemm + Power(gpu, a_memory, 1410) * 0.04), 1, 1e-6);
+  // Memory-bound kernels at full clock waste energy that a lower locked clock
+  // saves: the class model is costlier at 1410 MHz than the average one.
+  EXPECT_GT(by_class.energy_j, run.energy_j);
+  const OperatingPoint blend = RunByKernelClass(gpu, b, 1410, 300, 0.25);
+  EXPECT_NEAR(blend.energy_j, 0.75 * run.energy_j + 0.25 * by_class.energy_j, 1e-9);
+  EXPECT_NEAR(blend.time_s, 0.75 * run.time_s + 0.25 * by_class.time_s, 1e-12);
+  // No binding limit: Run, whatever the share.
+  const OperatingPoint free = RunByKernelClass(gpu, b, 1000, 500, 1);
+  EXPECT_EQ(free.energy_j, physics::Run(gpu, b.work, 1000, 500).energy_j);
+  ProfileOptions options;
+  options.class_cap_share = 2;
+  ExpectError(ErrorOf([&] { SimulateWorkload(Spec("gpt3-175b", 8, 8), gpu, options); }),
+              {"ProfileOptions::class_cap_share must be 0..1"});
+}
+
 TEST(SimulatedProfile, WorkSplitsComputeMemoryAndCommunication) {
   const GpuSpec gpu = TestA100();
   KindCost cost;

@@ -216,6 +216,14 @@ inline constexpr double kCommActivity = 0.3;
 // seq 2048) on A100-SXM; tests/sim checks the two agree.
 inline constexpr double kReferenceActivityMix = 0.884;
 
+// How much of a power-capped instruction the board caps kernel class by
+// kernel class (RunByKernelClass) rather than on the instruction's average
+// power: 0 = one effective clock for the whole instruction, 1 = GEMMs
+// capped alone while memory-bound kernels keep the requested clock. Fitted
+// on the A100 half of Perseus's real runs only (bench_fidelity --fit;
+// docs/benchmarks.md, "Fidelity"); the A40 half is reported as held out.
+inline constexpr double kClassCapShare = 0.15;
+
 // An instruction's time at fmax split into its parts, and the physics::Work.
 struct WorkBreakdown {
   double compute_s = 0;  // GEMMs: scales with 1/f
@@ -229,6 +237,18 @@ struct WorkBreakdown {
 // needs (peak_bf16_tflops, hbm_gbps, nvlink_gbps when there is TP traffic).
 WorkBreakdown CostToWork(const KindCost& cost, const GpuSpec& gpu);
 
+// An instruction at `requested_mhz` under `power_limit_w` as the board runs
+// it: when the limit binds, it caps each kernel class on its own (the
+// board's power controller acts within milliseconds, shorter than a
+// kernel), so tensor-core GEMMs, which draw the most, run at the clock
+// where they meet the limit, while memory-bound kernels and collectives,
+// which draw less, keep the requested clock. Without a binding limit it is
+// physics::Run on the breakdown's work (one time-weighted activity). With
+// one, time and energy are (1 - share) x Run's + share x the per-class
+// figures (kClassCapShare).
+OperatingPoint RunByKernelClass(const GpuSpec& gpu, const WorkBreakdown& work, double requested_mhz,
+                                double power_limit_w, double share = kClassCapShare);
+
 // Megatron's even split when layers % pp == 0; otherwise (and whenever asked)
 // the split that minimises the slowest stage's forward+backward time at
 // fmax, every stage at least one layer, so that the first and last stages,
@@ -240,6 +260,7 @@ std::vector<int> BalancedLayerSplit(const WorkloadSpec& spec, const GpuSpec& gpu
 
 struct ProfileOptions {
   double power_limit_w = 0;  // 0 = the GPU's tdp_w; else within its power-limit range
+  double class_cap_share = kClassCapShare;  // 0..1, see kClassCapShare
   // Lowest SM clock profiled; 0 = the lowest supported clock >= 0.6 x fmax
   // (Perseus profiled 855..1410 MHz on A100). Else a supported clock range value.
   int min_mhz = 0;
