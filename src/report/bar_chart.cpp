@@ -5,15 +5,14 @@
 #include <cstdio>
 
 #include "joulepipe/report/line_chart.hpp"
+#include "svg_text.hpp"
 
 namespace joulepipe::report {
 
 namespace {
 
 std::string Num(double v) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%.2f", v);
-  return buffer;
+  return SvgNum(v);
 }
 
 double Value(const BarChart& c, std::size_t cat, std::size_t ser, std::size_t seg) {
@@ -41,23 +40,12 @@ std::string RenderBarSvg(const BarChart& c) {
   const double top_value = ticks.back();
   auto sy = [&](double v) { return top + ph - v / top_value * ph; };
 
-  std::string svg;
-  svg += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + Num(c.width) + "\" height=\"" +
-         Num(c.height) + "\" viewBox=\"0 0 " + Num(c.width) + " " + Num(c.height) +
-         "\" font-family=\"sans-serif\" font-size=\"12\" role=\"img\" aria-label=\"" +
-         EscapeXml(c.title) + "\">\n<title>" + EscapeXml(c.title) + "</title>\n";
-  svg +=
-      "<defs><pattern id=\"lighter\" width=\"5\" height=\"5\" patternUnits=\"userSpaceOnUse\" "
-      "patternTransform=\"rotate(45)\"><rect width=\"5\" height=\"5\" fill=\"white\" "
-      "fill-opacity=\"0.55\"/><line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"5\" stroke=\"white\" "
-      "stroke-width=\"1.5\"/></pattern></defs>\n";
-  svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  svg += "<text x=\"" + Num(c.width / 2.0) +
-         "\" y=\"24\" text-anchor=\"middle\" font-size=\"16\">" + EscapeXml(c.title) + "</text>\n";
-  if (!c.subtitle.empty()) {
-    svg += "<text x=\"" + Num(c.width / 2.0) + "\" y=\"42\" text-anchor=\"middle\" fill=\"#555\">" +
-           EscapeXml(c.subtitle) + "</text>\n";
-  }
+  std::string svg =
+      SvgOpen(c.width, c.height, c.title, c.subtitle,
+              "<pattern id=\"lighter\" width=\"5\" height=\"5\" patternUnits=\"userSpaceOnUse\" "
+              "patternTransform=\"rotate(45)\"><rect width=\"5\" height=\"5\" fill=\"white\" "
+              "fill-opacity=\"0.55\"/><line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"5\" stroke=\"white\" "
+              "stroke-width=\"1.5\"/></pattern>");
   const double step = ticks.size() > 1 ? ticks[1] - ticks[0] : 1;
   for (double t : ticks) {
     svg += "<line x1=\"" + Num(left) + "\" y1=\"" + Num(sy(t)) + "\" x2=\"" + Num(left + pw) +

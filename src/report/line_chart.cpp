@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <limits>
 
+#include "svg_text.hpp"
+
 namespace joulepipe::report {
 
 std::string EscapeXml(const std::string& text) {
@@ -44,9 +46,7 @@ std::string Escape(const std::string& text) {
 }
 
 std::string Num(double v) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%.2f", v);
-  return buffer;
+  return SvgNum(v);
 }
 
 // Tick label: as few digits as the step needs.
@@ -122,19 +122,7 @@ std::string RenderSvg(const LineChart& chart) {
   }
   for (const VerticalLine& v : chart.vertical_lines) xr.Add(v.x);
 
-  std::string svg;
-  svg += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + Num(w) + "\" height=\"" + Num(h) +
-         "\" viewBox=\"0 0 " + Num(w) + " " + Num(h) +
-         "\" font-family=\"sans-serif\" font-size=\"12\" role=\"img\" aria-label=\"" +
-         Escape(chart.title) + "\">\n";
-  svg += "<title>" + Escape(chart.title) + "</title>\n";
-  svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  svg += "<text x=\"" + Num(w / 2) + "\" y=\"24\" text-anchor=\"middle\" font-size=\"16\">" +
-         Escape(chart.title) + "</text>\n";
-  if (!chart.subtitle.empty()) {
-    svg += "<text x=\"" + Num(w / 2) + "\" y=\"42\" text-anchor=\"middle\" fill=\"#555\">" +
-           Escape(chart.subtitle) + "</text>\n";
-  }
+  std::string svg = SvgOpen(w, h, chart.title, chart.subtitle);
   if (xr.empty() || yr.empty()) {
     svg += "<text x=\"" + Num(w / 2) + "\" y=\"" + Num(h / 2) +
            "\" text-anchor=\"middle\" fill=\"#555\">no data</text>\n</svg>\n";

@@ -6,15 +6,14 @@
 
 #include "joulepipe/report/line_chart.hpp"
 #include "joulepipe/report/palette.hpp"
+#include "svg_text.hpp"
 
 namespace joulepipe::report {
 
 namespace {
 
 std::string Num(double v) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%.2f", v);
-  return buffer;
+  return SvgNum(v);
 }
 
 }  // namespace
@@ -29,23 +28,12 @@ std::string RenderTimelineSvg(const TimelineChart& c) {
   const double lo = c.min_mhz, hi = std::max(c.max_mhz, c.min_mhz + 1);
   auto colour = [&](int mhz) { return Viridis((mhz - lo) / (hi - lo)); };
 
-  std::string svg;
-  svg += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + Num(c.width) + "\" height=\"" +
-         Num(h) + "\" viewBox=\"0 0 " + Num(c.width) + " " + Num(h) +
-         "\" font-family=\"sans-serif\" font-size=\"12\" role=\"img\" aria-label=\"" +
-         EscapeXml(c.title) + "\">\n<title>" + EscapeXml(c.title) + "</title>\n";
-  svg +=
-      "<defs><pattern id=\"blocked\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
-      "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#f4f4f4\"/>"
-      "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#c8c8c8\" stroke-width=\"2\"/>"
-      "</pattern></defs>\n";
-  svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  svg += "<text x=\"" + Num(c.width / 2.0) +
-         "\" y=\"24\" text-anchor=\"middle\" font-size=\"16\">" + EscapeXml(c.title) + "</text>\n";
-  if (!c.subtitle.empty()) {
-    svg += "<text x=\"" + Num(c.width / 2.0) + "\" y=\"42\" text-anchor=\"middle\" fill=\"#555\">" +
-           EscapeXml(c.subtitle) + "</text>\n";
-  }
+  std::string svg =
+      SvgOpen(c.width, h, c.title, c.subtitle,
+              "<pattern id=\"blocked\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
+              "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#f4f4f4\"/>"
+              "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#c8c8c8\" stroke-width=\"2\"/>"
+              "</pattern>");
   // Rows: the hatched background is blocked time wherever no bar covers it.
   for (int s = 0; s < stages; ++s) {
     const double y = top + s * static_cast<double>(c.row_height);
