@@ -120,6 +120,7 @@ std::string SummaryJson(const PlanOutcome& outcome) {
 
   ordered_json inputs;
   inputs["profile"] = r.profile_name;
+  if (!outcome.profile_method.empty()) inputs["profile_method"] = outcome.profile_method;
   inputs["schedule"] = std::string(schedule::KindName(r.spec.kind));
   inputs["stages"] = r.spec.stages;
   inputs["microbatches"] = r.spec.microbatches;
@@ -220,6 +221,9 @@ std::string FormatPlanSummary(const PlanOutcome& outcome, const std::string& out
   s += Printf("Figures are %s.\n", kFiguresSource);
   s += "inputs\n";
   s += Printf("  profile     %s\n", r.profile_name.c_str());
+  if (!outcome.profile_method.empty()) {
+    s += Printf("  method      %s\n", outcome.profile_method.c_str());
+  }
   s += Printf("  schedule    %s (%d instructions)\n", ShapeText(r.spec).c_str(),
               plan.schedule.num_nodes());
   s += Printf("  P_block     %g W %s (GPU power while blocked or idle)\n", plan.p_block_w,
@@ -421,7 +425,8 @@ int PlanSubcommand::Run() const {
   std::fflush(stderr);
   plan.request.progress = ProgressLines(stderr, "");
   solver::SolvePipelinePlan(profile, &plan);
-  const PlanOutcome outcome = ToPlanOutcome(std::move(plan), f.max_plans);
+  PlanOutcome outcome = ToPlanOutcome(std::move(plan), f.max_plans);
+  outcome.profile_method = profile.metadata.method;
   if (!f.out.empty()) {
     StagedDirectory staged(f.out);
     WritePlanOutputs(outcome, &staged, InterruptFlag());

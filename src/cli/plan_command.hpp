@@ -41,6 +41,9 @@ struct PlanOutcome {
   // Ascending indices into plan.frontier.points: holds 0, the last index and
   // plan.chosen.
   std::vector<std::size_t> written;
+  // The profile's metadata "method" line (how a simulated profile was made
+  // and how well its framework profile is validated); "" when it has none.
+  std::string profile_method;
 };
 
 // The solved plan with the points to write chosen by SelectPoints.

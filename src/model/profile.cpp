@@ -51,12 +51,12 @@ constexpr std::array<std::string_view, kNumColumns> kColumnNames = {
 constexpr std::string_view kCanonicalHeader = "stage,instruction,frequency,time,energy";
 
 // Metadata keys, in the order the writer writes them.
-enum MetaKey { kGpu, kPBlock, kSource, kDate, kVersion, kNumKeys };
-constexpr std::array<std::string_view, kNumKeys> kMetaKeys = {"gpu", "p_block_w", "source", "date",
-                                                              "joulepipe_version"};
+enum MetaKey { kGpu, kPBlock, kSource, kDate, kVersion, kMethod, kNumKeys };
+constexpr std::array<std::string_view, kNumKeys> kMetaKeys = {
+    "gpu", "p_block_w", "source", "date", "joulepipe_version", "method"};
 constexpr std::array<std::string_view, kNumKeys> kMetaFields = {
-    "ProfileMetadata::gpu", "ProfileMetadata::p_block_w", "ProfileMetadata::source",
-    "ProfileMetadata::date", "ProfileMetadata::joulepipe_version"};
+    "ProfileMetadata::gpu",  "ProfileMetadata::p_block_w",         "ProfileMetadata::source",
+    "ProfileMetadata::date", "ProfileMetadata::joulepipe_version", "ProfileMetadata::method"};
 constexpr std::string_view kIdentifyingLine = "# joulepipe profile";
 constexpr std::array<std::string_view, 3> kSources = {"measured", "simulated", "imported"};
 
@@ -343,6 +343,9 @@ void ParseMetadataLine(const std::string& source, int line, std::string_view raw
     case kVersion:
       metadata->joulepipe_version = value;
       break;
+    case kMethod:
+      metadata->method = value;
+      break;
     case kPBlock:
     case kNumKeys:
       break;
@@ -499,6 +502,7 @@ std::string MetadataLines(const ProfileMetadata& m) {
   values[kSource] = WritableText(kSource, m.source);
   values[kDate] = WritableText(kDate, m.date);
   values[kVersion] = WritableText(kVersion, m.joulepipe_version);
+  values[kMethod] = WritableText(kMethod, m.method);
   std::string out;
   for (int k = 0; k < kNumKeys; ++k) {
     if (!values[k].empty()) out += "# " + std::string(kMetaKeys[k]) + ": " + values[k] + "\n";

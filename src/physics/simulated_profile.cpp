@@ -212,6 +212,13 @@ model::Profile StampedProfile(const SimulatedWorkload& workload, const GpuSpec& 
   profile.metadata.source = "simulated";
   profile.metadata.date = model::IsoUtcNow();
   profile.metadata.joulepipe_version = std::string(model::Version());
+  const WorkloadSpec& spec = workload.spec;
+  profile.metadata.method =
+      "workload model " + spec.model.id + " on " + gpu.id + ", TP " +
+      std::to_string(spec.parallel.tp) + " x PP " + std::to_string(spec.parallel.pp) +
+      ", microbatch " + std::to_string(spec.microbatch_size) + " x " + std::to_string(spec.seq()) +
+      ", framework " + std::string(FrameworkName(spec.framework)) + "; " +
+      std::string(FrameworkValidation(spec.framework));
   return profile;
 }
 

@@ -131,6 +131,7 @@ SiteProjection ProjectSite(const model::Profile& profile, const SiteRequest& r) 
       static_cast<long long>(out.gpus),
       r.host_power_w > 0 ? Format("host %g W per GPU", r.host_power_w).c_str()
                          : "GPU energy only (no host power given)");
+  if (!profile.metadata.method.empty()) out.figures += "; profile: " + profile.metadata.method;
   report(0.4);
 
   if (r.straggler_slowdown > 1) {

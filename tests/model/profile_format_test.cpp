@@ -77,6 +77,7 @@ void ExpectSameProfile(const Profile& a, const Profile& b) {
   EXPECT_EQ(a.metadata.source, b.metadata.source);
   EXPECT_EQ(a.metadata.date, b.metadata.date);
   EXPECT_EQ(a.metadata.joulepipe_version, b.metadata.joulepipe_version);
+  EXPECT_EQ(a.metadata.method, b.metadata.method);
   ASSERT_EQ(a.num_stages(), b.num_stages());
   for (int s = 0; s < a.num_stages(); ++s) {
     for (Kind kind : {Kind::kForward, Kind::kBackward}) {
@@ -134,6 +135,19 @@ TEST(ProfileFormatTest, WriteThenReadGivesIdenticalPointsStatisticsAndMetadata) 
   const Profile read = ParseProfileCsv(text, "written.csv");
   ExpectSameProfile(original, read);
   EXPECT_EQ(ProfileToCsv(read), text);  // and the text is stable
+}
+
+TEST(ProfileFormatTest, TheMethodLineRoundTripsAndIsOneLine) {
+  Profile p = MeasuredProfile();
+  p.metadata.method = "workload model gpt3-1.3b on a100-pcie-80gb, framework hf-eager; validated";
+  const std::string text = ProfileToCsv(p);
+  EXPECT_NE(text.find("\n# method: workload model gpt3-1.3b on a100-pcie-80gb, framework "
+                      "hf-eager; validated\n"),
+            std::string::npos)
+      << text;
+  ExpectSameProfile(p, ParseProfileCsv(text, "method.csv"));
+  p.metadata.method = "two\nlines";
+  EXPECT_THROW(ProfileToCsv(p), InputError);
 }
 
 TEST(ProfileFormatTest, LayoutMetadataFirstThenPerseusRowOrder) {

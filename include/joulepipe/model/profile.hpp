@@ -68,6 +68,10 @@ struct ProfileMetadata {
   std::string source;               // "measured" (in situ), "simulated" or "imported"
   std::string date;                 // when it was made, ISO 8601 UTC
   std::string joulepipe_version;    // the joulepipe that wrote it
+  // How it was made, for people (one line): a simulated profile names its
+  // model, GPU, parallelism, framework profile and that profile's
+  // validation error against real runs.
+  std::string method;
 };
 
 class Profile {

@@ -107,6 +107,12 @@ enum class Framework { kMegatron, kHfEager };
 Framework ParseFramework(std::string_view text, std::string_view field = "WorkloadSpec::framework");
 std::string_view FrameworkName(Framework framework);
 
+// What the validation against real training runs found for a framework
+// profile (bench_fidelity, docs/benchmarks.md "Fidelity"), for outputs:
+// e.g. "validated against 5 real Perseus runs (A40 half held out): saving
+// -3.0..+4.5 pp, iteration time -55..+11 %". Update it with the bench.
+std::string_view FrameworkValidation(Framework framework);
+
 // HBM passes over the b x heads x s x s score tensor per layer (reads plus
 // writes, in 2-byte elements, fp32 passes counted twice), counted from the
 // eager op sequence, not fitted. Forward: the QK^T output written (1),
