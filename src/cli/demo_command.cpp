@@ -6,12 +6,14 @@
 #include <cstdio>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "embedded.hpp"
 #include "format.hpp"
 #include "frontier_chart.hpp"
 #include "joulepipe/model/plan.hpp"
 #include "joulepipe/report/line_chart.hpp"
+#include "report_command.hpp"
 #include "simulate_command.hpp"
 
 namespace joulepipe::cli {
@@ -142,9 +144,9 @@ std::string FormatDemoReport(const sim::SimulateOutcome& o, const std::string& o
   s += "(Perseus's own emulation scales it; joulepipe does not).\n";
   if (!out_dir.empty()) {
     const char* slash = out_dir.back() == '/' ? "" : "/";
-    s += Printf("\nWrote %s%s: frontier.svg (open in a browser), simulation.json,\n",
+    s += Printf("\nWrote %s%s: report.html (open it in a browser), frontier.svg,\n",
                 out_dir.c_str(), slash);
-    s += "intrinsic_plan.json, straggler_plan.json.\n";
+    s += "simulation.json, intrinsic_plan.json, straggler_plan.json.\n";
   }
   s += "\nNext:\n";
   s += "  joulepipe profile --simulate --model llama3-70b --gpu h100-sxm --tp 8 --pp 8 \\\n";
@@ -157,7 +159,27 @@ std::string FormatDemoReport(const sim::SimulateOutcome& o, const std::string& o
   return s;
 }
 
-void WriteDemoOutputs(const sim::SimulateOutcome& o, StagedDirectory* staged) {
+std::string DemoReportHtml(const sim::SimulateOutcome& o, const model::Profile& profile) {
+  ReportInputs in;
+  in.frontier_dir = "the demo's frontier";
+  in.summary = {{"inputs",
+                 {{"p_block_w", o.request.job.p_block_w},
+                  {"p_block_from", "A100-SXM's power while blocked, Perseus"}}},
+                {"baseline", {{"time_s", o.max_clock.time_s}, {"energy_j", o.max_clock.energy_j}}},
+                {"frontier", {{"points", o.frontier.points.size()}}}};
+  for (const solver::FrontierPoint& p : o.frontier.points)
+    in.frontier.push_back({p.time_s, p.energy_j});
+  in.plan = solver::ToPlan(o.schedule, o.intrinsic);
+  in.plan_name = "the intrinsic plan";
+  in.profile_name = std::string(kEmbeddedDemoProfileName);
+  in.profile = profile;
+  in.sim = nlohmann::json::parse(SimulationJson(o));
+  in.sim_name = "the demo's simulation";
+  return RenderReport(in);
+}
+
+void WriteDemoOutputs(const sim::SimulateOutcome& o, const model::Profile& profile,
+                      StagedDirectory* staged) {
   const double scale = static_cast<double>(o.request.job.pipelines) * o.request.job.gpus_per_stage;
   const std::vector<LabelledPoint> labelled = {
       {Printf("intrinsic plan: %.1f%% less energy, same time",
@@ -177,6 +199,7 @@ void WriteDemoOutputs(const sim::SimulateOutcome& o, StagedDirectory* staged) {
                     model::PlanToJson(solver::ToPlan(o.schedule, o.intrinsic)));
   staged->WriteFile("straggler_plan.json",
                     model::PlanToJson(solver::ToPlan(o.schedule, o.straggler_plan)));
+  staged->WriteFile("report.html", DemoReportHtml(o, profile));
   staged->Commit();
 }
 
@@ -194,6 +217,8 @@ constexpr char kDemoFooter[] =
     "full 300B-token run; writes the frontier as an SVG. Takes a few seconds.\n"
     "\n"
     "Files (in DIR, written atomically; an earlier demo output is replaced):\n"
+    "  report.html           the report (`joulepipe report`): frontier, timelines,\n"
+    "                        energy per stage, savings; self-contained\n"
     "  frontier.svg          the frontier, the baseline and the two plans used\n"
     "  simulation.json       what `joulepipe simulate --json` prints\n"
     "  intrinsic_plan.json   the plan all pipelines run while healthy\n"
@@ -237,7 +262,7 @@ int DemoSubcommand::Run() const {
   const sim::SimulateOutcome outcome = sim::SimulateJob(profile, request);
   if (!out.empty()) {
     StagedDirectory staged(out);
-    WriteDemoOutputs(outcome, &staged);
+    WriteDemoOutputs(outcome, profile, &staged);
   }
   const std::string text = FormatDemoReport(outcome, out);
   std::fputs(text.c_str(), stdout);

@@ -38,9 +38,10 @@ inline constexpr double kDemoRunTokens = 300e9;
 // full run, and how to go on. `out_dir` names the written files ("" = none).
 std::string FormatDemoReport(const sim::SimulateOutcome& outcome, const std::string& out_dir);
 
-// frontier.svg, simulation.json, intrinsic_plan.json, straggler_plan.json;
-// commits `staged`.
-void WriteDemoOutputs(const sim::SimulateOutcome& outcome, StagedDirectory* staged);
+// report.html, frontier.svg, simulation.json, intrinsic_plan.json,
+// straggler_plan.json; commits `staged`. `profile` is the one simulated.
+void WriteDemoOutputs(const sim::SimulateOutcome& outcome, const model::Profile& profile,
+                      StagedDirectory* staged);
 
 // The subcommand: registers `demo`, its flags and help on `app`. Run() calls
 // sim::SimulateJob with DemoRequest() on the embedded profile, writes --out

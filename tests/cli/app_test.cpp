@@ -8,8 +8,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "cli_test_support.hpp"
 #include "cli/plan_command.hpp"
+#include "cli_test_support.hpp"
 
 namespace joulepipe::cli {
 namespace {
@@ -38,10 +38,15 @@ TEST_F(AppTest, DemoSimulatesTheEmbeddedJobAndWritesTheFrontier) {
         "simulated from the measured profile (not measured here)", "frontier.svg"}) {
     EXPECT_TRUE(Contains(r.out, needle)) << needle << "\n" << r.out;
   }
-  for (const char* name :
-       {"frontier.svg", "simulation.json", "intrinsic_plan.json", "straggler_plan.json"}) {
+  for (const char* name : {"report.html", "frontier.svg", "simulation.json", "intrinsic_plan.json",
+                           "straggler_plan.json"}) {
     EXPECT_TRUE(fs::is_regular_file(out / name)) << name;
   }
+  // The report of the same job: the intrinsic plan, the straggler response.
+  const std::string html = Slurp(out / "report.html");
+  EXPECT_TRUE(Contains(html, "the intrinsic plan saves 13.70% GPU energy")) << html.substr(0, 600);
+  EXPECT_TRUE(Contains(html, "straggler response"));
+  EXPECT_FALSE(Contains(html, "<script"));
   // What users rely on: less energy, never a longer iteration.
   const nlohmann::json sim = nlohmann::json::parse(Slurp(out / "simulation.json"));
   const double t_base = sim["baseline"]["time_s"], t_jp = sim["joulepipe"]["time_s"];
@@ -105,7 +110,8 @@ TEST_F(AppTest, HelpListsEverySubcommandAndEachHasHelp) {
     const Result help = Run(std::string(name) + " --help");
     EXPECT_EQ(help.code, 0) << name << "\n" << help.err;
     EXPECT_TRUE(Contains(help.out, "Usage: joulepipe " + std::string(name) + " [OPTIONS]"))
-        << name << "\n" << help.out;
+        << name << "\n"
+        << help.out;
     EXPECT_TRUE(help.err.empty()) << name << "\n" << help.err;
   }
 }
