@@ -19,7 +19,10 @@
 // only: physics::kClassCapShare (how the board caps kernel classes). Encoder (BERT) and
 // encoder-decoder (T5) workloads and Wide-ResNet are listed but not modelled yet.
 //
-// Usage: bench_fidelity [--only NAME] [--framework megatron|hf-eager] [--fit]
+// Usage: bench_fidelity [--only NAME] [--framework megatron|hf-eager]
+//                       [--precision bf16|tf32] [--recompute none|full]
+//                       [--seq merak|model] [--fit]
+//   the defaults are the runs' own: hf-eager, tf32, full, merak.
 //   --fit (last) fits ProfileOptions::class_cap_share on the fit half first
 //   and reports both halves with it; without, the library's kClassCapShare.
 #include <algorithm>
@@ -50,20 +53,37 @@ struct Case {
   const char* model;     // joulepipe's catalogue id ("" = not modelled)
   const char* gpu;       // joulepipe's GPU id
   int dp, tp, pp, microbatch_size, microbatches;
+  int seq;                     // tokens per sequence of Merak's data pipeline
   std::vector<int> split;      // transformer layers per stage, from Merak's partition
   double measured_saving_pct;  // Perseus's intrinsic saving (papers.md 1.7)
 };
 
-// Merak partitions count the embedding and the head as units: "0,8,14,21,27"
-// of GPT-3 XL's 27 units = embedding + 24 layers + final norm + head gives
-// 7, 6, 7, 4 layers; BLOOM-3B's 32 units = embedding (+ its norm) + 30
-// layers + head.
+// How the runs were configured (data/validation/README.md cites each):
+// Merak partitions count embeddings and the head as units (run_gpt.py:
+// 2 embedding units + layers + head, so GPT-3 XL's "0,8,14,21,27" of 27
+// units is 6, 6, 7, 5 layers; run_bloom.py: embedding (+ its norm) + 30
+// layers + head). Sequences: GPT and BLOOM 1,024 tokens (utils.py caps the
+// tokenizer's length at 1,024), BERT 512. Every run recomputes activations
+// (MerakArguments: activation_checkpointing = True, one layer per chunk)
+// and trains in fp32 (run.sh passes neither --fp16 nor --bf16).
 const std::vector<Case> kCases = {
-    {"fit", "A100", "gpt3-xl", "gpt3-1.3b", "a100-pcie", 1, 1, 4, 8, 128, {7, 6, 7, 4}, 13.2},
-    {"fit", "A100", "bloom-3b", "bloom-3b", "a100-pcie", 1, 1, 4, 4, 128, {9, 8, 8, 5}, 11.7},
-    {"fit", "A100", "bert-huge-uncased", "", "a100-pcie", 1, 1, 4, 8, 32, {}, 12.9},
-    {"fit", "A100", "t5-3b", "", "a100-pcie", 1, 1, 4, 4, 32, {}, 10.6},
-    {"held-out", "A40", "gpt3-2.7b", "gpt3-2.7b", "a40", 1, 1, 8, 4, 256, {}, 21.1},
+    {"fit", "A100", "gpt3-xl", "gpt3-1.3b", "a100-pcie", 1, 1, 4, 8, 128, 1024, {6, 6, 7, 5}, 13.2},
+    {"fit", "A100", "bloom-3b", "bloom-3b", "a100-pcie", 1, 1, 4, 4, 128, 1024, {9, 8, 8, 5}, 11.7},
+    {"fit",
+     "A100",
+     "bert-huge-uncased",
+     "bert-huge",
+     "a100-pcie",
+     1,
+     1,
+     4,
+     8,
+     32,
+     512,
+     {7, 6, 6, 5},
+     12.9},
+    {"fit", "A100", "t5-3b", "t5-3b", "a100-pcie", 1, 1, 4, 4, 32, 512, {15, 13, 10, 10}, 10.6},
+    {"held-out", "A40", "gpt3-2.7b", "gpt3-2.7b", "a40", 1, 1, 8, 4, 256, 1024, {}, 21.1},
     {"held-out",
      "A40",
      "bloom-3b",
@@ -74,11 +94,24 @@ const std::vector<Case> kCases = {
      8,
      4,
      128,
+     1024,
      {5, 4, 4, 4, 4, 4, 4, 1},
      22.4},
-    {"held-out", "A40", "gpt3-6.7b", "gpt3-6.7b", "a40", 2, 2, 4, 4, 64, {}, 13.1},
-    {"held-out", "A40", "bert-huge-uncased", "", "a40", 1, 1, 8, 8, 32, {}, 15.7},
-    {"held-out", "A40", "t5-3b", "", "a40", 1, 1, 8, 4, 32, {}, 28.5},
+    {"held-out", "A40", "gpt3-6.7b", "gpt3-6.7b", "a40", 2, 2, 4, 4, 64, 1024, {}, 13.1},
+    {"held-out", "A40", "bert-huge-uncased", "bert-huge", "a40", 1, 1, 8, 8, 32, 512, {}, 15.7},
+    {"held-out",
+     "A40",
+     "t5-3b",
+     "t5-3b",
+     "a40",
+     1,
+     1,
+     8,
+     4,
+     32,
+     512,
+     {8, 7, 8, 5, 5, 5, 5, 5},
+     28.5},
 };
 
 std::vector<std::vector<std::string>> ReadCsv(const std::string& path) {
@@ -160,7 +193,16 @@ struct Predicted {
   int shape_points = 0;
 };
 
-Predicted Predict(const Case& c, const Measured& m, physics::Framework framework, double share) {
+// The runs' configuration that the command line may change (to show what
+// each part of it does).
+struct Setup {
+  physics::Framework framework = physics::Framework::kHfEager;
+  physics::Precision precision = physics::Precision::kTf32;
+  physics::Recompute recompute = physics::Recompute::kFull;
+  bool model_seq = false;  // the catalogue model's sequence length, not Merak's
+};
+
+Predicted Predict(const Case& c, const Measured& m, const Setup& setup, double share) {
   const physics::GpuSpec& gpu = physics::FindGpu(c.gpu);
   physics::WorkloadSpec spec;
   spec.model = physics::FindTransformer(c.model);
@@ -169,7 +211,10 @@ Predicted Predict(const Case& c, const Measured& m, physics::Framework framework
   spec.parallel.dp = c.dp;
   spec.parallel.layer_split = c.split;
   spec.microbatch_size = c.microbatch_size;
-  spec.framework = framework;
+  spec.framework = setup.framework;
+  spec.precision = setup.precision;
+  spec.recompute = setup.recompute;
+  spec.seq_length = setup.model_seq ? 0 : c.seq;
   physics::ProfileOptions options;
   options.class_cap_share = share;
   const physics::SimulatedWorkload w = physics::SimulateWorkload(spec, gpu, options);
@@ -216,12 +261,19 @@ Predicted Predict(const Case& c, const Measured& m, physics::Framework framework
 
 int main(int argc, char** argv) {
   const char* only = nullptr;
-  // Perseus's runs are Hugging Face models under Merak: hf-eager. --framework
-  // megatron shows what the default profile predicts.
-  physics::Framework framework = physics::Framework::kHfEager;
+  // Perseus's runs are Hugging Face models under Merak (hf-eager, fp32,
+  // recomputation). The flags show what each part of that setup does.
+  Setup setup;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--only") == 0) only = argv[i + 1];
-    if (std::strcmp(argv[i], "--framework") == 0) framework = physics::ParseFramework(argv[i + 1]);
+    if (std::strcmp(argv[i], "--framework") == 0)
+      setup.framework = physics::ParseFramework(argv[i + 1]);
+    if (std::strcmp(argv[i], "--precision") == 0)
+      setup.precision = physics::ParsePrecision(argv[i + 1]);
+    if (std::strcmp(argv[i], "--recompute") == 0)
+      setup.recompute = physics::ParseRecompute(argv[i + 1]);
+    if (std::strcmp(argv[i], "--seq") == 0)
+      setup.model_seq = std::strcmp(argv[i + 1], "model") == 0;
   }
   const bool fit = argc >= 2 && std::strcmp(argv[argc - 1], "--fit") == 0;
   double share = physics::kClassCapShare;
@@ -236,8 +288,7 @@ int main(int argc, char** argv) {
       std::string row;
       for (const Case& c : kCases) {
         if (std::strcmp(c.half, "fit") != 0 || c.model[0] == '\0') continue;
-        const double e =
-            Predict(c, ReadMeasured(c), framework, x).saving_pct - c.measured_saving_pct;
+        const double e = Predict(c, ReadMeasured(c), setup, x).saving_pct - c.measured_saving_pct;
         sse += e * e;
         row += "  " + std::string(c.artifact) + " " + std::to_string(e).substr(0, 5);
       }
@@ -249,7 +300,11 @@ int main(int argc, char** argv) {
                 physics::kClassCapShare);
   }
   std::printf("class_cap_share: %.2f\n", share);
-  std::printf("framework profile: %s\n", std::string(physics::FrameworkName(framework)).c_str());
+  std::printf("framework profile: %s, precision %s, recompute %s, sequence %s\n",
+              std::string(physics::FrameworkName(setup.framework)).c_str(),
+              std::string(physics::PrecisionName(setup.precision)).c_str(),
+              std::string(physics::RecomputeName(setup.recompute)).c_str(),
+              setup.model_seq ? "the model's" : "Merak's");
   std::printf(
       "Simulated profiles (workload x GPU model) vs Perseus's measured runs\n"
       "baseline = every GPU at the maximum power limit (Zeus global); saving = same-time plan\n\n");
@@ -266,7 +321,7 @@ int main(int argc, char** argv) {
       continue;
     }
     const Measured m = ReadMeasured(c);
-    const Predicted p = Predict(c, m, framework, share);
+    const Predicted p = Predict(c, m, setup, share);
     std::printf("%-9s %-5s %-18s %-12s %9.1f / %-9.1f %8.1f / %-10.1f %6.1f / %-5.1f pp\n", c.half,
                 c.gpu_file, c.artifact, shape.c_str(), m.base_time_s, p.base_time_s,
                 c.measured_saving_pct, p.saving_pct, p.shape_median_pp, p.shape_max_pp);

@@ -33,7 +33,12 @@ model::Profile OnlyKind(const model::Profile& p, model::Kind kind) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // --class-cap-share X: the profiles with another physics::kClassCapShare
+  // (bench_fidelity fits it on real runs; this shows what it does here).
+  double share = physics::kClassCapShare;
+  if (argc == 3 && std::string(argv[1]) == "--class-cap-share") share = std::stod(argv[2]);
+  std::printf("class_cap_share %.2f\n", share);
   const std::vector<int> bloom_split = {9, 9, 9, 9, 9, 9, 9, 7};
   const std::vector<Case> cases = {
       {"gpt3-175b", "a100-sxm", "gpt3-175b+a100_sxm_bf16.csv", {}},
@@ -57,11 +62,13 @@ int main() {
     physics::ProfileOptions options;
     options.power_limit_w = gpu.power_limit_max_w;
     options.min_mhz = 855;
+    options.class_cap_share = share;
     const model::Profile simulated = physics::SimulateProfile(spec, gpu, options);
     const model::Profile measured =
         model::ReadProfileCsv(std::string(JOULEPIPE_SOURCE_DIR) + "/data/profiles/" + c.profile);
     for (model::Kind kind : {model::Kind::kForward, model::Kind::kBackward}) {
-      const physics::ErrorStats s = physics::CompareClockResponse(OnlyKind(measured, kind), simulated, 900);
+      const physics::ErrorStats s =
+          physics::CompareClockResponse(OnlyKind(measured, kind), simulated, 900);
       std::printf("%-28s %-9s %7d %6.2f / %5.2f / %5.2f %6.2f / %5.2f / %5.2f\n",
                   (std::string(c.model) + " " + c.gpu).c_str(),
                   std::string(model::KindName(kind)).c_str(), s.points, 100 * s.median_time,

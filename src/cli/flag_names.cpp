@@ -73,6 +73,7 @@ constexpr std::pair<std::string_view, std::string_view> kFlagNames[] = {
     {"WorkloadSpec::seq_length", "--seq"},
     {"WorkloadSpec::recompute", "--recompute"},
     {"WorkloadSpec::framework", "--framework"},
+    {"WorkloadSpec::precision", "--precision"},
     {"ProfileOptions::power_limit_w", "--power-limit"},
     {"ProfileOptions::min_mhz", "--min-mhz"},
     // solver::Options and sim::RunOptions: the planner's and the simulator's

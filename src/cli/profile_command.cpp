@@ -29,6 +29,7 @@ struct ProfileFlags {
   std::string layer_split = "even";
   std::string recompute = "none";
   std::string framework = "megatron";
+  std::string precision = "bf16";
   double power_limit_w = 0;
   int min_mhz = 0;
   double dp_gbps = physics::kDefaultInterNodeGbps;
@@ -128,6 +129,7 @@ ProfileRequest ToRequest(const ProfileFlags& f) {
   r.spec.seq_length = f.seq;
   r.spec.recompute = physics::ParseRecompute(f.recompute);
   r.spec.framework = physics::ParseFramework(f.framework);
+  r.spec.precision = physics::ParsePrecision(f.precision);
   r.options.power_limit_w = f.power_limit_w;
   r.options.min_mhz = f.min_mhz;
   // The two figures only the summary uses (the DP all-reduce and iteration
@@ -184,9 +186,10 @@ std::string FormatProfileSummary(const physics::SimulatedWorkload& w, const Prof
              gpu.name.c_str(), gpu.id.c_str(), gpu.peak_bf16_tflops, gpu.hbm_gbps, gpu.nvlink_gbps);
   t += Printf(
       "  job          TP %d x PP %d x DP %d = %lld GPUs; microbatch %d x %d tokens; "
-      "recompute %s; framework %s\n",
+      "%s; recompute %s; framework %s\n",
       p.tp, p.pp, p.dp, static_cast<long long>(p.tp) * p.pp * p.dp, spec.microbatch_size,
-      spec.seq(), std::string(physics::RecomputeName(spec.recompute)).c_str(),
+      spec.seq(), std::string(physics::PrecisionName(spec.precision)).c_str(),
+      std::string(physics::RecomputeName(spec.recompute)).c_str(),
       std::string(physics::FrameworkName(spec.framework)).c_str());
   t += "  layer split  " + JoinSplit(w.layer_split) + " (" +
        (r.layer_split_text == "even" || r.layer_split_text == "balanced" ? r.layer_split_text
@@ -287,6 +290,12 @@ ProfileSubcommand::ProfileSubcommand(CLI::App* app)
                 "(a Hugging Face model run eagerly: attention scores through HBM)")
       ->capture_default_str()
       ->type_name("{megatron,hf-eager}");
+  c->add_option("--precision", f->precision,
+                "Number format: bf16 (mixed precision, the default) or tf32 (fp32 weights and "
+                "activations, TF32 matmuls at half the bf16 rate: a Hugging Face Trainer "
+                "without --fp16/--bf16)")
+      ->capture_default_str()
+      ->type_name("{bf16,tf32}");
   c->add_option("--recompute", f->recompute, "Activation recomputation")
       ->capture_default_str()
       ->type_name("{none,full}");

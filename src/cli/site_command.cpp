@@ -230,6 +230,7 @@ struct SiteFlags {
   std::string schedule = "1f1b";
   std::string profile;
   std::string framework = "megatron";
+  std::string precision = "bf16";
   double pue = 1.2;
   double host_power_w = 0;
   double price_per_kwh = 0.08;
@@ -277,6 +278,10 @@ SiteSubcommand::SiteSubcommand(CLI::App* app)
                 "Kernels of the training framework, as for `profile`: megatron or hf-eager")
       ->capture_default_str()
       ->type_name("{megatron,hf-eager}");
+  c->add_option("--precision", f->precision,
+                "Number format, as for `profile`: bf16 (the default) or tf32")
+      ->capture_default_str()
+      ->type_name("{bf16,tf32}");
   c->add_option("--pue", f->pue, "Power usage effectiveness, facility / IT power, 1..3")
       ->capture_default_str();
   c->add_option("--host-power", f->host_power_w,
@@ -312,6 +317,7 @@ int SiteSubcommand::Run() const {
   spec.microbatch_size = f.microbatch_size;
   spec.seq_length = f.seq;
   spec.framework = physics::ParseFramework(f.framework);
+  spec.precision = physics::ParsePrecision(f.precision);
   if (f.tp < 1 || f.pp < 1) {
     throw InputError(Printf("--tp and --pp must be >= 1 (got %d and %d)", f.tp, f.pp));
   }
@@ -370,9 +376,10 @@ int SiteSubcommand::Run() const {
   r.power_budget_w = f.power_budget_mw * 1e6;
   r.straggler_slowdown = f.straggler_slowdown;
   r.resolution_s = f.resolution_ms * 1e-3;
-  r.profile_name = f.profile.empty() ? "the workload model's " + spec.model.id + " on " + gpu.id +
-                                           " profile (framework " + f.framework + ")"
-                                     : f.profile;
+  r.profile_name = f.profile.empty()
+                       ? "the workload model's " + spec.model.id + " on " + gpu.id +
+                             " profile (framework " + f.framework + ", " + f.precision + ")"
+                       : f.profile;
   if (!f.profile.empty() && !profile.metadata.p_block_w) r.p_block_w = gpu.p_block_w;
   const CancellableScope cancellable;
   r.cancel = InterruptFlag();

@@ -80,7 +80,9 @@ WorkBreakdown CostToWork(const KindCost& cost, const GpuSpec& gpu) {
                          "needs it; set Parallelism::tp to 1 or choose a GPU with NVLink");
   }
   WorkBreakdown b;
-  b.compute_s = cost.gemm_flops / (gpu.peak_bf16_tflops * 1e12 * kGemmEfficiency);
+  const double peak_tflops =
+      gpu.peak_bf16_tflops * (cost.precision == Precision::kTf32 ? kTf32PeakShare : 1.0);
+  b.compute_s = cost.gemm_flops / (peak_tflops * 1e12 * kGemmEfficiency);
   b.memory_s = cost.hbm_bytes() / (gpu.hbm_gbps * 1e9 * kMemoryEfficiency);
   b.comm_s = cost.tp_comm_bytes > 0 ? cost.tp_comm_bytes / (gpu.nvlink_gbps * 1e9) : 0.0;
   const double total = b.compute_s + b.memory_s + b.comm_s;
@@ -217,7 +219,9 @@ model::Profile StampedProfile(const SimulatedWorkload& workload, const GpuSpec& 
       "workload model " + spec.model.id + " on " + gpu.id + ", TP " +
       std::to_string(spec.parallel.tp) + " x PP " + std::to_string(spec.parallel.pp) +
       ", microbatch " + std::to_string(spec.microbatch_size) + " x " + std::to_string(spec.seq()) +
-      ", framework " + std::string(FrameworkName(spec.framework)) + "; " +
+      ", " + std::string(PrecisionName(spec.precision)) + ", recompute " +
+      std::string(RecomputeName(spec.recompute)) + ", framework " +
+      std::string(FrameworkName(spec.framework)) + "; " +
       std::string(FrameworkValidation(spec.framework));
   return profile;
 }

@@ -71,17 +71,35 @@ size_t ChoiceField(const json& doc, const std::string& field, const std::string&
 }
 
 void CheckKnownFields(const json& doc, const std::string& source) {
-  static const std::set<std::string> kKnown = {
-      "id",         "name",     "aliases",         "layers",         "hidden",
-      "ffn_hidden", "heads",    "kv_heads",        "vocab",          "mlp",
-      "norm",       "position", "tied_embeddings", "embedding_norm", "linear_bias",
-      "seq_length", "notes",    "sources"};
+  static const std::set<std::string> kKnown = {"id",
+                                               "name",
+                                               "aliases",
+                                               "layers",
+                                               "hidden",
+                                               "ffn_hidden",
+                                               "heads",
+                                               "kv_heads",
+                                               "vocab",
+                                               "mlp",
+                                               "norm",
+                                               "position",
+                                               "tied_embeddings",
+                                               "embedding_norm",
+                                               "linear_bias",
+                                               "seq_length",
+                                               "notes",
+                                               "sources",
+                                               "head_transform",
+                                               "token_types",
+                                               "decoder_layers",
+                                               "attention_head_dim"};
   for (const auto& [key, value] : doc.items()) {
     if (kKnown.count(key) == 0) {
       throw InputError(source + ": unknown field '" + key +
                        "' (known: id, name, aliases, layers, hidden, ffn_hidden, heads, "
                        "kv_heads, vocab, mlp, norm, position, tied_embeddings, embedding_norm, "
-                       "linear_bias, seq_length, notes, sources)");
+                       "linear_bias, seq_length, head_transform, token_types, decoder_layers, "
+                       "attention_head_dim, notes, sources)");
     }
   }
 }
@@ -111,25 +129,36 @@ std::vector<TransformerConfig> LoadCatalog() {
 
 }  // namespace
 
-double TransformerConfig::LayerParameters() const {
-  const double h = hidden, f = ffn_hidden, kv = kv_dim();
-  double params = h * (h + 2 * kv) + h * h;             // QKV and output projections
-  params += (mlp == MlpKind::kSwiglu ? 3 : 2) * h * f;  // up (+gate) and down
+double TransformerConfig::LayerParameters(bool cross_attention) const {
+  const double h = hidden, f = ffn_hidden, q = q_dim(), kv = kv_dim();
+  const double attention = h * (q + 2 * kv) + q * h;  // QKV and output projections
+  const double attention_bias = (q + 2 * kv) + h;
+  const int attentions = cross_attention ? 2 : 1;
+  double params = attentions * attention;
+  params += (mlp == MlpKind::kSwiglu ? 3 : 2) * h * f;                  // up (+gate) and down
   const double norm_params = norm == NormKind::kLayerNorm ? 2 * h : h;  // scale (+shift)
-  params += 2 * norm_params;
-  if (linear_bias) params += (h + 2 * kv) + h + (mlp == MlpKind::kSwiglu ? 2 : 1) * f + h;
+  params += (attentions + 1) * norm_params;
+  if (linear_bias)
+    params += attentions * attention_bias + (mlp == MlpKind::kSwiglu ? 2 : 1) * f + h;
   return params;
 }
 
 double TransformerConfig::Parameters() const {
   const double h = hidden;
   const double norm_params = norm == NormKind::kLayerNorm ? 2 * h : h;
-  double params = layers * LayerParameters();
+  double params = layers * LayerParameters() + decoder_layers * LayerParameters(true);
+  if (decoder_layers > 0) params += norm_params;                   // the encoder's final norm
   params += static_cast<double>(vocab) * h;                        // token embedding
   if (!tied_embeddings) params += static_cast<double>(vocab) * h;  // LM head
   if (position == PositionKind::kLearned) params += static_cast<double>(seq_length) * h;
   if (embedding_norm) params += norm_params;
-  params += norm_params;  // final norm
+  params += static_cast<double>(token_types) * h;
+  if (head_transform) {
+    params += h * h + norm_params;         // dense and norm
+    if (linear_bias) params += h + vocab;  // the dense's and the LM head's biases
+  } else {
+    params += norm_params;  // final norm
+  }
   return params;
 }
 
@@ -156,17 +185,38 @@ TransformerConfig ParseTransformerConfig(const std::string& json_text, const std
   c.heads = PositiveIntField(doc, "heads", source);
   c.kv_heads = PositiveIntField(doc, "kv_heads", source);
   c.vocab = PositiveIntField(doc, "vocab", source);
-  c.mlp = static_cast<MlpKind>(ChoiceField(doc, "mlp", source, {"gelu", "swiglu"}));
+  c.mlp = static_cast<MlpKind>(ChoiceField(doc, "mlp", source, {"gelu", "swiglu", "relu"}));
   c.norm = static_cast<NormKind>(ChoiceField(doc, "norm", source, {"layernorm", "rmsnorm"}));
-  c.position =
-      static_cast<PositionKind>(ChoiceField(doc, "position", source, {"learned", "rope", "alibi"}));
+  c.position = static_cast<PositionKind>(
+      ChoiceField(doc, "position", source, {"learned", "rope", "alibi", "relative"}));
   c.tied_embeddings = BoolField(doc, "tied_embeddings", source);
   c.embedding_norm = BoolField(doc, "embedding_norm", source);
   c.linear_bias = BoolField(doc, "linear_bias", source);
   c.seq_length = PositiveIntField(doc, "seq_length", source);
-  if (c.hidden % c.heads != 0) {
+  if (doc.contains("head_transform")) c.head_transform = BoolField(doc, "head_transform", source);
+  if (const auto it = doc.find("token_types"); it != doc.end()) {
+    if (!it->is_number_integer() || it->get<long long>() < 0 || it->get<long long>() > 1'000'000) {
+      throw InputError(source + ": field 'token_types' must be a whole number 0..1000000 (got " +
+                       model::Excerpt(*it) + ")");
+    }
+    c.token_types = static_cast<int>(it->get<long long>());
+  }
+  auto optional_count = [&](const char* field, int* into) {
+    if (const auto it = doc.find(field); it != doc.end()) {
+      if (!it->is_number_integer() || it->get<long long>() < 0 ||
+          it->get<long long>() > 1'000'000) {
+        throw InputError(source + ": field '" + field +
+                         "' must be a whole number 0..1000000 (got " + model::Excerpt(*it) + ")");
+      }
+      *into = static_cast<int>(it->get<long long>());
+    }
+  };
+  optional_count("decoder_layers", &c.decoder_layers);
+  optional_count("attention_head_dim", &c.attention_head_dim);
+  if (c.attention_head_dim == 0 && c.hidden % c.heads != 0) {
     throw InputError(source + ": field 'hidden' (" + std::to_string(c.hidden) +
-                     ") must be a multiple of 'heads' (" + std::to_string(c.heads) + ")");
+                     ") must be a multiple of 'heads' (" + std::to_string(c.heads) +
+                     "), or give 'attention_head_dim'");
   }
   if (c.heads % c.kv_heads != 0) {
     throw InputError(source + ": field 'kv_heads' (" + std::to_string(c.kv_heads) +

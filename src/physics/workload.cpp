@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <limits>
 
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/physics/workload.hpp"
@@ -20,11 +21,11 @@ namespace {
 
 using model::InputError;
 
-constexpr double kBf16 = 2;  // bytes per activation / weight element
-// Bytes per parameter touched by a backward pass with Megatron's gradient
-// accumulation fusion: the weight is read for the input gradient (2 B) and
-// the fp32 main gradient is read and written by the weight-gradient GEMM (8 B).
-constexpr double kBackwardBytesPerParam = 2 + 8;
+// Bytes per parameter touched by a backward pass beyond reading the weight
+// for the input gradient (e bytes): the fp32 main gradient is read and
+// written by the weight-gradient GEMM (8 B; Megatron's gradient
+// accumulation fusion, or fp32 .grad accumulation).
+constexpr double kGradBytesPerParam = 8;
 // Cross-entropy over the vocabulary-parallel logits, bytes per logit element
 // (Megatron-LM's vocab-parallel cross-entropy): forward = upcast to fp32
 // (read 2, write 4), subtract the max (8), exp (8), sum (4), normalise and
@@ -65,6 +66,10 @@ struct Dims {
   int t;
   const TransformerConfig* m;
   Framework framework;
+  Precision precision;
+  double e;  // bytes per activation / weight element: 2 (bf16) or 4 (fp32)
+
+  double backward_bytes_per_param() const { return e + kGradBytesPerParam; }
 };
 
 Dims DimsOf(const WorkloadSpec& spec) {
@@ -77,72 +82,93 @@ Dims DimsOf(const WorkloadSpec& spec) {
               static_cast<double>(spec.padded_vocab()),
               spec.parallel.tp,
               &m,
-              spec.framework};
+              spec.framework,
+              spec.precision,
+              spec.precision == Precision::kTf32 ? 4.0 : 2.0};
 }
 
 // Parameters of one transformer layer held by one TP rank (norms are
 // replicated but are ~1e-4 of a layer; counted as split).
-double LayerParamsPerGpu(const Dims& d) {
-  return d.m->LayerParameters() / d.t;
+double LayerParamsPerGpu(const Dims& d, bool cross) {
+  return d.m->LayerParameters(cross) / d.t;
 }
 
-// One transformer layer, forward.
-KindCost LayerForward(const Dims& d) {
+// HBM passes over the score tensor per attention (eager kernels only):
+// T5's relative bias is added where the others scale, so it saves the
+// scale's read and write.
+double ScorePasses(const Dims& d, bool forward) {
+  double passes = forward ? (d.precision == Precision::kTf32 ? kEagerScorePassesForwardFp32
+                                                             : kEagerScorePassesForward)
+                          : (d.precision == Precision::kTf32 ? kEagerScorePassesBackwardFp32
+                                                             : kEagerScorePassesBackward);
+  if (d.m->position == PositionKind::kRelative) passes -= 2;
+  return passes;
+}
+
+// One transformer layer, forward; `cross` adds the cross-attention block of
+// an encoder-decoder's decoder layer (its keys and values come from the
+// encoder's output, as long as the decoder's sequence, so it costs what
+// the self-attention block costs).
+KindCost LayerForward(const Dims& d, bool cross) {
   const TransformerConfig& m = *d.m;
-  const double T = d.T, h = d.h, f = d.f, k = d.k, t = d.t;
+  const double T = d.T, h = d.h, f = d.f, k = d.k, t = d.t, q = m.q_dim();
   const double mlp_matrices = m.mlp == MlpKind::kSwiglu ? 3 : 2;
+  const double attentions = cross ? 2 : 1;
   KindCost c;
   // GEMMs: QKV projection, QK^T and AV over the full s x s square (as
   // Narayanan et al. 2021 count them), output projection, MLP.
-  c.gemm_flops = (2 * T * h * (h + 2 * k) + 2 * T * d.s * h + 2 * T * d.s * h + 2 * T * h * h +
-                  mlp_matrices * 2 * T * h * f) /
-                 t;
+  c.gemm_flops =
+      (attentions * (2 * T * h * (q + 2 * k) + 2 * T * d.s * q + 2 * T * d.s * q + 2 * T * q * h) +
+       mlp_matrices * 2 * T * h * f) /
+      t;
   c.model_flops = c.gemm_flops;
-  c.weight_bytes = kBf16 * LayerParamsPerGpu(d);
-  // Elementwise traffic, in elements (x e bytes below):
-  double elements = 2 * T * h                   // input norm: read x, write
-                    + 2 * T * h                 // post-attention norm
-                    + 3 * T * h                 // residual add after attention: read 2, write 1
-                    + 3 * T * h                 // residual add after the MLP
-                    + T * (2 * h + 2 * k) / t;  // fused attention: read q, k, v; write o
-  if (m.position == PositionKind::kRope) elements += 2 * T * (h + k) / t;  // rotate q, k
-  elements += (m.mlp == MlpKind::kSwiglu ? 3 : 2) * T * f / t;  // activation: read 1-2, write 1
+  c.weight_bytes = d.e * LayerParamsPerGpu(d, cross);
+  // Elementwise traffic, in elements (x e bytes below), per attention block:
+  // its input norm (read x, write), the residual add after it (read 2,
+  // write 1) and fused attention (read q, k, v; write o).
+  double attention = 2 * T * h + 3 * T * h + T * (2 * q + 2 * k) / t;
+  if (m.position == PositionKind::kRope) attention += 2 * T * (q + k) / t;  // rotate q, k
   // Eager attention: the score tensor, T x s per head, of this rank's heads.
-  if (d.framework == Framework::kHfEager) {
-    elements += kEagerScorePassesForward * T * d.s * m.heads / t;
-  }
-  c.activation_bytes = kBf16 * elements;
-  // Two all-reduces of the T x h output (after attention and after the MLP).
-  c.tp_comm_bytes = RingBytes(2 * kBf16 * T * h, d.t);
+  if (d.framework == Framework::kHfEager) attention += ScorePasses(d, true) * T * d.s * m.heads / t;
+  double elements = attentions * attention                      //
+                    + 2 * T * h                                 // the MLP's input norm
+                    + 3 * T * h;                                // residual add after the MLP
+  elements += (m.mlp == MlpKind::kSwiglu ? 3 : 2) * T * f / t;  // activation: read 1-2, write 1
+  c.activation_bytes = d.e * elements;
+  // All-reduces of the T x h output after each attention block and the MLP.
+  c.tp_comm_bytes = RingBytes((attentions + 1) * d.e * T * h, d.t);
   return c;
 }
 
 // One transformer layer, backward (without recomputation).
-KindCost LayerBackward(const Dims& d) {
+KindCost LayerBackward(const Dims& d, bool cross) {
   const TransformerConfig& m = *d.m;
-  const double T = d.T, h = d.h, f = d.f, k = d.k, t = d.t;
-  const KindCost forward = LayerForward(d);
+  const double T = d.T, h = d.h, f = d.f, k = d.k, t = d.t, q = m.q_dim();
+  const double attentions = cross ? 2 : 1;
+  const KindCost forward = LayerForward(d, cross);
   KindCost c;
   // Every GEMM has an input-gradient and a weight-gradient GEMM of its size
   // (attention: dQ, dK from dS; dP, dV from dO): twice the forward.
   c.gemm_flops = 2 * forward.gemm_flops;
   c.model_flops = c.gemm_flops;
-  c.weight_bytes = kBackwardBytesPerParam * LayerParamsPerGpu(d);
-  double elements = 2 * 3 * T * h               // two norms: read x, dy; write dx
-                    + 2 * 3 * T * h             // two residual branch points: read 2, write 1
-                    + T * (4 * h + 4 * k) / t;  // fused attention: read q,k,v,o,do; write dq,dk,dv
-  if (m.position == PositionKind::kRope) elements += 2 * T * (h + k) / t;
+  c.weight_bytes = d.backward_bytes_per_param() * LayerParamsPerGpu(d, cross);
+  // Per attention block: its norm (read x, dy; write dx), the residual
+  // branch point (read 2, write 1), fused attention (read q,k,v,o,do;
+  // write dq,dk,dv).
+  double attention = 3 * T * h + 3 * T * h + T * (4 * q + 4 * k) / t;
+  if (m.position == PositionKind::kRope) attention += 2 * T * (q + k) / t;
+  if (d.framework == Framework::kHfEager)
+    attention += ScorePasses(d, false) * T * d.s * m.heads / t;
+  double elements = attentions * attention + 3 * T * h + 3 * T * h;  // the MLP's norm and branch
   elements += (m.mlp == MlpKind::kSwiglu ? 5 : 3) * T * f / t;  // read x (gate, up), dy; write dx
-  if (d.framework == Framework::kHfEager) {
-    elements += kEagerScorePassesBackward * T * d.s * m.heads / t;
-  }
   if (m.linear_bias) {
     // Bias gradients: one more read of each linear layer's output gradient.
-    elements += T * ((h + 2 * k) + h + (m.mlp == MlpKind::kSwiglu ? 2 : 1) * f + h) / t;
+    elements +=
+        T * (attentions * ((q + 2 * k) + h) + (m.mlp == MlpKind::kSwiglu ? 2 : 1) * f + h) / t;
   }
-  c.activation_bytes = kBf16 * elements;
-  // Two all-reduces of input gradients (the conjugates of the forward's).
-  c.tp_comm_bytes = RingBytes(2 * kBf16 * T * h, d.t);
+  c.activation_bytes = d.e * elements;
+  // All-reduces of input gradients (the conjugates of the forward's).
+  c.tp_comm_bytes = RingBytes((attentions + 1) * d.e * T * h, d.t);
   return c;
 }
 
@@ -155,21 +181,25 @@ void AddEmbedding(const Dims& d, int seq, KindCost* forward, KindCost* backward)
   double bwd = T * h + T * h / t;  // read dY; scatter this shard's rows
   // The shard's dense gradient is written (2 B), read back (2 B) and added
   // into the fp32 main gradient (8 B) once per microbatch.
-  double bwd_param_bytes = (2 + 2 + 8) * d.V * h / t;
+  double bwd_param_bytes = (2 * d.e + kGradBytesPerParam) * d.V * h / t;
   if (m.position == PositionKind::kLearned) {
     fwd += 2 * T * h + 3 * T * h;  // position lookup (read, write) and the add
     bwd += T * h;                  // read dY for the position table's gradient
-    bwd_param_bytes += (2 + 2 + 8) * static_cast<double>(seq) * h;
+    bwd_param_bytes += (2 * d.e + kGradBytesPerParam) * static_cast<double>(seq) * h;
   }
   if (m.embedding_norm) {
     fwd += 2 * T * h;
     bwd += 3 * T * h;
   }
-  forward->activation_bytes += kBf16 * fwd;
-  backward->activation_bytes += kBf16 * bwd;
+  if (m.token_types > 0) {
+    fwd += 2 * T * h + 3 * T * h;  // token-type lookup and the add
+    bwd += T * h;
+  }
+  forward->activation_bytes += d.e * fwd;
+  backward->activation_bytes += d.e * bwd;
   backward->weight_bytes += bwd_param_bytes;
   // VocabParallelEmbedding all-reduces its partial outputs.
-  forward->tp_comm_bytes += RingBytes(kBf16 * T * h, d.t);
+  forward->tp_comm_bytes += RingBytes(d.e * T * h, d.t);
 }
 
 // Last stage: final norm, LM head GEMM (T x h by h x V/t) and the
@@ -181,15 +211,28 @@ void AddHead(const Dims& d, KindCost* forward, KindCost* backward) {
   forward->model_flops += head_flops;
   backward->gemm_flops += 2 * head_flops;
   backward->model_flops += 2 * head_flops;
-  forward->weight_bytes += kBf16 * V * h / t;
-  backward->weight_bytes += kBackwardBytesPerParam * V * h / t;
+  forward->weight_bytes += d.e * V * h / t;
+  backward->weight_bytes += d.backward_bytes_per_param() * V * h / t;
+  if (d.m->head_transform) {
+    // Dense h x h (replicated on every TP rank, as in Megatron-LM's BERT
+    // head) and its activation; its norm takes the final norm's place.
+    const double dense_flops = 2 * T * h * h;
+    forward->gemm_flops += dense_flops;
+    forward->model_flops += dense_flops;
+    backward->gemm_flops += 2 * dense_flops;
+    backward->model_flops += 2 * dense_flops;
+    forward->weight_bytes += d.e * h * h;
+    backward->weight_bytes += d.backward_bytes_per_param() * h * h;
+    forward->activation_bytes += d.e * 2 * T * h;
+    backward->activation_bytes += d.e * 3 * T * h;
+  }
   const double logits = T * V / t;
-  forward->activation_bytes += kBf16 * 2 * T * h + kLossForwardBytes * logits;
-  backward->activation_bytes += kBf16 * 3 * T * h + kLossBackwardBytes * logits;
+  forward->activation_bytes += d.e * 2 * T * h + kLossForwardBytes * logits;
+  backward->activation_bytes += d.e * 3 * T * h + kLossBackwardBytes * logits;
   // Loss: all-reduces of T fp32 values (max, target logit, sum of exp).
   forward->tp_comm_bytes += RingBytes(3 * 4 * T, d.t);
   // The LM head's input gradient is all-reduced (column-parallel layer).
-  backward->tp_comm_bytes += RingBytes(kBf16 * T * h, d.t);
+  backward->tp_comm_bytes += RingBytes(d.e * T * h, d.t);
 }
 
 StageCost CostOfStage(const WorkloadSpec& spec, const Dims& d, int stage, int first_layer,
@@ -201,11 +244,14 @@ StageCost CostOfStage(const WorkloadSpec& spec, const Dims& d, int stage, int fi
   c.layers = layers;
   c.embedding = stage == 0;
   c.lm_head = stage == pp - 1;
-  const KindCost layer_fwd = LayerForward(d);
-  const KindCost layer_bwd = LayerBackward(d);
+  c.forward.precision = c.backward.precision = d.precision;
+  const TransformerConfig& m = *d.m;
   for (int i = 0; i < layers; ++i) {
+    const bool cross = m.IsCrossAttentionLayer(first_layer + i);
+    const KindCost layer_fwd = LayerForward(d, cross);
     Accumulate(&c.forward, layer_fwd);
-    Accumulate(&c.backward, layer_bwd);
+    Accumulate(&c.backward, LayerBackward(d, cross));
+    c.parameters += LayerParamsPerGpu(d, cross);
     if (spec.recompute == Recompute::kFull) {
       // The layer's forward runs again inside the backward; it adds work but
       // no model FLOPs.
@@ -214,20 +260,20 @@ StageCost CostOfStage(const WorkloadSpec& spec, const Dims& d, int stage, int fi
       Accumulate(&c.backward, again);
     }
   }
-  const TransformerConfig& m = *d.m;
   const double h = d.h, norm_params = m.norm == NormKind::kLayerNorm ? 2 * h : h;
-  c.parameters = layers * LayerParamsPerGpu(d);
   if (c.embedding) {
     AddEmbedding(d, spec.seq(), &c.forward, &c.backward);
     c.parameters += d.V * h / d.t;
     if (m.position == PositionKind::kLearned) c.parameters += static_cast<double>(m.seq_length) * h;
     if (m.embedding_norm) c.parameters += norm_params;
+    c.parameters += static_cast<double>(m.token_types) * h;
   }
   if (c.lm_head) {
     AddHead(d, &c.forward, &c.backward);
     // Tied embeddings: the last stage keeps its own copy of the table.
     if (!(c.embedding && m.tied_embeddings)) c.parameters += d.V * h / d.t;
     c.parameters += norm_params;
+    if (m.head_transform) c.parameters += h * h;
   }
   return c;
 }
@@ -273,14 +319,28 @@ std::string_view FrameworkName(Framework framework) {
 
 std::string_view FrameworkValidation(Framework framework) {
   if (framework == Framework::kHfEager) {
-    return "hf-eager validated against 5 real Perseus Merak runs (A100 half fitted, A40 half "
-           "held out): same-time saving -3.0..+4.5 pp, iteration time -55..+11 % "
-           "(docs/benchmarks.md, Fidelity)";
+    return "hf-eager validated against 9 real Perseus Merak runs (A100 half fitted, A40 half "
+           "held out; tf32, full recompute): same-time saving -3.8..+0.8 pp and iteration time "
+           "-7.7..+7.3 % on the held-out PP runs except T5 (-15 pp, -59 %: P2P not modelled), "
+           "3D run -47 % time (docs/benchmarks.md, Fidelity)";
   }
   return "megatron: clock response checked against 4 measured Perseus stage profiles (median "
          "error <= 9.4 % time, <= 5.9 % energy), throughput calibrated to Megatron-LM's "
          "published GPT-3 175B run; not validated against whole real runs "
          "(docs/workload-model.md)";
+}
+
+Precision ParsePrecision(std::string_view text, std::string_view field) {
+  if (text == "bf16") return Precision::kBf16;
+  if (text == "tf32") return Precision::kTf32;
+  throw InputError(std::string(field),
+                   std::string(field) + " '" + std::string(text) +
+                       "' is not one of bf16, tf32 (bf16: bf16/fp16 mixed precision; tf32: fp32 "
+                       "weights and activations with TF32 matmuls)");
+}
+
+std::string_view PrecisionName(Precision precision) {
+  return precision == Precision::kTf32 ? "tf32" : "bf16";
 }
 
 std::string_view RecomputeName(Recompute recompute) {
@@ -356,23 +416,23 @@ std::vector<int> ResolveLayerSplit(const WorkloadSpec& spec) {
             Str(m.seq_length) +
             " learned positions; use a WorkloadSpec::seq_length <= " + Str(m.seq_length));
   }
-  if (p.pp > m.layers) {
+  if (p.pp > m.total_layers()) {
     throw InputError("Parallelism::pp", "Parallelism::pp " + Str(p.pp) + " exceeds " + m.id +
-                                            "'s " + Str(m.layers) +
+                                            "'s " + Str(m.total_layers()) +
                                             " layers; every stage needs at least one layer");
   }
   if (p.layer_split.empty()) {
-    if (m.layers % p.pp != 0) {
+    if (m.total_layers() % p.pp != 0) {
       throw InputError("Parallelism::layer_split",
-                       m.id + " has " + Str(m.layers) + " layers, not a multiple of " +
+                       m.id + " has " + Str(m.total_layers()) + " layers, not a multiple of " +
                            "Parallelism::pp " + Str(p.pp) +
                            " (Megatron's even split needs layers % pp == 0); use "
                            "BalancedLayerSplit (sized for the embedding and LM head) or set "
                            "Parallelism::layer_split to " +
-                           Str(p.pp) + " numbers summing to " + Str(m.layers) + ", e.g. " +
-                           NearEvenExample(m.layers, p.pp));
+                           Str(p.pp) + " numbers summing to " + Str(m.total_layers()) + ", e.g. " +
+                           NearEvenExample(m.total_layers(), p.pp));
     }
-    return std::vector<int>(p.pp, m.layers / p.pp);
+    return std::vector<int>(p.pp, m.total_layers() / p.pp);
   }
   if (static_cast<int>(p.layer_split.size()) != p.pp) {
     throw InputError(
@@ -390,10 +450,11 @@ std::vector<int> ResolveLayerSplit(const WorkloadSpec& spec) {
     }
     sum += p.layer_split[i];
   }
-  if (sum != m.layers) {
+  if (sum != m.total_layers()) {
     throw InputError("Parallelism::layer_split",
                      "Parallelism::layer_split sums to " + Str(sum) + " layers but " + m.id +
-                         " has " + Str(m.layers) + "; the entries must add up to " + Str(m.layers));
+                         " has " + Str(m.total_layers()) + "; the entries must add up to " +
+                         Str(m.total_layers()));
   }
   return p.layer_split;
 }
@@ -413,7 +474,7 @@ std::vector<StageCost> ComputeStageCosts(const WorkloadSpec& spec) {
 std::vector<int> BalancedLayerSplit(const WorkloadSpec& spec, const GpuSpec& gpu) {
   WorkloadSpec probe = spec;
   probe.parallel.layer_split.clear();
-  const int pp = spec.parallel.pp, layers = spec.model.layers;
+  const int pp = spec.parallel.pp, layers = spec.model.total_layers();
   // Validate everything but the split: pretend to an even split.
   probe.parallel.layer_split.assign(pp, 1);
   probe.parallel.layer_split.back() = layers - (pp - 1);
@@ -425,6 +486,36 @@ std::vector<int> BalancedLayerSplit(const WorkloadSpec& spec, const GpuSpec& gpu
     return CostToWork(c.forward, gpu).work.time_at_max_s +
            CostToWork(c.backward, gpu).work.time_at_max_s;
   };
+  if (spec.model.decoder_layers > 0) {
+    // Encoder-decoder: a layer's cost depends on where it is (encoder or
+    // decoder), so stages are not independent. Exact dynamic programme over
+    // contiguous splits: best[s][i] = the least slowest-stage time of the
+    // first i layers on stages 0..s-1. O(pp x layers^2) stage costs.
+    auto range_time = [&](int s, int first, int n) {
+      const StageCost c = CostOfStage(probe, d, s, first, n);
+      return CostToWork(c.forward, gpu).work.time_at_max_s +
+             CostToWork(c.backward, gpu).work.time_at_max_s;
+    };
+    const double inf = std::numeric_limits<double>::infinity();
+    std::vector<std::vector<double>> best(pp + 1, std::vector<double>(layers + 1, inf));
+    std::vector<std::vector<int>> cut(pp + 1, std::vector<int>(layers + 1, 0));
+    best[0][0] = 0;
+    for (int s = 1; s <= pp; ++s) {
+      for (int i = s; i <= layers - (pp - s); ++i) {
+        for (int j = s - 1; j < i; ++j) {
+          if (best[s - 1][j] == inf) continue;
+          const double t = std::max(best[s - 1][j], range_time(s - 1, j, i - j));
+          if (t < best[s][i]) best[s][i] = t, cut[s][i] = j;
+        }
+      }
+    }
+    std::vector<int> split(pp);
+    for (int s = pp, i = layers; s > 0; --s) {
+      split[s - 1] = i - cut[s][i];
+      i = cut[s][i];
+    }
+    return split;
+  }
   // Water-filling: each further layer goes to the stage that is fastest
   // after taking it. Stage time is increasing in its layer count and the
   // stages are independent, so this minimises the slowest stage. Ties go to

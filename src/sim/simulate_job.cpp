@@ -91,6 +91,10 @@ SimulateOutcome SimulateJob(const model::Profile& profile, const SimulateRequest
   plan_request.p_block_w = request.p_block_w;
   plan_request.slowdown = request.slowdown;  // the intrinsic plan: by default least energy within T
   plan_request.objective = request.objective;
+  // A budget is the running job's: every GPU also waits for the all-reduce.
+  if (plan_request.objective.outside_wait_s == 0) {
+    plan_request.objective.outside_wait_s = request.job.allreduce_s;
+  }
   plan_request.objective_scale =
       static_cast<double>(request.job.pipelines) * request.job.gpus_per_stage;
   plan_request.resolution_s = request.resolution_s;

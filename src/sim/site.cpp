@@ -170,6 +170,10 @@ SiteProjection ProjectSite(const model::Profile& profile, const SiteRequest& r) 
     objective.goal = solver::Goal::kPowerBudget;
     objective.host_power_w = r.host_power_w;
     objective.power_budget_w = r.power_budget_w / r.pue;  // IT power
+    // The job that runs waits for the all-reduce every iteration (at
+    // P_block), which lowers its average power: the budget counts it.
+    objective.outside_wait_s = r.allreduce_s;
+    objective.outside_wait_w = out.p_block_w;
     try {
       solver::ChooseOperatingPoint(healthy.frontier, objective, 0, r.spec.stages, copies);
       b.fits = true;

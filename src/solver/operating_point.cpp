@@ -45,6 +45,15 @@ void CheckObjective(const Objective& o) {
               "the energy per iteration the plan may use at most");
   CheckBudget("Objective::power_budget_w", o.power_budget_w, o.goal == Goal::kPowerBudget, "W",
               "the average power (energy per iteration / iteration time) the plan may draw");
+  if (!std::isfinite(o.outside_wait_s) || o.outside_wait_s < 0 || o.outside_wait_s > 3600 ||
+      !std::isfinite(o.outside_wait_w) || o.outside_wait_w < 0 ||
+      o.outside_wait_w > kMaxHostPowerW) {
+    throw InputError("Objective::outside_wait_s",
+                     Format("Objective::outside_wait_s must be 0..3600 s and outside_wait_w "
+                            "0..%g W (got %g s, %g W): the time every GPU waits per iteration "
+                            "outside the pipeline (the DP all-reduce) and its power",
+                            kMaxHostPowerW, o.outside_wait_s, o.outside_wait_w));
+  }
   if (!std::isfinite(o.host_power_w) || o.host_power_w < 0 || o.host_power_w > kMaxHostPowerW) {
     throw InputError("Objective::host_power_w",
                      Format("Objective::host_power_w must be 0..%g W per GPU (got %g): the "
@@ -60,7 +69,8 @@ std::string EnergyScope(const Objective& o) {
 }
 
 double CountedEnergyJ(double time_s, double gpu_energy_j, const Objective& o, int gpus) {
-  return gpu_energy_j + o.host_power_w * gpus * time_s;
+  return gpu_energy_j + o.outside_wait_s * o.outside_wait_w * gpus +
+         o.host_power_w * gpus * CountedTimeS(time_s, o);
 }
 
 std::size_t ChooseOperatingPoint(const Frontier& frontier, const Objective& o, double deadline_s,
@@ -90,8 +100,8 @@ std::size_t ChooseOperatingPoint(const Frontier& frontier, const Objective& o, d
         if (best == none && e <= o.energy_budget_j) best = i;
         break;
       case Goal::kPowerBudget:
-        least = std::min(least, e / p.time_s);
-        if (best == none && e <= o.power_budget_w * p.time_s) best = i;
+        least = std::min(least, e / CountedTimeS(p.time_s, o));
+        if (best == none && e <= o.power_budget_w * CountedTimeS(p.time_s, o)) best = i;
         break;
     }
   }

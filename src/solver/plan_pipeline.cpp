@@ -279,7 +279,9 @@ void SolvePipelinePlan(const model::Profile& profile, PipelinePlan* plan) {
 
   // The all-max-clock plan meets the deadline, and the frontier keeps it or a
   // point that dominates it, so within the deadline there is always a choice.
-  plan->chosen = ChooseOperatingPoint(plan->frontier, request.objective, plan->deadline_s,
+  Objective objective = request.objective;
+  if (objective.outside_wait_w == 0) objective.outside_wait_w = plan->p_block_w;
+  plan->chosen = ChooseOperatingPoint(plan->frontier, objective, plan->deadline_s,
                                       request.spec.stages, request.objective_scale);
   plan->bound_energy_j = plan->frontier.BoundAt(plan->baseline.time_s);
 }

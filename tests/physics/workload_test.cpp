@@ -84,10 +84,20 @@ void ExpectError(const std::string& message, std::initializer_list<std::string> 
 
 TEST(TransformerCatalog, HasTheIssueModelsWithPublishedParameterCounts) {
   const std::vector<std::pair<std::string, double>> nominal = {
-      {"gpt3-1.3b", 1.3e9},   {"gpt3-2.7b", 2.7e9},   {"gpt3-6.7b", 6.7e9},
-      {"gpt3-13b", 13e9},     {"gpt3-175b", 175e9},   {"llama3-8b", 8.03e9},
-      {"llama3-70b", 70.6e9}, {"llama3-405b", 405e9}, {"bloom-176b", 176.2e9},
-      {"bloom-3b", 3.0e9}};
+      {"gpt3-1.3b", 1.3e9},
+      {"gpt3-2.7b", 2.7e9},
+      {"gpt3-6.7b", 6.7e9},
+      {"gpt3-13b", 13e9},
+      {"gpt3-175b", 175e9},
+      {"llama3-8b", 8.03e9},
+      {"llama3-70b", 70.6e9},
+      {"llama3-405b", 405e9},
+      {"bloom-176b", 176.2e9},
+      {"bloom-3b", 3.0e9},
+      // Merak README (ml-energy/zeus @38cb3f9 merak/examples): 1,276.40M;
+      // Hugging Face t5-3b: 2.85B.
+      {"bert-huge", 1276.40e6},
+      {"t5-3b", 2.85e9}};
   for (const auto& [id, params] : nominal) {
     const TransformerConfig& m = FindTransformer(id);
     EXPECT_EQ(m.id, id);
@@ -121,6 +131,28 @@ TEST(TransformerCatalog, ArchitectureFacts) {
   EXPECT_EQ(spec.padded_vocab(), 50304);
 }
 
+// The encoder and the encoder-decoder Perseus trained (bench_fidelity).
+TEST(TransformerCatalog, EncoderAndEncoderDecoderFacts) {
+  const TransformerConfig& bert = FindTransformer("bert-huge-uncased");
+  EXPECT_EQ(bert.id, "bert-huge");
+  EXPECT_TRUE(bert.head_transform);
+  EXPECT_EQ(bert.token_types, 2);
+  EXPECT_EQ(bert.total_layers(), 24);
+  EXPECT_FALSE(bert.IsCrossAttentionLayer(23));
+  const TransformerConfig& t5 = FindTransformer("t5-3b");
+  EXPECT_EQ(t5.total_layers(), 48);
+  EXPECT_EQ(t5.q_dim(), 4096);  // 32 heads of 128 on a hidden size of 1024
+  EXPECT_EQ(t5.position, PositionKind::kRelative);
+  EXPECT_EQ(t5.mlp, MlpKind::kRelu);
+  EXPECT_FALSE(t5.IsCrossAttentionLayer(23));
+  EXPECT_TRUE(t5.IsCrossAttentionLayer(24));
+  // By hand: attention 4 x 1024 x 4096, MLP 2 x 1024 x 16384, RMS norms of
+  // 1024 (two in an encoder layer, three in a decoder layer).
+  const double attention = 4.0 * 1024 * 4096, mlp = 2.0 * 1024 * 16384;
+  EXPECT_DOUBLE_EQ(t5.LayerParameters(), attention + mlp + 2 * 1024);
+  EXPECT_DOUBLE_EQ(t5.LayerParameters(true), 2 * attention + mlp + 3 * 1024);
+}
+
 TEST(TransformerCatalog, AliasesAreCaseInsensitiveAndUnknownIdsListTheKnownOnes) {
   EXPECT_EQ(FindTransformer("GPT3").id, "gpt3-175b");
   EXPECT_EQ(FindTransformer("Llama3.1-405B").id, "llama3-405b");
@@ -146,10 +178,20 @@ TEST(TransformerConfigParse, BadInputNamesTheSourceAndField) {
   EXPECT_EQ(ParseTransformerConfig(kTinyJson, "tiny.json").layers, 4);
   ExpectError(ErrorOf([] { ParseTransformerConfig(Edited("\"layers\": 4,", ""), "t.json"); }),
               {"t.json", "missing field 'layers'"});
-  ExpectError(ErrorOf([] { ParseTransformerConfig(Edited("\"gelu\"", "\"relu\""), "t.json"); }),
-              {"t.json", "'mlp'", "relu", "gelu, swiglu"});
+  ExpectError(ErrorOf([] { ParseTransformerConfig(Edited("\"gelu\"", "\"silu\""), "t.json"); }),
+              {"t.json", "'mlp'", "silu", "gelu, swiglu, relu"});
+  ExpectError(ErrorOf([] {
+                ParseTransformerConfig(
+                    Edited("\"layers\": 4,", "\"layers\": 4, \"decoder_layers\": -1,"), "t");
+              }),
+              {"'decoder_layers'", "0..1000000", "-1"});
+  // A head width of its own lifts the hidden % heads rule (T5).
+  EXPECT_EQ(ParseTransformerConfig(
+                Edited("\"heads\": 4", "\"heads\": 8, \"attention_head_dim\": 12"), "t")
+                .q_dim(),
+            96);
   ExpectError(ErrorOf([] { ParseTransformerConfig(Edited("\"heads\": 4", "\"heads\": 5"), "t"); }),
-              {"'hidden' (64)", "'heads' (5)"});
+              {"'hidden' (64)", "'heads' (5)", "attention_head_dim"});
   ExpectError(
       ErrorOf([] { ParseTransformerConfig(Edited("\"kv_heads\": 4", "\"kv_heads\": 3"), "t"); }),
       {"'kv_heads' (3)"});
@@ -218,6 +260,72 @@ TEST(StageCosts, EagerAttentionAddsTheScoreTensorsPasses) {
   EXPECT_EQ(FrameworkName(Framework::kMegatron), "megatron");
   ExpectError(ErrorOf([] { ParseFramework("deepspeed"); }),
               {"WorkloadSpec::framework", "'deepspeed'", "megatron, hf-eager"});
+}
+
+// fp32 with TF32 matmuls: every element twice the bytes, GEMMs at half the
+// rate, the FLOPs unchanged.
+TEST(StageCosts, Tf32DoublesTheBytesAndHalvesTheGemmRate) {
+  WorkloadSpec spec = Spec("gpt3-1.3b", 2, 4);
+  spec.microbatch_size = 4;
+  const StageCost bf16 = ComputeStageCosts(spec)[1];
+  spec.precision = Precision::kTf32;
+  const StageCost tf32 = ComputeStageCosts(spec)[1];
+  EXPECT_EQ(tf32.forward.gemm_flops, bf16.forward.gemm_flops);
+  EXPECT_NEAR(tf32.forward.activation_bytes / bf16.forward.activation_bytes, 2.0, 1e-12);
+  EXPECT_NEAR(tf32.forward.weight_bytes / bf16.forward.weight_bytes, 2.0, 1e-12);
+  EXPECT_NEAR(tf32.forward.tp_comm_bytes / bf16.forward.tp_comm_bytes, 2.0, 1e-12);
+  // Backward weights: read the weight (2 or 4 B) + the fp32 main gradient (8 B).
+  EXPECT_NEAR(tf32.backward.weight_bytes / bf16.backward.weight_bytes, 12.0 / 10.0, 1e-12);
+  const GpuSpec gpu = TestA100();
+  EXPECT_NEAR(CostToWork(tf32.forward, gpu).compute_s / CostToWork(bf16.forward, gpu).compute_s,
+              1 / kTf32PeakShare, 1e-12);
+  // Eager attention in fp32 has no casts: 9.5 / 10.5 four-byte passes.
+  spec.framework = Framework::kHfEager;
+  const StageCost eager = ComputeStageCosts(spec)[1];
+  const double T = 4 * 2048, s = 2048, heads_per_gpu = 16 / 2.0, layers = 6;
+  EXPECT_NEAR((eager.forward.activation_bytes - tf32.forward.activation_bytes) /
+                  (layers * 4 * kEagerScorePassesForwardFp32 * T * s * heads_per_gpu),
+              1.0, 1e-12);
+  EXPECT_EQ(ParsePrecision("tf32"), Precision::kTf32);
+  EXPECT_EQ(PrecisionName(Precision::kBf16), "bf16");
+  ExpectError(ErrorOf([] { ParsePrecision("fp8"); }),
+              {"WorkloadSpec::precision", "'fp8'", "bf16, tf32"});
+}
+
+// A decoder layer of an encoder-decoder is an encoder layer plus one more
+// attention block; the layer split counts encoder and decoder layers, and
+// the balanced split of an encoder-decoder is the best contiguous one.
+TEST(StageCosts, DecoderLayersAddCrossAttention) {
+  WorkloadSpec spec = Spec("t5-3b", 1, 2);
+  spec.microbatch_size = 4;
+  const std::vector<StageCost> stages = ComputeStageCosts(spec);
+  ASSERT_EQ(stages.size(), 2u);  // even split: 24 encoder, 24 decoder layers
+  const double T = 4 * 512, s = 512, h = 1024, q = 4096, f = 16384;
+  const double attention = 2 * T * h * 3 * q + 4 * T * s * q + 2 * T * q * h;
+  const double layer = attention + 2 * 2 * T * h * f;
+  const double head = 2 * T * h * 32128;
+  EXPECT_NEAR(stages[0].forward.gemm_flops / (24 * layer), 1.0, 1e-12);
+  EXPECT_NEAR(stages[1].forward.gemm_flops / (24 * (layer + attention) + head), 1.0, 1e-12);
+  // The decoder's cross-attention and its norms, plus the final norm (the
+  // first stage holds the embedding, the last its tied copy).
+  EXPECT_NEAR(stages[1].parameters - stages[0].parameters, 24 * (4 * h * q + h) + h, 1.0);
+  const std::vector<int> balanced = BalancedLayerSplit(Spec("t5-3b", 1, 4), TestA100());
+  EXPECT_EQ(std::accumulate(balanced.begin(), balanced.end(), 0), 48);
+  // Decoder layers cost more, so the encoder stages take more layers.
+  EXPECT_GT(balanced[0], balanced[3]);
+  auto slowest = [&](const std::vector<int>& split) {
+    WorkloadSpec w = Spec("t5-3b", 1, 4);
+    w.parallel.layer_split = split;
+    double worst = 0;
+    for (const StageCost& c : ComputeStageCosts(w)) {
+      worst = std::max(worst, CostToWork(c.forward, TestA100()).work.time_at_max_s +
+                                  CostToWork(c.backward, TestA100()).work.time_at_max_s);
+    }
+    return worst;
+  };
+  EXPECT_LT(slowest(balanced), slowest({12, 12, 12, 12}));
+  EXPECT_LE(slowest(balanced),
+            slowest({balanced[0] + 1, balanced[1] - 1, balanced[2], balanced[3]}));
 }
 
 TEST(StageCosts, BackwardIsTwiceForwardAndFullRecomputeAddsOneForward) {

@@ -51,7 +51,10 @@ TEST(WorkloadValidation, BloomOnA100TracksTheMeasuredClockResponse) {
   EXPECT_LE(s.median_time, 0.04);
   EXPECT_LE(s.median_energy, 0.04);
   EXPECT_LE(s.max_time, 0.06);
-  EXPECT_LE(s.max_energy, 0.06);
+  // 0.034 with kClassCapShare 0.15; the share refitted on Perseus's real
+  // A100 runs (0.80) trades the forward energy's top clocks on this one
+  // profile for better times everywhere (docs/benchmarks.md, Fidelity).
+  EXPECT_LE(s.max_energy, 0.075);
 }
 
 TEST(WorkloadValidation, CompareNeedsTheMeasuredTopClock) {

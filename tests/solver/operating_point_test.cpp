@@ -57,6 +57,23 @@ TEST(OperatingPointTest, HostPowerMakesSlowPlansPayForTheirTime) {
   EXPECT_EQ(ChooseOperatingPoint(f, o, 10, 2), 0u);
 }
 
+// The job waits 5 s per iteration for the all-reduce at 10 W per GPU: the
+// power budget is the running job's, which draws less than its pipeline.
+TEST(OperatingPointTest, BudgetsCountTheWaitOutsideThePipeline) {
+  const Frontier f = Hand();
+  Objective o;
+  o.goal = Goal::kPowerBudget;
+  o.power_budget_w = 60;  // pipeline alone: 100, 81.8, 70, 62.3, 57.1 W (point 4)
+  EXPECT_EQ(ChooseOperatingPoint(f, o, 10, 2), 4u);
+  o.outside_wait_s = 5;
+  o.outside_wait_w = 10;  // + 100 J: (1100 / 15, 1000 / 16, 940 / 17, ...) = 73.3, 62.5, 55.3 W
+  EXPECT_EQ(ChooseOperatingPoint(f, o, 10, 2), 2u);
+  EXPECT_DOUBLE_EQ(CountedEnergyJ(12, 840, o, 2), 940);
+  EXPECT_DOUBLE_EQ(CountedTimeS(12, o), 17);
+  o.outside_wait_s = -1;
+  EXPECT_THROW(ChooseOperatingPoint(f, o, 10, 2), model::InputError);
+}
+
 TEST(OperatingPointTest, BudgetsNoPlanMeetsSayTheLeastReached) {
   const Frontier f = Hand();
   Objective o;

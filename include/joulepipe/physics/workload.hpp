@@ -32,13 +32,16 @@ namespace joulepipe::physics {
 
 // ---- Model architectures -------------------------------------------------------
 
-enum class MlpKind { kGelu, kSwiglu };                // 2 or 3 weight matrices
-enum class NormKind { kLayerNorm, kRmsNorm };         // same HBM traffic here
-enum class PositionKind { kLearned, kRope, kAlibi };  // table, rotary, bias
+enum class MlpKind { kGelu, kSwiglu, kRelu };  // 2, 3 or 2 weight matrices
+enum class NormKind { kLayerNorm, kRmsNorm };  // same HBM traffic here
+// table, rotary, ALiBi bias, T5's learned relative bias (a few buckets per
+// head, added to the scores in place of their scaling)
+enum class PositionKind { kLearned, kRope, kAlibi, kRelative };
 
-// One decoder-only transformer (data/models/<id>.json). Invariants after
-// ParseTransformerConfig: every count > 0; heads divides hidden; kv_heads
-// divides heads.
+// One transformer (data/models/<id>.json): decoder-only, an encoder
+// (head_transform, token_types) or an encoder-decoder (decoder_layers > 0).
+// Invariants after ParseTransformerConfig: every count > 0; heads divides
+// hidden unless attention_head_dim is given; kv_heads divides heads.
 struct TransformerConfig {
   std::string id;  // e.g. "llama3-70b"
   std::string name;
@@ -52,18 +55,40 @@ struct TransformerConfig {
   MlpKind mlp = MlpKind::kGelu;
   NormKind norm = NormKind::kLayerNorm;
   PositionKind position = PositionKind::kLearned;
-  bool tied_embeddings = false;                // LM head shares the token embedding matrix
-  bool embedding_norm = false;                 // a norm right after the token embedding (BLOOM)
-  bool linear_bias = false;                    // linear layers carry biases (parameter count only)
+  bool tied_embeddings = false;  // LM head shares the token embedding matrix
+  bool embedding_norm = false;   // a norm right after the token embedding (BLOOM)
+  bool linear_bias = false;      // linear layers carry biases (parameter count only)
+  // Encoders trained as masked language models (BERT): the LM head first
+  // transforms each token (dense h x h, activation, norm) and the
+  // embedding adds a token-type (segment) table of `token_types` rows.
+  // Attention is bidirectional; its cost here is the same as causal's (the
+  // model counts the full s x s square either way).
+  bool head_transform = false;
+  int token_types = 0;
   int seq_length = 0;                          // pre-training sequence length; the learned
                                                // position table's size for kLearned
   std::map<std::string, std::string> sources;  // field -> citation
 
-  int head_dim() const { return hidden / heads; }
-  int kv_dim() const { return kv_heads * head_dim(); }
+  // Encoder-decoder (T5): `layers` encoder layers, then `decoder_layers`
+  // decoder layers, each with self-attention, cross-attention over the
+  // encoder's output and an MLP. The decoder's sequence is as long as the
+  // encoder's (WorkloadSpec::seq). 0 = decoder-only or encoder.
+  int decoder_layers = 0;
+  // Width of one attention head; 0 = hidden / heads. T5 uses 128 with 32
+  // heads on a hidden size of 1024 (attention width 4096).
+  int attention_head_dim = 0;
 
-  // Parameters of one transformer layer (attention, MLP, norms, biases).
-  double LayerParameters() const;
+  int head_dim() const { return attention_head_dim > 0 ? attention_head_dim : hidden / heads; }
+  int q_dim() const { return heads * head_dim(); }  // attention width
+  int kv_dim() const { return kv_heads * head_dim(); }
+  int total_layers() const { return layers + decoder_layers; }  // what a layer split counts
+  // Whether transformer layer `index` (0-based over total_layers()) is a
+  // decoder layer of an encoder-decoder (with cross-attention).
+  bool IsCrossAttentionLayer(int index) const { return decoder_layers > 0 && index >= layers; }
+
+  // Parameters of one transformer layer (attention, MLP, norms, biases);
+  // with cross-attention, a decoder layer of an encoder-decoder.
+  double LayerParameters(bool cross_attention = false) const;
   // All parameters with the unpadded vocabulary: layers, embeddings, position
   // table, final norm and (if untied) the LM head.
   double Parameters() const;
@@ -113,6 +138,23 @@ std::string_view FrameworkName(Framework framework);
 // -3.0..+4.5 pp, iteration time -55..+11 %". Update it with the bench.
 std::string_view FrameworkValidation(Framework framework);
 
+// The number format of weights, activations and matmuls.
+//   kBf16  bf16 (or fp16) weights and activations, matmuls on the tensor
+//          cores at peak_bf16_tflops; fp32 main gradients. The default.
+//   kTf32  fp32 everywhere (a Hugging Face Trainer without --fp16/--bf16),
+//          matmuls on the TF32 tensor cores (PyTorch's allow_tf32), which
+//          run at half the bf16 rate on Ampere and Hopper (kTf32PeakShare);
+//          every activation and weight element is 4 bytes.
+enum class Precision { kBf16, kTf32 };
+
+// Parses "bf16" / "tf32". Throws model::InputError naming `field`.
+Precision ParsePrecision(std::string_view text, std::string_view field = "WorkloadSpec::precision");
+std::string_view PrecisionName(Precision precision);
+
+// TF32 dense tensor throughput over bf16's: A100 156 / 312, A40 74.8 /
+// 149.7, H100 SXM 494.7 / 989.4 TFLOPS (NVIDIA datasheets).
+inline constexpr double kTf32PeakShare = 0.5;
+
 // HBM passes over the b x heads x s x s score tensor per layer (reads plus
 // writes, in 2-byte elements, fp32 passes counted twice), counted from the
 // eager op sequence, not fitted. Forward: the QK^T output written (1),
@@ -122,6 +164,13 @@ std::string_view FrameworkValidation(Framework framework);
 // writing dS in fp32 (4), cast (3), mask and scale backward (4): 14.5.
 inline constexpr double kEagerScorePassesForward = 13.5;
 inline constexpr double kEagerScorePassesBackward = 14.5;
+// The same op sequence in fp32 (Precision::kTf32), in 4-byte passes: no
+// casts, softmax reads and writes fp32. Forward: QK^T written (1), scale
+// (2), causal mask (2), softmax (2), dropout (2.5): 9.5. Backward: dP
+// written (1), dropout backward (2.5), softmax backward reading P and dP,
+// writing dS (3), mask and scale backward (4): 10.5.
+inline constexpr double kEagerScorePassesForwardFp32 = 9.5;
+inline constexpr double kEagerScorePassesBackwardFp32 = 10.5;
 
 // The plausible ranges ResolveLayerSplit enforces (docs/limits.md, "Numbers
 // and ranges").
@@ -148,6 +197,7 @@ struct WorkloadSpec {
   int seq_length = 0;       // tokens per sequence; 0 = the model's seq_length
   Recompute recompute = Recompute::kNone;
   Framework framework = Framework::kMegatron;
+  Precision precision = Precision::kBf16;
 
   int seq() const { return seq_length > 0 ? seq_length : model.seq_length; }
   double tokens() const { return static_cast<double>(microbatch_size) * seq(); }
@@ -176,11 +226,12 @@ std::vector<int> ResolveLayerSplit(const WorkloadSpec& spec);
 // One instruction (forward or backward of one microbatch) on one GPU of a
 // stage. All figures per GPU.
 struct KindCost {
-  double gemm_flops = 0;        // matrix-multiply FLOPs executed (incl. recompute)
-  double model_flops = 0;       // the same without recomputation (for MFU)
-  double weight_bytes = 0;      // HBM traffic of weights and weight gradients
-  double activation_bytes = 0;  // HBM traffic of memory-bound elementwise ops
-  double tp_comm_bytes = 0;     // bytes each GPU sends in TP ring all-reduces
+  double gemm_flops = 0;                   // matrix-multiply FLOPs executed (incl. recompute)
+  double model_flops = 0;                  // the same without recomputation (for MFU)
+  double weight_bytes = 0;                 // HBM traffic of weights and weight gradients
+  double activation_bytes = 0;             // HBM traffic of memory-bound elementwise ops
+  double tp_comm_bytes = 0;                // bytes each GPU sends in TP ring all-reduces
+  Precision precision = Precision::kBf16;  // sets the GEMMs' tensor-core rate
 
   double hbm_bytes() const { return weight_bytes + activation_bytes; }
 };
@@ -228,7 +279,7 @@ inline constexpr double kReferenceActivityMix = 0.884;
 // capped alone while memory-bound kernels keep the requested clock. Fitted
 // on the A100 half of Perseus's real runs only (bench_fidelity --fit;
 // docs/benchmarks.md, "Fidelity"); the A40 half is reported as held out.
-inline constexpr double kClassCapShare = 0.15;
+inline constexpr double kClassCapShare = 0.80;
 
 // An instruction's time at fmax split into its parts, and the physics::Work.
 struct WorkBreakdown {

@@ -36,6 +36,13 @@ struct Objective {
   double energy_budget_j = 0;  // kEnergyBudget: J per iteration, > 0
   double power_budget_w = 0;   // kPowerBudget: W, > 0
   double host_power_w = 0;     // W per GPU counted with the GPUs' energy, >= 0 (0: GPU only)
+  // Time every GPU waits per iteration outside the pipeline's schedule (the
+  // DP gradient all-reduce), s >= 0, and the power it waits at per GPU
+  // (P_block; PlanPipeline fills in the plan's when 0). The budgets and
+  // the counted energy include it, so a budget is met by the job that runs
+  // rather than by the pipeline alone.
+  double outside_wait_s = 0;
+  double outside_wait_w = 0;
 };
 
 // The plausible range of the host's power per GPU (docs/limits.md).
@@ -54,8 +61,14 @@ inline bool CountsHost(const Objective& objective) {
 std::string EnergyScope(const Objective& objective);
 
 // The energy an objective counts for a point: GPU energy + host_power_w x
-// gpus x time_s (gpus: those the GPU energy covers).
+// gpus x time_s (gpus: those the GPU energy covers). `time_s` and
+// `gpu_energy_j` are the pipeline's; the outside wait is added to both.
 double CountedEnergyJ(double time_s, double gpu_energy_j, const Objective& objective, int gpus);
+
+// The iteration time an objective counts: the pipeline's + outside_wait_s.
+inline double CountedTimeS(double time_s, const Objective& objective) {
+  return time_s + objective.outside_wait_s;
+}
 
 // The index of the frontier point the objective chooses. `deadline_s` is
 // used by kWithinDeadline only; `gpus` are the GPUs the frontier's energy
