@@ -58,6 +58,7 @@ class ProfileMetadata:
     source: str  # "measured" | "simulated" | "imported" | ""
     date: str  # ISO 8601 UTC
     joulepipe_version: str
+    method: str  # how a simulated profile was made (model, job, framework, validation)
     def __init__(self) -> None: ...
 
 class Profile:
@@ -82,9 +83,12 @@ def read_profile(path: PathLike) -> Profile: ...
 def simulate_profile(model: str, gpu: str, *, tp: int, pp: int, dp: int = 1,
                      microbatch_size: int = 1, seq_length: int = 0, recompute: str = "none",
                      layer_split: Union[str, Sequence[int], None] = "even",
-                     power_limit_w: float = 0.0, min_mhz: int = 0) -> Profile:
+                     power_limit_w: float = 0.0, min_mhz: int = 0,
+                     framework: str = "megatron", precision: str = "bf16") -> Profile:
     """The workload model's profile (`joulepipe profile --simulate`), stamped
-    source "simulated" with the GPU's name and P_block."""
+    source "simulated" with the GPU's name and P_block. framework is
+    "megatron" or "hf-eager", precision "bf16" or "tf32" (the CLI's
+    --framework and --precision)."""
 
 # ---- planning -------------------------------------------------------------------------
 

@@ -107,6 +107,17 @@ def test_simulated_profile_is_the_clis(tmp_path):
         return [l for l in text.splitlines() if not l.startswith("# date:")]
 
     assert without_date(py.to_csv()) == without_date(out.read_text())
+    # A Hugging Face model in fp32, as Perseus's Merak runs (bench_fidelity).
+    hf = tmp_path / "hf.csv"
+    run_cli("profile", "--simulate", "--model", "bert-huge", "--gpu", "a40", "--tp", 1, "--pp", 8,
+            "--microbatch-size", 8, "--framework", "hf-eager", "--precision", "tf32",
+            "--recompute", "full", "--out", hf)
+    py = jp.simulate_profile("bert-huge-uncased", "a40", tp=1, pp=8, microbatch_size=8,
+                             framework="hf-eager", precision="tf32", recompute="full")
+    assert "tf32, recompute full, framework hf-eager" in py.metadata.method
+    assert without_date(py.to_csv()) == without_date(hf.read_text())
+    with pytest.raises(ValueError, match="precision"):
+        jp.simulate_profile("gpt3-xl", "a100-pcie", tp=1, pp=4, precision="fp8")
 
 
 # ---- planning --------------------------------------------------------------------------

@@ -35,7 +35,8 @@ void RequireExists(const std::filesystem::path& path) {
 model::Profile SimulateProfileTask(const std::string& model_id, const std::string& gpu_id, int tp,
                                    int pp, int dp, int microbatch_size, int seq_length,
                                    const std::string& recompute, const py::object& layer_split,
-                                   double power_limit_w, int min_mhz) {
+                                   double power_limit_w, int min_mhz, const std::string& framework,
+                                   const std::string& precision) {
   physics::WorkloadSpec spec;
   spec.model = physics::FindTransformer(model_id);
   const physics::GpuSpec& gpu = physics::FindGpu(gpu_id);
@@ -45,6 +46,8 @@ model::Profile SimulateProfileTask(const std::string& model_id, const std::strin
   spec.microbatch_size = microbatch_size;
   spec.seq_length = seq_length;
   spec.recompute = physics::ParseRecompute(recompute);
+  spec.framework = physics::ParseFramework(framework);
+  spec.precision = physics::ParsePrecision(precision);
   if (py::isinstance<py::str>(layer_split)) {
     const std::string text = layer_split.cast<std::string>();
     if (text == "balanced") {
@@ -111,6 +114,7 @@ void BindProfile(py::module_& m) {
       .def_readwrite("source", &ProfileMetadata::source)
       .def_readwrite("date", &ProfileMetadata::date)
       .def_readwrite("joulepipe_version", &ProfileMetadata::joulepipe_version)
+      .def_readwrite("method", &ProfileMetadata::method)
       .def("__repr__", [](const ProfileMetadata& d) {
         return "ProfileMetadata(gpu=" + std::string(py::repr(py::str(d.gpu))) +
                ", p_block_w=" + std::string(py::repr(py::cast(d.p_block_w))) +
@@ -167,7 +171,8 @@ void BindProfile(py::module_& m) {
   m.def("simulate_profile", &SimulateProfileTask, py::arg("model"), py::arg("gpu"), py::kw_only(),
         py::arg("tp"), py::arg("pp"), py::arg("dp") = 1, py::arg("microbatch_size") = 1,
         py::arg("seq_length") = 0, py::arg("recompute") = "none", py::arg("layer_split") = "even",
-        py::arg("power_limit_w") = 0.0, py::arg("min_mhz") = 0);
+        py::arg("power_limit_w") = 0.0, py::arg("min_mhz") = 0, py::arg("framework") = "megatron",
+        py::arg("precision") = "bf16");
 }
 
 }  // namespace joulepipe::python
