@@ -21,11 +21,14 @@
 //
 // Usage: bench_fidelity [--only NAME] [--framework megatron|hf-eager]
 //                       [--precision bf16|tf32] [--recompute none|full]
-//                       [--seq merak|model] [--fit]
+//                       [--seq merak|model] [--fit | --power-limits]
+//   --power-limits (last) checks the ordering of the Zeus global / local
+//   power-limit runs against per-instruction clocks instead (issue 15).
 //   the defaults are the runs' own: hf-eager, tf32, full, merak.
 //   --fit (last) fits ProfileOptions::class_cap_share on the fit half first
 //   and reports both halves with it; without, the library's kClassCapShare.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -38,6 +41,8 @@
 #include "joulepipe/model/profile.hpp"
 #include "joulepipe/physics/gpu_model.hpp"
 #include "joulepipe/physics/workload.hpp"
+#include "joulepipe/schedule/schedule.hpp"
+#include "joulepipe/solver/frontier.hpp"
 #include "joulepipe/solver/plan_pipeline.hpp"
 
 namespace {
@@ -199,11 +204,11 @@ struct Setup {
   physics::Framework framework = physics::Framework::kHfEager;
   physics::Precision precision = physics::Precision::kTf32;
   physics::Recompute recompute = physics::Recompute::kFull;
-  bool model_seq = false;  // the catalogue model's sequence length, not Merak's
+  bool model_seq = false;                  // the catalogue model's sequence length, not Merak's
+  double share = physics::kClassCapShare;  // --class-cap-share; --fit replaces it
 };
 
-Predicted Predict(const Case& c, const Measured& m, const Setup& setup, double share) {
-  const physics::GpuSpec& gpu = physics::FindGpu(c.gpu);
+physics::WorkloadSpec SpecOf(const Case& c, const Setup& setup) {
   physics::WorkloadSpec spec;
   spec.model = physics::FindTransformer(c.model);
   spec.parallel.tp = c.tp;
@@ -215,6 +220,12 @@ Predicted Predict(const Case& c, const Measured& m, const Setup& setup, double s
   spec.precision = setup.precision;
   spec.recompute = setup.recompute;
   spec.seq_length = setup.model_seq ? 0 : c.seq;
+  return spec;
+}
+
+Predicted Predict(const Case& c, const Measured& m, const Setup& setup, double share) {
+  const physics::GpuSpec& gpu = physics::FindGpu(c.gpu);
+  const physics::WorkloadSpec spec = SpecOf(c, setup);
   physics::ProfileOptions options;
   options.class_cap_share = share;
   const physics::SimulatedWorkload w = physics::SimulateWorkload(spec, gpu, options);
@@ -257,6 +268,193 @@ Predicted Predict(const Case& c, const Measured& m, const Setup& setup, double s
   return p;
 }
 
+// ---- Power-limit plans (issue 15, item 4) ------------------------------------------
+
+// One run under power limits: the limit of each stage (W), time and energy.
+struct LimitRun {
+  std::vector<double> limits;
+  double time_s = 0, energy_j = 0;
+};
+
+std::vector<LimitRun> ReadLimitRuns(const Case& c, const char* which) {
+  const auto rows = ReadCsv(kData + c.gpu_file + "_zeus_" + which + ".csv");
+  const auto& h = rows[0];
+  const int model = Column(h, "model_name"), time = Column(h, "time"), energy = Column(h, "energy");
+  std::vector<int> limit;
+  for (int s = 0; s < c.pp; ++s)
+    limit.push_back(Column(h, ("power_limit_" + std::to_string(s)).c_str()));
+  std::vector<LimitRun> runs;
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    const auto& r = rows[i];
+    if (r.size() < h.size() || r[model] != c.artifact) continue;
+    LimitRun run;
+    for (int col : limit) run.limits.push_back(std::stod(r[col]));
+    run.time_s = std::stod(r[time]);
+    run.energy_j = std::stod(r[energy]);
+    runs.push_back(run);
+  }
+  return runs;
+}
+
+// The simulated profile with stage s under limits[s] W: the board caps each
+// instruction at the requested clock (every clock profiled).
+model::Profile ProfileUnderLimits(const Case& c, const Setup& setup, double share,
+                                  const std::vector<double>& limits) {
+  const physics::GpuSpec& gpu = physics::FindGpu(c.gpu);
+  std::map<double, model::Profile> by_limit;
+  model::Profile out;
+  for (int s = 0; s < c.pp; ++s) {
+    auto it = by_limit.find(limits[s]);
+    if (it == by_limit.end()) {
+      physics::ProfileOptions options;
+      options.class_cap_share = share;
+      options.power_limit_w = std::clamp(limits[s], gpu.power_limit_min_w, gpu.power_limit_max_w);
+      const physics::SimulatedWorkload w =
+          physics::SimulateWorkload(SpecOf(c, setup), gpu, options);
+      it = by_limit.emplace(limits[s], physics::StampedProfile(w, gpu)).first;
+    }
+    for (model::Kind kind : {model::Kind::kForward, model::Kind::kBackward}) {
+      for (const model::ClockPoint& p : it->second.Points(s, kind)) out.Add(s, kind, p);
+    }
+    out.metadata = it->second.metadata;
+  }
+  return out;
+}
+
+// The case's global power-limit sweep (Zeus global, every limit below the
+// maximum): predicted - measured t/T_base (%) and E/E_base (pp), the board's
+// power-cap behaviour measured directly.
+std::vector<double> GlobalSweepErrors(const Case& c, const Setup& setup, double share) {
+  const std::vector<LimitRun> global = ReadLimitRuns(c, "global");
+  std::vector<double> errors;
+  if (global.empty()) return errors;
+  const physics::GpuSpec& gpu = physics::FindGpu(c.gpu);
+  schedule::Spec spec;
+  spec.kind = schedule::Kind::k1F1B;
+  spec.stages = c.pp;
+  spec.microbatches = c.microbatches;
+  const schedule::Schedule schedule = schedule::Build(spec);
+  std::vector<std::array<double, 4>> rows;  // limit, t, E measured; t, E predicted below
+  double base_t = 0, base_e = 0, base_tp = 0, base_ep = 0, top = 0;
+  for (const LimitRun& r : global) {
+    const model::Profile p = ProfileUnderLimits(c, setup, share, r.limits);
+    const solver::Evaluation e = solver::EvaluateClocks(
+        schedule, p, gpu.p_block_w, solver::UniformClocks(schedule, p, /*highest=*/true));
+    rows.push_back({r.time_s, r.energy_j, e.time_s, e.energy_j});
+    if (r.limits[0] > top) {
+      top = r.limits[0];
+      base_t = r.time_s, base_e = r.energy_j, base_tp = e.time_s, base_ep = e.energy_j;
+    }
+  }
+  for (const auto& [t, e, tp, ep] : rows) {
+    if (t == base_t) continue;
+    errors.push_back(100 * (tp / base_tp - t / base_t));
+    errors.push_back(100 * (ep / base_ep - e / base_e));
+  }
+  return errors;
+}
+
+// Energy of a (time, energy) curve at `t` by linear interpolation between
+// its points (sorted by time); < 0 outside its range.
+double EnergyAt(std::vector<std::pair<double, double>> curve, double t) {
+  std::sort(curve.begin(), curve.end());
+  for (std::size_t i = 0; i + 1 < curve.size(); ++i) {
+    const auto [t0, e0] = curve[i];
+    const auto [t1, e1] = curve[i + 1];
+    if (t >= t0 && t <= t1) return t1 > t0 ? e0 + (e1 - e0) * (t - t0) / (t1 - t0) : e0;
+  }
+  return -1;
+}
+
+// Per Zeus "local" run (per-stage limits) of the case: energy over the
+// baseline at that run's time for a global limit (interpolated), the
+// per-stage limits and per-instruction clocks (Perseus's plans measured /
+// our frontier), measured and predicted. Returns {rows, rows ordered} for
+// measured and predicted.
+std::array<int, 6> PowerLimitOrdering(const Case& c, const Setup& setup, double share) {
+  const std::vector<LimitRun> global = ReadLimitRuns(c, "global");
+  const std::vector<LimitRun> local = ReadLimitRuns(c, "local");
+  const Measured m = ReadMeasured(c);
+  if (global.empty() || local.empty()) return {0, 0, 0, 0, 0, 0};
+  const physics::GpuSpec& gpu = physics::FindGpu(c.gpu);
+  schedule::Spec spec;
+  spec.kind = schedule::Kind::k1F1B;
+  spec.stages = c.pp;
+  spec.microbatches = c.microbatches;
+  const schedule::Schedule schedule = schedule::Build(spec);
+  auto all_max = [&](const std::vector<double>& limits) {
+    const model::Profile p = ProfileUnderLimits(c, setup, share, limits);
+    const solver::Evaluation e = solver::EvaluateClocks(
+        schedule, p, gpu.p_block_w, solver::UniformClocks(schedule, p, /*highest=*/true));
+    return std::pair<double, double>{e.time_s, e.energy_j};
+  };
+  std::vector<std::pair<double, double>> global_meas, global_pred;
+  for (const LimitRun& r : global) {
+    global_meas.push_back({r.time_s, r.energy_j});
+    global_pred.push_back(all_max(r.limits));
+  }
+  const auto base_meas = *std::min_element(global_meas.begin(), global_meas.end());
+  const auto base_pred = *std::min_element(global_pred.begin(), global_pred.end());
+  solver::PlanRequest request;
+  request.spec = spec;
+  request.resolution_s = 5e-3;
+  request.profile_name = std::string(c.model) + " on " + c.gpu;
+  const solver::PipelinePlan plan = solver::PlanPipeline(
+      ProfileUnderLimits(c, setup, share, std::vector<double>(c.pp, gpu.power_limit_max_w)),
+      request);
+  std::printf("\n%s %s, %d runs with per-stage limits; energy / E_base at the run's time\n",
+              c.gpu_file, c.artifact, static_cast<int>(local.size()));
+  std::printf("  global limit sweep: limit W, t/T_base meas / pred, E/E_base meas / pred\n");
+  for (std::size_t i = 0; i < global.size(); ++i) {
+    std::printf("    %4.0f  %5.3f / %5.3f  %5.3f / %5.3f\n", global[i].limits[0],
+                global_meas[i].first / base_meas.first, global_pred[i].first / base_pred.first,
+                global_meas[i].second / base_meas.second, global_pred[i].second / base_pred.second);
+  }
+  std::printf("  %-20s %-22s %-29s %-29s\n", "stage limits (W)", "t/T_base meas / pred",
+              "global | stage | clocks, meas", "global | stage | clocks, pred");
+  int ordered_meas = 0, ordered_pred = 0;
+  // Pairwise: rows where the global sweep reaches the run's time, and
+  // global > per-stage, per-stage > clocks (measured, predicted).
+  int comparable = 0, gs_meas = 0, gs_pred = 0, sc_meas = 0, sc_pred = 0;
+  for (const LimitRun& r : local) {
+    const auto pred = all_max(r.limits);
+    const double tm = r.time_s, tp = pred.first;
+    const double gm = EnergyAt(global_meas, tm) / base_meas.second;
+    const double gp = EnergyAt(global_pred, tp) / base_pred.second;
+    const double lm = r.energy_j / base_meas.second, lp = pred.second / base_pred.second;
+    double cm = -1;  // Perseus's least-energy measured plan within the time
+    for (const auto& [t, e] : m.plans) {
+      if (t <= tm && (cm < 0 || e / base_meas.second < cm)) cm = e / base_meas.second;
+    }
+    const solver::FrontierPoint* best = plan.frontier.BestWithin(tp);
+    const double cp = best ? best->energy_j / base_pred.second : -1;
+    const bool om = gm > 0 && cm > 0 && gm > lm && lm > cm;
+    const bool op = gp > 0 && cp > 0 && gp > lp && lp > cp;
+    ordered_meas += om;
+    comparable += gm > 0;
+    gs_meas += gm > 0 && gm > lm;
+    gs_pred += gp > 0 && gp > lp;
+    sc_meas += cm > 0 && lm > cm;
+    sc_pred += cp > 0 && lp > cp;
+    ordered_pred += op;
+    std::string limits;
+    for (double l : r.limits)
+      limits += (limits.empty() ? "" : ",") + std::to_string(static_cast<int>(l));
+    auto f = [](double x) { return x < 0 ? std::string("  -  ") : std::to_string(x).substr(0, 5); };
+    std::printf("  %-20s %5.3f / %-14.3f %s | %s | %s %s    %s | %s | %s %s\n", limits.c_str(),
+                tm / base_meas.first, tp / base_pred.first, f(gm).c_str(), f(lm).c_str(),
+                f(cm).c_str(), om ? "ok" : "--", f(gp).c_str(), f(lp).c_str(), f(cp).c_str(),
+                op ? "ok" : "--");
+  }
+  std::printf("  ordered (global > per-stage > clocks): measured %d of %zu, predicted %d of %zu\n",
+              ordered_meas, local.size(), ordered_pred, local.size());
+  std::printf(
+      "  per-stage limits beat the global limit: measured %d, predicted %d of %d; clocks beat "
+      "per-stage limits: measured %d, predicted %d of %zu\n",
+      gs_meas, gs_pred, comparable, sc_meas, sc_pred, local.size());
+  return {static_cast<int>(local.size()), comparable, gs_meas, gs_pred, sc_meas, sc_pred};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -274,9 +472,45 @@ int main(int argc, char** argv) {
       setup.recompute = physics::ParseRecompute(argv[i + 1]);
     if (std::strcmp(argv[i], "--seq") == 0)
       setup.model_seq = std::strcmp(argv[i + 1], "model") == 0;
+    if (std::strcmp(argv[i], "--class-cap-share") == 0) setup.share = std::stod(argv[i + 1]);
   }
   const bool fit = argc >= 2 && std::strcmp(argv[argc - 1], "--fit") == 0;
-  double share = physics::kClassCapShare;
+  if (argc >= 2 && std::strcmp(argv[argc - 1], "--power-limits") == 0) {
+    // Issue 15, item 4: the ordering the measured Zeus runs show -- one
+    // global limit uses more energy than per-stage limits, which use more
+    // than per-instruction clocks, at the same time -- in the model.
+    std::printf("Power-limit plans vs per-instruction clocks (Zeus global / local runs)\n");
+    std::printf(
+        "E at the per-stage run's time: global limit (interpolated over the sweep), the\n"
+        "per-stage limits, the least-energy per-instruction clock plan (Perseus measured;\n"
+        "joulepipe's frontier predicted); 'ok' = global > per-stage > clocks\n");
+    std::array<int, 6> all{};
+    for (const Case& c : kCases) {
+      if (c.model[0] == '\0' || (only != nullptr && std::strcmp(only, c.artifact) != 0)) continue;
+      const std::array<int, 6> r = PowerLimitOrdering(c, setup, setup.share);
+      for (int k = 0; k < 6; ++k) all[k] += r[k];
+      std::fflush(stdout);
+    }
+    std::printf(
+        "\nall runs: per-stage limits beat the global limit: measured %d, predicted %d of %d "
+        "comparable; clocks beat per-stage limits: measured %d, predicted %d of %d\n",
+        all[2], all[3], all[1], all[4], all[5], all[0]);
+    return 0;
+  }
+  if (argc >= 2 && std::strcmp(argv[argc - 1], "--sweep") == 0) {
+    // The global power-limit sweeps of the fit half against the share.
+    for (int i = 0; i <= 20; ++i) {
+      const double x = 0.05 * i;
+      double sse = 0;
+      for (const Case& c : kCases) {
+        if (std::strcmp(c.half, "fit") != 0 || c.model[0] == '\0') continue;
+        for (double e : GlobalSweepErrors(c, setup, x)) sse += e * e;
+      }
+      std::printf("share %.2f: sweep sum of squares %.1f\n", x, sse);
+    }
+    return 0;
+  }
+  double share = setup.share;
   if (fit) {
     // The one fitted number, on the fit half only: least squares of the
     // saving error over share = 0, 0.05, ..., 1.
