@@ -321,6 +321,22 @@ model::Profile ProfileUnderLimits(const Case& c, const Setup& setup, double shar
   return out;
 }
 
+// The all-max-clock 1F1B iteration of the case with stage s under
+// limits[s] W: (time, energy) of one pipeline.
+std::pair<double, double> AllMaxUnderLimits(const Case& c, const Setup& setup, double share,
+                                            const std::vector<double>& limits) {
+  schedule::Spec spec;
+  spec.kind = schedule::Kind::k1F1B;
+  spec.stages = c.pp;
+  spec.microbatches = c.microbatches;
+  const schedule::Schedule schedule = schedule::Build(spec);
+  const model::Profile p = ProfileUnderLimits(c, setup, share, limits);
+  const solver::Evaluation e =
+      solver::EvaluateClocks(schedule, p, physics::FindGpu(c.gpu).p_block_w,
+                             solver::UniformClocks(schedule, p, /*highest=*/true));
+  return {e.time_s, e.energy_j};
+}
+
 // The case's global power-limit sweep (Zeus global, every limit below the
 // maximum): predicted - measured t/T_base (%) and E/E_base (pp), the board's
 // power-cap behaviour measured directly.
@@ -328,22 +344,14 @@ std::vector<double> GlobalSweepErrors(const Case& c, const Setup& setup, double 
   const std::vector<LimitRun> global = ReadLimitRuns(c, "global");
   std::vector<double> errors;
   if (global.empty()) return errors;
-  const physics::GpuSpec& gpu = physics::FindGpu(c.gpu);
-  schedule::Spec spec;
-  spec.kind = schedule::Kind::k1F1B;
-  spec.stages = c.pp;
-  spec.microbatches = c.microbatches;
-  const schedule::Schedule schedule = schedule::Build(spec);
   std::vector<std::array<double, 4>> rows;  // limit, t, E measured; t, E predicted below
   double base_t = 0, base_e = 0, base_tp = 0, base_ep = 0, top = 0;
   for (const LimitRun& r : global) {
-    const model::Profile p = ProfileUnderLimits(c, setup, share, r.limits);
-    const solver::Evaluation e = solver::EvaluateClocks(
-        schedule, p, gpu.p_block_w, solver::UniformClocks(schedule, p, /*highest=*/true));
-    rows.push_back({r.time_s, r.energy_j, e.time_s, e.energy_j});
+    const auto [tp, ep] = AllMaxUnderLimits(c, setup, share, r.limits);
+    rows.push_back({r.time_s, r.energy_j, tp, ep});
     if (r.limits[0] > top) {
       top = r.limits[0];
-      base_t = r.time_s, base_e = r.energy_j, base_tp = e.time_s, base_ep = e.energy_j;
+      base_t = r.time_s, base_e = r.energy_j, base_tp = tp, base_ep = ep;
     }
   }
   for (const auto& [t, e, tp, ep] : rows) {
@@ -369,25 +377,22 @@ double EnergyAt(std::vector<std::pair<double, double>> curve, double t) {
 // Per Zeus "local" run (per-stage limits) of the case: energy over the
 // baseline at that run's time for a global limit (interpolated), the
 // per-stage limits and per-instruction clocks (Perseus's plans measured /
-// our frontier), measured and predicted. Returns {rows, rows ordered} for
-// measured and predicted.
+// our frontier), measured and predicted. Returns {rows, rows the sweep
+// reaches, global > per-stage measured / predicted, per-stage > clocks
+// measured / predicted}.
 std::array<int, 6> PowerLimitOrdering(const Case& c, const Setup& setup, double share) {
   const std::vector<LimitRun> global = ReadLimitRuns(c, "global");
   const std::vector<LimitRun> local = ReadLimitRuns(c, "local");
   const Measured m = ReadMeasured(c);
   if (global.empty() || local.empty()) return {0, 0, 0, 0, 0, 0};
   const physics::GpuSpec& gpu = physics::FindGpu(c.gpu);
+  auto all_max = [&](const std::vector<double>& limits) {
+    return AllMaxUnderLimits(c, setup, share, limits);
+  };
   schedule::Spec spec;
   spec.kind = schedule::Kind::k1F1B;
   spec.stages = c.pp;
   spec.microbatches = c.microbatches;
-  const schedule::Schedule schedule = schedule::Build(spec);
-  auto all_max = [&](const std::vector<double>& limits) {
-    const model::Profile p = ProfileUnderLimits(c, setup, share, limits);
-    const solver::Evaluation e = solver::EvaluateClocks(
-        schedule, p, gpu.p_block_w, solver::UniformClocks(schedule, p, /*highest=*/true));
-    return std::pair<double, double>{e.time_s, e.energy_j};
-  };
   std::vector<std::pair<double, double>> global_meas, global_pred;
   for (const LimitRun& r : global) {
     global_meas.push_back({r.time_s, r.energy_j});
