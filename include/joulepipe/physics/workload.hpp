@@ -277,8 +277,11 @@ inline constexpr double kReferenceActivityMix = 0.884;
 // kernel class (RunByKernelClass) rather than on the instruction's average
 // power: 0 = one effective clock for the whole instruction, 1 = GEMMs
 // capped alone while memory-bound kernels keep the requested clock. Fitted
-// on the A100 half of Perseus's real runs only (bench_fidelity --fit;
-// docs/benchmarks.md, "Fidelity"); the A40 half is reported as held out.
+// on the A100 half of Perseus's real runs only (bench_fidelity --fit, on
+// the same-time savings; docs/benchmarks.md, "Fidelity"); the A40 half is
+// reported as held out. The same half's power-limit sweeps prefer 0
+// (bench_fidelity --sweep): the share stands in for something the model
+// misses, which is open (docs/benchmarks.md).
 inline constexpr double kClassCapShare = 0.80;
 
 // An instruction's time at fmax split into its parts, and the physics::Work.
