@@ -344,7 +344,7 @@ std::vector<double> GlobalSweepErrors(const Case& c, const Setup& setup, double 
   const std::vector<LimitRun> global = ReadLimitRuns(c, "global");
   std::vector<double> errors;
   if (global.empty()) return errors;
-  std::vector<std::array<double, 4>> rows;  // limit, t, E measured; t, E predicted below
+  std::vector<std::array<double, 4>> rows;  // t, E measured; t, E predicted
   double base_t = 0, base_e = 0, base_tp = 0, base_ep = 0, top = 0;
   for (const LimitRun& r : global) {
     const auto [tp, ep] = AllMaxUnderLimits(c, setup, share, r.limits);

@@ -194,13 +194,6 @@ TransformerConfig ParseTransformerConfig(const std::string& json_text, const std
   c.linear_bias = BoolField(doc, "linear_bias", source);
   c.seq_length = PositiveIntField(doc, "seq_length", source);
   if (doc.contains("head_transform")) c.head_transform = BoolField(doc, "head_transform", source);
-  if (const auto it = doc.find("token_types"); it != doc.end()) {
-    if (!it->is_number_integer() || it->get<long long>() < 0 || it->get<long long>() > 1'000'000) {
-      throw InputError(source + ": field 'token_types' must be a whole number 0..1000000 (got " +
-                       model::Excerpt(*it) + ")");
-    }
-    c.token_types = static_cast<int>(it->get<long long>());
-  }
   auto optional_count = [&](const char* field, int* into) {
     if (const auto it = doc.find(field); it != doc.end()) {
       if (!it->is_number_integer() || it->get<long long>() < 0 ||
@@ -211,6 +204,7 @@ TransformerConfig ParseTransformerConfig(const std::string& json_text, const std
       *into = static_cast<int>(it->get<long long>());
     }
   };
+  optional_count("token_types", &c.token_types);
   optional_count("decoder_layers", &c.decoder_layers);
   optional_count("attention_head_dim", &c.attention_head_dim);
   if (c.attention_head_dim == 0 && c.hidden % c.heads != 0) {
