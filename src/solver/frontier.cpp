@@ -196,7 +196,7 @@ Frontier SolveFrontier(const schedule::Schedule& schedule, const model::Profile&
     };
   }
   const Relaxation relaxation =
-      SolveRelaxation(g, options.p_block_w, MinCutWithLowerBounds, relaxation_progress);
+      SolveRelaxation(g, options.p_block_w, nullptr, relaxation_progress);
   frontier.stats.relaxation_seconds = Seconds(started);
   frontier.stats.relaxation_steps = static_cast<int>(relaxation.steps.size());
   frontier.bound.assign(relaxation.curve.rbegin(), relaxation.curve.rend());

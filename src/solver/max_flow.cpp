@@ -18,13 +18,13 @@ void FlowNetwork::Reset(int nodes) {
   flow_.clear();
 }
 
-int FlowNetwork::AddArc(int u, int v, double capacity) {
+int FlowNetwork::AddArc(int u, int v, double capacity, double reverse) {
   built_ = false;
   const int id = static_cast<int>(flow_.size());
   from_.push_back(u);
   from_.push_back(v);
   arcs_.push_back({v, capacity});
-  arcs_.push_back({u, 0});
+  arcs_.push_back({u, reverse});
   flow_.push_back(0);
   return id;
 }

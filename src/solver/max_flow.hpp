@@ -16,8 +16,11 @@ class FlowNetwork {
   explicit FlowNetwork(int nodes = 0) { Reset(nodes); }
 
   void Reset(int nodes);
-  // Adds u -> v with capacity c (and its reverse residual arc); returns the arc id.
-  int AddArc(int u, int v, double capacity);
+  // Adds u -> v with capacity c and its reverse residual arc v -> u, whose
+  // capacity is `reverse` (0 for a plain arc; a warm start gives it the flow
+  // already on the arc above its lower bound, which may be cancelled).
+  // Returns the arc id; Flow(id) is the net flow pushed over it since.
+  int AddArc(int u, int v, double capacity, double reverse = 0);
 
   // Sends as much additional flow as possible from s to t; returns the amount.
   double MaxFlow(int s, int t);

@@ -1,5 +1,7 @@
 #include "min_cut.hpp"
 
+#include <algorithm>
+
 #include "max_flow.hpp"
 
 namespace joulepipe::solver {
@@ -40,6 +42,42 @@ CutResult MinCutWithLowerBounds(int num_nodes, int source, int sink,
   result.value = flow + constant;
   // A negative minimum cut would shorten the project and save energy at once:
   // impossible at an optimal point, so it only flags bad input or round-off.
+  result.feasible = result.value >= -1e-9 * (1 + scale);
+  result.source_side = net.Reachable(source);
+  return result;
+}
+
+CutResult WarmMinCut::Solve(int num_nodes, int source, int sink, const std::vector<CutArc>& arcs,
+                            const std::vector<int>& keys) {
+  FlowNetwork net(num_nodes);
+  excess_.assign(num_nodes, 0.0);
+  ids_.resize(arcs.size());
+  double scale = 0;
+  for (size_t i = 0; i < arcs.size(); ++i) {
+    const CutArc& a = arcs[i];
+    double& f = flow_[keys[i]];
+    f = std::clamp(f, a.lower, a.upper);
+    excess_[a.to] += f;
+    excess_[a.from] -= f;
+    const bool infinite = a.upper >= kInfiniteCapacity;
+    ids_[i] = net.AddArc(a.from, a.to, infinite ? kInfiniteCapacity : a.upper - f, f - a.lower);
+    scale += 2 * a.lower;  // the tolerance the cold solve's lower-bound terms give
+  }
+  double constant = -excess_[source];
+  for (int v = 0; v < num_nodes; ++v) {
+    if (v == source || v == sink) continue;
+    if (excess_[v] > 0) {
+      net.AddArc(source, v, excess_[v]);
+      constant -= excess_[v];
+    } else if (excess_[v] < 0) {
+      net.AddArc(v, sink, -excess_[v]);
+    }
+  }
+  CutResult result;
+  const double flow = net.MaxFlow(source, sink);
+  for (size_t i = 0; i < arcs.size(); ++i) flow_[keys[i]] += net.Flow(ids_[i]);
+  result.finite = flow < kInfiniteCapacity / 10;
+  result.value = flow + constant;
   result.feasible = result.value >= -1e-9 * (1 + scale);
   result.source_side = net.Reachable(source);
   return result;

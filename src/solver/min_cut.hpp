@@ -36,6 +36,37 @@ struct CutResult {
 CutResult MinCutWithLowerBounds(int num_nodes, int source, int sink,
                                 const std::vector<CutArc>& arcs);
 
+// Minimum cuts (as MinCutWithLowerBounds) of a sequence of networks that
+// differ a little from one to the next: the relaxation's steps, where the
+// critical subnetwork only grows and a few bounds change per step. Each arc
+// carries a key in [0, num_keys) that names the same arc in every network of
+// the sequence (at most one arc per key per network). The flow each solve
+// leaves on a key's arc is the next solve's starting flow, clamped into the
+// arc's new bounds, so a solve only pushes the difference.
+//
+// Why it is exact: for ANY flow f0 within the bounds (conservation not
+// needed), the cut value of (X, rest) equals
+//   cap_R(X) - sum over v in X of e_v,   e_v = f0 into v - f0 out of v,
+// where R is f0's residual network (upper - f0 forward, f0 - lower backward).
+// A node with e_v < 0 becomes an arc v -> sink of capacity -e_v, one with
+// e_v > 0 an arc source -> v of capacity e_v less the constant e_v; the
+// source's own term is a constant. One maximum flow on that network gives the
+// minimum cut, and the nodes reachable from the source in its residual are
+// the same for every maximum flow (the minimal minimum cut), so the cuts, and
+// with them the relaxation, are those of the cold solve.
+class WarmMinCut {
+ public:
+  explicit WarmMinCut(int num_keys) : flow_(num_keys, 0.0) {}
+
+  CutResult Solve(int num_nodes, int source, int sink, const std::vector<CutArc>& arcs,
+                  const std::vector<int>& keys);
+
+ private:
+  std::vector<double> flow_;  // per key: the flow the last solve left on its arc
+  std::vector<double> excess_;
+  std::vector<int> ids_;
+};
+
 // The signature of a minimum-cut implementation: the relaxation takes one
 // (tests and bench_max_flow pass the LEMON oracle, tests/solver/oracle).
 using MinCutFunction = CutResult (*)(int num_nodes, int source, int sink,

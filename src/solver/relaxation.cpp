@@ -40,7 +40,7 @@ struct Position {
 class Crasher {
  public:
   Crasher(const ActivityGraph& g, double p_block_w, MinCutFunction min_cut)
-      : g_(g), p_block_(p_block_w), min_cut_(min_cut) {
+      : g_(g), p_block_(p_block_w), min_cut_(min_cut), warm_(3 * g.n + g.succ_begin[g.n]) {
     d_.resize(g.n);
     pos_.resize(g.n);
     for (int p = 0; p < g.n; ++p) {
@@ -113,32 +113,50 @@ class Crasher {
         critical_.push_back(p);
       }
     }
+    // Arc keys for the warm start: activity p's arc is p, its source arc
+    // n + p, its sink arc 2n + p, the precedence arc of successor slot k 3n + k.
     network_.clear();
+    keys_.clear();
+    const int n = g_.n;
     for (int i = 0; i < static_cast<int>(critical_.size()); ++i) {
       const int p = critical_[i];
       const int in = 2 + 2 * i, out = 3 + 2 * i;
       network_.push_back({in, out, LengthenGain(p), ShortenCost(p), p, p});
+      keys_.push_back(p);
       const double start = ef_[p] - d_[p];
-      if (start <= eps) network_.push_back({0, in, 0, kInfiniteCapacity, -1, -1});
-      if (ef_[p] >= t - eps) network_.push_back({out, 1, 0, kInfiniteCapacity, -1, -1});
+      if (start <= eps) {
+        network_.push_back({0, in, 0, kInfiniteCapacity, -1, -1});
+        keys_.push_back(n + p);
+      }
+      if (ef_[p] >= t - eps) {
+        network_.push_back({out, 1, 0, kInfiniteCapacity, -1, -1});
+        keys_.push_back(2 * n + p);
+      }
       for (int k = g_.succ_begin[p]; k < g_.succ_begin[p + 1]; ++k) {
         const int q = g_.succ[k];
         if (index_[q] >= 0 && ef_[q] - d_[q] - ef_[p] <= eps) {
           network_.push_back({out, 2 + 2 * index_[q], 0, kInfiniteCapacity, -1, -1});
+          keys_.push_back(3 * n + k);
         }
       }
     }
     const int nodes = 2 + 2 * static_cast<int>(critical_.size());
-    ContractSeries(nodes, 0, 1, network_);
+    // A given min-cut function solves each network cold, series-contracted;
+    // the default warm-starts from the last step's flow on the whole network
+    // (contraction would change the arcs' identities from step to step).
+    if (min_cut_ != nullptr) ContractSeries(nodes, 0, 1, network_);
     arcs_.clear();
     live_.clear();
+    live_keys_.clear();
     for (int k = 0; k < static_cast<int>(network_.size()); ++k) {
       const NetworkArc& a = network_[k];
       if (a.from < 0) continue;
       arcs_.push_back({a.from, a.to, a.lower, a.upper});
       live_.push_back(k);
+      live_keys_.push_back(keys_[k]);
     }
-    const CutResult cut = min_cut_(nodes, 0, 1, arcs_);
+    const CutResult cut = min_cut_ != nullptr ? min_cut_(nodes, 0, 1, arcs_)
+                                              : warm_.Solve(nodes, 0, 1, arcs_, live_keys_);
     if (!cut.feasible || !cut.finite) return false;
 
     double room = std::numeric_limits<double>::infinity();
@@ -248,7 +266,8 @@ class Crasher {
 
   const ActivityGraph& g_;
   const double p_block_;
-  const MinCutFunction min_cut_;
+  const MinCutFunction min_cut_;  // nullptr: warm_
+  WarmMinCut warm_;
   std::vector<double> d_;
   std::vector<Position> pos_;
   double cost_ = 0;
@@ -257,7 +276,7 @@ class Crasher {
   std::vector<int> r2_, rate_, index_, critical_;
   std::vector<CutArc> arcs_;
   std::vector<NetworkArc> network_;
-  std::vector<int> live_;
+  std::vector<int> live_, keys_, live_keys_;
 };
 
 }  // namespace

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "activity_graph.hpp"
-#include "min_cut.hpp"
 #include "joulepipe/solver/frontier.hpp"
+#include "min_cut.hpp"
 
 namespace joulepipe::solver {
 
@@ -34,10 +34,14 @@ struct Relaxation {
   double t_min = 0;                   // makespan after the last step
 };
 
-
-// `progress`, if set, gets the fraction of the makespan range crashed so far.
+// `min_cut`: nullptr (the default and what the frontier uses) solves each
+// step's cut warm-started from the last step's flow (WarmMinCut); a function
+// solves every step's series-contracted network from scratch with it (the
+// LEMON oracle in tests, the cold Dinic baseline in bench_max_flow). All give
+// the same cuts. `progress`, if set, gets the fraction of the makespan range
+// crashed so far.
 Relaxation SolveRelaxation(const ActivityGraph& g, double p_block_w,
-                           MinCutFunction min_cut = MinCutWithLowerBounds,
+                           MinCutFunction min_cut = nullptr,
                            const std::function<void(double)>& progress = {});
 
 // Durations at makespan `t` within `step` given the durations at its start.

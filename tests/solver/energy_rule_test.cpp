@@ -28,6 +28,7 @@
 #include "joulepipe/schedule/replay.hpp"
 #include "joulepipe/schedule/schedule.hpp"
 #include "joulepipe/solver/frontier.hpp"
+#include "random_case.hpp"
 
 namespace joulepipe::solver {
 namespace {
@@ -41,69 +42,14 @@ void ExpectClose(double a, double b, double scale, const std::string& what) {
       << what << ": " << a << " vs " << b;
 }
 
-// One random pipeline: its schedule, a DVFS-shaped profile (one row per
-// physical stage, or per virtual stage for half the interleaved ones) and a
-// blocking power, 0 included.
-struct Case {
-  schedule::Schedule schedule;
-  model::Profile profile;
-  double p_block_w = 0;
-  std::string name;
-};
-
-Case RandomCase(std::mt19937& rng, schedule::Kind kind) {
-  auto integer = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  auto uniform = [&](double lo, double hi) {
-    return std::uniform_real_distribution<double>(lo, hi)(rng);
-  };
-  schedule::Spec spec;
-  spec.kind = kind;
-  spec.stages = integer(1, 5);
-  if (kind == schedule::Kind::kInterleaved) {
-    spec.stages = integer(2, 4);
-    spec.chunks = integer(2, 3);
-    spec.microbatches = spec.stages * integer(1, 3);
-  } else {
-    spec.microbatches = integer(1, 8);
-  }
-  Case c;
-  c.schedule = schedule::Build(spec);
-  c.name = std::string(schedule::KindName(kind)) + " S=" + std::to_string(spec.stages) +
-           " M=" + std::to_string(spec.microbatches) + " V=" + std::to_string(spec.chunks);
-  const bool per_virtual_stage = spec.chunks > 1 && integer(0, 1) == 1;
-  const int rows = per_virtual_stage ? spec.stages * spec.chunks : spec.stages;
-  const int clocks = integer(1, 9);
-  for (int s = 0; s < rows; ++s) {
-    const double forward = uniform(0.01, 0.1);
-    for (model::Kind k : {model::Kind::kForward, model::Kind::kBackward}) {
-      const double t0 = k == model::Kind::kForward ? forward : forward * uniform(1.5, 2.5);
-      const double a = uniform(0.2, 0.7), p_max = uniform(150, 450);
-      const double p_static = p_max * uniform(0.2, 0.5);
-      for (int i = 0; i < clocks; ++i) {
-        const double f = 1410 - 45 * i;
-        const double time = t0 * (a + (1 - a) * 1410 / f);
-        model::ClockPoint point;
-        point.mhz = static_cast<int>(f);
-        point.time_s = time * uniform(0.97, 1.03);
-        point.energy_j =
-            (p_static + (p_max - p_static) * std::pow(f / 1410, 2.5)) * time * uniform(0.97, 1.03);
-        c.profile.Add(s, k, point);
-      }
-    }
-  }
-  c.p_block_w = integer(0, 4) == 0 ? 0.0 : uniform(20, 150);
-  c.name += " rows=" + std::to_string(rows) + " P_block=" + std::to_string(c.p_block_w);
-  return c;
-}
-
 // A random clock per schedule node, from its profile row.
 std::vector<std::uint16_t> RandomClocks(const Case& c, std::mt19937& rng) {
   const schedule::Schedule& sched = c.schedule;
   std::vector<std::uint16_t> mhz(sched.num_nodes());
   for (int node = 0; node < sched.num_nodes(); ++node) {
     const model::Instruction& ins = sched.nodes[node];
-    const auto& points = c.profile.Points(
-        schedule::ProfileStage(sched.spec, c.profile.num_stages(), ins), ins.kind);
+    const auto& points =
+        c.profile.Points(schedule::ProfileStage(sched.spec, c.profile.num_stages(), ins), ins.kind);
     mhz[node] = static_cast<std::uint16_t>(
         points[std::uniform_int_distribution<std::size_t>(0, points.size() - 1)(rng)].mhz);
   }
@@ -138,13 +84,13 @@ void CheckRandomPlans(schedule::Kind kind, unsigned seed) {
       ExpectClose(evaluated.energy_j, replay.energy_j, replay.energy_j, "EvaluateClocks energy");
 
       const double busy_s = BusySeconds(c, point.mhz);
-      ExpectClose(model::IterationEnergyJ(replay.busy_energy_j, busy_s, stages, replay.time_s,
-                                          c.p_block_w),
-                  replay.energy_j, replay.energy_j, "IterationEnergyJ vs Replay");
+      ExpectClose(
+          model::IterationEnergyJ(replay.busy_energy_j, busy_s, stages, replay.time_s, c.p_block_w),
+          replay.energy_j, replay.energy_j, "IterationEnergyJ vs Replay");
       ExpectClose(model::BlockingEnergyJ(busy_s, stages, replay.time_s, c.p_block_w),
                   replay.blocking_energy_j, replay.energy_j, "BlockingEnergyJ vs Replay");
-      ExpectClose(replay.busy_energy_j + replay.blocking_energy_j, replay.energy_j,
-                  replay.energy_j, "Replay's split");
+      ExpectClose(replay.busy_energy_j + replay.blocking_energy_j, replay.energy_j, replay.energy_j,
+                  "Replay's split");
     }
   }
 }

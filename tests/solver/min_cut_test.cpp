@@ -307,5 +307,60 @@ TEST(MinCut, AgreesWithBruteForceOnRandomNetworks) {
   EXPECT_GE(counts[static_cast<int>(Category::kInfinite)], 50);
 }
 
+// WarmMinCut (the relaxation's warm-started cuts) over sequences of related
+// networks: one set of keyed arcs whose bounds change and which come and go
+// between solves, as the relaxation's critical networks do (there far less).
+// Each solve must give the cold solve's value and, with integral capacities
+// (exact flows, no ties broken by round-off), the same minimal source side.
+TEST(MinCut, WarmStartedSequencesAgreeWithColdSolves) {
+  std::mt19937 rng(20261202);
+  std::uniform_real_distribution<double> unit(0, 1);
+  int compared = 0, with_carried_flow = 0;
+  for (int sequence = 0; sequence < 300; ++sequence) {
+    const int n = 6 + sequence % 3, s = 0, t = n - 1;
+    const int m = 2 * n + static_cast<int>(unit(rng) * n);
+    std::vector<CutArc> pool;
+    for (int k = 0; k < m; ++k) {
+      CutArc a;
+      a.from = static_cast<int>(unit(rng) * (n - 1));    // never from t
+      a.to = 1 + static_cast<int>(unit(rng) * (n - 1));  // never into s
+      if (a.to == a.from) a.to = a.from == n - 1 ? 1 : a.from + 1;
+      if (unit(rng) < 0.2) a.upper = kInfiniteCapacity;
+      pool.push_back(a);
+    }
+    WarmMinCut warm(m);
+    for (int round = 0; round < 8; ++round) {
+      std::vector<CutArc> arcs;
+      std::vector<int> keys;
+      for (int k = 0; k < m; ++k) {
+        CutArc& a = pool[k];
+        if (a.upper < kInfiniteCapacity && (round == 0 || unit(rng) < 0.3)) {
+          a.lower = (a.from == s || unit(rng) < 0.6) ? 0 : std::floor(unit(rng) * 4);
+          a.upper = a.lower + std::floor(unit(rng) * 10);
+        }
+        if (unit(rng) < 0.85) {
+          arcs.push_back(a);
+          keys.push_back(k);
+        }
+      }
+      SCOPED_TRACE("sequence " + std::to_string(sequence) + " round " + std::to_string(round));
+      const CutResult cold = MinCutWithLowerBounds(n, s, t, arcs);
+      const CutResult hot = warm.Solve(n, s, t, arcs, keys);
+      EXPECT_EQ(hot.finite, cold.finite);
+      if (!cold.finite || !hot.finite) continue;
+      EXPECT_EQ(hot.feasible, cold.feasible) << hot.value << " vs " << cold.value;
+      if (!cold.feasible) continue;
+      EXPECT_NEAR(hot.value, cold.value, 1e-9 * (1 + std::abs(cold.value)));
+      EXPECT_EQ(hot.source_side, cold.source_side);
+      ++compared;
+      if (round > 0) ++with_carried_flow;
+    }
+    if (::testing::Test::HasFailure()) break;
+  }
+  std::printf("[warm min cut] %d finite feasible solves compared, %d from a carried flow\n",
+              compared, with_carried_flow);
+  EXPECT_GE(with_carried_flow, 500);
+}
+
 }  // namespace
 }  // namespace joulepipe::solver
