@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <limits>
 #include <set>
+#include <thread>
 
 #include "activity_graph.hpp"
 #include "greedy.hpp"
@@ -113,6 +115,87 @@ std::vector<FrontierPoint> ParetoFilter(std::vector<FrontierPoint> points) {
   return kept;
 }
 
+// Threads for the rounding: Options::threads, or the hardware's (at most
+// kMaxRoundingThreads) when 0; one for short lists, where starting threads
+// costs more than it saves.
+constexpr int kMaxRoundingThreads = 8;
+constexpr size_t kDeadlinesPerThread = 256;
+int RoundingThreads(const Options& o, size_t deadlines) {
+  int threads = o.threads;
+  if (threads <= 0) {
+    threads =
+        std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, kMaxRoundingThreads);
+  }
+  const size_t useful = std::max<size_t>(1, deadlines / kDeadlinesPerThread);
+  return static_cast<int>(std::min<size_t>(threads, useful));
+}
+
+// The durations at the start of relaxation step `step`, from the initial
+// ones, in place: each earlier step moved its activities by its whole delta.
+void AdvanceTo(const Relaxation& r, size_t& step, double deadline, std::vector<double>& durations) {
+  while (step < r.steps.size() && r.steps[step].t_before - r.steps[step].delta > deadline) {
+    const RelaxationStep& s = r.steps[step];
+    // What DurationsWithin moves at the step's end, to the last bit.
+    const double moved = std::clamp(s.t_before - (s.t_before - s.delta), 0.0, s.delta);
+    for (int p : s.shortened) durations[p] -= moved;
+    for (int p : s.lengthened) durations[p] += moved;
+    ++step;
+  }
+}
+
+struct RoundedChunk {
+  std::vector<FrontierPoint> points;  // in the deadlines' (descending) order
+  int rounded = 0;                    // deadlines rounded
+  int refined = 0;                    // of which refined
+};
+
+// Rounds deadlines[begin, end) (descending), refining the requested and
+// sampled ones.
+RoundedChunk RoundChunk(const ActivityGraph& g, const Relaxation& relaxation,
+                        const std::vector<double>& deadlines, size_t begin, size_t end,
+                        const std::set<double>& requested, const std::set<double>& sampled,
+                        const Options& options, bool report, int threads) {
+  RoundedChunk out;
+  out.points.reserve(end - begin);
+  Rounder rounder(g, options.p_block_w);
+  RoundedPlan rounded;
+  std::vector<double> at_step_start = relaxation.initial, relaxed;
+  size_t step = 0;
+  for (size_t i = begin; i < end; ++i) {
+    const double deadline = deadlines[i];
+    StopIfCancelled(options);
+    if (report && options.progress && ((i - begin) & 63) == 0) {
+      // The first chunk's share done stands for all of them (equal sizes).
+      options.progress("rounding", static_cast<double>(i - begin) * threads / deadlines.size());
+    }
+    // Advance to the step whose makespan range contains the deadline.
+    AdvanceTo(relaxation, step, deadline, at_step_start);
+    if (step < relaxation.steps.size()) {
+      DurationsWithin(relaxation.steps[step], at_step_start, deadline, relaxed);
+    } else {
+      relaxed = at_step_start;
+    }
+    rounder.Round(relaxed, deadline, rounded);
+    ++out.rounded;
+    const bool is_requested = requested.count(deadline) > 0;
+    if (is_requested || sampled.count(deadline) > 0) {
+      Refine(g, options.p_block_w, deadline, relaxed, is_requested, rounder, rounded);
+      ++out.refined;
+    }
+    if (!out.points.empty() && out.points.back().time_s == rounded.time_s &&
+        out.points.back().energy_j == rounded.energy_j) {
+      continue;
+    }
+    FrontierPoint point{rounded.time_s, rounded.energy_j, {}};
+    point.mhz.resize(g.n);
+    for (int p = 0; p < g.n; ++p) {
+      point.mhz[g.node_of[p]] =
+          static_cast<std::uint16_t>(g.hulls[g.hull_of[p]].pareto[rounded.choice[p]].mhz);
+    }
+    out.points.push_back(std::move(point));
+  }
+  return out;
+}
 }  // namespace
 
 double Frontier::BoundAt(double time_s) const {
@@ -195,8 +278,7 @@ Frontier SolveFrontier(const schedule::Schedule& schedule, const model::Profile&
       if (options.progress) options.progress("relaxation", f);
     };
   }
-  const Relaxation relaxation =
-      SolveRelaxation(g, options.p_block_w, nullptr, relaxation_progress);
+  const Relaxation relaxation = SolveRelaxation(g, options.p_block_w, nullptr, relaxation_progress);
   frontier.stats.relaxation_seconds = Seconds(started);
   frontier.stats.relaxation_steps = static_cast<int>(relaxation.steps.size());
   frontier.bound.assign(relaxation.curve.rbegin(), relaxation.curve.rend());
@@ -207,50 +289,44 @@ Frontier SolveFrontier(const schedule::Schedule& schedule, const model::Profile&
   effective.extra_deadlines_s.push_back(frontier.max_clock.time_s);
   const std::set<double> requested = RequestedDeadlines(relaxation, effective);
   const std::vector<double> deadlines = Deadlines(relaxation, effective, requested);
-  frontier.stats.deadlines = static_cast<int>(deadlines.size());
+  const std::set<double> sampled = SampledDeadlines(deadlines, effective, g.n);
+  // Each deadline is rounded (and maybe refined) on its own, so contiguous
+  // chunks of the descending list run on threads; the points are joined in
+  // the list's order, so the frontier does not depend on the thread count.
+  const int threads = RoundingThreads(options, deadlines.size());
+  std::vector<RoundedChunk> chunks(threads);
+  std::vector<std::exception_ptr> errors(threads);
+  auto run_chunk = [&](int c) {
+    try {
+      const size_t begin = deadlines.size() * c / threads;
+      const size_t end = deadlines.size() * (c + 1) / threads;
+      // Only the calling thread reports progress (Options::progress's contract).
+      chunks[c] = RoundChunk(g, relaxation, deadlines, begin, end, requested, sampled, options,
+                             /*report=*/c == 0, threads);
+    } catch (...) {
+      errors[c] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> workers;
+  for (int c = 1; c < threads; ++c) workers.emplace_back(run_chunk, c);
+  run_chunk(0);
+  for (std::thread& w : workers) w.join();
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
   std::vector<FrontierPoint> points;
   points.reserve(deadlines.size() + 1);
-  const std::set<double> sampled = SampledDeadlines(deadlines, effective, g.n);
-  Rounder rounder(g, options.p_block_w);
-  RoundedPlan rounded;
-  std::vector<double> at_step_start = relaxation.initial, relaxed;
-  size_t step = 0, done = 0;
-  for (double deadline : deadlines) {
-    StopIfCancelled(options);
-    if (options.progress && (done++ & 63) == 0) {
-      options.progress("rounding", static_cast<double>(done) / deadlines.size());
+  for (RoundedChunk& chunk : chunks) {
+    frontier.stats.deadlines += chunk.rounded;
+    frontier.stats.refined += chunk.refined;
+    for (FrontierPoint& point : chunk.points) {
+      // Skip exact repeats of the previous point (common on a fine grid).
+      if (!points.empty() && points.back().time_s == point.time_s &&
+          points.back().energy_j == point.energy_j) {
+        continue;
+      }
+      points.push_back(std::move(point));
     }
-    // Advance to the step whose makespan range contains the deadline.
-    while (step < relaxation.steps.size() &&
-           relaxation.steps[step].t_before - relaxation.steps[step].delta > deadline) {
-      const RelaxationStep& s = relaxation.steps[step];
-      DurationsWithin(s, at_step_start, s.t_before - s.delta, relaxed);
-      at_step_start.swap(relaxed);
-      ++step;
-    }
-    if (step < relaxation.steps.size()) {
-      DurationsWithin(relaxation.steps[step], at_step_start, deadline, relaxed);
-    } else {
-      relaxed = at_step_start;
-    }
-    rounder.Round(relaxed, deadline, rounded);
-    const bool is_requested = requested.count(deadline) > 0;
-    if (is_requested || sampled.count(deadline) > 0) {
-      Refine(g, options.p_block_w, deadline, relaxed, is_requested, rounder, rounded);
-      ++frontier.stats.refined;
-    }
-    // Skip exact repeats of the previous point (common on a fine grid).
-    if (!points.empty() && points.back().time_s == rounded.time_s &&
-        points.back().energy_j == rounded.energy_j) {
-      continue;
-    }
-    FrontierPoint point{rounded.time_s, rounded.energy_j, {}};
-    point.mhz.resize(g.n);
-    for (int p = 0; p < g.n; ++p) {
-      point.mhz[g.node_of[p]] =
-          static_cast<std::uint16_t>(g.hulls[g.hull_of[p]].pareto[rounded.choice[p]].mhz);
-    }
-    points.push_back(std::move(point));
   }
   points.push_back(frontier.max_clock);
   frontier.points = ParetoFilter(std::move(points));

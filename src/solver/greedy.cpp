@@ -28,6 +28,7 @@ class Filler {
     for (int p = 0; p < n; ++p) d_[p] = Options(p)[choice_[p]].time_s;
     es_.assign(n, 0.0);
     for (int p = 0; p < n; ++p) es_[p] = EarliestStart(p);
+    dirty_.assign(n, 0);
     lf_.assign(n, deadline);
     for (int p = n - 1; p >= 0; --p) lf_[p] = LatestFinish(p);
   }
@@ -95,29 +96,43 @@ class Filler {
     choice_[p] = option;
     d_[p] = Options(p)[option].time_s;
     // Earliest starts can only grow downstream of p; latest finishes can
-    // only shrink upstream. Propagate in topological order with a heap of
-    // positions so each node is recomputed after its inputs.
-    std::priority_queue<int, std::vector<int>, std::greater<>> forward;
-    for (int k = g_.succ_begin[p]; k < g_.succ_begin[p + 1]; ++k) forward.push(g_.succ[k]);
-    while (!forward.empty()) {
-      const int q = forward.top();
-      forward.pop();
-      while (!forward.empty() && forward.top() == q) forward.pop();
+    // only shrink upstream. Positions are a topological order, so one scan
+    // upward from p's first successor (downward from its last predecessor)
+    // recomputes each marked node after all its inputs, and marks its
+    // successors (predecessors) only when its value changed. The scan stops
+    // past the last marked position: flags cost a byte a node, where a heap
+    // of positions cost a log and duplicates per push.
+    int last = -1;
+    for (int k = g_.succ_begin[p]; k < g_.succ_begin[p + 1]; ++k) {
+      dirty_[g_.succ[k]] = 1;
+      last = std::max(last, g_.succ[k]);
+    }
+    for (int q = p + 1; q <= last; ++q) {
+      if (!dirty_[q]) continue;
+      dirty_[q] = 0;
       const double s = EarliestStart(q);
       if (s == es_[q]) continue;
       es_[q] = s;
-      for (int k = g_.succ_begin[q]; k < g_.succ_begin[q + 1]; ++k) forward.push(g_.succ[k]);
+      for (int k = g_.succ_begin[q]; k < g_.succ_begin[q + 1]; ++k) {
+        dirty_[g_.succ[k]] = 1;
+        last = std::max(last, g_.succ[k]);
+      }
     }
-    std::priority_queue<int> backward;
-    for (int k = g_.pred_begin[p]; k < g_.pred_begin[p + 1]; ++k) backward.push(g_.pred[k]);
-    while (!backward.empty()) {
-      const int q = backward.top();
-      backward.pop();
-      while (!backward.empty() && backward.top() == q) backward.pop();
+    int first = g_.n;
+    for (int k = g_.pred_begin[p]; k < g_.pred_begin[p + 1]; ++k) {
+      dirty_[g_.pred[k]] = 1;
+      first = std::min(first, g_.pred[k]);
+    }
+    for (int q = p - 1; q >= first; --q) {
+      if (!dirty_[q]) continue;
+      dirty_[q] = 0;
       const double f = LatestFinish(q);
       if (f == lf_[q]) continue;
       lf_[q] = f;
-      for (int k = g_.pred_begin[q]; k < g_.pred_begin[q + 1]; ++k) backward.push(g_.pred[k]);
+      for (int k = g_.pred_begin[q]; k < g_.pred_begin[q + 1]; ++k) {
+        dirty_[g_.pred[k]] = 1;
+        first = std::min(first, g_.pred[k]);
+      }
     }
   }
 
@@ -125,6 +140,7 @@ class Filler {
   const double deadline_;
   std::vector<int> choice_;
   std::vector<double> d_, es_, lf_;
+  std::vector<char> dirty_;  // all 0 between Apply calls
 };
 
 }  // namespace

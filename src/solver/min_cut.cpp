@@ -49,7 +49,8 @@ CutResult MinCutWithLowerBounds(int num_nodes, int source, int sink,
 
 CutResult WarmMinCut::Solve(int num_nodes, int source, int sink, const std::vector<CutArc>& arcs,
                             const std::vector<int>& keys) {
-  FlowNetwork net(num_nodes);
+  FlowNetwork& net = net_;
+  net.Reset(num_nodes);
   excess_.assign(num_nodes, 0.0);
   ids_.resize(arcs.size());
   double scale = 0;

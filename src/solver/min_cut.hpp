@@ -14,6 +14,8 @@
 
 #include <vector>
 
+#include "max_flow.hpp"
+
 namespace joulepipe::solver {
 
 inline constexpr double kInfiniteCapacity = 1e13;
@@ -63,6 +65,7 @@ class WarmMinCut {
 
  private:
   std::vector<double> flow_;  // per key: the flow the last solve left on its arc
+  FlowNetwork net_;           // scratch, kept for its allocations
   std::vector<double> excess_;
   std::vector<int> ids_;
 };

@@ -36,7 +36,31 @@ double Polisher::SuccessorLimit(int p, int skip, double deadline) const {
   return limit;
 }
 
+// Whether a start that Move(v) reads changed since v was last evaluated:
+// v's own, its predecessors', its successors' and its predecessors' other
+// successors' (SuccessorLimit).
+bool Polisher::Stale(int v) const {
+  const long since = evaluated_at_[v];
+  if (since < 0 || changed_at_[v] > since) return true;
+  for (int k = g_.succ_begin[v]; k < g_.succ_begin[v + 1]; ++k) {
+    if (changed_at_[g_.succ[k]] > since) return true;
+  }
+  for (int k = g_.pred_begin[v]; k < g_.pred_begin[v + 1]; ++k) {
+    const int p = g_.pred[k];
+    if (changed_at_[p] > since) return true;
+    for (int j = g_.succ_begin[p]; j < g_.succ_begin[p + 1]; ++j) {
+      if (changed_at_[g_.succ[j]] > since) return true;
+    }
+  }
+  return false;
+}
+
 bool Polisher::Move(int v, double deadline) {
+  // A move depends only on the starts Stale() checks: if none changed since
+  // v's last evaluation, it would find the same answer, which was "stay"
+  // (or v moved, which Stale() sees).
+  if (!Stale(v)) return false;
+  evaluated_at_[v] = version_;
   const std::vector<Option>& own = g_.hulls[g_.hull_of[v]].pareto;
   const double own_limit = SuccessorLimit(v, -1, deadline);
   // Feasible starts: every predecessor keeps room for its fastest clock and
@@ -84,6 +108,7 @@ bool Polisher::Move(int v, double deadline) {
   }
   if (best_x == start_[v]) return false;
   start_[v] = best_x;
+  changed_at_[v] = ++version_;
   return true;
 }
 
@@ -99,6 +124,9 @@ void Polisher::Polish(double deadline, RoundedPlan& plan, int max_sweeps) {
     }
     start_[p] = s;
   }
+  version_ = 0;
+  changed_at_.assign(n, 0);
+  evaluated_at_.assign(n, -1);
   for (int sweep = 0; sweep < max_sweeps; ++sweep) {
     bool moved = false;
     if (sweep % 2 == 0) {

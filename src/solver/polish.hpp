@@ -30,10 +30,15 @@ class Polisher {
   double CostWithin(int p, double window) const;
   double SuccessorLimit(int p, int skip, double deadline) const;
   bool Move(int v, double deadline);
+  bool Stale(int v) const;
 
   const ActivityGraph& g_;
   const double p_block_;
   std::vector<double> start_, candidates_;
+  // Change tracking for Move: a counter bumped at every move, the count at
+  // each start's last change and at each instruction's last evaluation.
+  long version_ = 0;
+  std::vector<long> changed_at_, evaluated_at_;
 };
 
 }  // namespace joulepipe::solver

@@ -72,8 +72,12 @@ void Rounder::Reclaim(double deadline, const std::vector<double>* cap, RoundedPl
     double room = lf_[p] - start;
     if (cap != nullptr) room = std::min(room, (*cap)[p]);
     // Slowest option within the room (options ascend in time), but never
-    // faster than the current choice unless the current one no longer fits.
-    int j = std::max(SlowestWithin(options, room), out.choice[p]);
+    // faster than the current choice unless the current one no longer fits:
+    // max(SlowestWithin(options, room), choice), found by walking up from
+    // the choice, which is rarely more than a clock or two from the answer.
+    int j = out.choice[p];
+    const int last = static_cast<int>(options.size()) - 1;
+    while (j < last && options[j + 1].time_s <= room) ++j;
     while (j > 0 && start + options[j].time_s > lf_[p]) --j;
     out.choice[p] = j;
     d_[p] = options[j].time_s;

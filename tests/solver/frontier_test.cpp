@@ -258,6 +258,32 @@ TEST(Frontier, Gpt3A100ZeroSlowdownSavingMatchesPerseus) {
   EXPECT_LE(saving, bound_saving + 1e-9);
 }
 
+// The rounding runs on threads in chunks of the deadline grid; the frontier
+// must not depend on how many (the points, their clocks and the stats).
+TEST(Frontier, ThreadCountDoesNotChangeTheFrontier) {
+  const auto sched = MakeSchedule(schedule::Kind::k1F1B, 8, 12);
+  const model::Profile profile = RealProfile("gpt3-175b+a100_sxm_bf16.csv");
+  Options options;
+  options.p_block_w = kA100PBlock;
+  options.resolution_s = 2e-4;  // ~7,000 deadlines: several chunks per thread count
+  options.threads = 1;
+  const Frontier one = SolveFrontier(sched, profile, options);
+  ASSERT_GE(one.stats.deadlines, 3 * 512);
+  for (int threads : {2, 3}) {
+    options.threads = threads;
+    const Frontier many = SolveFrontier(sched, profile, options);
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    EXPECT_EQ(many.stats.deadlines, one.stats.deadlines);
+    EXPECT_EQ(many.stats.refined, one.stats.refined);
+    ASSERT_EQ(many.points.size(), one.points.size());
+    for (size_t k = 0; k < one.points.size(); ++k) {
+      EXPECT_EQ(many.points[k].time_s, one.points[k].time_s) << k;
+      EXPECT_EQ(many.points[k].energy_j, one.points[k].energy_j) << k;
+      EXPECT_EQ(many.points[k].mhz, one.points[k].mhz) << k;
+    }
+  }
+}
+
 TEST(Frontier, Gpt3A40Frontier) {
   const auto sched = MakeSchedule(schedule::Kind::k1F1B, 8, 12);
   const model::Profile profile = RealProfile("gpt3-175b+a40_bf16.csv");

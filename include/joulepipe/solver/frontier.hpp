@@ -48,6 +48,10 @@ struct Options {
   // instructions): every deadline of a small pipeline, a sample of a big one.
   int refined_samples = 16;
   long refine_budget = 20000;
+  // Threads that round the deadline grid (each deadline on its own; the
+  // frontier is the same for any count). 0: the hardware's, at most 8; a
+  // grid of fewer than 512 deadlines uses one.
+  int threads = 0;
   // Called from the solving thread as work advances: phase "relaxation" or
   // "rounding", and the fraction of that phase done (0..1). Optional; keep
   // it cheap (it may be called thousands of times).
