@@ -10,6 +10,7 @@
 
 #include "format.hpp"
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/physics/memory.hpp"
 #include "joulepipe/solver/plan_pipeline.hpp"
 #include "output_dir.hpp"
 
@@ -41,6 +42,10 @@ struct ProfileFlags {
 };
 
 namespace {
+
+// Share of the GPU memory the estimate leaves for what it does not count
+// (CUDA context, NCCL buffers, allocator fragmentation).
+constexpr double kMemoryMargin = 0.10;
 
 // --dp-gbps: inter-node bandwidth per GPU (10 Mb/s .. 80 Tb/s).
 constexpr double kMinDpGbps = 0.001;
@@ -247,6 +252,29 @@ std::string FormatProfileSummary(const physics::SimulatedWorkload& w, const Prof
         sync, p.dp, r.dp_gbps);
   } else {
     t += "  DP sync      none (--dp 1)\n";
+  }
+  {
+    // Memory per GPU under 1F1B with the microbatches given (or pp, the
+    // most 1F1B keeps in flight), Megatron's distributed optimizer and
+    // sequence parallelism (physics/memory.hpp).
+    const int m_count = r.microbatches > 0 ? r.microbatches : p.pp;
+    const physics::MemoryEstimate mem =
+        physics::EstimateMemory(spec, {physics::PipelineShape::Kind::k1F1B, m_count, 1}, gpu);
+    const physics::StageMemory& peak = mem.stages[mem.peak_stage];
+    constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+    t += Printf(
+        "  memory       %.1f of %.0f GiB per GPU at the peak (stage %d: model state %.1f GiB, "
+        "activations %.1f GiB for %d microbatches in flight)\n"
+        "               estimated for 1F1B, the distributed optimizer over DP %d and sequence "
+        "parallelism (docs/workload-model.md, \"Memory\")\n",
+        peak.total_bytes() / kGiB, mem.gpu_bytes / kGiB, peak.stage, peak.model_state_bytes / kGiB,
+        peak.activation_bytes / kGiB, peak.in_flight_chunks, p.dp);
+    if (!mem.Fits(kMemoryMargin)) {
+      t += Printf(
+          "  warning      does not fit with a %.0f%% margin: more --pp or --tp, a smaller "
+          "--microbatch-size or --recompute full lowers it\n",
+          100 * kMemoryMargin);
+    }
   }
   t += Printf(
       "  P_block      %g W (%s's p_block_w: power while blocked on communication; recorded in "

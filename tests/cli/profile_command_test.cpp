@@ -88,6 +88,28 @@ TEST_F(ProfileCommandTest, WithoutOutTheCsvGoesToStdoutAndTheSummaryToStderr) {
 // The profile says what it is: the metadata lines come first (the catalog
 // GPU's name and P_block, source simulated, date, version), and the summary's
 // next step no longer asks for --p-block.
+// The summary states the memory estimate, and warns when the job cannot fit.
+TEST_F(ProfileCommandTest, TheSummaryEstimatesMemoryAndWarnsWhenItDoesNotFit) {
+  const auto csv = root_ / "m.csv";
+  const Result fits =
+      Run("profile --simulate --model gpt3-175b --gpu a100-sxm --tp 8 --pp 8 "
+          "--dp 16 --microbatches 96 --out " +
+          Quote(csv));
+  ASSERT_EQ(fits.code, 0) << fits.err;
+  EXPECT_NE(fits.out.find("memory       27.3 of 80 GiB per GPU at the peak (stage 0: model "
+                          "state 17.7 GiB, activations 9.6 GiB for 8 microbatches in flight)"),
+            std::string::npos)
+      << fits.out;
+  EXPECT_EQ(fits.out.find("does not fit"), std::string::npos) << fits.out;
+  const Result too_big =
+      Run("profile --simulate --model gpt3-175b --gpu a100-sxm --tp 8 --pp 2 "
+          "--out " +
+          Quote(root_ / "big.csv"));
+  ASSERT_EQ(too_big.code, 0) << too_big.err;
+  EXPECT_NE(too_big.out.find("warning      does not fit with a 10% margin"), std::string::npos)
+      << too_big.out;
+}
+
 TEST_F(ProfileCommandTest, TheCsvStartsWithMetadataThatReadsBack) {
   const fs::path csv = root_ / "P.csv";
   const Result r =
