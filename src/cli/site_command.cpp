@@ -12,6 +12,7 @@
 #include "format.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/physics/gpu_model.hpp"
+#include "joulepipe/physics/memory.hpp"
 #include "joulepipe/physics/workload.hpp"
 #include "joulepipe/solver/plan_pipeline.hpp"
 #include "signals.hpp"
@@ -19,6 +20,10 @@
 namespace joulepipe::cli {
 
 namespace {
+
+// GPU memory the estimate leaves for what it does not count (CUDA context,
+// NCCL buffers, fragmentation), as `profile` does.
+constexpr double kSiteMemoryMargin = 0.10;
 
 using model::InputError;
 
@@ -391,7 +396,27 @@ int SiteSubcommand::Run() const {
       spec.model.name.c_str(), f.gpus, gpu.name.c_str(), f.tp, f.pp, spec.parallel.dp,
       f.schedule.c_str(), microbatches, f.microbatch_size, spec.seq(), f.global_batch, allreduce,
       f.dp_gbps);
-  const std::string text = f.json ? SiteJson(p, job) : FormatSiteReport(p, job);
+  // What one GPU holds at the peak stage (physics/memory.hpp): a projection
+  // of a job that cannot run says so.
+  const physics::MemoryEstimate mem = physics::EstimateMemory(
+      spec,
+      {r.spec.kind == schedule::Kind::kGPipe ? physics::PipelineShape::Kind::kGPipe
+                                             : physics::PipelineShape::Kind::k1F1B,
+       microbatches, 1},
+      gpu);
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  std::string memory = Printf(
+      "  memory      %.1f of %.0f GiB per GPU at the peak (stage %d), estimated with the "
+      "distributed optimizer and sequence parallelism\n",
+      mem.peak_bytes() / kGiB, mem.gpu_bytes / kGiB, mem.peak_stage);
+  if (!mem.Fits(kSiteMemoryMargin)) {
+    memory += Printf(
+        "  warning     this job does not fit in GPU memory with a %.0f%% margin: the "
+        "projection is of a job that cannot run (more --pp or --tp, or a smaller "
+        "--microbatch-size)\n",
+        100 * kSiteMemoryMargin);
+  }
+  const std::string text = f.json ? SiteJson(p, job + memory) : FormatSiteReport(p, job + memory);
   std::fputs(text.c_str(), stdout);
   return kExitOk;
 }

@@ -96,6 +96,24 @@ TEST_F(SiteCommandTest, TheFrameworkProfileChangesTheIterationTime) {
   EXPECT_NE(eager.out.find("hf-eager"), std::string::npos);
 }
 
+// The job's memory estimate is part of the projection, and a job that
+// cannot fit says so (physics/memory.hpp).
+TEST_F(SiteCommandTest, TheProjectionStatesMemoryAndWarnsWhenTheJobCannotFit) {
+  const Result fits = Site("");
+  ASSERT_EQ(fits.code, 0) << fits.err;
+  EXPECT_NE(fits.out.find("  memory      "), std::string::npos) << fits.out;
+  EXPECT_NE(fits.out.find(" of 80 GiB per GPU at the peak (stage 0)"), std::string::npos)
+      << fits.out;
+  EXPECT_EQ(fits.out.find("does not fit"), std::string::npos) << fits.out;
+  const Result too_big =
+      Run("site --model gpt3-175b --gpu a100-sxm --gpus 8 --tp 8 --pp 1 --global-batch 8 "
+          "--tokens 1e8 --json");
+  ASSERT_EQ(too_big.code, 0) << too_big.err;
+  const std::string job = nlohmann::json::parse(too_big.out)["job"];
+  EXPECT_NE(job.find("this job does not fit in GPU memory with a 10% margin"), std::string::npos)
+      << job;
+}
+
 TEST_F(SiteCommandTest, BadFlagsNameTheFlag) {
   const std::string job = "site --gpu a100-sxm --tp 1 --pp 4 --tokens 1e9 ";
   const Result gpus = Run(job + "--model gpt3-1.3b --global-batch 32 --gpus 18");
