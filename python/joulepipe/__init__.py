@@ -44,6 +44,7 @@ from joulepipe._core import (  # noqa: F401  (re-exported)
     read_profile,
     simulate,
     simulate_profile,
+    estimate_memory,
     version as __version__,
 )
 from joulepipe._paths import sim_nvml_library_dir  # noqa: F401
@@ -77,6 +78,7 @@ __all__ = [
     "read_profile",
     "simulate",
     "simulate_profile",
+    "estimate_memory",
     "sim_nvml_library_dir",
     "__version__",
 ]

@@ -90,6 +90,20 @@ def simulate_profile(model: str, gpu: str, *, tp: int, pp: int, dp: int = 1,
     "megatron" or "hf-eager", precision "bf16" or "tf32" (the CLI's
     --framework and --precision)."""
 
+def estimate_memory(model: str, gpu: str, *, tp: int, pp: int, dp: int = 1,
+                    microbatch_size: int = 1, seq_length: int = 0, recompute: str = "none",
+                    layer_split: Union[str, Sequence[int], None] = "even",
+                    framework: str = "megatron", precision: str = "bf16",
+                    schedule: str = "1f1b", microbatches: int = 0, chunks: int = 1,
+                    distributed_optimizer: bool = True,
+                    sequence_parallel: bool = True) -> Dict[str, Any]:
+    """What one GPU of each stage holds at its peak (model state and the
+    activations of the microbatches in flight; microbatches 0 = pp), in GiB:
+    {"figures", "gpu_gib", "peak_stage", "peak_gib", "headroom_gib",
+    "stages": [{"stage", "parameters", "model_state_gib", "activation_gib",
+    "in_flight", "total_gib"}]}. An estimate (docs/workload-model.md,
+    "Memory"): leave a margin for the CUDA context, NCCL and fragmentation."""
+
 # ---- planning -------------------------------------------------------------------------
 
 class Frontier:

@@ -120,6 +120,32 @@ def test_simulated_profile_is_the_clis(tmp_path):
         jp.simulate_profile("gpt3-xl", "a100-pcie", tp=1, pp=4, precision="fp8")
 
 
+def test_memory_estimate_is_the_clis():
+    # The CLI's summary line for GPT-3 175B, TP 8 x PP 8 x DP 16, 96 microbatches.
+    est = jp.estimate_memory("gpt3-175b", "a100-sxm", tp=8, pp=8, dp=16, microbatches=96)
+    assert "estimated" in est["figures"]
+    assert est["gpu_gib"] == 80 and est["peak_stage"] == 0
+    first = est["stages"][0]
+    assert round(est["peak_gib"], 1) == 27.3 and first["in_flight"] == 8
+    assert round(first["model_state_gib"], 1) == 17.7
+    assert math.isclose(first["total_gib"], first["model_state_gib"] + first["activation_gib"])
+    assert math.isclose(est["headroom_gib"], 80 - est["peak_gib"])
+    # GPipe keeps every microbatch; without the distributed optimizer the
+    # state is 18 bytes per parameter.
+    gpipe = jp.estimate_memory("gpt3-175b", "a100-sxm", tp=8, pp=8, dp=16, microbatches=96,
+                               schedule="gpipe")
+    assert math.isclose(gpipe["stages"][0]["activation_gib"], 12 * first["activation_gib"],
+                        rel_tol=0.01)
+    plain = jp.estimate_memory("gpt3-175b", "a100-sxm", tp=8, pp=8, dp=16,
+                               distributed_optimizer=False)
+    assert math.isclose(plain["stages"][3]["model_state_gib"] / est["stages"][3]["model_state_gib"],
+                        18 / 6.75)
+    too_big = jp.estimate_memory("gpt3-175b", "a100-sxm", tp=8, pp=1)
+    assert too_big["headroom_gib"] < 0
+    with pytest.raises(ValueError, match="schedule"):
+        jp.estimate_memory("gpt3-175b", "a100-sxm", tp=8, pp=8, schedule="zb-v")
+
+
 # ---- planning --------------------------------------------------------------------------
 
 

@@ -14,6 +14,7 @@
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/profile.hpp"
 #include "joulepipe/physics/gpu_model.hpp"
+#include "joulepipe/physics/memory.hpp"
 #include "joulepipe/physics/workload.hpp"
 
 namespace joulepipe::python {
@@ -32,14 +33,13 @@ void RequireExists(const std::filesystem::path& path) {
   }
 }
 
-model::Profile SimulateProfileTask(const std::string& model_id, const std::string& gpu_id, int tp,
+// The WorkloadSpec of simulate_profile's and estimate_memory's arguments.
+physics::WorkloadSpec SpecFromArgs(const std::string& model_id, const physics::GpuSpec& gpu, int tp,
                                    int pp, int dp, int microbatch_size, int seq_length,
                                    const std::string& recompute, const py::object& layer_split,
-                                   double power_limit_w, int min_mhz, const std::string& framework,
-                                   const std::string& precision) {
+                                   const std::string& framework, const std::string& precision) {
   physics::WorkloadSpec spec;
   spec.model = physics::FindTransformer(model_id);
-  const physics::GpuSpec& gpu = physics::FindGpu(gpu_id);
   spec.parallel.tp = tp;
   spec.parallel.pp = pp;
   spec.parallel.dp = dp;
@@ -65,11 +65,73 @@ model::Profile SimulateProfileTask(const std::string& model_id, const std::strin
                                   std::string(py::repr(layer_split)) + ")");
     }
   }
+  return spec;
+}
+
+model::Profile SimulateProfileTask(const std::string& model_id, const std::string& gpu_id, int tp,
+                                   int pp, int dp, int microbatch_size, int seq_length,
+                                   const std::string& recompute, const py::object& layer_split,
+                                   double power_limit_w, int min_mhz, const std::string& framework,
+                                   const std::string& precision) {
+  const physics::GpuSpec& gpu = physics::FindGpu(gpu_id);
+  const physics::WorkloadSpec spec =
+      SpecFromArgs(model_id, gpu, tp, pp, dp, microbatch_size, seq_length, recompute, layer_split,
+                   framework, precision);
   physics::ProfileOptions options;
   options.power_limit_w = power_limit_w;
   options.min_mhz = min_mhz;
   py::gil_scoped_release release;
   return physics::StampedProfile(physics::SimulateWorkload(spec, gpu, options), gpu);
+}
+
+// physics::EstimateMemory as a dict: GiB per stage and the peak.
+py::dict EstimateMemoryTask(const std::string& model_id, const std::string& gpu_id, int tp, int pp,
+                            int dp, int microbatch_size, int seq_length,
+                            const std::string& recompute, const py::object& layer_split,
+                            const std::string& framework, const std::string& precision,
+                            const std::string& schedule, int microbatches, int chunks,
+                            bool distributed_optimizer, bool sequence_parallel) {
+  const physics::GpuSpec& gpu = physics::FindGpu(gpu_id);
+  const physics::WorkloadSpec spec =
+      SpecFromArgs(model_id, gpu, tp, pp, dp, microbatch_size, seq_length, recompute, layer_split,
+                   framework, precision);
+  physics::PipelineShape shape;
+  if (schedule == "gpipe") {
+    shape.kind = physics::PipelineShape::Kind::kGPipe;
+  } else if (schedule == "1f1b") {
+    shape.kind = physics::PipelineShape::Kind::k1F1B;
+  } else if (schedule == "interleaved") {
+    shape.kind = physics::PipelineShape::Kind::kInterleaved;
+  } else {
+    throw model::InputError(
+        "schedule", "schedule must be 'gpipe', '1f1b' or 'interleaved' (got '" + schedule + "')");
+  }
+  shape.microbatches = microbatches > 0 ? microbatches : pp;
+  shape.chunks = chunks;
+  physics::MemoryOptions options;
+  options.distributed_optimizer = distributed_optimizer;
+  options.sequence_parallel = sequence_parallel;
+  const physics::MemoryEstimate est = physics::EstimateMemory(spec, shape, gpu, options);
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  py::list stages;
+  for (const physics::StageMemory& st : est.stages) {
+    py::dict d;
+    d["stage"] = st.stage;
+    d["parameters"] = st.parameters;
+    d["model_state_gib"] = st.model_state_bytes / kGiB;
+    d["activation_gib"] = st.activation_bytes / kGiB;
+    d["in_flight"] = st.in_flight_chunks;
+    d["total_gib"] = st.total_bytes() / kGiB;
+    stages.append(d);
+  }
+  py::dict out;
+  out["figures"] = "estimated (physics memory model; docs/workload-model.md, \"Memory\")";
+  out["gpu_gib"] = est.gpu_bytes / kGiB;
+  out["peak_stage"] = est.peak_stage;
+  out["peak_gib"] = est.peak_bytes() / kGiB;
+  out["headroom_gib"] = est.headroom_bytes() / kGiB;
+  out["stages"] = stages;
+  return out;
 }
 
 py::list Points(const model::Profile& p, int stage, model::Kind kind) {
@@ -173,6 +235,12 @@ void BindProfile(py::module_& m) {
         py::arg("seq_length") = 0, py::arg("recompute") = "none", py::arg("layer_split") = "even",
         py::arg("power_limit_w") = 0.0, py::arg("min_mhz") = 0, py::arg("framework") = "megatron",
         py::arg("precision") = "bf16");
+  m.def("estimate_memory", &EstimateMemoryTask, py::arg("model"), py::arg("gpu"), py::kw_only(),
+        py::arg("tp"), py::arg("pp"), py::arg("dp") = 1, py::arg("microbatch_size") = 1,
+        py::arg("seq_length") = 0, py::arg("recompute") = "none", py::arg("layer_split") = "even",
+        py::arg("framework") = "megatron", py::arg("precision") = "bf16",
+        py::arg("schedule") = "1f1b", py::arg("microbatches") = 0, py::arg("chunks") = 1,
+        py::arg("distributed_optimizer") = true, py::arg("sequence_parallel") = true);
 }
 
 }  // namespace joulepipe::python
