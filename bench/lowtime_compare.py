@@ -18,7 +18,6 @@ Usage: bench/lowtime_compare.py [--joulepipe build/joulepipe] [--profile CSV]
 Needs: pip install lowtime==0.3.0 (and networkx, numpy, scipy it brings).
 """
 import argparse
-import csv
 import json
 import os
 import statistics
@@ -28,33 +27,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def read_profile(path):
-    rows = {}
-    with open(path, newline="") as f:
-        for r in csv.DictReader(f):
-            key = (int(r["stage"]), r["instruction"])
-            rows.setdefault(key, []).append(
-                (int(float(r["frequency"])), float(r["time"]), float(r["energy"])))
-    return rows
-
-
-def one_f_one_b(stages, microbatches):
-    """Per stage, the synchronous 1F1B order: (kind, microbatch) pairs."""
-    order = []
-    for s in range(stages):
-        warmup = min(stages - s - 1, microbatches)
-        seq = [("forward", m) for m in range(warmup)]
-        f, b = warmup, 0
-        while b < microbatches:
-            if f < microbatches:
-                seq.append(("forward", f))
-                f += 1
-            seq.append(("backward", b))
-            b += 1
-        order.append(seq)
-    return order
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from perseus_inputs import load_profile, one_f_one_b  # noqa: E402
 
 
 def run_lowtime(profile, p_block, stages, microbatches, unit=1e-3):
@@ -131,7 +105,7 @@ def main():
         import lowtime  # noqa: F401
     except ImportError:
         sys.exit("bench/lowtime_compare.py: needs lowtime: pip install lowtime==0.3.0")
-    profile = read_profile(args.profile)
+    profile = load_profile(args.profile)
     print(f"full frontier, {os.path.basename(args.profile)}, 1F1B, P_block {args.p_block} W, "
           f"median of {args.repeat}")
     print(f"{'S x M':>7} {'lowtime_s':>10} {'iters':>6} {'joulepipe_solve_s':>18} "

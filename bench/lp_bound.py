@@ -11,7 +11,6 @@ instruction at its highest clock. Prints the bound's saving in percent for the
 Usage: python3 bench/lp_bound.py [microbatches ...]
 """
 import collections
-import csv
 import pathlib
 import sys
 
@@ -19,37 +18,15 @@ import numpy as np
 from scipy.optimize import linprog
 from scipy.sparse import lil_matrix
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from perseus_inputs import load_profile, one_f_one_b  # noqa: E402
+
 PROFILES = pathlib.Path(__file__).resolve().parent.parent / "data" / "profiles"
 WORKLOADS = [("GPT-3 A100-SXM", "gpt3-175b+a100_sxm_bf16.csv", 83.64),
              ("GPT-3 A40", "gpt3-175b+a40_bf16.csv", 70.38),
              ("BLOOM A100-SXM", "bloom+a100_sxm_bf16.csv", 83.64),
              ("BLOOM A40", "bloom+a40_bf16.csv", 70.38)]
 STAGES = 8
-
-
-def load(path):
-    prof = collections.defaultdict(list)
-    with open(path) as f:
-        for r in csv.DictReader(f):
-            prof[(int(r["stage"]), r["instruction"])].append(
-                (int(r["frequency"]), float(r["time"]), float(r["energy"])))
-    return prof
-
-
-def one_f_one_b(stages, microbatches):
-    orders = []
-    for s in range(stages):
-        warmup = min(stages - s - 1, microbatches)
-        order = [("forward", m) for m in range(warmup)]
-        f, b = warmup, 0
-        while b < microbatches:
-            if f < microbatches:
-                order.append(("forward", f))
-                f += 1
-            order.append(("backward", b))
-            b += 1
-        orders.append(order)
-    return orders
 
 
 def lower_hull(points):
@@ -65,7 +42,7 @@ def lower_hull(points):
 
 
 def bound_saving(path, p_block, microbatches):
-    prof = load(path)
+    prof = load_profile(path)
     orders = one_f_one_b(STAGES, microbatches)
     nodes = [(s, k, m) for s in range(STAGES) for (k, m) in orders[s]]
     index = {n: i for i, n in enumerate(nodes)}
