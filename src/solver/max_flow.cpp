@@ -13,6 +13,7 @@ constexpr double kResidualEpsilon = 1e-9;
 void FlowNetwork::Reset(int nodes) {
   n_ = nodes;
   built_ = false;
+  reachable_from_ = -1;
   from_.clear();
   arcs_.clear();
   flow_.clear();
@@ -20,6 +21,7 @@ void FlowNetwork::Reset(int nodes) {
 
 int FlowNetwork::AddArc(int u, int v, double capacity, double reverse) {
   built_ = false;
+  reachable_from_ = -1;
   const int id = static_cast<int>(flow_.size());
   from_.push_back(u);
   from_.push_back(v);
@@ -81,6 +83,7 @@ double FlowNetwork::Push(int u, int t, double limit) {
 double FlowNetwork::MaxFlow(int s, int t) {
   if (!built_) Build();
   double total = 0;
+  reachable_from_ = -1;
   while (Levels(s, t)) {
     current_.assign(first_.begin(), first_.end() - 1);
     while (true) {
@@ -89,16 +92,25 @@ double FlowNetwork::MaxFlow(int s, int t) {
       total += pushed;
     }
   }
+  // The last BFS did not reach t, so it stopped nowhere early: the nodes it
+  // levelled are exactly those reachable from s in the final residual.
+  reachable_from_ = s;
   return total;
 }
 
 void FlowNetwork::Freeze(int arc) {
+  reachable_from_ = -1;
   arcs_[2 * arc].residual = 0;
   arcs_[2 * arc + 1].residual = 0;
 }
 
 std::vector<char> FlowNetwork::Reachable(int s) {
   if (!built_) Build();
+  if (reachable_from_ == s) {
+    std::vector<char> seen(n_, 0);
+    for (int v = 0; v < n_; ++v) seen[v] = level_[v] >= 0;
+    return seen;
+  }
   std::vector<char> seen(n_, 0);
   std::vector<int> stack{s};
   seen[s] = 1;

@@ -48,6 +48,9 @@ class FlowNetwork {
   std::vector<Arc> arcs_;     // arc 2k is forward, 2k+1 its reverse
   std::vector<double> flow_;  // per forward arc
   std::vector<int> first_, order_, level_, current_;
+  // The source of the last MaxFlow while its final BFS levels still
+  // describe the residual network (-1 after any change): Reachable reuses them.
+  int reachable_from_ = -1;
 };
 
 }  // namespace joulepipe::solver
