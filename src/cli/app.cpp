@@ -30,6 +30,7 @@
 #include "simulate_command.hpp"
 #include "site_command.hpp"
 #include "subcommand.hpp"
+#include "tune_command.hpp"
 
 namespace joulepipe::cli {
 
@@ -216,6 +217,7 @@ int RunApp(int argc, char** argv) {
   subcommands.push_back(std::make_unique<SimulateSubcommand>(&app));
   subcommands.push_back(std::make_unique<ReportSubcommand>(&app));
   subcommands.push_back(std::make_unique<SiteSubcommand>(&app));
+  subcommands.push_back(std::make_unique<TuneSubcommand>(&app));
   subcommands.push_back(std::make_unique<ProfileSubcommand>(&app));
   subcommands.push_back(std::make_unique<GpusSubcommand>(&app));
   subcommands.push_back(std::make_unique<MeasureSubcommand>(&app));

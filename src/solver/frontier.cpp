@@ -38,6 +38,10 @@ void CheckOptions(const Options& o) {
     throw model::InputError("the frontier resolution must be > 0 seconds (got " +
                             std::to_string(o.resolution_s) + ")");
   }
+  if (!std::isfinite(o.max_deadline_s) || o.max_deadline_s < 0) {
+    throw model::InputError("Options::max_deadline_s must be >= 0 seconds, 0 = no limit (got " +
+                            std::to_string(o.max_deadline_s) + ")");
+  }
 }
 
 // The requested deadlines clamped into the relaxation's range [lo, hi]:
@@ -55,7 +59,10 @@ std::set<double> RequestedDeadlines(const Relaxation& r, const Options& o) {
 // relaxed makespan up to the slowest useful one, plus the requested ones.
 std::vector<double> Deadlines(const Relaxation& r, const Options& o,
                               const std::set<double>& requested) {
-  const double lo = r.t_min, hi = r.curve.front().time_s;
+  const double lo = r.t_min;
+  const double hi = o.max_deadline_s > 0
+                        ? std::max(lo, std::min(o.max_deadline_s, r.curve.front().time_s))
+                        : r.curve.front().time_s;
   std::vector<double> out;
   const double span = std::max(0.0, hi - lo);
   const long count = static_cast<long>(std::floor(span / o.resolution_s));

@@ -41,6 +41,10 @@ struct Options {
   // Extra deadlines (s) to plan for exactly, e.g. (1 + slowdown) * T_maxclock.
   // Each also gets the refinement below.
   std::vector<double> extra_deadlines_s;
+  // > 0: the grid stops at this deadline (s); slower plans are not rounded
+  // (requested deadlines above it are still planned). 0: up to the slowest
+  // useful plan.
+  double max_deadline_s = 0;
   // Grid deadlines, evenly spread, that get the refinement too: greedy slack
   // filling (from the snapped relaxation and from all-fastest) and timetable
   // local search, keeping the best plan. Costs a few ms each on big
