@@ -160,6 +160,7 @@ std::string TuneSummaryJson(const tune::TuneResult& r, const std::string& job_te
   root["candidates"] = r.candidates.size();
   root["by_status"] = counts;
   root["too_large_might_improve"] = r.too_large_might_improve;
+  root["too_large_gain_bound_pct"] = r.too_large_gain_bound_pct;
   root["cancelled"] = r.cancelled;
   root["p_block_w"] = r.p_block_w;
   root["seconds"] = r.seconds;
@@ -196,8 +197,10 @@ std::string FormatTuneReport(const tune::TuneResult& r, const std::string& job_t
     s += r.too_large_might_improve > 0
              ? Printf(
                    "  note        %d of the %d too large to solve have a bound below the "
-                   "envelope: raising --max-instructions (now %d) might find more\n",
-                   r.too_large_might_improve, too_large, r.request.max_instructions)
+                   "envelope; at the target they could save at most %.2f pp more (raise "
+                   "--max-instructions, now %d, to solve them)\n",
+                   r.too_large_might_improve, too_large, r.too_large_gain_bound_pct,
+                   r.request.max_instructions)
              : Printf(
                    "  note        none of the %d too large to solve could improve the envelope "
                    "(their bounds are above it)\n",

@@ -522,6 +522,11 @@ TuneResult Tune(const TuneRequest& r) {
       out.best = p;
     }
   }
+  for (const Candidate& c : out.candidates) {
+    if (c.status != Candidate::Status::kTooLarge || !std::isfinite(c.bound_j)) continue;
+    out.too_large_gain_bound_pct = std::max(
+        out.too_large_gain_bound_pct, out.SavingPct({0, c.bound_j}) - out.SavingPct(out.best.job));
+  }
   out.seconds = Seconds(started);
   return out;
 }

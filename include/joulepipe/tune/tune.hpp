@@ -186,6 +186,9 @@ struct TuneResult {
   EnvelopePoint clocks_only;
   int solved = 0;
   int too_large_might_improve = 0;  // kTooLarge candidates with might_improve
+  // The most their bounds allow them below the answer at the target, in %
+  // of the current full-clock energy (0 when none could beat it there).
+  double too_large_gain_bound_pct = 0;
   bool cancelled = false;
   double seconds = 0;
 
