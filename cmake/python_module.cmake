@@ -73,7 +73,7 @@ set_target_properties(joulepipe_python_core PROPERTIES
   OUTPUT_NAME _core
   LIBRARY_OUTPUT_DIRECTORY ${JOULEPIPE_PYTHON_PACKAGE_DIR})
 target_link_libraries(joulepipe_python_core PRIVATE
-  joulepipe_runtime joulepipe_monitor joulepipe_coord joulepipe_sim joulepipe_physics joulepipe_solver
+  joulepipe_runtime joulepipe_monitor joulepipe_coord joulepipe_sim joulepipe_tune joulepipe_physics joulepipe_solver
   joulepipe_schedule joulepipe_gpu joulepipe_model Threads::Threads)
 
 # The pure-Python sources and the simulated NVML library, refreshed on every

@@ -45,6 +45,7 @@ from joulepipe._core import (  # noqa: F401  (re-exported)
     simulate,
     simulate_profile,
     estimate_memory,
+    tune,
     version as __version__,
 )
 from joulepipe._paths import sim_nvml_library_dir  # noqa: F401
@@ -79,6 +80,7 @@ __all__ = [
     "simulate",
     "simulate_profile",
     "estimate_memory",
+    "tune",
     "sim_nvml_library_dir",
     "__version__",
 ]

@@ -182,6 +182,26 @@ def evaluate_plan(profile: ProfileArg, plan_json: str, *, p_block_w: Optional[fl
     """schedule::EvaluatePlan, as `joulepipe evaluate`: time_s, energy_j,
     busy_energy_j, blocking_energy_j, p_block_w, predicted_*, notes, shape."""
 
+def tune(model: str, gpu: str, *, gpus: int, tp: int = 8, pp: int = 8,
+         microbatch_size: int = 1, schedule: str = "1f1b", chunks: int = 1,
+         global_batch: int = 1536, seq_length: int = 0, framework: str = "megatron",
+         precision: str = "bf16", recompute: str = "none", keep: str = "",
+         gpus_per_node: int = 8, max_chunks: int = 4, max_microbatch_size: int = 8,
+         memory_margin: float = 0.10, slowdown: float = 0.0, envelope_span: float = 0.10,
+         grid_points: int = 60, max_instructions: int = 4096, dp_gbps: float = 25.0,
+         p2p_gbps: float = 25.0, progress: Progress = None) -> Dict[str, Any]:
+    """tune::Tune, as `joulepipe tune --json`: which configuration of the job
+    (same GPUs and global batch; today's is tp x pp x gpus/(tp pp), its
+    microbatch size and schedule), with which clocks, uses the least energy
+    at (1 + slowdown) x today's time. {"figures", "current": {config...,
+    "full_clocks", "clocks_only"}, "chosen": {config..., "full_clocks",
+    "with_plan", "peak_memory_gib", "headroom_gib", "plan": Plan},
+    "saving_pct": {"total", "clocks", "configuration"}, "target_time_s",
+    "envelope": [{"time_s", "energy_j", "saving_pct", "config"}],
+    "candidates": [{config..., "status", ...}], "solved",
+    "too_large_gain_bound_pct", "cancelled", "seconds"}. Every figure is
+    simulated."""
+
 def simulate(profile: ProfileArg, *, stages: int, microbatches: int, schedule: str = "1f1b",
              chunks: int = 1, p_block_w: Optional[float] = None, pipelines: int = 1,
              gpus_per_stage: int = 1, iterations: int = 1, p2p_latency_s: float = 0.0,

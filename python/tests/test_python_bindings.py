@@ -146,6 +146,32 @@ def test_memory_estimate_is_the_clis():
         jp.estimate_memory("gpt3-175b", "a100-sxm", tp=8, pp=8, schedule="zb-v")
 
 
+def test_tune_is_the_clis(tmp_path):
+    # GPT-3 XL on 16 A100-SXM, today TP 2 x PP 4 x DP 2: the same answer as
+    # `joulepipe tune --json`, and a chosen plan of the chosen configuration.
+    args = dict(gpus=16, tp=2, pp=4, global_batch=32, max_microbatch_size=2, max_chunks=3,
+                grid_points=20)
+    seen = []
+    r = jp.tune("gpt3-1.3b", "a100-sxm", progress=lambda phase, f: seen.append(phase), **args)
+    cli = subprocess.run(
+        [CLI, "tune", "--model", "gpt3-1.3b", "--gpu", "a100-sxm", "--gpus", "16", "--tp", "2",
+         "--pp", "4", "--global-batch", "32", "--max-microbatch-size", "2", "--max-chunks", "3",
+         "--grid-points", "20", "--json"],
+        capture_output=True, text=True, timeout=300, check=True)
+    j = json.loads(cli.stdout)
+    assert r["saving_pct"] == pytest.approx(j["saving_pct"], rel=1e-12)
+    assert r["chosen"]["text"].startswith(f"TP {j['chosen']['tp']} x PP {j['chosen']['pp']}")
+    assert r["saving_pct"]["total"] >= r["saving_pct"]["clocks"] > 0
+    plan = r["chosen"]["plan"]
+    assert plan.stages == r["chosen"]["pp"]
+    assert plan.microbatches == r["chosen"]["microbatches"]
+    assert len(r["envelope"]) == j["envelope_points"]
+    assert any(c["status"] == "dominated" for c in r["candidates"])
+    assert seen and seen[0].startswith("tuning TP 2 x PP 4 x DP 2")
+    with pytest.raises(ValueError, match="keep"):
+        jp.tune("gpt3-1.3b", "a100-sxm", gpus=16, tp=2, pp=4, keep="cp")
+
+
 # ---- planning --------------------------------------------------------------------------
 
 

@@ -15,6 +15,7 @@ PYBIND11_MODULE(_core, m) {
   python::BindPlan(m);  // registers Kind first: later signatures name it
   python::BindProfile(m);
   python::BindSimulate(m);
+  python::BindTune(m);
   python::BindGpu(m);
   python::BindMonitor(m);
   python::BindProfiler(m);
