@@ -47,4 +47,12 @@ site=(--model gpt3-175b --gpu a100-sxm --gpus 4096 --tokens 300e9 --host-power 1
   "$jp" site "${site[@]}" 2>/dev/null
 } >"$out/site.txt"
 "$jp" site "${site[@]}" --json >"$out/site.json" 2>/dev/null
-echo "wrote $out: operating-points.txt report.html report.png site.txt site.json"
+# Configuration x clocks: the demo job's tune (about 80 s here).
+tune=(--model gpt3-175b --gpu a100-sxm --gpus 1024)
+{
+  echo "\$ joulepipe tune ${tune[*]} --out tune-out"
+  "$jp" tune "${tune[@]}" --out "$work/tune" 2>/dev/null | sed "s|$work/tune|tune-out|"
+} >"$out/tune.txt"
+cp "$work/tune/envelope.svg" "$out/tune-envelope.svg"
+echo "wrote $out: operating-points.txt report.html report.png site.txt site.json tune.txt" \
+  "tune-envelope.svg"

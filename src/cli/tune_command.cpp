@@ -88,12 +88,12 @@ std::string EnvelopeSvg(const tune::TuneResult& r) {
                           q.gpu.id.c_str(), q.global_batch);
   chart.x_label = "iteration time (s)";
   chart.y_label = "energy per iteration (MJ)";
-  report::Series envelope{"envelope over every configuration", {}, "#1f77b4", false, true, {}};
+  report::Series envelope{"all configurations", {}, "#1f77b4", false, true, {}};
   for (const tune::EnvelopePoint& p : r.envelope) {
     envelope.points.push_back({p.job.time_s, p.job.energy_j / 1e6});
     envelope.titles.push_back(tune::ConfigText(r.candidates[p.candidate].config));
   }
-  report::Series current{"current configuration, clocks only", {}, "#ff7f0e", true, false, {}};
+  report::Series current{"today's, clocks only", {}, "#ff7f0e", true, false, {}};
   const tune::Candidate& now = r.current();
   for (const solver::FrontierPoint& p : now.frontier.points) {
     const tune::JobPoint j = tune::ToJobPoint(now, p, r.p_block_w);
