@@ -3,7 +3,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "format.hpp"
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/physics/workload.hpp"
 
 namespace joulepipe::cli {
 
@@ -32,6 +34,36 @@ schedule::Spec ScheduleFromFlags(const std::string& name, int stages, int microb
   spec.microbatches = microbatches;
   spec.chunks = interleaved ? chunks : 1;
   return spec;
+}
+
+void AddJobFlags(CLI::App* c, std::string* model, std::string* gpu, long long* gpus,
+                 const std::string& gpus_help) {
+  c->add_option("--model", *model, "Transformer model id (`profile --help` lists them)")
+      ->required()
+      ->type_name("ID");
+  c->add_option("--gpu", *gpu, "GPU type id (`profile --help` lists them)")
+      ->required()
+      ->type_name("ID");
+  c->add_option("--gpus", *gpus, gpus_help)->required()->type_name("N");
+}
+
+int DataParallelFromFlags(long long gpus, int tp, int pp) {
+  if (tp < 1 || pp < 1) {
+    throw model::InputError(Printf("--tp and --pp must be >= 1 (got %d and %d)", tp, pp));
+  }
+  const long long pipeline_gpus = static_cast<long long>(tp) * pp;
+  if (gpus < pipeline_gpus || gpus % pipeline_gpus != 0) {
+    throw model::InputError(
+        Printf("--gpus must be a multiple of --tp x --pp = %lld (got %lld): each "
+               "data-parallel pipeline has TP x PP GPUs",
+               pipeline_gpus, gpus));
+  }
+  const long long dp = gpus / pipeline_gpus;
+  if (dp > physics::kMaxDp) {
+    throw model::InputError(Printf("--gpus %lld makes %lld data-parallel pipelines; at most %d",
+                                   gpus, dp, physics::kMaxDp));
+  }
+  return static_cast<int>(dp);
 }
 
 }  // namespace joulepipe::cli

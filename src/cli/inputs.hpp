@@ -10,8 +10,9 @@
 #include "joulepipe/schedule/schedule.hpp"
 
 namespace CLI {
+class App;
 class Option;
-}
+}  // namespace CLI
 
 namespace joulepipe::cli {
 
@@ -24,5 +25,15 @@ std::optional<double> IfGiven(const CLI::Option* option, double value);
 // whether the user passed it. Throws InputError naming the flag.
 schedule::Spec ScheduleFromFlags(const std::string& schedule, int stages, int microbatches,
                                  int chunks, bool chunks_given);
+
+// --model, --gpu and --gpus, required, as the commands that size a job from
+// the catalogues take them (site, tune); `gpus_help` says what --gpus is.
+void AddJobFlags(CLI::App* command, std::string* model, std::string* gpu, long long* gpus,
+                 const std::string& gpus_help);
+
+// The data-parallel degree of --gpus in pipelines of --tp x --pp. Throws
+// InputError naming the flags: TP or PP below 1, GPUs not a multiple of
+// TP x PP, more than physics::kMaxDp pipelines.
+int DataParallelFromFlags(long long gpus, int tp, int pp);
 
 }  // namespace joulepipe::cli

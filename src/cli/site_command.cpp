@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "format.hpp"
+#include "inputs.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/physics/gpu_model.hpp"
 #include "joulepipe/physics/memory.hpp"
@@ -253,15 +254,7 @@ SiteSubcommand::SiteSubcommand(CLI::App* app)
       flags_(std::make_unique<SiteFlags>()) {
   SiteFlags* f = flags_.get();
   CLI::App* c = command();
-  c->add_option("--model", f->model, "Transformer model id (`profile --help` lists them)")
-      ->required()
-      ->type_name("ID");
-  c->add_option("--gpu", f->gpu, "GPU type id (`profile --help` lists them)")
-      ->required()
-      ->type_name("ID");
-  c->add_option("--gpus", f->gpus, "GPUs of the job: a multiple of TP x PP")
-      ->required()
-      ->type_name("N");
+  AddJobFlags(c, &f->model, &f->gpu, &f->gpus, "GPUs of the job: a multiple of TP x PP");
   c->add_option("--tokens", f->tokens, "Tokens the run trains on (e.g. 300e9)")
       ->required()
       ->type_name("X");
@@ -323,21 +316,7 @@ int SiteSubcommand::Run() const {
   spec.seq_length = f.seq;
   spec.framework = physics::ParseFramework(f.framework);
   spec.precision = physics::ParsePrecision(f.precision);
-  if (f.tp < 1 || f.pp < 1) {
-    throw InputError(Printf("--tp and --pp must be >= 1 (got %d and %d)", f.tp, f.pp));
-  }
-  const long long pipeline_gpus = static_cast<long long>(f.tp) * f.pp;
-  if (f.gpus < pipeline_gpus || f.gpus % pipeline_gpus != 0) {
-    throw InputError(
-        Printf("--gpus must be a multiple of --tp x --pp = %lld (got %lld): each "
-               "data-parallel pipeline has TP x PP GPUs",
-               pipeline_gpus, f.gpus));
-  }
-  const long long dp = f.gpus / pipeline_gpus;
-  if (dp > physics::kMaxDp) {
-    throw InputError(Printf("--gpus %lld makes %lld data-parallel pipelines; at most %d", f.gpus,
-                            dp, physics::kMaxDp));
-  }
+  const long long dp = DataParallelFromFlags(f.gpus, f.tp, f.pp);
   spec.parallel.dp = static_cast<int>(dp);
   if (f.microbatch_size < 1 || f.global_batch < 1 ||
       f.global_batch % (dp * f.microbatch_size) != 0) {

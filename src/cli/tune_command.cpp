@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "format.hpp"
+#include "inputs.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/plan.hpp"
 #include "joulepipe/report/line_chart.hpp"
@@ -312,15 +313,7 @@ TuneSubcommand::TuneSubcommand(CLI::App* app)
       flags_(std::make_unique<TuneFlags>()) {
   TuneFlags* f = flags_.get();
   CLI::App* c = command();
-  c->add_option("--model", f->model, "Transformer model id (`profile --help` lists them)")
-      ->required()
-      ->type_name("ID");
-  c->add_option("--gpu", f->gpu, "GPU type id (`profile --help` lists them)")
-      ->required()
-      ->type_name("ID");
-  c->add_option("--gpus", f->gpus, "GPUs of the job (today's TP x PP x DP)")
-      ->required()
-      ->type_name("N");
+  AddJobFlags(c, &f->model, &f->gpu, &f->gpus, "GPUs of the job (today's TP x PP x DP)");
   c->add_option("--tp", f->tp, "Today's tensor-parallel GPUs per stage")->capture_default_str();
   c->add_option("--pp", f->pp, "Today's pipeline stages")->capture_default_str();
   c->add_option("--global-batch", f->global_batch, "Sequences per iteration, all pipelines")
@@ -390,25 +383,12 @@ int TuneSubcommand::Run() const {
   r.workload.framework = physics::ParseFramework(f.framework, "--framework");
   r.workload.precision = physics::ParsePrecision(f.precision, "--precision");
   r.workload.recompute = physics::ParseRecompute(f.recompute, "--recompute");
-  if (f.tp < 1 || f.pp < 1) {
-    throw InputError(Printf("--tp and --pp must be >= 1 (got %d and %d)", f.tp, f.pp));
-  }
-  const long long pipeline_gpus = static_cast<long long>(f.tp) * f.pp;
-  if (f.gpus < pipeline_gpus || f.gpus % pipeline_gpus != 0) {
-    throw InputError(
-        Printf("--gpus must be a multiple of --tp x --pp = %lld (got %lld): each data-parallel "
-               "pipeline has TP x PP GPUs",
-               pipeline_gpus, f.gpus));
-  }
-  if (f.gpus / pipeline_gpus > physics::kMaxDp) {
-    throw InputError(Printf("--gpus %lld makes %lld data-parallel pipelines; at most %d", f.gpus,
-                            f.gpus / pipeline_gpus, physics::kMaxDp));
-  }
+  const int dp = DataParallelFromFlags(f.gpus, f.tp, f.pp);
   r.gpus = f.gpus;
   r.global_batch = f.global_batch;
   r.current.tp = f.tp;
   r.current.pp = f.pp;
-  r.current.dp = static_cast<int>(f.gpus / pipeline_gpus);
+  r.current.dp = dp;
   r.current.microbatch_size = f.microbatch_size;
   if (!schedule::ParseKind(f.schedule, &r.current.kind)) {
     throw InputError("--schedule must be gpipe, 1f1b or interleaved (got '" + f.schedule + "')");
