@@ -44,6 +44,7 @@
 #include "joulepipe/schedule/schedule.hpp"
 #include "joulepipe/solver/frontier.hpp"
 #include "joulepipe/solver/plan_pipeline.hpp"
+#include "joulepipe/solver/power_limit_plan.hpp"
 
 namespace {
 
@@ -377,14 +378,17 @@ double EnergyAt(std::vector<std::pair<double, double>> curve, double t) {
 // Per Zeus "local" run (per-stage limits) of the case: energy over the
 // baseline at that run's time for a global limit (interpolated), the
 // per-stage limits and per-instruction clocks (Perseus's plans measured /
-// our frontier), measured and predicted. Returns {rows, rows the sweep
-// reaches, global > per-stage measured / predicted, per-stage > clocks
-// measured / predicted}.
-std::array<int, 6> PowerLimitOrdering(const Case& c, const Setup& setup, double share) {
+// our frontier), measured and predicted; and joulepipe's own per-stage limit
+// plan (solver::SolveLimitFrontier) at the run's predicted time, as planned
+// and as the simulator runs those limits (its per-class power cap). Returns
+// {rows, rows the sweep reaches, global > per-stage measured / predicted,
+// per-stage > clocks measured / predicted, global > joulepipe's limits >
+// clocks (predicted), joulepipe's limits <= Zeus's (predicted)}.
+std::array<int, 8> PowerLimitOrdering(const Case& c, const Setup& setup, double share) {
   const std::vector<LimitRun> global = ReadLimitRuns(c, "global");
   const std::vector<LimitRun> local = ReadLimitRuns(c, "local");
   const Measured m = ReadMeasured(c);
-  if (global.empty() || local.empty()) return {0, 0, 0, 0, 0, 0};
+  if (global.empty() || local.empty()) return {0, 0, 0, 0, 0, 0, 0, 0};
   const physics::GpuSpec& gpu = physics::FindGpu(c.gpu);
   auto all_max = [&](const std::vector<double>& limits) {
     return AllMaxUnderLimits(c, setup, share, limits);
@@ -404,9 +408,16 @@ std::array<int, 6> PowerLimitOrdering(const Case& c, const Setup& setup, double 
   request.spec = spec;
   request.resolution_s = 5e-3;
   request.profile_name = std::string(c.model) + " on " + c.gpu;
-  const solver::PipelinePlan plan = solver::PlanPipeline(
-      ProfileUnderLimits(c, setup, share, std::vector<double>(c.pp, gpu.power_limit_max_w)),
-      request);
+  const model::Profile at_max =
+      ProfileUnderLimits(c, setup, share, std::vector<double>(c.pp, gpu.power_limit_max_w));
+  const solver::PipelinePlan plan = solver::PlanPipeline(at_max, request);
+  solver::LimitPlanOptions limit_options;
+  limit_options.p_block_w = plan.p_block_w;
+  limit_options.min_limit_w = gpu.power_limit_min_w;
+  limit_options.max_limit_w = gpu.power_limit_max_w;
+  for (const LimitRun& r : local) limit_options.deadlines_s.push_back(all_max(r.limits).first);
+  const solver::LimitFrontier limits =
+      solver::SolveLimitFrontier(plan.schedule, at_max, limit_options);
   std::printf("\n%s %s, %d runs with per-stage limits; energy / E_base at the run's time\n",
               c.gpu_file, c.artifact, static_cast<int>(local.size()));
   std::printf("  global limit sweep: limit W, t/T_base meas / pred, E/E_base meas / pred\n");
@@ -415,12 +426,14 @@ std::array<int, 6> PowerLimitOrdering(const Case& c, const Setup& setup, double 
                 global_meas[i].first / base_meas.first, global_pred[i].first / base_pred.first,
                 global_meas[i].second / base_meas.second, global_pred[i].second / base_pred.second);
   }
-  std::printf("  %-20s %-22s %-29s %-29s\n", "stage limits (W)", "t/T_base meas / pred",
-              "global | stage | clocks, meas", "global | stage | clocks, pred");
+  std::printf("  %-20s %-22s %-29s %-29s %s\n", "stage limits (W)", "t/T_base meas / pred",
+              "global | stage | clocks, meas", "global | stage | clocks, pred",
+              "joulepipe's limits (W): planned | simulated E (t)");
   int ordered_meas = 0, ordered_pred = 0;
   // Pairwise: rows where the global sweep reaches the run's time, and
   // global > per-stage, per-stage > clocks (measured, predicted).
   int comparable = 0, gs_meas = 0, gs_pred = 0, sc_meas = 0, sc_pred = 0;
+  int ours_ordered = 0, ours_beat_zeus = 0;
   for (const LimitRun& r : local) {
     const auto pred = all_max(r.limits);
     const double tm = r.time_s, tp = pred.first;
@@ -442,14 +455,33 @@ std::array<int, 6> PowerLimitOrdering(const Case& c, const Setup& setup, double 
     sc_meas += cm > 0 && lm > cm;
     sc_pred += cp > 0 && lp > cp;
     ordered_pred += op;
-    std::string limits;
+    std::string text;
     for (double l : r.limits)
-      limits += (limits.empty() ? "" : ",") + std::to_string(static_cast<int>(l));
+      text += (text.empty() ? "" : ",") + std::to_string(static_cast<int>(l));
     auto f = [](double x) { return x < 0 ? std::string("  -  ") : std::to_string(x).substr(0, 5); };
-    std::printf("  %-20s %5.3f / %-14.3f %s | %s | %s %s    %s | %s | %s %s\n", limits.c_str(),
+    // joulepipe's per-stage limits at the run's predicted time.
+    const solver::LimitPoint* ours = limits.BestWithin(tp * (1 + 1e-12));
+    std::string ours_text = "-";
+    if (ours != nullptr) {
+      const double jp = ours->energy_j / base_pred.second;
+      std::vector<double> w = ours->watts;
+      for (double& x : w) x = x > 0 ? x : gpu.power_limit_max_w;
+      const auto simulated = all_max(w);
+      std::string list;
+      for (double x : w) list += (list.empty() ? "" : ",") + std::to_string(std::lround(x));
+      ours_text = list + ": " + f(jp) + " | " + f(simulated.second / base_pred.second) + " (" +
+                  f(simulated.first / base_pred.first) + ")";
+      const bool ordered = gp > 0 && cp > 0 && gp > jp && jp > cp;
+      ours_ordered += ordered;
+      // Both through the simulator's power cap: ours no slower and no more energy.
+      ours_beat_zeus +=
+          simulated.second / base_pred.second <= lp + 1e-9 && simulated.first <= tp * (1 + 1e-3);
+      ours_text += ordered ? " ok" : " --";
+    }
+    std::printf("  %-20s %5.3f / %-14.3f %s | %s | %s %s    %s | %s | %s %s    %s\n", text.c_str(),
                 tm / base_meas.first, tp / base_pred.first, f(gm).c_str(), f(lm).c_str(),
                 f(cm).c_str(), om ? "ok" : "--", f(gp).c_str(), f(lp).c_str(), f(cp).c_str(),
-                op ? "ok" : "--");
+                op ? "ok" : "--", ours_text.c_str());
   }
   std::printf("  ordered (global > per-stage > clocks): measured %d of %zu, predicted %d of %zu\n",
               ordered_meas, local.size(), ordered_pred, local.size());
@@ -457,7 +489,20 @@ std::array<int, 6> PowerLimitOrdering(const Case& c, const Setup& setup, double 
       "  per-stage limits beat the global limit: measured %d, predicted %d of %d; clocks beat "
       "per-stage limits: measured %d, predicted %d of %zu\n",
       gs_meas, gs_pred, comparable, sc_meas, sc_pred, local.size());
-  return {static_cast<int>(local.size()), comparable, gs_meas, gs_pred, sc_meas, sc_pred};
+  std::printf(
+      "  joulepipe's per-stage limits (%zu frontier points, %ld plans evaluated): global > "
+      "them > clocks in %d of %zu; simulated, no slower and at most Zeus's per-stage energy in %d "
+      "of %zu\n",
+      limits.points.size(), limits.evaluations, ours_ordered, local.size(), ours_beat_zeus,
+      local.size());
+  return {static_cast<int>(local.size()),
+          comparable,
+          gs_meas,
+          gs_pred,
+          sc_meas,
+          sc_pred,
+          ours_ordered,
+          ours_beat_zeus};
 }
 
 }  // namespace
@@ -489,17 +534,21 @@ int main(int argc, char** argv) {
         "E at the per-stage run's time: global limit (interpolated over the sweep), the\n"
         "per-stage limits, the least-energy per-instruction clock plan (Perseus measured;\n"
         "joulepipe's frontier predicted); 'ok' = global > per-stage > clocks\n");
-    std::array<int, 6> all{};
+    std::array<int, 8> all{};
     for (const Case& c : kCases) {
       if (c.model[0] == '\0' || (only != nullptr && std::strcmp(only, c.artifact) != 0)) continue;
-      const std::array<int, 6> r = PowerLimitOrdering(c, setup, setup.share);
-      for (int k = 0; k < 6; ++k) all[k] += r[k];
+      const std::array<int, 8> r = PowerLimitOrdering(c, setup, setup.share);
+      for (int k = 0; k < 8; ++k) all[k] += r[k];
       std::fflush(stdout);
     }
     std::printf(
         "\nall runs: per-stage limits beat the global limit: measured %d, predicted %d of %d "
         "comparable; clocks beat per-stage limits: measured %d, predicted %d of %d\n",
         all[2], all[3], all[1], all[4], all[5], all[0]);
+    std::printf(
+        "joulepipe's per-stage limit plans: global > them > clocks (planned) in %d of %d; "
+        "simulated, no slower and at most Zeus's per-stage energy in %d of %d\n",
+        all[6], all[0], all[7], all[0]);
     return 0;
   }
   if (argc >= 2 && std::strcmp(argv[argc - 1], "--sweep") == 0) {

@@ -152,6 +152,7 @@ class Plan:
     stages: int
     microbatches: int
     chunks: int
+    power_limits_w: List[float]
     predicted_time_s: Optional[float]
     predicted_energy_j: Optional[float]
     @staticmethod
@@ -307,7 +308,10 @@ class Agent:
     def __init__(self, nvml_index: int = 0, control: str = "nvml",
                  daemon_socket: str = "/run/joulepiped.sock",
                  idle_clock_mhz: Optional[int] = None) -> None: ...
-    def set_plan(self, plan: StagePlan) -> None: ...
+    def set_plan(self, plan: StagePlan, power_limit_w: Optional[float] = None) -> None:
+        """Execute mode. power_limit_w: a power-limit plan's limit for this
+        GPU (W, 0 = default): the limit is set once and no clock is locked;
+        the plan's clocks are only what the limit is predicted to give."""
     def set_profiler(self, profiler: Optional[InSituProfiler]) -> None: ...
     def disable(self) -> None: ...
     def on_step_begin(self) -> None: ...

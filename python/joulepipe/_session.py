@@ -254,13 +254,22 @@ class Session:
                        f"{self.topo.pp}; plan the job's own profile")
             return
         stage_plan = plan.stage_plan(self.topo.pp_rank)
-        self._agent.set_plan(stage_plan)
+        limits = plan.power_limits_w
+        limit = limits[self.topo.pp_rank] if limits else None
+        self._agent.set_plan(stage_plan, power_limit_w=limit)
         self._shape = {"schedule": plan.schedule, "microbatches": plan.microbatches,
                        "chunks": plan.chunks}
         self._phase = "execute"
         self._running_version = 1
-        self.applied_plans.append({"version": 1, "reason": f"plan file {path}",
-                                   "plan": stage_plan})
+        applied = {"version": 1, "reason": f"plan file {path}", "plan": stage_plan}
+        if limit is not None:
+            applied["power_limit_w"] = limit
+        self.applied_plans.append(applied)
+        if limit is not None:
+            self._note(f"power-limit plan {path} applied to stage {self.topo.pp_rank} through "
+                       f"{self._control}: "
+                       f"{f'{limit:g} W' if limit > 0 else 'the default limit'}, default clocks")
+            return
         clocks = " ".join(f"{'F' if k == _core.Kind.FORWARD else 'B'}{m}"
                           f"{'.' + str(c) if c else ''}@{f}" for (k, m, c, f) in stage_plan)
         self._note(f"plan {path} applied to stage {self.topo.pp_rank} through {self._control}: "

@@ -28,8 +28,8 @@ SIM = {"gpu": "a100-sxm4-80gb", "count": 2, "power_reading": "instant",
        "load": [{"start_s": -1e9, "end_s": 1e9, "utilization": 1.0, "compute_fraction": 0.8}]}
 
 
-def sim_env(tmp_path, **extra):
-    config = dict(SIM, call_log=str(tmp_path / "calls.jsonl"), **extra)
+def sim_env(tmp_path, config=None, **extra):
+    config = dict(config or SIM, call_log=str(tmp_path / "calls.jsonl"), **extra)
     path = tmp_path / "sim-nvml.json"
     path.write_text(json.dumps(config))
     return python_env(path)
@@ -57,12 +57,12 @@ def train(energy, steps=4, microbatches=2):
 """
 
 
-def run_child(tmp_path, body, timeout=120):
+def run_child(tmp_path, body, timeout=120, config=None):
     """Runs LOOP, then `body`, in a fresh Python on the simulated GPUs; returns
     what the body passes to out(...) and the child's stderr."""
     script = "import json\ndef out(v):\n    print('RESULT ' + json.dumps(v), flush=True)\n"
     proc = subprocess.run([sys.executable, "-c", script + LOOP + textwrap.dedent(body)],
-                          env=sim_env(tmp_path), capture_output=True, text=True,
+                          env=sim_env(tmp_path, config), capture_output=True, text=True,
                           timeout=timeout, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     results = [json.loads(l[7:]) for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
@@ -141,6 +141,30 @@ def test_optimize_applies_a_plan_file_and_saves_energy(tmp_path):
     per_s = lambda xs: sum(x["energy_j"] for x in xs) / sum(x["time_s"] for x in xs)  # noqa
     assert per_s(r["opt"]) < 0.95 * per_s(r["base"])
     assert "applied to stage 0" in stderr
+
+
+def test_optimize_applies_a_power_limit_plan_and_locks_no_clock(tmp_path):
+    path = plan_file(tmp_path, [1005, 900, 1110, 855])
+    plan = json.loads(path.read_text())
+    plan["power_limits_w"] = [250]
+    path.write_text(json.dumps(plan))
+    config = dict(SIM, permissions={"clocks": False, "power_limit": True})
+    r, stderr = run_child(tmp_path, f"""
+        base = train(jp.Energy("measure"), microbatches=2)
+        opt = train(jp.Energy("optimize", plan={str(path)!r}, microbatches=2), microbatches=2)
+        out({{"base": base, "opt": opt}})
+    """, config=config)
+    log = calls(tmp_path)
+    limits = [c["args"]["limit_mw"] for c in log
+              if c["function"] == "nvmlDeviceSetPowerManagementLimit"]
+    assert limits[0] == 250000 and len(limits) == 2, log  # set once, then the default back
+    assert limits[1] == 400000
+    assert not any(c["function"] == "nvmlDeviceSetGpuLockedClocks" for c in log)
+    assert all(x["plan_version"] == 1 for x in r["opt"])
+    # The simulated GPU caps its clock by power: less energy per second.
+    per_s = lambda xs: sum(x["energy_j"] for x in xs) / sum(x["time_s"] for x in xs)  # noqa
+    assert per_s(r["opt"]) < 0.95 * per_s(r["base"])
+    assert "power-limit plan" in stderr and "250 W, default clocks" in stderr, stderr
 
 
 def test_a_plan_that_does_not_fit_logs_one_line_and_training_goes_on(tmp_path):

@@ -19,6 +19,7 @@
 #include "joulepipe/model/profile.hpp"
 #include "joulepipe/report/line_chart.hpp"
 #include "objective_flags.hpp"
+#include "plan_power_limits.hpp"
 #include "signals.hpp"
 
 namespace joulepipe::cli {
@@ -322,6 +323,13 @@ constexpr char kPlanFooter[] =
     "  chosen.py         the same as a Perseus/Zeus PointSolution literal\n"
     "  summary.json      the printed figures, machine-readable\n"
     "\n"
+    "--lever power-limit plans one power limit per stage instead (clusters that\n"
+    "allow power limits but not locked clocks): each instruction is taken to run\n"
+    "at the highest profiled clock whose mean power is within its GPU's limit.\n"
+    "It writes frontier.csv (time_s,energy_j,power_limits_w), chosen.json (with\n"
+    "\"power_limits_w\", one per stage, 0 = default) and summary.json, and prints\n"
+    "what per-instruction clocks would save at the same objective.\n"
+    "\n"
     "Example:\n"
     "  joulepipe plan --profile data/profiles/gpt3-175b+a100_sxm_bf16.csv \\\n"
     "      --schedule 1f1b --stages 8 --microbatches 48 --p-block 83.64 --out plan-out";
@@ -339,6 +347,9 @@ struct PlanFlags {
   ObjectiveFlags objective;
   double resolution_ms = 1.0;
   int max_plans = 256;
+  std::string lever = "clocks";
+  double min_power_limit_w = 0;
+  double max_power_limit_w = 0;
   std::string out;
   CLI::Option* chunks_option = nullptr;   // tells whether --chunks was given
   CLI::Option* p_block_option = nullptr;  // tells whether --p-block was given
@@ -382,6 +393,18 @@ PlanSubcommand::PlanSubcommand(CLI::App* app)
                 "Plan files to write at most (0 = every frontier point, else >= 3)")
       ->capture_default_str()
       ->type_name("N");
+  c->add_option("--lever", f->lever,
+                "What the plan sets: clocks (one SM clock per instruction) or power-limit (one "
+                "power limit per stage, for clusters that do not allow locked clocks)")
+      ->capture_default_str()
+      ->type_name("{clocks,power-limit}");
+  c->add_option("--min-power-limit", f->min_power_limit_w,
+                "--lever power-limit: the lowest limit the GPUs accept, W (default: the "
+                "catalogue's figure for the profile's GPU)")
+      ->type_name("WATTS");
+  c->add_option("--max-power-limit", f->max_power_limit_w,
+                "--lever power-limit: the highest limit the GPUs accept, W (default: as above)")
+      ->type_name("WATTS");
   c->add_option("--out", f->out, "Output directory (written atomically)")
       ->required()
       ->type_name("DIR");
@@ -412,6 +435,17 @@ int PlanSubcommand::Run() const {
   request.resolution_s = f.resolution_ms * 1e-3;
   CheckMaxPlans(f.max_plans);
   solver::CheckPlanRequest(request);  // flags before files: a flag error needs no file
+  if (f.lever != "clocks" && f.lever != "power-limit") {
+    throw model::InputError("--lever must be clocks or power-limit, got \"" + f.lever + "\"");
+  }
+  for (const auto& [flag, watts] :
+       {std::pair<const char*, double>{"--min-power-limit", f.min_power_limit_w},
+        {"--max-power-limit", f.max_power_limit_w}}) {
+    if (watts != 0 && !(watts >= 1 && watts <= model::kMaxPowerLimitW)) {
+      throw model::InputError(std::string(flag) + " must be 1..5000 W, got " + Printf("%g", watts));
+    }
+  }
+  if (f.lever == "power-limit") CheckLimitObjective(request.objective);
   const model::Profile profile = model::ReadProfileCsv(f.profile);
   // solver::PlanPipeline, in its two halves.
   solver::PipelinePlan plan = solver::PreparePipelinePlan(profile, request);
@@ -419,6 +453,29 @@ int PlanSubcommand::Run() const {
     // Throws now if --out may not be replaced; removes its (empty) staging
     // directory at the end of this block.
     StagedDirectory probe(f.out);
+  }
+  if (f.lever == "power-limit") {
+    const LimitRange range =
+        ResolveLimitRange(profile.metadata, f.min_power_limit_w, f.max_power_limit_w);
+    std::fprintf(stderr,
+                 "joulepipe: planning power limits for %d stages, then the clock plan of %d "
+                 "instructions (%s) to compare...\n",
+                 request.spec.stages, plan.schedule.num_nodes(), ShapeText(request.spec).c_str());
+    std::fflush(stderr);
+    plan.request.progress = ProgressLines(stderr, "clock plan: ");
+    LimitPlanOutcome outcome = PlanPowerLimits(profile, std::move(plan), range);
+    outcome.profile_method = profile.metadata.method;
+    if (!f.out.empty()) {
+      StagedDirectory staged(f.out);
+      WriteLimitOutputs(outcome, &staged, InterruptFlag());
+    }
+    std::fputs(FormatLimitSummary(outcome, f.out).c_str(), stdout);
+    return kExitOk;
+  }
+  if (f.min_power_limit_w > 0 || f.max_power_limit_w > 0) {
+    throw model::InputError(
+        "--min-power-limit and --max-power-limit apply to --lever power-limit only; add "
+        "--lever power-limit or leave them out");
   }
   std::fprintf(stderr, "joulepipe: planning %d instructions (%s) on a %g ms grid...\n",
                plan.schedule.num_nodes(), ShapeText(request.spec).c_str(), f.resolution_ms);

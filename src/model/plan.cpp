@@ -70,6 +70,8 @@ class PlanReader {
     plan.num_microbatches = Integer(Require(root, "num_microbatches", ""), "num_microbatches", 1);
     if (root.contains("num_chunks")) plan.num_chunks = Integer(root["num_chunks"], "num_chunks", 1);
     ReadStages(Require(root, "stages", ""), &plan);
+    auto limits = root.find("power_limits_w");
+    if (limits != root.end() && !limits->is_null()) ReadPowerLimits(*limits, &plan);
     auto predicted = root.find("predicted");
     if (predicted != root.end() && !predicted->is_null())
       plan.predicted = ReadPrediction(*predicted);
@@ -184,6 +186,23 @@ class PlanReader {
     return planned;
   }
 
+  void ReadPowerLimits(const json& limits, Plan* plan) const {
+    if (!limits.is_array() || static_cast<int>(limits.size()) != plan->num_stages) {
+      Fail("power_limits_w", "must be an array of one power limit (W) per stage (" +
+                                 std::to_string(plan->num_stages) + "), got " + Show(limits));
+    }
+    for (std::size_t s = 0; s < limits.size(); ++s) {
+      const std::string path = "power_limits_w[" + std::to_string(s) + "]";
+      const double watts = Number(limits[s], path);
+      if (watts != 0 && (watts < 1 || watts > kMaxPowerLimitW)) {
+        Fail(path, "must be 0 (the GPU's default limit) or 1.." +
+                       std::to_string(static_cast<int>(kMaxPowerLimitW)) + " W, got " +
+                       Show(limits[s]));
+      }
+      plan->power_limits_w.push_back(watts);
+    }
+  }
+
   Prediction ReadPrediction(const json& value) const {
     if (!value.is_object()) Fail("predicted", "must be an object, got " + Show(value));
     Prediction prediction;
@@ -204,6 +223,9 @@ std::string PlanToJson(const Plan& plan) {
   out += "  \"num_stages\": " + std::to_string(plan.num_stages) + ",\n";
   out += "  \"num_microbatches\": " + std::to_string(plan.num_microbatches) + ",\n";
   out += "  \"num_chunks\": " + std::to_string(plan.num_chunks) + ",\n";
+  if (!plan.power_limits_w.empty()) {
+    out += "  \"power_limits_w\": " + json(plan.power_limits_w).dump() + ",\n";
+  }
   if (plan.predicted) {
     // json's double output is the shortest text that reads back exactly.
     out += "  \"predicted\": {\"time_s\": " + json(plan.predicted->time_s).dump() +

@@ -4,6 +4,7 @@
 // each is a plain member call with the GIL held, no Python object built, no
 // allocation, and a no-op once the agent is closed. bench/python_hooks.py
 // measures them.
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include "agent_binding.hpp"
 #include "bindings.hpp"
+#include "joulepipe/model/plan.hpp"
 #include "joulepipe/runtime/profiler.hpp"
 
 namespace joulepipe::python {
@@ -31,6 +33,7 @@ py::dict StatsDict(const runtime::Stats& s) {
   d["instruction_begins"] = s.instruction_begins;
   d["instruction_ends"] = s.instruction_ends;
   d["last_applied_mhz"] = s.last_applied_mhz;
+  d["last_power_limit_w"] = s.last_power_limit_w;
   return d;
 }
 
@@ -45,11 +48,21 @@ void BindAgent(py::module_& m) {
            py::arg("idle_clock_mhz") = py::none())
       .def(
           "set_plan",
-          [](A& a, const py::handle& plan) {
+          [](A& a, const py::handle& plan, std::optional<double> power_limit_w) {
             runtime::Agent& agent = a.Require("set_plan");
-            agent.SetPlan(StagePlanFromList(plan, 0, "plan"));
+            if (power_limit_w) {
+              if (!std::isfinite(*power_limit_w) || *power_limit_w < 0 ||
+                  *power_limit_w > model::kMaxPowerLimitW) {
+                throw py::value_error(
+                    "power_limit_w must be 0 (the default limit) or a power "
+                    "up to 5000 W");
+              }
+              agent.SetPowerLimitPlan(StagePlanFromList(plan, 0, "plan"), *power_limit_w);
+            } else {
+              agent.SetPlan(StagePlanFromList(plan, 0, "plan"));
+            }
           },
-          py::arg("plan"))
+          py::arg("plan"), py::arg("power_limit_w") = py::none())
       .def(
           "set_profiler",
           [](A& a, std::shared_ptr<runtime::InSituProfiler> profiler) {

@@ -223,6 +223,8 @@ void BindPlan(py::module_& m) {
       .def_readonly("stages", &model::Plan::num_stages)
       .def_readonly("microbatches", &model::Plan::num_microbatches)
       .def_readonly("chunks", &model::Plan::num_chunks)
+      .def_readonly("power_limits_w", &model::Plan::power_limits_w,
+                    "A power-limit plan's limit per stage (W, 0 = default); [] for a clock plan")
       .def_property_readonly("predicted_time_s",
                              [](const model::Plan& p) -> std::optional<double> {
                                if (!p.predicted) return std::nullopt;

@@ -78,6 +78,7 @@ struct Agent::State {
 
   // Instruction tracking (training thread only).
   std::vector<model::PlannedInstruction> plan;  // execute mode
+  bool power_limit_plan = false;                // execute mode: no clock requests
   std::size_t position = 0;                     // next plan entry
   bool in_instruction = false;
   model::Kind current_kind = model::Kind::kForward;
@@ -218,6 +219,7 @@ void Agent::SetPlan(std::vector<model::PlannedInstruction> stage_plan) {
   State& s = *state_;
   s.mode.store(Mode::kOff, std::memory_order_release);
   s.plan = std::move(stage_plan);
+  s.power_limit_plan = false;
   s.source.reset();
   s.ResetTracking();
   if (!s.controller) return;  // fell back at construction; reason kept
@@ -232,6 +234,18 @@ void Agent::SetPlan(std::vector<model::PlannedInstruction> stage_plan) {
   s.mode.store(Mode::kExecute, std::memory_order_release);
 }
 
+void Agent::SetPowerLimitPlan(std::vector<model::PlannedInstruction> stage_plan, double watts) {
+  State& s = *state_;
+  SetPlan(std::move(stage_plan));
+  if (s.mode.load(std::memory_order_acquire) != Mode::kExecute) return;
+  s.power_limit_plan = true;
+  // The limit, or back to defaults if a clock was locked before.
+  s.controller->RequestPowerLimit(watts);
+  s.Log(watts > 0 ? "power limit " + std::to_string(watts).substr(0, 8) + " W on GPU " +
+                        std::to_string(s.options.nvml_index) + " (default clocks)"
+                  : "default power limit on GPU " + std::to_string(s.options.nvml_index));
+}
+
 void Agent::SetProfiler(std::shared_ptr<ClockSource> source) {
   State& s = *state_;
   if (!source) {
@@ -240,6 +254,7 @@ void Agent::SetProfiler(std::shared_ptr<ClockSource> source) {
   }
   s.mode.store(Mode::kOff, std::memory_order_release);
   s.plan.clear();
+  s.power_limit_plan = false;
   s.source = std::move(source);
   s.ResetTracking();
   if (!s.controller) return;
@@ -357,7 +372,7 @@ void Agent::OnInstructionBegin(model::Kind kind, int microbatch, int chunk) noex
                    true);
         return;
       }
-      s.controller->Request(expected.mhz);
+      if (!s.power_limit_plan) s.controller->Request(expected.mhz);
     } else {
       s.ProfileBegin(kind);
     }
@@ -393,7 +408,8 @@ void Agent::OnInstructionEnd(model::Kind kind, int microbatch, int chunk) noexce
     } else {
       s.ProfileEnd(kind);
     }
-    if (s.options.idle_clock_mhz && s.controller) s.controller->Request(*s.options.idle_clock_mhz);
+    if (s.options.idle_clock_mhz && s.controller && !s.power_limit_plan)
+      s.controller->Request(*s.options.idle_clock_mhz);
   } catch (const std::exception& e) {
     s.FallBack(std::string("instruction end failed: ") + e.what(), true);
   } catch (...) {
@@ -422,6 +438,7 @@ Stats Agent::stats() const {
     out.coalesced = c.coalesced;
     out.failed = c.failed;
     out.last_applied_mhz = c.last_applied_mhz;
+    out.last_power_limit_w = c.last_power_limit_w;
   }
   out.step_begins = s.step_begins.load(std::memory_order_relaxed);
   out.step_ends = s.step_ends.load(std::memory_order_relaxed);

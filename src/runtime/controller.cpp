@@ -35,11 +35,24 @@ ClockController::~ClockController() {
 }
 
 void ClockController::Request(int mhz) noexcept {
+  Post(mhz < 0 ? kDefaultClocks : mhz);
+}
+
+void ClockController::RequestPowerLimit(double watts) noexcept {
+  // Milliwatts, as NVML counts them; negative in the slot (clocks are >= 0).
+  const double mw = watts * 1000;
+  if (!(mw >= 1) || mw > 1e12) {
+    Post(kDefaultClocks);
+    return;
+  }
+  Post(-static_cast<std::int64_t>(mw + 0.5));
+}
+
+void ClockController::Post(std::int64_t wanted) noexcept {
   if (failed_.load(std::memory_order_acquire)) return;
-  if (mhz < 0) mhz = kDefaultClocks;
   // requested_ and coalesced_ have one writer: the thread calling Request.
   Bump(requested_);
-  const std::int64_t previous = slot_.exchange(mhz, std::memory_order_seq_cst);
+  const std::int64_t previous = slot_.exchange(wanted, std::memory_order_seq_cst);
   if (previous != kEmpty) Bump(coalesced_);
   if (sleeping_.load(std::memory_order_seq_cst)) {
     // The thread is waiting or about to: taking the mutex orders this notify
@@ -74,6 +87,7 @@ ControllerStats ClockController::stats() const {
   s.coalesced = coalesced_.load(std::memory_order_relaxed);
   s.failed = failed_calls_.load(std::memory_order_relaxed);
   s.last_applied_mhz = last_applied_mhz_.load(std::memory_order_relaxed);
+  s.last_power_limit_w = last_power_limit_mw_.load(std::memory_order_relaxed) / 1000.0;
   return s;
 }
 
@@ -88,7 +102,7 @@ void ClockController::Run() {
     busy_.store(true, std::memory_order_seq_cst);
     const std::int64_t wanted = slot_.exchange(kEmpty, std::memory_order_seq_cst);
     if (wanted != kEmpty) {
-      if (!failed_.load(std::memory_order_acquire)) Apply(static_cast<int>(wanted));
+      if (!failed_.load(std::memory_order_acquire)) Apply(wanted);
       busy_.store(false, std::memory_order_seq_cst);
       last_request = Steady::now();
       continue;
@@ -111,29 +125,53 @@ void ClockController::Run() {
     last_request = Steady::now();
   }
   // Leave the GPU as we found it.
-  if (last_applied_mhz_.load(std::memory_order_relaxed) != kDefaultClocks) {
-    control_->Restore();
-    restores_.fetch_add(1, std::memory_order_relaxed);
-    last_applied_mhz_.store(kDefaultClocks, std::memory_order_relaxed);
-  }
+  if (Changed()) RestoreDefaults();
 }
 
-void ClockController::Apply(int mhz) {
-  if (mhz == last_applied_mhz_.load(std::memory_order_relaxed)) {
+bool ClockController::Changed() const {
+  return last_applied_mhz_.load(std::memory_order_relaxed) != kDefaultClocks ||
+         last_power_limit_mw_.load(std::memory_order_relaxed) != 0;
+}
+
+void ClockController::RestoreDefaults() {
+  control_->Restore();  // noexcept by contract
+  restores_.fetch_add(1, std::memory_order_relaxed);
+  last_applied_mhz_.store(kDefaultClocks, std::memory_order_relaxed);
+  last_power_limit_mw_.store(0, std::memory_order_relaxed);
+}
+
+void ClockController::Apply(std::int64_t wanted) {
+  const int mhz = wanted >= 0 ? static_cast<int>(wanted) : kDefaultClocks;
+  const std::int64_t mw = wanted < 0 ? -wanted : 0;
+  if (mhz == last_applied_mhz_.load(std::memory_order_relaxed) &&
+      mw == last_power_limit_mw_.load(std::memory_order_relaxed)) {
     skipped_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  if (mhz == kDefaultClocks) {
-    control_->Restore();  // noexcept by contract
-    restores_.fetch_add(1, std::memory_order_relaxed);
-    last_applied_mhz_.store(kDefaultClocks, std::memory_order_relaxed);
+  if (mhz == kDefaultClocks && mw == 0) {
+    RestoreDefaults();
     return;
   }
+  // One lever at a time: a clock request ends a power limit and the reverse,
+  // so the GPU holds exactly the latest request whatever was coalesced.
   std::string reason;
   try {
-    control_->SetLockedClocks(nvml_index_, mhz, mhz);
+    if (mw != 0) {
+      if (last_applied_mhz_.load(std::memory_order_relaxed) != kDefaultClocks) {
+        control_->ResetLockedClocks(nvml_index_);
+        last_applied_mhz_.store(kDefaultClocks, std::memory_order_relaxed);
+      }
+      control_->SetPowerLimit(nvml_index_, static_cast<double>(mw) / 1000);
+      last_power_limit_mw_.store(mw, std::memory_order_relaxed);
+    } else {
+      if (last_power_limit_mw_.load(std::memory_order_relaxed) != 0) {
+        control_->ResetPowerLimit(nvml_index_);
+        last_power_limit_mw_.store(0, std::memory_order_relaxed);
+      }
+      control_->SetLockedClocks(nvml_index_, mhz, mhz);
+      last_applied_mhz_.store(mhz, std::memory_order_relaxed);
+    }
     applied_.fetch_add(1, std::memory_order_relaxed);
-    last_applied_mhz_.store(mhz, std::memory_order_relaxed);
     return;
   } catch (const std::exception& e) {
     reason = e.what();
@@ -144,9 +182,7 @@ void ClockController::Apply(int mhz) {
   failed_calls_.fetch_add(1, std::memory_order_relaxed);
   failed_.store(true, std::memory_order_release);
   slot_.store(kEmpty, std::memory_order_seq_cst);
-  control_->Restore();
-  restores_.fetch_add(1, std::memory_order_relaxed);
-  last_applied_mhz_.store(kDefaultClocks, std::memory_order_relaxed);
+  RestoreDefaults();
   std::string described;
   try {
     described = control_->Describe();
@@ -155,8 +191,12 @@ void ClockController::Apply(int mhz) {
   }
   if (on_failure_) {
     try {
-      on_failure_("could not lock GPU " + std::to_string(nvml_index_) + " at " +
-                  std::to_string(mhz) + " MHz through " + described + ": " + reason);
+      const std::string what =
+          mw != 0
+              ? "set GPU " + std::to_string(nvml_index_) + "'s power limit to " +
+                    std::to_string(static_cast<double>(mw) / 1000).substr(0, 8) + " W"
+              : "lock GPU " + std::to_string(nvml_index_) + " at " + std::to_string(mhz) + " MHz";
+      on_failure_("could not " + what + " through " + described + ": " + reason);
     } catch (...) {
       // Never let a callback kill the controller thread.
     }

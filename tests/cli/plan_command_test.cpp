@@ -211,6 +211,63 @@ TEST_F(PlanCommandTest, ReplayAgreesWithEveryWrittenPlan) {
                      "chosen.json");
 }
 
+// --lever power-limit: one limit per stage; the plan replays to the summary's
+// figures, the clock plan at the same deadline saves at least as much, and
+// the limit flags are checked.
+TEST_F(PlanCommandTest, PowerLimitLeverPlansOneLimitPerStage) {
+  const fs::path profile =
+      fs::path(JOULEPIPE_SOURCE_DIR) / "data/profiles/gpt3-175b+a100_sxm_bf16.csv";
+  const fs::path out = root_ / "limits";
+  const Result r = Run("plan --profile " + Quote(profile) +
+                       " --schedule 1f1b --stages 8 --microbatches 12 --p-block 83.64"
+                       " --slowdown 0.05 --lever power-limit --out " +
+                       Quote(out));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("chosen power-limit plan"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("locking clocks would save"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("any (the profile names no GPU"), std::string::npos) << r.out;
+  const nlohmann::json summary = nlohmann::json::parse(Slurp(out / "summary.json"));
+  EXPECT_EQ(summary["lever"], "power-limit");
+  EXPECT_LE(summary["chosen"]["time_s"].get<double>(), summary["deadline_s"].get<double>());
+  // 14.9 % with limits, 21.6 % with clocks at 5 % slowdown (docs/cli.md).
+  EXPECT_GT(summary["chosen"]["saving_pct"].get<double>(), 10);
+  EXPECT_GE(summary["clock_plan"]["saving_pct"].get<double>(),
+            summary["chosen"]["saving_pct"].get<double>());
+  const nlohmann::json plan = nlohmann::json::parse(Slurp(out / "chosen.json"));
+  ASSERT_EQ(plan["power_limits_w"].size(), 8u);
+  double limited = 0;  // stages that got a limit below the default
+  for (const auto& w : plan["power_limits_w"]) limited += w.get<double>() > 0;
+  EXPECT_GE(limited, 4);
+  const Result e = Run("evaluate --json --p-block 83.64 --profile " + Quote(profile) + " --plan " +
+                       Quote(out / "chosen.json"));
+  ExpectReplayAgrees(e, summary["chosen"]["time_s"], summary["chosen"]["energy_j"], "chosen.json");
+  const std::string csv = Slurp(out / "frontier.csv");
+  EXPECT_EQ(csv.rfind("time_s,energy_j,power_limits_w\n", 0), 0u) << csv;
+  // The range flags, and the objectives this lever does not take.
+  const Result ranged = Run(PlanArgs(profile_,
+                                     "--schedule 1f1b --stages 4 --microbatches 6 "
+                                     "--lever power-limit --min-power-limit 2.5 --out " +
+                                         Quote(root_ / "ranged")));
+  ASSERT_EQ(ranged.code, 0) << ranged.err;
+  EXPECT_NE(ranged.out.find("2.5 .. default W, from --min-power-limit"), std::string::npos)
+      << ranged.out;
+  ExpectRejected(PlanArgs(profile_,
+                          "--schedule 1f1b --stages 4 --microbatches 6 --lever "
+                          "power-limit --energy-budget 5 --out " +
+                              Quote(root_ / "x")),
+                 {"--energy-budget is not supported with --lever power-limit"});
+  ExpectRejected(PlanArgs(profile_,
+                          "--schedule 1f1b --stages 4 --microbatches 6 "
+                          "--min-power-limit 100 --out " +
+                              Quote(root_ / "x")),
+                 {"--min-power-limit and --max-power-limit apply to --lever power-limit only"});
+  ExpectRejected(PlanArgs(profile_,
+                          "--schedule 1f1b --stages 4 --microbatches 6 --lever volts "
+                          "--out " +
+                              Quote(root_ / "x")),
+                 {"--lever"});
+}
+
 TEST_F(PlanCommandTest, MeasuredGpt3ProfileTwelveMicrobatches) {
   const fs::path profile =
       fs::path(JOULEPIPE_SOURCE_DIR) / "data/profiles/gpt3-175b+a100_sxm_bf16.csv";

@@ -11,8 +11,8 @@
 
 #include <gtest/gtest.h>
 
-#include "../runtime/runtime_test_support.hpp"
 #include "../daemon/daemon_test_support.hpp"
+#include "../runtime/runtime_test_support.hpp"
 #include "joulepipe/gpu/clock_control.hpp"
 #include "joulepipe/runtime/agent.hpp"
 
@@ -60,6 +60,43 @@ TEST(AgentThroughDaemon, AppliesThePlanAndRestoresOnExit) {
   EXPECT_FALSE(agent->fallback_reason()) << *agent->fallback_reason();
   agent.reset();  // restores through the daemon
   EXPECT_GE(daemon.CountCalls("nvmlDeviceResetGpuLockedClocks", 1), 1);
+}
+
+// A power-limit plan (solver/power_limit_plan.hpp): the limit reaches the
+// GPU once, no clock is locked, and the limit is reset when the agent goes.
+TEST(AgentThroughDaemon, AppliesAPowerLimitPlanAndRestoresTheLimit) {
+  DaemonFixture daemon;
+  ASSERT_TRUE(daemon.ready()) << daemon.stderr_text();
+  std::shared_ptr<gpu::ClockControl> control = gpu::MakeDaemonClockControl(daemon.socket());
+  runtime::AgentOptions options;
+  options.nvml_index = 1;
+  options.control = control;
+  auto agent = std::make_unique<runtime::Agent>(std::move(options));
+  const auto plan = SimplePlan(2, 1200, 1100);
+  agent->SetPowerLimitPlan(plan, 250);
+  for (int step = 0; step < 3; ++step) {
+    agent->OnStepBegin();
+    for (const model::PlannedInstruction& p : plan) {
+      agent->OnInstructionBegin(p.instruction.kind, p.instruction.microbatch, 0);
+      agent->OnInstructionEnd(p.instruction.kind, p.instruction.microbatch, 0);
+    }
+    agent->OnStepEnd();
+  }
+  ASSERT_TRUE(agent->WaitIdle());
+  EXPECT_FALSE(agent->fallback_reason()) << *agent->fallback_reason();
+  json set;
+  for (const json& call : daemon.Calls()) {
+    if (call["function"] == "nvmlDeviceSetPowerManagementLimit" && call["device"] == 1) {
+      set = call;
+    }
+  }
+  ASSERT_FALSE(set.is_null());
+  EXPECT_EQ(set["result"], 0) << set.dump();
+  EXPECT_EQ(set["args"]["limit_mw"], 250000) << set.dump();
+  EXPECT_EQ(daemon.CountCalls("nvmlDeviceSetPowerManagementLimit", 1), 1);
+  EXPECT_EQ(daemon.CountCalls("nvmlDeviceSetGpuLockedClocks", 1), 0);
+  agent.reset();  // restores through the daemon: the limit back to its default
+  EXPECT_EQ(daemon.CountCalls("nvmlDeviceSetPowerManagementLimit", 1), 2) << set.dump();
 }
 
 TEST(AgentThroughDaemon, DaemonRestoresWhenTrainingIsKilledMidStep) {

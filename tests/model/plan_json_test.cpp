@@ -54,6 +54,7 @@ void ExpectSamePlan(const Plan& a, const Plan& b) {
       EXPECT_EQ(a.stages[s][i].mhz, b.stages[s][i].mhz) << s << "," << i;
     }
   }
+  EXPECT_EQ(a.power_limits_w, b.power_limits_w);
   ASSERT_EQ(a.predicted.has_value(), b.predicted.has_value());
   if (a.predicted) {
     EXPECT_EQ(a.predicted->time_s, b.predicted->time_s);  // bit-exact
@@ -257,6 +258,30 @@ TEST(PlanJsonErrorTest, Prediction) {
   ExpectDocError(doc, {"predicted has no field 'energy_j'"});
   doc["predicted"] = nullptr;  // a null prediction is no prediction
   EXPECT_FALSE(PlanFromJson(doc.dump(), "plan.json").predicted.has_value());
+}
+
+TEST(PlanJsonTest, PowerLimitPlanRoundTrips) {
+  Plan plan = SmallPlan();
+  plan.power_limits_w = {0, 212.5};
+  const Plan back = PlanFromJson(PlanToJson(plan), "plan.json");
+  ExpectSamePlan(plan, back);
+  EXPECT_NE(PlanToJson(plan).find("\"power_limits_w\": [0.0,212.5]"), std::string::npos)
+      << PlanToJson(plan);
+  EXPECT_EQ(PlanToJson(SmallPlan()).find("power_limits_w"), std::string::npos);
+}
+
+TEST(PlanJsonErrorTest, PowerLimits) {
+  json doc = SmallJson();
+  doc["power_limits_w"] = {250};
+  ExpectDocError(doc, {"power_limits_w must be an array of one power limit (W) per stage (2)"});
+  doc["power_limits_w"] = {250, "x"};
+  ExpectDocError(doc, {"power_limits_w[1] must be a finite number"});
+  doc["power_limits_w"] = {250, 0.5};
+  ExpectDocError(doc, {"power_limits_w[1] must be 0 (the GPU's default limit) or 1..5000 W"});
+  doc["power_limits_w"] = {250, 9000};
+  ExpectDocError(doc, {"power_limits_w[1]", "9000"});
+  doc["power_limits_w"] = nullptr;  // null: a clock plan
+  EXPECT_TRUE(PlanFromJson(doc.dump(), "plan.json").power_limits_w.empty());
 }
 
 }  // namespace

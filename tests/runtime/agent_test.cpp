@@ -97,6 +97,33 @@ TEST(AgentTest, ExecutesThePlanClockPerInstruction) {
   EXPECT_EQ(f.control->calls().back(), "restore");
 }
 
+TEST(AgentTest, PowerLimitPlanSetsTheLimitOnceAndLocksNoClock) {
+  Fixture f(/*idle=*/600);
+  const auto plan = SimplePlan(2, 1000, 1200);
+  f.agent->SetPowerLimitPlan(plan, 212.5);
+  EXPECT_EQ(f.agent->mode(), Mode::kExecute);
+  RunStep(*f.agent, plan);
+  RunStep(*f.agent, plan);
+  ASSERT_TRUE(f.agent->WaitIdle());
+  EXPECT_EQ(f.control->calls(), std::vector<std::string>({"power 2 212"}));
+  EXPECT_EQ(f.agent->stats().last_power_limit_w, 212.5);
+  EXPECT_EQ(f.agent->stats().last_applied_mhz, 0);
+  EXPECT_EQ(f.agent->stats().instruction_begins, 8u);
+  // The sequence is still checked: a mismatch falls back and restores.
+  f.agent->OnStepBegin();
+  f.agent->OnInstructionBegin(Kind::kBackward, 0, 0);
+  ASSERT_TRUE(f.agent->WaitIdle());
+  EXPECT_EQ(f.agent->mode(), Mode::kOff);
+  ASSERT_TRUE(f.agent->fallback_reason());
+  EXPECT_EQ(f.control->calls().back(), "restore");
+  // A clock plan afterwards locks clocks again.
+  f.agent->SetPlan(plan);
+  RunStep(*f.agent, plan);
+  ASSERT_TRUE(f.agent->WaitIdle());
+  EXPECT_EQ(f.agent->stats().last_power_limit_w, 0.0);
+  EXPECT_NE(f.agent->stats().last_applied_mhz, 0);
+}
+
 TEST(AgentTest, IdleClockBetweenInstructions) {
   Fixture f(600);
   f.agent->SetPlan(SimplePlan(1, 1000, 1200));

@@ -61,6 +61,56 @@ TEST(ClockControllerTest, CoalescesABurstLatestWins) {
   EXPECT_EQ(controller.stats().applied, 2u);
 }
 
+TEST(ClockControllerTest, PowerLimitsAndClocksAreOneLeverAtATime) {
+  auto control = std::make_shared<FakeControl>();
+  ClockController controller(control, 1, nullptr);
+  controller.RequestPowerLimit(250.0);
+  ASSERT_TRUE(controller.WaitIdle(5));
+  EXPECT_EQ(controller.stats().last_power_limit_w, 250.0);
+  controller.RequestPowerLimit(250.0);  // the limit in force: skipped
+  ASSERT_TRUE(controller.WaitIdle(5));
+  controller.Request(1200);  // a clock ends the power limit first
+  ASSERT_TRUE(controller.WaitIdle(5));
+  EXPECT_EQ(controller.stats().last_power_limit_w, 0.0);
+  controller.RequestPowerLimit(200.0);  // and a limit ends the locked clock first
+  ASSERT_TRUE(controller.WaitIdle(5));
+  EXPECT_EQ(controller.stats().last_applied_mhz, 0);
+  controller.RequestPowerLimit(0);  // no limit: back to defaults
+  ASSERT_TRUE(controller.WaitIdle(5));
+  EXPECT_EQ(control->calls(), Calls({"power 1 250", "reset power 1", "lock 1 1200 1200", "reset 1",
+                                     "power 1 200", "restore"}));
+  const ControllerStats s = controller.stats();
+  EXPECT_EQ(s.skipped, 1u);
+  EXPECT_EQ(s.applied, 3u);
+  EXPECT_EQ(s.restores, 1u);
+}
+
+TEST(ClockControllerTest, ARejectedPowerLimitRestoresAndReportsIt) {
+  auto control = std::make_shared<FakeControl>();
+  std::vector<std::string> reports;
+  ClockController controller(control, 0, [&](const std::string& r) { reports.push_back(r); });
+  control->FailPowerLimit();
+  controller.RequestPowerLimit(90.5);
+  ASSERT_TRUE(controller.WaitIdle(5));
+  EXPECT_TRUE(controller.failed());
+  EXPECT_EQ(control->calls(), Calls({"fail power 90", "restore"}));
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_NE(reports[0].find("could not set GPU 0's power limit to 90.5"), std::string::npos)
+      << reports[0];
+  EXPECT_NE(reports[0].find("through fake: fake: power limit rejected"), std::string::npos)
+      << reports[0];
+}
+
+TEST(ClockControllerTest, DestructorRestoresAPowerLimit) {
+  auto control = std::make_shared<FakeControl>();
+  {
+    ClockController controller(control, 0, nullptr);
+    controller.RequestPowerLimit(300);
+    ASSERT_TRUE(controller.WaitIdle(5));
+  }
+  EXPECT_EQ(control->calls(), Calls({"power 0 300", "restore"}));
+}
+
 TEST(ClockControllerTest, FailureRestoresReportsOnceAndDropsLaterRequests) {
   auto control = std::make_shared<FakeControl>();
   control->FailAt(1410);

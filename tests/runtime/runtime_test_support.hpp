@@ -38,8 +38,18 @@ class FakeControl : public gpu::ClockControl {
                      std::to_string(max_mhz));
   }
   void ResetLockedClocks(int index) override { Record("reset " + std::to_string(index)); }
-  void SetPowerLimit(int, double) override {}
-  void ResetPowerLimit(int) override {}
+  void SetPowerLimit(int index, double watts) override {
+    if (fail_power_limit_) {
+      Record("fail power " + std::to_string(static_cast<int>(watts)));
+      throw gpu::GpuError("fake: power limit rejected");
+    }
+    Record("power " + std::to_string(index) + " " + std::to_string(static_cast<int>(watts)));
+  }
+  void ResetPowerLimit(int index) override { Record("reset power " + std::to_string(index)); }
+  void FailPowerLimit() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    fail_power_limit_ = true;
+  }
   void Restore() noexcept override { Record("restore"); }
 
   // SetLockedClocks throws GpuError for these clocks.
@@ -81,6 +91,7 @@ class FakeControl : public gpu::ClockControl {
   std::condition_variable changed_;
   bool hold_ = false;
   bool entered_ = false;
+  bool fail_power_limit_ = false;
   std::set<int> fail_at_;
   std::vector<std::string> calls_;
 };

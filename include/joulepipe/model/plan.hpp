@@ -7,6 +7,11 @@
 //    "chunk":0,"frequency":1410}, ...], ...],
 //    "predicted":{"time_s":..,"energy_j":..}}
 // "chunk" may be omitted (0); "predicted" is optional on input.
+//
+// A power-limit plan (solver/power_limit_plan.hpp) also has
+//   "power_limits_w":[W per stage]   (0 = the GPU's default limit)
+// and its "frequency" fields are the clocks the limit is predicted to give:
+// the runtime sets the stage's power limit and locks no clock.
 #pragma once
 
 #include <optional>
@@ -27,12 +32,18 @@ struct Prediction {
   double energy_j = 0;
 };
 
+// No board takes a power limit this high; a larger value is a typo.
+inline constexpr double kMaxPowerLimitW = 5'000;
+
 struct Plan {
   std::string schedule;  // "gpipe" | "1f1b" | "interleaved"
   int num_stages = 0;
   int num_microbatches = 0;
   int num_chunks = 1;
   std::vector<std::vector<PlannedInstruction>> stages;  // [stage][position]
+  // Empty: a clock plan. Else one power limit per stage (W), 0 = the GPU's
+  // default limit; each finite and 0 or in [1, kMaxPowerLimitW].
+  std::vector<double> power_limits_w;
   std::optional<Prediction> predicted;
 };
 

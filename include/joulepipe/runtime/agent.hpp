@@ -24,6 +24,11 @@
 //             and the wait before it and reports them to the source.
 //   kExecute  SetPlan(stage_plan): the agent walks the plan in order and
 //             requests each planned instruction's clock.
+//             SetPowerLimitPlan(stage_plan, watts): the power-limit lever
+//             (solver/power_limit_plan.hpp): the GPU's power limit is set
+//             once (off the training thread), no clock is locked, and the
+//             hooks only check that training runs the plan's sequence (a
+//             mismatch falls back as with clocks).
 //
 // Clock changes never happen on the training thread: the hooks post the
 // wanted clock to the ClockController (controller.hpp), whose thread applies
@@ -112,7 +117,8 @@ struct Stats {
   std::uint64_t step_ends = 0;
   std::uint64_t instruction_begins = 0;
   std::uint64_t instruction_ends = 0;
-  int last_applied_mhz = 0;  // 0: default clocks
+  int last_applied_mhz = 0;       // 0: default clocks
+  double last_power_limit_w = 0;  // 0: the default power limit
 };
 
 class Agent {
@@ -128,6 +134,11 @@ class Agent {
   // order with clocks (model::Plan::stages[stage]). Clears a fallback. An
   // empty plan falls back. Not a hook: may allocate.
   void SetPlan(std::vector<model::PlannedInstruction> stage_plan);
+  // Execute mode with a power limit instead of clocks: `watts` (0 = the
+  // default limit) for the whole plan; the plan's clocks are not applied
+  // (they are what the limit is predicted to give). The idle clock is not
+  // applied either. Clears a fallback; an empty plan falls back.
+  void SetPowerLimitPlan(std::vector<model::PlannedInstruction> stage_plan, double watts);
   // Profile mode: clocks come from `source`, measurements go to it. Clears
   // a fallback. nullptr = Disable().
   void SetProfiler(std::shared_ptr<ClockSource> source);

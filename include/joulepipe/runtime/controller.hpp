@@ -9,7 +9,11 @@
 //     instruction's end, then the next instruction's clock at its begin);
 //   * no-op skipping — a request equal to the clock last applied is skipped;
 //   * kDefaultClocks — restores the device's default clocks
-//     (ClockControl::Restore: reset everything that object changed).
+//     (ClockControl::Restore: reset everything that object changed);
+//   * RequestPowerLimit — the other lever: a power limit at default clocks
+//     (power-limit plans). It shares the slot, latest wins, and the GPU
+//     holds one lever at a time: applying a power limit resets locked
+//     clocks first, and applying a clock resets the power limit first.
 //
 // Failure: when a ClockControl call throws, the controller restores the
 // default clocks (Restore), enters the failed state, in which every further
@@ -47,13 +51,14 @@
 namespace joulepipe::runtime {
 
 struct ControllerStats {
-  std::uint64_t requested = 0;  // Request calls accepted (not failed)
-  std::uint64_t applied = 0;    // SetLockedClocks calls that succeeded
-  std::uint64_t restores = 0;   // Restore calls (back to default clocks)
-  std::uint64_t skipped = 0;    // requests equal to the clock in force
-  std::uint64_t coalesced = 0;  // requests replaced before they were taken
-  std::uint64_t failed = 0;     // ClockControl calls that threw
-  int last_applied_mhz = 0;     // the clock in force: 0 = default clocks
+  std::uint64_t requested = 0;    // Request calls accepted (not failed)
+  std::uint64_t applied = 0;      // SetLockedClocks / SetPowerLimit calls that succeeded
+  std::uint64_t restores = 0;     // Restore calls (back to default clocks)
+  std::uint64_t skipped = 0;      // requests equal to the clock in force
+  std::uint64_t coalesced = 0;    // requests replaced before they were taken
+  std::uint64_t failed = 0;       // ClockControl calls that threw
+  int last_applied_mhz = 0;       // the clock in force: 0 = default clocks
+  double last_power_limit_w = 0;  // the power limit in force: 0 = the default
 };
 
 struct ControllerOptions {
@@ -79,6 +84,10 @@ class ClockController {
   // Wants the GPU locked at `mhz` (min = max = mhz), or its default clocks
   // for kDefaultClocks (or any value <= 0). Dropped while failed.
   void Request(int mhz) noexcept;
+  // Wants the GPU at default clocks under a power limit of `watts` (to the
+  // milliwatt); watts < 0.001 (or not finite) = default clocks and limit.
+  // Same cost and rules as Request.
+  void RequestPowerLimit(double watts) noexcept;
 
   // Leaves the failed state.
   void Clear();
@@ -94,14 +103,18 @@ class ClockController {
   static constexpr std::int64_t kEmpty = INT64_MIN;
 
   void Run();
-  void Apply(int mhz);
+  void Post(std::int64_t wanted) noexcept;
+  void Apply(std::int64_t wanted);
+  bool Changed() const;
+  void RestoreDefaults();
 
   const std::shared_ptr<gpu::ClockControl> control_;
   const int nvml_index_;
   const std::function<void(const std::string&)> on_failure_;
   const ControllerOptions options_;
 
-  // The slot: kEmpty or the wanted clock. Written by Request, taken
+  // The slot: kEmpty, the wanted clock (>= 0), or minus the wanted power
+  // limit in milliwatts (< 0). Written by Request, taken
   // (exchanged with kEmpty) by the thread.
   std::atomic<std::int64_t> slot_{kEmpty};
   // True while the thread is in deep sleep (or about to be) on wake_.
@@ -118,7 +131,8 @@ class ClockController {
   std::atomic<std::uint64_t> skipped_{0};
   std::atomic<std::uint64_t> coalesced_{0};
   std::atomic<std::uint64_t> failed_calls_{0};
-  std::atomic<int> last_applied_mhz_{0};  // written by the thread only
+  std::atomic<int> last_applied_mhz_{0};              // written by the thread only
+  std::atomic<std::int64_t> last_power_limit_mw_{0};  // written by the thread only
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;
