@@ -178,6 +178,20 @@ def plan_pipeline(profile: ProfileArg, *, stages: int, microbatches: int,
     host power counted with the GPU energy for as long as the iteration
     lasts (least energy for the whole node); 0 counts GPU energy only."""
 
+def plan_power_limits(profile: ProfileArg, *, stages: int, microbatches: int,
+                      schedule: str = "1f1b", chunks: int = 1,
+                      p_block_w: Optional[float] = None, slowdown: float = 0.0,
+                      least_energy: bool = False, min_power_limit_w: Optional[float] = None,
+                      max_power_limit_w: Optional[float] = None) -> Dict[str, Any]:
+    """solver::SolveLimitFrontier, as `joulepipe plan --lever power-limit`: one
+    power limit per stage instead of a clock per instruction. The least
+    energy within (1 + slowdown) x the default-limit time, or at any speed
+    (least_energy). min/max_power_limit_w: the GPUs' accepted range (None:
+    no bound but the profile's). Returns baseline_time_s, baseline_energy_j,
+    deadline_s, p_block_w, time_s, energy_j, saving (a fraction),
+    power_limits_w (per stage, 0 = default), plan (a Plan with them),
+    frontier [(time_s, energy_j, power_limits_w)], evaluations."""
+
 def evaluate_plan(profile: ProfileArg, plan_json: str, *, p_block_w: Optional[float] = None,
                   plan_name: str = "plan") -> Dict[str, Any]:
     """schedule::EvaluatePlan, as `joulepipe evaluate`: time_s, energy_j,

@@ -175,6 +175,27 @@ def test_tune_is_the_clis(tmp_path):
 # ---- planning --------------------------------------------------------------------------
 
 
+def test_plan_power_limits_is_the_clis(tmp_path):
+    out = tmp_path / "limits"
+    run_cli("plan", "--profile", A40, "--schedule", "1f1b", "--stages", 8, "--microbatches", 12,
+            "--p-block", P_BLOCK, "--slowdown", 0.05, "--lever", "power-limit", "--out", out)
+    r = jp.plan_power_limits(A40, stages=8, microbatches=12, p_block_w=P_BLOCK, slowdown=0.05)
+    assert r["plan"].to_json() == (out / "chosen.json").read_text()
+    summary = json.loads((out / "summary.json").read_text())
+    assert r["saving"] * 100 == pytest.approx(summary["chosen"]["saving_pct"], rel=1e-12)
+    assert r["power_limits_w"] == r["plan"].power_limits_w and len(r["power_limits_w"]) == 8
+    assert r["time_s"] <= r["deadline_s"] and r["saving"] > 0
+    assert len(r["frontier"]) == summary["frontier_points"]
+    least = jp.plan_power_limits(A40, stages=8, microbatches=12, p_block_w=P_BLOCK,
+                                 least_energy=True)
+    assert least["energy_j"] <= r["energy_j"]
+    floor = jp.plan_power_limits(A40, stages=8, microbatches=12, p_block_w=P_BLOCK,
+                                 slowdown=0.05, min_power_limit_w=5000)
+    assert floor["saving"] == 0 and floor["power_limits_w"] == [0.0] * 8
+    with pytest.raises(ValueError, match="one goal"):
+        jp.plan_power_limits(A40, stages=8, microbatches=12, slowdown=0.1, least_energy=True)
+
+
 def test_plan_is_bit_for_bit_the_clis(tmp_path):
     out = tmp_path / "plan"
     run_cli("plan", "--profile", A40, "--schedule", "1f1b", "--stages", 8, "--microbatches", 24, "--p-block", P_BLOCK,

@@ -33,6 +33,7 @@ void BindAgent(py::module_& m);
 void BindPlan(py::module_& m);
 void BindSimulate(py::module_& m);
 void BindTune(py::module_& m);
+void BindPowerLimits(py::module_& m);
 void BindCoord(py::module_& m);
 void BindCoordinatedPlan(py::module_& m);
 void BindCoordClient(py::module_& m);

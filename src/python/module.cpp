@@ -16,6 +16,7 @@ PYBIND11_MODULE(_core, m) {
   python::BindProfile(m);
   python::BindSimulate(m);
   python::BindTune(m);
+  python::BindPowerLimits(m);
   python::BindGpu(m);
   python::BindMonitor(m);
   python::BindProfiler(m);

@@ -1,0 +1,82 @@
+// plan_power_limits: solver::SolveLimitFrontier, as `joulepipe plan --lever
+// power-limit` without the clock comparison (plan_pipeline gives that).
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <pybind11/stl.h>
+
+#include "bindings.hpp"
+#include "cancellable.hpp"
+#include "joulepipe/model/error.hpp"
+#include "joulepipe/model/plan.hpp"
+#include "joulepipe/solver/plan_pipeline.hpp"
+#include "joulepipe/solver/power_limit_plan.hpp"
+#include "plan_inputs.hpp"
+
+namespace joulepipe::python {
+namespace {
+
+py::dict PlanPowerLimitsTask(const py::handle& profile_arg, int stages, int microbatches,
+                             const std::string& schedule, int chunks,
+                             std::optional<double> p_block_w, double slowdown, bool least_energy,
+                             std::optional<double> min_power_limit_w,
+                             std::optional<double> max_power_limit_w) {
+  if (least_energy && slowdown != 0) {
+    throw model::InputError("choose one goal: slowdown or least_energy");
+  }
+  solver::PlanRequest request;
+  request.spec = SpecFrom(schedule, stages, microbatches, chunks);
+  request.p_block_w = p_block_w;
+  request.slowdown = slowdown;
+  solver::CheckPlanRequest(request);
+  request.profile_name = ProfileName(profile_arg);
+  model::Profile storage;
+  const model::Profile& profile = ProfileFrom(profile_arg, &storage);
+  // The baseline, the deadline and P_block, with every input check.
+  const solver::PipelinePlan prepared = solver::PreparePipelinePlan(profile, request);
+  solver::LimitPlanOptions options;
+  options.p_block_w = prepared.p_block_w;
+  options.min_limit_w = min_power_limit_w.value_or(0);
+  options.max_limit_w = max_power_limit_w.value_or(0);
+  options.deadlines_s = {prepared.deadline_s};
+  const solver::LimitFrontier f = RunCancellable<solver::LimitFrontier>(
+      [&](const std::atomic<bool>* cancel, ProgressFn) {
+        solver::LimitPlanOptions o = options;
+        o.cancel = cancel;
+        return solver::SolveLimitFrontier(prepared.schedule, profile, o);
+      },
+      py::none());
+  const solver::LimitPoint* chosen =
+      least_energy ? &f.points.back() : f.BestWithin(prepared.deadline_s);
+  if (chosen == nullptr) chosen = &f.points.front();
+  py::dict out;
+  out["baseline_time_s"] = prepared.baseline.time_s;
+  out["baseline_energy_j"] = prepared.baseline.energy_j;
+  out["deadline_s"] = prepared.deadline_s;
+  out["p_block_w"] = prepared.p_block_w;
+  out["time_s"] = chosen->time_s;
+  out["energy_j"] = chosen->energy_j;
+  out["saving"] = 1 - chosen->energy_j / prepared.baseline.energy_j;
+  out["power_limits_w"] = chosen->watts;
+  out["plan"] = solver::ToPlan(prepared.schedule, *chosen);
+  py::list frontier;
+  for (const solver::LimitPoint& p : f.points) {
+    frontier.append(py::make_tuple(p.time_s, p.energy_j, p.watts));
+  }
+  out["frontier"] = frontier;
+  out["evaluations"] = f.evaluations;
+  return out;
+}
+
+}  // namespace
+
+void BindPowerLimits(py::module_& m) {
+  m.def("plan_power_limits", &PlanPowerLimitsTask, py::arg("profile"), py::kw_only(),
+        py::arg("stages"), py::arg("microbatches"), py::arg("schedule") = "1f1b",
+        py::arg("chunks") = 1, py::arg("p_block_w") = py::none(), py::arg("slowdown") = 0.0,
+        py::arg("least_energy") = false, py::arg("min_power_limit_w") = py::none(),
+        py::arg("max_power_limit_w") = py::none());
+}
+
+}  // namespace joulepipe::python
