@@ -32,7 +32,11 @@ std::string InstructionJson(const PlannedInstruction& planned) {
   return "{\"instruction\": \"" + std::string(KindName(in.kind)) +
          "\", \"microbatch\": " + std::to_string(in.microbatch) +
          ", \"chunk\": " + std::to_string(in.chunk) +
-         ", \"frequency\": " + std::to_string(planned.mhz) + "}";
+         ", \"frequency\": " + std::to_string(planned.mhz) +
+         (planned.wait_mhz > 0 ? ", \"wait_frequency\": " + std::to_string(planned.wait_mhz) +
+                                     ", \"wait_restore_s\": " + json(planned.wait_restore_s).dump()
+                               : std::string()) +
+         "}";
 }
 
 void AppendStage(const std::vector<PlannedInstruction>& stage, std::string* out) {
@@ -183,6 +187,21 @@ class PlanReader {
                                 std::to_string(plan.num_chunks));
     }
     planned.mhz = Integer(Require(entry, "frequency", path), path + ".frequency", 1);
+    const bool has_wait = entry.contains("wait_frequency");
+    if (has_wait != entry.contains("wait_restore_s")) {
+      Fail(path, std::string("has ") + (has_wait ? "wait_frequency" : "wait_restore_s") +
+                     " without " + (has_wait ? "wait_restore_s" : "wait_frequency") +
+                     "; a lowered wait needs both (or neither)");
+    }
+    if (has_wait) {
+      planned.wait_mhz = Integer(entry["wait_frequency"], path + ".wait_frequency", 1);
+      planned.wait_restore_s = Number(entry["wait_restore_s"], path + ".wait_restore_s");
+      if (planned.wait_restore_s < 0 || planned.wait_restore_s > 3600) {
+        Fail(path + ".wait_restore_s",
+             "must be seconds in 0..3600 after the instruction's end, got " +
+                 Show(entry["wait_restore_s"]));
+      }
+    }
     return planned;
   }
 

@@ -247,7 +247,7 @@ class Walker {
       const int key = Key(instruction);
       end_[key] = start + point.time_s;
       done_[key] = true;
-      timetable_[stage].push_back({start, point.time_s, point.energy_j, point.mhz});
+      timetable_[stage].push_back({start, point.time_s, point.energy_j, point.mhz, 0});
       free_at_[stage] = end_[key];
       busy_[stage] += point.time_s;
       busy_energy_j_ += point.energy_j;
@@ -297,6 +297,13 @@ int ProfileStage(const Spec& spec, int profile_stages, const model::Instruction&
 
 ReplayResult Replay(const Schedule& schedule, const model::Profile& profile,
                     const model::Plan& plan, double p_block_w, const std::string& source) {
+  return Replay(schedule, profile, plan, model::FlatWaitModel(p_block_w), source);
+}
+
+ReplayResult Replay(const Schedule& schedule, const model::Profile& profile,
+                    const model::Plan& plan, const model::WaitModel& waits,
+                    const std::string& source) {
+  const double p_block_w = waits.p_block_w;
   if (!std::isfinite(p_block_w) || p_block_w < 0) {
     throw InputError("blocking power must be a finite number of watts >= 0 (got " +
                      std::to_string(p_block_w) + ")");
@@ -314,10 +321,40 @@ ReplayResult Replay(const Schedule& schedule, const model::Profile& profile,
   result.busy_energy_j = walker.busy_energy_j();
   double idle_s = 0;
   for (int s = 0; s < schedule.spec.stages; ++s) idle_s += result.time_s - walker.busy_time_s(s);
-  result.blocking_energy_j = p_block_w * idle_s;
-  result.energy_j = result.busy_energy_j + result.blocking_energy_j;
   result.timetable = walker.TakeTimetable();
+  // Waits after each instruction; lowered ones save (P_block - P_low) each
+  // second at the wait clock. A flat model lowers none, so the blocking
+  // energy below is exactly P_block x idle time.
+  for (std::vector<TimedInstruction>& stage : result.timetable) {
+    for (std::size_t i = 0; i < stage.size(); ++i) {
+      const double next = i + 1 < stage.size() ? stage[i + 1].start_s : result.time_s;
+      stage[i].wait_after_s = std::max(0.0, next - (stage[i].start_s + stage[i].time_s));
+      result.lowered_wait_s += waits.LoweredS(stage[i].wait_after_s);
+    }
+  }
+  result.blocking_energy_j =
+      p_block_w * idle_s - (p_block_w - waits.lowered_w()) * result.lowered_wait_s;
+  result.energy_j = result.busy_energy_j + result.blocking_energy_j;
   return result;
+}
+
+int AnnotateWaits(const ReplayResult& replay, const model::WaitModel& waits, model::Plan* plan) {
+  int lowered = 0;
+  for (std::size_t s = 0; s < plan->stages.size() && s < replay.timetable.size(); ++s) {
+    for (std::size_t i = 0; i < plan->stages[s].size() && i < replay.timetable[s].size(); ++i) {
+      model::PlannedInstruction& planned = plan->stages[s][i];
+      const double gap = replay.timetable[s][i].wait_after_s;
+      if (waits.LoweredS(gap) > 0) {
+        planned.wait_mhz = waits.wait_mhz();
+        planned.wait_restore_s = waits.RestoreAfterS(gap);
+        ++lowered;
+      } else {
+        planned.wait_mhz = 0;
+        planned.wait_restore_s = 0;
+      }
+    }
+  }
+  return lowered;
 }
 
 }  // namespace joulepipe::schedule

@@ -284,5 +284,30 @@ TEST(PlanJsonErrorTest, PowerLimits) {
   EXPECT_TRUE(PlanFromJson(doc.dump(), "plan.json").power_limits_w.empty());
 }
 
+// Lowered waits travel with the plan; a file with one half of the pair is refused.
+TEST(PlanJson, WaitClocksRoundTrip) {
+  Plan plan = SmallPlan();
+  plan.stages[0][1].wait_mhz = 600;
+  plan.stages[0][1].wait_restore_s = 0.0123456789;
+  const std::string text = PlanToJson(plan);
+  EXPECT_NE(text.find("\"wait_frequency\": 600"), std::string::npos);
+  const Plan back = PlanFromJson(text, "p.json");
+  EXPECT_EQ(back.stages[0][1].wait_mhz, 600);
+  EXPECT_EQ(back.stages[0][1].wait_restore_s, 0.0123456789);
+  EXPECT_EQ(back.stages[0][0].wait_mhz, 0);
+  EXPECT_EQ(PlanToJson(SmallPlan()).find("wait_"), std::string::npos);
+  std::string half = text;
+  half.replace(half.find(", \"wait_restore_s\""),
+               std::string(", \"wait_restore_s\": 0.0123456789").size(), "");
+  try {
+    PlanFromJson(half, "p.json");
+    ADD_FAILURE() << "accepted wait_frequency without wait_restore_s";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("stages[0][1] has wait_frequency without wait_restore_s"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace joulepipe::model

@@ -78,6 +78,74 @@ TEST(Replay, HandWorkedOneFOneB) {
   EXPECT_DOUBLE_EQ(result.energy_j, 1900);
 }
 
+// The same 1F1B run with a calibrated wait model: 1410 MHz 100 W, 600 MHz
+// 70 W (saving 30 W), switch 0.5 s, margin 0.5 s: waits of >= 1.5 s are
+// lowered for g - 1 s. Waits after each instruction:
+//   stage 0: F0 0, F1 4 (2 -> 6), B0 3 (8 -> 11), B1 0
+//   stage 1: F0 0, B0 0, F1 0, B1 2 (11 -> T = 13); its 1 s head wait is not lowered
+// Lowered 3 + 2 + 1 = 6 s; blocking 500 - 30 x 6 = 320 J.
+model::WaitModel TestWaits(double p_block_w) {
+  model::WaitModel waits = model::FlatWaitModel(p_block_w);
+  waits.points = {{1410, 100}, {600, 70}, {1000, 85}};
+  waits.switch_latency_s = 0.5;
+  waits.margin_s = 0.5;
+  return waits;
+}
+
+TEST(Replay, CalibratedWaitsLowerLongWaitsOnly) {
+  const Schedule schedule = Build(MakeSpec(Kind::k1F1B, 2, 2));
+  const model::Plan plan = UniformPlan(schedule, kFast);
+  const ReplayResult result = Replay(schedule, TwoStageProfile(), plan, TestWaits(50));
+  EXPECT_DOUBLE_EQ(result.time_s, 13);
+  EXPECT_DOUBLE_EQ(result.lowered_wait_s, 6);
+  EXPECT_DOUBLE_EQ(result.blocking_energy_j, 320);
+  EXPECT_DOUBLE_EQ(result.energy_j, 1720);
+  EXPECT_DOUBLE_EQ(result.timetable[0][1].wait_after_s, 4);
+  EXPECT_DOUBLE_EQ(result.timetable[1][3].wait_after_s, 2);
+  // Lowered power never goes below 0: P_block 20 W, saving 30 W.
+  EXPECT_DOUBLE_EQ(Replay(schedule, TwoStageProfile(), plan, TestWaits(20)).blocking_energy_j,
+                   20 * 10 - 20 * 6);
+
+  model::Plan annotated = plan;
+  EXPECT_EQ(AnnotateWaits(result, TestWaits(50), &annotated), 3);
+  EXPECT_EQ(annotated.stages[0][1].wait_mhz, 600);
+  EXPECT_DOUBLE_EQ(annotated.stages[0][1].wait_restore_s, 3);  // 4 - 0.5 - 0.5
+  EXPECT_DOUBLE_EQ(annotated.stages[0][2].wait_restore_s, 2);
+  EXPECT_DOUBLE_EQ(annotated.stages[1][3].wait_restore_s, 1);
+  EXPECT_EQ(annotated.stages[0][0].wait_mhz, 0);
+  EXPECT_EQ(annotated.stages[1][0].wait_mhz, 0);
+}
+
+// An uncalibrated model is today's accounting, bit for bit, on random shapes.
+TEST(Replay, FlatWaitModelEqualsPBlockExactly) {
+  std::mt19937 rng(15);
+  for (int trial = 0; trial < 40; ++trial) {
+    const Kind kind = trial % 3 == 0   ? Kind::kGPipe
+                      : trial % 3 == 1 ? Kind::k1F1B
+                                       : Kind::kInterleaved;
+    const int stages = 1 + static_cast<int>(rng() % 5);
+    const int chunks = kind == Kind::kInterleaved ? 2 : 1;
+    const int microbatches = kind == Kind::kInterleaved ? stages * (1 + static_cast<int>(rng() % 3))
+                                                        : 1 + static_cast<int>(rng() % 9);
+    const Schedule schedule = Build(MakeSpec(kind, stages, microbatches, chunks));
+    model::Profile profile;
+    std::uniform_real_distribution<double> time(0.1, 3);
+    for (int s = 0; s < stages; ++s) {
+      profile.Add(s, kForward, Point(kFast, time(rng), 100 * time(rng)));
+      profile.Add(s, kBackward, Point(kFast, time(rng), 100 * time(rng)));
+    }
+    const model::Plan plan = UniformPlan(schedule, kFast);
+    const double p_block = 37.25;
+    const ReplayResult a = Replay(schedule, profile, plan, p_block);
+    const ReplayResult b = Replay(schedule, profile, plan, model::FlatWaitModel(p_block));
+    EXPECT_EQ(a.energy_j, b.energy_j);
+    EXPECT_EQ(a.blocking_energy_j, b.blocking_energy_j);
+    EXPECT_EQ(b.lowered_wait_s, 0);
+    // A calibrated model never costs more than the flat one.
+    EXPECT_LE(Replay(schedule, profile, plan, TestWaits(p_block)).energy_j, a.energy_j);
+  }
+}
+
 // Same, with stage 1's F1 at kSlow (4 s, 120 J):
 //   s1 F1 [6,10]  s1 B1 [10,13]  s0 B1 [13,15]
 // T = 15. Busy: stage 0 6 s, stage 1 12 s; idle 9 + 3 = 12 s.

@@ -25,6 +25,13 @@ namespace joulepipe::model {
 struct PlannedInstruction {
   Instruction instruction;
   int mhz = 0;
+  // Clocks while waiting (model/wait_model.hpp): when the wait after this
+  // instruction is long enough to lower the clock, the clock to wait at and
+  // when, after this instruction's end, to restore the next instruction's
+  // clock (s). 0 = no lowered wait. JSON: optional "wait_frequency" and
+  // "wait_restore_s" (both or neither).
+  int wait_mhz = 0;
+  double wait_restore_s = 0;
 };
 
 struct Prediction {
