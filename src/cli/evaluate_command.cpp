@@ -34,11 +34,21 @@ std::string FormatEvaluation(const schedule::PlanEvaluation& evaluation, const m
   for (const std::string& note : evaluation.notes) {
     s += Printf("  note        %s\n", WithFlagNames(note).c_str());
   }
+  s += Printf("  wait model  %s\n", evaluation.wait_model.c_str());
   s += Printf("  time        %.6f s\n", r.time_s);
   s += Printf("  energy      %.1f J\n", r.energy_j);
   s += Printf("    busy      %.1f J (sum of instruction energies)\n", r.busy_energy_j);
-  s += Printf("    blocking  %.1f J (P_block x time each GPU waits)\n", r.blocking_energy_j);
-  if (plan.predicted) {
+  if (request.waits) {
+    s += Printf(
+        "    blocking  %.1f J (waits: P_block, less the lowered waits' saving; %.6f s "
+        "at the wait clock)\n",
+        r.blocking_energy_j, r.lowered_wait_s);
+  } else {
+    s += Printf("    blocking  %.1f J (P_block x time each GPU waits)\n", r.blocking_energy_j);
+  }
+  if (plan.predicted && request.waits) {
+    s += "  predicted   not compared: the planner records its figures with waits at P_block\n";
+  } else if (plan.predicted) {
     const model::Prediction& p = *plan.predicted;
     s += Printf("  predicted   %.6f s, %.1f J (recorded in the plan by the planner)\n", p.time_s,
                 p.energy_j);
@@ -48,10 +58,12 @@ std::string FormatEvaluation(const schedule::PlanEvaluation& evaluation, const m
   return s;
 }
 
-std::string EvaluationJson(const schedule::ReplayResult& replay) {
+std::string EvaluationJson(const schedule::ReplayResult& replay, bool with_waits) {
   return "{\"time_s\": " + Exact(replay.time_s) + ", \"energy_j\": " + Exact(replay.energy_j) +
          ", \"busy_energy_j\": " + Exact(replay.busy_energy_j) +
-         ", \"blocking_energy_j\": " + Exact(replay.blocking_energy_j) + "}\n";
+         ", \"blocking_energy_j\": " + Exact(replay.blocking_energy_j) +
+         (with_waits ? ", \"lowered_wait_s\": " + Exact(replay.lowered_wait_s) : std::string()) +
+         "}\n";
 }
 
 // ---- The subcommand ------------------------------------------------------------
@@ -79,6 +91,7 @@ struct EvaluateFlags {
   std::string plan;
   double p_block_w = 0;  // only read when --p-block was given
   bool json = false;
+  std::string wait_model;
   CLI::Option* p_block_option = nullptr;  // tells whether --p-block was given
 };
 
@@ -98,6 +111,10 @@ EvaluateSubcommand::EvaluateSubcommand(CLI::App* app)
                                     "GPU power while blocked or idle, watts; default: the "
                                     "profile's p_block_w")
                           ->type_name("WATTS");
+  c->add_option("--wait-model", f->wait_model,
+                "Price waits with a calibrate-wait output (the plan's waits longer than twice "
+                "the switch latency plus a margin at the wait clock); default: at P_block")
+      ->type_name("W.json");
   c->add_flag("--json", f->json,
               "Print one JSON object {time_s, energy_j, busy_energy_j, blocking_energy_j}");
   c->footer(kEvaluateFooter);
@@ -115,14 +132,15 @@ int EvaluateSubcommand::Run() const {
   if (request.p_block_w) model::CheckPBlock(*request.p_block_w, "EvaluateRequest::p_block_w");
   const model::Profile profile = model::ReadProfileCsv(f.profile);
   const model::Plan plan = model::ReadPlanFile(f.plan);
+  if (!f.wait_model.empty()) request.waits = model::ReadWaitModelFile(f.wait_model);
   const schedule::PlanEvaluation evaluation = schedule::EvaluatePlan(profile, plan, request);
   if (f.json) {
     for (const std::string& note : evaluation.notes) {
       std::fprintf(stderr, "joulepipe: note: %s\n", WithFlagNames(note).c_str());
     }
   }
-  const std::string text =
-      f.json ? EvaluationJson(evaluation.replay) : FormatEvaluation(evaluation, plan, request);
+  const std::string text = f.json ? EvaluationJson(evaluation.replay, request.waits.has_value())
+                                  : FormatEvaluation(evaluation, plan, request);
   std::fputs(text.c_str(), stdout);
   return kExitOk;
 }

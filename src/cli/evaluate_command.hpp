@@ -22,7 +22,8 @@ std::string FormatEvaluation(const schedule::PlanEvaluation& evaluation, const m
 
 // {"time_s":..,"energy_j":..,"busy_energy_j":..,"blocking_energy_j":..} with
 // 17 significant digits, and a trailing newline.
-std::string EvaluationJson(const schedule::ReplayResult& replay);
+// with_waits: also "lowered_wait_s" (evaluate --wait-model).
+std::string EvaluationJson(const schedule::ReplayResult& replay, bool with_waits = false);
 
 // The subcommand: registers `evaluate`, its flags and help on `app`. Run()
 // checks --p-block, reads the profile and the plan, calls

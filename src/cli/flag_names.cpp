@@ -76,6 +76,7 @@ constexpr std::pair<std::string_view, std::string_view> kFlagNames[] = {
     {"SiteRequest::resolution_s", "--resolution-ms"},
     // schedule::EvaluateRequest (evaluate)
     {"EvaluateRequest::p_block_w", "--p-block"},
+    {"EvaluateRequest::waits", "--wait-model"},
     // physics: workload and simulated profiles
     {"Parallelism::tp", "--tp"},
     {"Parallelism::pp", "--pp"},

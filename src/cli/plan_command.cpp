@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <utility>
 
 #include <CLI/CLI.hpp>
@@ -17,6 +18,7 @@
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/plan.hpp"
 #include "joulepipe/model/profile.hpp"
+#include "joulepipe/model/wait_model.hpp"
 #include "joulepipe/report/line_chart.hpp"
 #include "objective_flags.hpp"
 #include "plan_power_limits.hpp"
@@ -109,6 +111,12 @@ std::string FrontierCsv(const PlanOutcome& outcome) {
   return out;
 }
 
+std::string WaitModelText(const PlanOutcome& outcome) {
+  return outcome.waits ? outcome.waits->waits.Describe()
+                       : model::FlatWaitModel(0).Describe() +
+                             "; waits priced at P_block (joulepipe calibrate-wait measures it)";
+}
+
 std::string SummaryJson(const PlanOutcome& outcome) {
   using nlohmann::ordered_json;
   const solver::PipelinePlan& plan = outcome.plan;
@@ -137,6 +145,7 @@ std::string SummaryJson(const PlanOutcome& outcome) {
   inputs["host_power_w"] = r.objective.host_power_w;
   inputs["resolution_s"] = r.resolution_s;
   inputs["max_plans"] = outcome.max_plans;
+  inputs["wait_model"] = WaitModelText(outcome);
 
   ordered_json notes = ordered_json::array();
   for (const std::string& note : plan.notes) notes.push_back(WithFlagNames(note));
@@ -161,6 +170,18 @@ std::string SummaryJson(const PlanOutcome& outcome) {
                     {"counted_saving_pct", SavingPercent(counted, counted0)},
                     {"average_power_w", counted / chosen.time_s},
                     {"plan_file", PlanFileName(static_cast<std::size_t>(chosen_slot))}};
+  if (outcome.waits) {
+    const solver::WaitPricing& w = *outcome.waits;
+    const double e = w.energy_j[plan.chosen];
+    root["chosen"]["energy_with_lowered_waits_j"] = e;
+    root["chosen"]["saving_with_lowered_waits_pct"] = SavingPercent(e, e0);
+    root["chosen"]["wait_s"] = w.wait_s;
+    root["chosen"]["lowered_wait_s"] = w.lowered_wait_s;
+    root["chosen"]["lowered_waits"] = w.lowered_waits;
+    root["chosen"]["wait_clock_mhz"] = w.waits.wait_mhz();
+    root["baseline"]["energy_with_lowered_waits_j"] = w.baseline_energy_j;
+    root["baseline"]["saving_with_lowered_waits_pct"] = SavingPercent(w.baseline_energy_j, e0);
+  }
   root["bound_at_baseline"] = {{"time_s", t0},
                                {"energy_j", plan.bound_energy_j},
                                {"saving_pct", SavingPercent(plan.bound_energy_j, e0)}};
@@ -200,10 +221,16 @@ void WritePlanOutputs(const PlanOutcome& outcome, StagedDirectory* staged,
   for (std::size_t j = 0; j < outcome.written.size(); ++j) {
     stop_if_cancelled();
     const solver::FrontierPoint& point = plan.frontier.points[outcome.written[j]];
-    staged->WriteFile(PlanFileName(j), model::PlanToJson(solver::ToPlan(plan.schedule, point)));
+    staged->WriteFile(
+        PlanFileName(j),
+        model::PlanToJson(outcome.waits
+                              ? solver::PlanWithWaits(*outcome.profile, plan, outcome.waits->waits,
+                                                      outcome.written[j])
+                              : solver::ToPlan(plan.schedule, point)));
   }
   stop_if_cancelled();
-  const model::Plan chosen = solver::ToPlan(plan.schedule, plan.chosen_point());
+  const model::Plan chosen = outcome.waits ? outcome.waits->chosen_plan
+                                           : solver::ToPlan(plan.schedule, plan.chosen_point());
   staged->WriteFile("chosen.json", model::PlanToJson(chosen));
   staged->WriteFile("chosen.py", model::PlanToPointSolution(chosen) + "\n");
   staged->WriteFile("frontier.csv", FrontierCsv(outcome));
@@ -229,6 +256,7 @@ std::string FormatPlanSummary(const PlanOutcome& outcome, const std::string& out
               plan.schedule.num_nodes());
   s += Printf("  P_block     %g W %s (GPU power while blocked or idle)\n", plan.p_block_w,
               PBlockOrigin(plan.p_block_source).c_str());
+  s += Printf("  wait model  %s\n", WaitModelText(outcome).c_str());
   if (r.objective.goal == solver::Goal::kWithinDeadline) {
     s += Printf("  slowdown    %g%% allowed: deadline %.6f s\n", 100 * r.slowdown, plan.deadline_s);
   }
@@ -260,6 +288,16 @@ std::string FormatPlanSummary(const PlanOutcome& outcome, const std::string& out
                 solver::CountedEnergyJ(chosen.time_s, chosen.energy_j, r.objective, r.spec.stages) /
                     chosen.time_s,
                 r.objective.power_budget_w);
+  }
+  if (outcome.waits) {
+    const solver::WaitPricing& w = *outcome.waits;
+    s += Printf("  with waits  %.1f J GPU (saving %.2f%%): %d waits at %d MHz, %.6f s of %.6f s\n",
+                w.energy_j[plan.chosen], SavingPercent(w.energy_j[plan.chosen], e0),
+                w.lowered_waits, w.waits.wait_mhz(), w.lowered_wait_s, w.wait_s);
+    s += Printf(
+        "              (lowered waits alone, every instruction at its highest clock: "
+        "%.2f%%)\n",
+        SavingPercent(w.baseline_energy_j, e0));
   }
   s += Printf("  bound: %.2f%% saving (no plan can beat the linear relaxation)\n",
               SavingPercent(plan.bound_energy_j, e0));
@@ -323,6 +361,13 @@ constexpr char kPlanFooter[] =
     "  chosen.py         the same as a Perseus/Zeus PointSolution literal\n"
     "  summary.json      the printed figures, machine-readable\n"
     "\n"
+    "--wait-model W.json (written by joulepipe calibrate-wait on the GPU): clocks\n"
+    "while waiting. Each wait after an instruction that is longer than twice the\n"
+    "clock-switch latency plus a margin is spent at the calibrated wait clock; the\n"
+    "plans carry \"wait_frequency\" and \"wait_restore_s\" for the runtime, and the\n"
+    "chosen plan is the objective's on the re-priced frontier. Without it waits\n"
+    "cost P_block whatever the clock (uncalibrated: the predicted saving is 0).\n"
+    "\n"
     "--lever power-limit plans one power limit per stage instead (clusters that\n"
     "allow power limits but not locked clocks): each instruction is taken to run\n"
     "at the highest profiled clock whose mean power is within its GPU's limit.\n"
@@ -350,6 +395,7 @@ struct PlanFlags {
   std::string lever = "clocks";
   double min_power_limit_w = 0;
   double max_power_limit_w = 0;
+  std::string wait_model;
   std::string out;
   CLI::Option* chunks_option = nullptr;   // tells whether --chunks was given
   CLI::Option* p_block_option = nullptr;  // tells whether --p-block was given
@@ -405,6 +451,11 @@ PlanSubcommand::PlanSubcommand(CLI::App* app)
   c->add_option("--max-power-limit", f->max_power_limit_w,
                 "--lever power-limit: the highest limit the GPUs accept, W (default: as above)")
       ->type_name("WATTS");
+  c->add_option("--wait-model", f->wait_model,
+                "Clocks while waiting: a calibrate-wait output; long waits are priced at the "
+                "calibrated wait clock, the plan chosen on those prices and its waits written "
+                "into the plans (default: uncalibrated, waits at P_block)")
+      ->type_name("W.json");
   c->add_option("--out", f->out, "Output directory (written atomically)")
       ->required()
       ->type_name("DIR");
@@ -447,6 +498,15 @@ int PlanSubcommand::Run() const {
   }
   if (f.lever == "power-limit") CheckLimitObjective(request.objective);
   const model::Profile profile = model::ReadProfileCsv(f.profile);
+  std::optional<model::WaitModel> waits;
+  if (!f.wait_model.empty()) {
+    if (f.lever == "power-limit") {
+      throw model::InputError(
+          "--wait-model applies to --lever clocks only (a power limit sets no clock to wait "
+          "at); leave it out or plan clocks");
+    }
+    waits = model::ReadWaitModelFile(f.wait_model);
+  }
   // solver::PlanPipeline, in its two halves.
   solver::PipelinePlan plan = solver::PreparePipelinePlan(profile, request);
   if (!f.out.empty()) {
@@ -482,8 +542,21 @@ int PlanSubcommand::Run() const {
   std::fflush(stderr);
   plan.request.progress = ProgressLines(stderr, "");
   solver::SolvePipelinePlan(profile, &plan);
+  std::optional<solver::WaitPricing> pricing;
+  if (waits) {
+    if (!waits->gpu.empty() && !profile.metadata.gpu.empty() &&
+        waits->gpu != profile.metadata.gpu) {
+      plan.notes.push_back("the wait model " + f.wait_model + " was calibrated on " + waits->gpu +
+                           " but the profile is of " + profile.metadata.gpu +
+                           "; calibrate on the profile's GPU for figures that hold");
+    }
+    pricing = solver::PriceWaits(profile, plan, std::move(*waits));
+    plan.chosen = pricing->chosen;
+  }
   PlanOutcome outcome = ToPlanOutcome(std::move(plan), f.max_plans);
   outcome.profile_method = profile.metadata.method;
+  outcome.waits = std::move(pricing);
+  outcome.profile = &profile;
   if (!f.out.empty()) {
     StagedDirectory staged(f.out);
     WritePlanOutputs(outcome, &staged, InterruptFlag());

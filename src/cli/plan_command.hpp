@@ -15,11 +15,13 @@
 #include <atomic>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "joulepipe/solver/frontier.hpp"
 #include "joulepipe/solver/plan_pipeline.hpp"
+#include "joulepipe/solver/wait_plan.hpp"
 #include "output_dir.hpp"
 #include "subcommand.hpp"
 
@@ -44,6 +46,10 @@ struct PlanOutcome {
   // The profile's metadata "method" line (how a simulated profile was made
   // and how well its framework profile is validated); "" when it has none.
   std::string profile_method;
+  // --wait-model: the frontier re-priced with lowered waits (plan.chosen is
+  // then waits->chosen); unset: waits at P_block (uncalibrated).
+  std::optional<solver::WaitPricing> waits;
+  const model::Profile* profile = nullptr;  // with waits: the profile planned from
 };
 
 // The solved plan with the points to write chosen by SelectPoints.

@@ -99,8 +99,8 @@ PlanEvaluation EvaluatePlan(const model::Profile& profile, const model::Plan& pl
                             const EvaluateRequest& request) {
   const std::string& plan_name = request.plan_name;
   PlanEvaluation evaluation;
-  const PBlockChoice p_block = ResolvePBlock(request.p_block_w, profile,
-                                             "EvaluateRequest::p_block_w", request.profile_name);
+  const PBlockChoice p_block =
+      ResolvePBlock(request.p_block_w, profile, "EvaluateRequest::p_block_w", request.profile_name);
   evaluation.p_block_w = p_block.watts;
   evaluation.p_block_source = p_block.source;
   evaluation.notes = p_block.notes;
@@ -119,7 +119,21 @@ PlanEvaluation EvaluatePlan(const model::Profile& profile, const model::Plan& pl
   } catch (const InputError& e) {
     throw InputError(plan_name + ": " + model::RenameFields(e.what(), kPlanFileFields));
   }
-  evaluation.replay = Replay(schedule, profile, plan, evaluation.p_block_w, plan_name);
+  model::WaitModel waits =
+      request.waits ? *request.waits : model::FlatWaitModel(evaluation.p_block_w);
+  waits.p_block_w = evaluation.p_block_w;
+  evaluation.wait_model = waits.Describe();
+  int planned_waits = 0;
+  for (const auto& stage : plan.stages) {
+    for (const model::PlannedInstruction& in : stage) planned_waits += in.wait_mhz > 0 ? 1 : 0;
+  }
+  if (planned_waits > 0 && !waits.calibrated()) {
+    evaluation.notes.push_back(
+        "the plan lowers the clock in " + std::to_string(planned_waits) +
+        " waits, priced here at P_block; set EvaluateRequest::waits to the wait "
+        "model it was planned with to price them");
+  }
+  evaluation.replay = Replay(schedule, profile, plan, waits, plan_name);
   return evaluation;
 }
 

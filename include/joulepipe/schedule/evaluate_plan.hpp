@@ -14,6 +14,7 @@
 
 #include "joulepipe/model/plan.hpp"
 #include "joulepipe/model/profile.hpp"
+#include "joulepipe/model/wait_model.hpp"
 #include "joulepipe/schedule/replay.hpp"
 #include "joulepipe/schedule/schedule.hpp"
 
@@ -23,6 +24,9 @@ struct EvaluateRequest {
   // GPU power while blocked or idle (W). Unset: the profile's metadata
   // p_block_w (the same rule as solver::PlanRequest::p_block_w).
   std::optional<double> p_block_w;
+  // Clocks while waiting (model/wait_model.hpp); its p_block_w is replaced
+  // by the P_block above. Unset: waits at P_block (uncalibrated).
+  std::optional<model::WaitModel> waits;
   std::string profile_name = "the profile";  // names the profile in messages
   std::string plan_name = "the plan";        // names the plan in messages
 };
@@ -33,6 +37,7 @@ struct PlanEvaluation {
   double p_block_w = 0;            // the P_block replayed with (W)
   std::string p_block_source;      // "request" or "profile" (its metadata)
   std::vector<std::string> notes;  // for people, e.g. two different P_block values
+  std::string wait_model;          // WaitModel::Describe() of the model replayed with
 };
 
 // Builds the schedule the plan declares, checks that the plan's lists agree

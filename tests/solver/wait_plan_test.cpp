@@ -1,0 +1,88 @@
+// PriceWaits: an uncalibrated model prices every frontier point as the solver
+// did and chooses the same point; a calibrated one never prices a point
+// higher, and its chosen plan's annotations are the lowered waits it counts.
+#include "joulepipe/solver/wait_plan.hpp"
+
+#include <gtest/gtest.h>
+
+#include "../test_support/profiles.hpp"
+
+namespace joulepipe::solver {
+namespace {
+
+using model::testing::Point;
+
+// Stage s is (1 + 0.3 s) x slower than stage 0: unbalanced, so there are waits.
+model::Profile Unbalanced(int stages) {
+  model::Profile profile;
+  const int clocks[] = {1410, 1200, 1000, 800};
+  const double slower[] = {1.0, 1.12, 1.3, 1.62};
+  const double cheaper[] = {1.0, 0.86, 0.78, 0.80};
+  for (int s = 0; s < stages; ++s) {
+    for (model::Kind kind : {model::Kind::kForward, model::Kind::kBackward}) {
+      const double t = (kind == model::Kind::kForward ? 0.01 : 0.02) * (1 + 0.3 * s);
+      for (int c = 0; c < 4; ++c)
+        profile.Add(s, kind, Point(clocks[c], t * slower[c], 300 * t * cheaper[c]));
+    }
+  }
+  return profile;
+}
+
+PipelinePlan Solved(const model::Profile& profile) {
+  PlanRequest request;
+  request.spec.kind = schedule::Kind::k1F1B;
+  request.spec.stages = 4;
+  request.spec.microbatches = 8;
+  request.p_block_w = 60;
+  request.resolution_s = 1e-4;
+  return PlanPipeline(profile, request);
+}
+
+TEST(PriceWaits, UncalibratedEqualsTheSolver) {
+  const model::Profile profile = Unbalanced(4);
+  const PipelinePlan plan = Solved(profile);
+  const WaitPricing pricing = PriceWaits(profile, plan, model::FlatWaitModel(0));
+  EXPECT_EQ(pricing.waits.p_block_w, 60);
+  ASSERT_EQ(pricing.energy_j.size(), plan.frontier.points.size());
+  for (std::size_t i = 0; i < pricing.energy_j.size(); ++i) {
+    EXPECT_NEAR(pricing.energy_j[i], plan.frontier.points[i].energy_j,
+                1e-12 * plan.frontier.points[i].energy_j);
+  }
+  EXPECT_NEAR(pricing.baseline_energy_j, plan.baseline.energy_j, 1e-12 * plan.baseline.energy_j);
+  EXPECT_EQ(pricing.chosen, plan.chosen);
+  EXPECT_EQ(pricing.lowered_waits, 0);
+  EXPECT_EQ(pricing.lowered_wait_s, 0);
+  EXPECT_GT(pricing.wait_s, 0);
+}
+
+TEST(PriceWaits, CalibratedNeverCostsMoreAndAnnotatesWhatItCounts) {
+  const model::Profile profile = Unbalanced(4);
+  const PipelinePlan plan = Solved(profile);
+  model::WaitModel waits;
+  waits.points = {{1410, 90}, {800, 65}};
+  waits.switch_latency_s = 0.002;
+  waits.margin_s = 0.001;
+  const WaitPricing pricing = PriceWaits(profile, plan, waits);
+  for (std::size_t i = 0; i < pricing.energy_j.size(); ++i) {
+    EXPECT_LE(pricing.energy_j[i], plan.frontier.points[i].energy_j * (1 + 1e-12));
+  }
+  EXPECT_LT(pricing.baseline_energy_j, plan.baseline.energy_j);
+  EXPECT_LE(plan.frontier.points[pricing.chosen].time_s, plan.deadline_s);
+  EXPECT_LE(pricing.energy_j[pricing.chosen], pricing.energy_j[plan.chosen]);
+  EXPECT_GT(pricing.lowered_waits, 0);
+  int annotated = 0;
+  for (const auto& stage : pricing.chosen_plan.stages) {
+    for (const model::PlannedInstruction& in : stage) {
+      if (in.wait_mhz == 0) continue;
+      ++annotated;
+      EXPECT_EQ(in.wait_mhz, 800);
+      EXPECT_GE(in.wait_restore_s, waits.switch_latency_s);
+    }
+  }
+  EXPECT_EQ(annotated, pricing.lowered_waits);
+  const model::Plan again = PlanWithWaits(profile, plan, pricing.waits, pricing.chosen);
+  EXPECT_EQ(model::PlanToJson(again), model::PlanToJson(pricing.chosen_plan));
+}
+
+}  // namespace
+}  // namespace joulepipe::solver
