@@ -321,6 +321,7 @@ ReplayResult Replay(const Schedule& schedule, const model::Profile& profile,
   result.busy_energy_j = walker.busy_energy_j();
   double idle_s = 0;
   for (int s = 0; s < schedule.spec.stages; ++s) idle_s += result.time_s - walker.busy_time_s(s);
+  result.wait_s = idle_s;
   result.timetable = walker.TakeTimetable();
   // Waits after each instruction; lowered ones save (P_block - P_low) each
   // second at the wait clock. A flat model lowers none, so the blocking

@@ -15,15 +15,6 @@ schedule::ReplayResult ReplayPoint(const model::Profile& profile, const Pipeline
                           "frontier point");
 }
 
-double IdleS(const schedule::ReplayResult& replay) {
-  double idle = 0;
-  for (const auto& stage : replay.timetable) {
-    idle += replay.time_s;
-    for (const schedule::TimedInstruction& t : stage) idle -= t.time_s;
-  }
-  return idle;
-}
-
 }  // namespace
 
 WaitPricing PriceWaits(const model::Profile& profile, const PipelinePlan& plan,
@@ -50,7 +41,7 @@ WaitPricing PriceWaits(const model::Profile& profile, const PipelinePlan& plan,
       ChooseOperatingPoint(priced, r.objective, plan.deadline_s, r.spec.stages, r.objective_scale);
   const FrontierPoint& chosen = frontier.points[pricing.chosen];
   const schedule::ReplayResult replay = ReplayPoint(profile, plan, pricing.waits, chosen);
-  pricing.wait_s = IdleS(replay);
+  pricing.wait_s = replay.wait_s;
   pricing.lowered_wait_s = replay.lowered_wait_s;
   pricing.chosen_plan = ToPlan(plan.schedule, chosen);
   pricing.lowered_waits = schedule::AnnotateWaits(replay, pricing.waits, &pricing.chosen_plan);

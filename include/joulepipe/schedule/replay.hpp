@@ -42,7 +42,8 @@ struct ReplayResult {
   double energy_j = 0;           // all stages, including blocking energy
   double busy_energy_j = 0;      // sum of instruction energies
   double blocking_energy_j = 0;  // P_block * idle time, all stages, less lowered waits' saving
-  double lowered_wait_s = 0;     // time spent at the wait clock, all stages (0: flat model)
+  double wait_s = 0;             // time the stages wait, all stages: sum of (T - busy time)
+  double lowered_wait_s = 0;     // of which at the wait clock (0: flat model)
   // [stage][position]: each instruction in the plan's order, for timelines
   // and per-stage energy (busy = sum of energies; blocked = P_block x
   // (time_s - sum of times)).
