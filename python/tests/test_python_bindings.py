@@ -323,7 +323,11 @@ def test_ctrl_c_cancels_a_long_plan(tmp_path):
     the progress callback ran on the caller's thread, and the interpreter
     carries on (the planner's thread is gone)."""
     script = textwrap.dedent(f"""
-        import sys, threading, time, joulepipe as jp
+        import signal, sys, threading, time, joulepipe as jp
+        # A job started in the background by a non-interactive shell inherits
+        # SIGINT ignored, and Python then installs no KeyboardInterrupt
+        # handler; a user at a terminal has it, so the test sets it.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         events = []
         def progress(phase, fraction):
             events.append((phase, fraction, threading.current_thread() is threading.main_thread()))
