@@ -15,6 +15,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "calibrate_wait_command.hpp"
 #include "demo_command.hpp"
 #include "evaluate_command.hpp"
 #include "flag_names.hpp"
@@ -222,6 +223,7 @@ int RunApp(int argc, char** argv) {
   subcommands.push_back(std::make_unique<GpusSubcommand>(&app));
   subcommands.push_back(std::make_unique<MeasureSubcommand>(&app));
   subcommands.push_back(std::make_unique<PowerSubcommand>(&app));
+  subcommands.push_back(std::make_unique<CalibrateWaitSubcommand>(&app));
   subcommands.push_back(std::make_unique<ServeSubcommand>(&app));
   RefuseEmptyValues(&app);
 

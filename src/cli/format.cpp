@@ -64,4 +64,16 @@ std::function<void(const char*, double)> ProgressLines(std::FILE* out, std::stri
       };
 }
 
+std::string CommandLine(const std::vector<std::string>& command) {
+  std::string out;
+  for (const std::string& word : command) {
+    if (!out.empty()) out += ' ';
+    const bool plain = !word.empty() && word.find_first_not_of(
+                                            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                            "0123456789-_./=:,+@%") == std::string::npos;
+    out += plain ? word : "'" + word + "'";
+  }
+  return out;
+}
+
 }  // namespace joulepipe::cli

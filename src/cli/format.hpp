@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "joulepipe/schedule/schedule.hpp"
 
@@ -18,6 +19,10 @@ std::string Printf(const char* format, ...) __attribute__((format(printf, 1, 2))
 
 // "%.17g": round-trips any finite double exactly.
 std::string Exact(double value);
+
+// A command as a shell would take it back: words with characters beyond
+// [A-Za-z0-9-_./=:,+@%] in single quotes.
+std::string CommandLine(const std::vector<std::string>& command);
 
 // 100 * (1 - value / reference): the saving of `value` over `reference`, in %.
 double SavingPercent(double value, double reference);

@@ -120,18 +120,6 @@ struct MeasureReport {
   bool complete() const { return measure_error.empty() && m.complete(); }
 };
 
-std::string CommandLine(const std::vector<std::string>& command) {
-  std::string out;
-  for (const std::string& word : command) {
-    if (!out.empty()) out += ' ';
-    const bool plain = !word.empty() && word.find_first_not_of(
-                                            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                            "0123456789-_./=:,+@%") == std::string::npos;
-    out += plain ? word : "'" + word + "'";
-  }
-  return out;
-}
-
 double AvgPower(double energy_j, double duration_s) {
   return duration_s > 0 ? energy_j / duration_s : 0;
 }

@@ -125,7 +125,8 @@ int WaitModel::wait_mhz() const {
 
 double WaitModel::saving_w() const {
   if (points.empty()) return 0;
-  return std::max(0.0, points.front().blocked_w - LeastPower(points)->blocked_w);
+  const double saving = points.front().blocked_w - LeastPower(points)->blocked_w;
+  return saving >= kMinWaitSavingShare * points.front().blocked_w ? saving : 0;
 }
 
 double WaitModel::lowered_w() const {

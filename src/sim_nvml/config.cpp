@@ -62,6 +62,22 @@ const physics::GpuSpec* Gpu(const std::string& id, const std::string& source) {
   }
 }
 
+// "wait": {"blocked_w_at_min_clock": W, "clock_switch_ms": ms}
+void ParseWait(const json& j, const std::string& source, const std::string& where,
+               DeviceConfig& d) {
+  CheckKeys(j, {"blocked_w_at_min_clock", "clock_switch_ms"}, source, where);
+  if (j.contains("blocked_w_at_min_clock")) {
+    const double w = Number(j, "blocked_w_at_min_clock", 0, source, where);
+    if (!(w > 0 && w <= d.gpu->p_block_w))
+      Fail(source, where + ".blocked_w_at_min_clock must be in (0, p_block_w = " +
+                       std::to_string(d.gpu->p_block_w) + "] W");
+    d.blocked_w_at_min_clock = w;
+  }
+  const double ms = Number(j, "clock_switch_ms", 0, source, where);
+  if (!(ms >= 0 && ms <= 1000)) Fail(source, where + ".clock_switch_ms must be in [0, 1000]");
+  d.clock_switch_s = ms / 1000.0;
+}
+
 std::vector<LoadSegment> ParseLoad(const json& j, const std::string& source,
                                    const std::string& where) {
   if (!j.is_array()) Fail(source, where + " must be a list of segments");
@@ -138,7 +154,7 @@ Config Parse(const std::string& text, const std::string& source, const std::stri
   CheckKeys(j,
             {"gpu", "count", "epoch_unix_s", "energy_update_period_ms", "power_reading",
              "permissions", "state_file", "call_log", "init_error", "driver_version",
-             "cuda_driver_version", "load", "faults", "devices"},
+             "cuda_driver_version", "load", "faults", "wait", "devices"},
             source, top);
   Config c;
   c.epoch_unix_s = Number(j, "epoch_unix_s", BootTimeUnixS(), source, top);
@@ -194,11 +210,13 @@ Config Parse(const std::string& text, const std::string& source, const std::stri
     SetDefaultsFor(d, gpu);
     d.load = load;
     d.faults = faults;
+    if (j.contains("wait")) ParseWait(j["wait"], source, "wait", d);
     if (i < static_cast<int>(devices.size())) {
       const std::string w = "devices[" + std::to_string(i) + "]";
       const json& dj = devices[i];
-      CheckKeys(dj, {"gpu", "uuid", "mig", "load", "faults"}, source, w);
+      CheckKeys(dj, {"gpu", "uuid", "mig", "load", "faults", "wait"}, source, w);
       if (dj.contains("gpu")) SetDefaultsFor(d, Gpu(String(dj, "gpu", "", source, w), source));
+      if (dj.contains("wait")) ParseWait(dj["wait"], source, w + ".wait", d);
       d.uuid = String(dj, "uuid", "", source, w);
       d.mig_enabled = Bool(dj, "mig", false, source, w);
       if (d.mig_enabled && !d.mig_capable) Fail(source, w + ": " + d.gpu->id + " has no MIG mode");

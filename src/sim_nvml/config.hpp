@@ -9,6 +9,7 @@
 // reference count 0 -> 1), so a process may change it between sessions.
 #pragma once
 
+#include <cmath>
 #include <optional>
 #include <set>
 #include <string>
@@ -40,12 +41,19 @@ struct Faults {
 
 struct DeviceConfig {
   const physics::GpuSpec* gpu = nullptr;  // from physics::FindGpu, never null once loaded
-  std::string uuid;                   // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
-  unsigned architecture = 0;          // NVML_DEVICE_ARCH_*
+  std::string uuid;                       // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+  unsigned architecture = 0;              // NVML_DEVICE_ARCH_*
   bool mig_capable = false;
   bool mig_enabled = false;
   std::vector<LoadSegment> load;
   Faults faults;
+  // Clocks while waiting ("wait" in the config; docs/sim-nvml.md): the
+  // blocked power at the GPU's lowest clock (blocked power then runs
+  // linearly from it to p_block_w at the highest clock; NaN = p_block_w at
+  // every clock, the catalogue's model), and how long after the call a
+  // locked-clock change takes effect.
+  double blocked_w_at_min_clock = NAN;
+  double clock_switch_s = 0;
 };
 
 enum class PowerReading { kAverage, kInstant };

@@ -17,12 +17,10 @@ const LoadSegment* SegmentAt(const DeviceConfig& dev, double epoch, double t) {
 }  // namespace
 
 const Settings& DeviceHistory::At(double t) const {
-  const Settings* s = &base;
-  for (const SettingsChange& c : changes) {
-    if (c.t > t) break;
-    s = &c.settings;
-  }
-  return *s;
+  // The last change with c.t <= t (changes are sorted by t).
+  const auto after = std::upper_bound(changes.begin(), changes.end(), t,
+                                      [](double x, const SettingsChange& c) { return x < c.t; });
+  return after == changes.begin() ? base : std::prev(after)->settings;
 }
 
 void DeviceHistory::Set(double t, const Settings& s) {
@@ -79,6 +77,15 @@ double MemoryPowerShare(const physics::GpuSpec& gpu, const Operating& op) {
   return std::clamp(memory_w / op.power_w, 0.0, 1.0);
 }
 
+double BlockedPowerW(const DeviceConfig& dev, double mhz) {
+  const physics::GpuSpec& gpu = *dev.gpu;
+  if (std::isnan(dev.blocked_w_at_min_clock) || gpu.max_sm_mhz <= gpu.min_sm_mhz)
+    return gpu.p_block_w;
+  const double low = std::min(dev.blocked_w_at_min_clock, gpu.p_block_w);
+  const double x = std::clamp((mhz - gpu.min_sm_mhz) / (gpu.max_sm_mhz - gpu.min_sm_mhz), 0.0, 1.0);
+  return low + (gpu.p_block_w - low) * x;
+}
+
 Operating OperatingAt(const DeviceConfig& dev, double epoch, const Settings& s, double t) {
   const physics::GpuSpec& gpu = *dev.gpu;
   const ClockRange range = AllowedClocks(gpu, s);
@@ -86,16 +93,17 @@ Operating OperatingAt(const DeviceConfig& dev, double epoch, const Settings& s, 
   op.locked = s.locked;
   LoadSegment override_segment;
   const LoadSegment* seg = nullptr;
-  if (s.load_state < 0) {
-    seg = SegmentAt(dev, epoch, t);
-  } else if (s.load_state == sim_nvml::kLoadBlocked) {
-    // Waiting on a peer at the clock it would run at: p_block_w (the clock
-    // as under load, uncapped since p_block_w is below every limit).
+  if (s.load_state < 0) seg = SegmentAt(dev, epoch, t);
+  if (s.load_state == sim_nvml::kLoadBlocked || (seg != nullptr && seg->utilization == 0)) {
+    // Waiting on a peer (or a segment with no kernel running) at the clock
+    // it would run at, uncapped (blocked power is below every limit),
+    // drawing the blocked power of that clock.
     op.idle = false;
     op.sm_mhz = range.max_mhz;
-    op.power_w = gpu.p_block_w;
+    op.power_w = BlockedPowerW(dev, op.sm_mhz);
     return op;
-  } else if (s.load_state == sim_nvml::kLoadBusy) {
+  }
+  if (s.load_state == sim_nvml::kLoadBusy) {
     override_segment = {0, 0, 1.0, s.load_compute_fraction, s.load_activity};
     seg = &override_segment;
   }
@@ -116,7 +124,7 @@ Operating OperatingAt(const DeviceConfig& dev, double epoch, const Settings& s, 
     op.sm_mhz = SnapDown(gpu, point.effective_mhz);
   }
   const double busy_w = physics::Power(gpu, seg->activity, op.sm_mhz);
-  op.power_w = seg->utilization * busy_w + (1.0 - seg->utilization) * gpu.p_block_w;
+  op.power_w = seg->utilization * busy_w + (1.0 - seg->utilization) * BlockedPowerW(dev, op.sm_mhz);
   return op;
 }
 

@@ -11,11 +11,14 @@
 //             segment {u, beta, a}: the busy clock is the locked max clock
 //             (or the GPU's max), capped by the power limit through
 //             physics::Run and rounded down to a supported clock; the power is
-//             u * physics::Power(gpu, a, clock) + (1 - u) * p_block_w (between
-//             kernels the GPU waits at its clock, like a P2P wait).
+//             u * physics::Power(gpu, a, clock) + (1 - u) * BlockedPowerW(clock)
+//             (between kernels the GPU waits at its clock, like a P2P wait).
 //             A load override in the settings (nvmlJoulepipeSimSetLoad)
-//             replaces the schedule: idle; blocked (p_block_w at the busy
-//             clock); busy with {1, beta, a}.
+//             replaces the schedule: idle; blocked (BlockedPowerW at the
+//             busy clock); busy with {1, beta, a}.
+//   Switch.   A locked-clock change takes effect clock_switch_s after the
+//             call (0 by default); a change of any setting made meanwhile
+//             waits behind it (settings change in call order).
 //   Energy.   The exact integral of that piecewise-constant power from the
 //             epoch (or the base) to t; the NVML counter publishes it at the
 //             last update tick epoch + k * period.
@@ -30,8 +33,8 @@
 namespace joulepipe::sim_nvml {
 
 struct Settings {
-  bool locked = false;              // locked graphics clocks set
-  unsigned locked_min_mhz = 0;      // as requested (min <= max); used only if locked
+  bool locked = false;          // locked graphics clocks set
+  unsigned locked_min_mhz = 0;  // as requested (min <= max); used only if locked
   unsigned locked_max_mhz = 0;
   unsigned power_limit_mw = 0;      // 0 = the GPU's default limit (tdp_w)
   bool mem_locked = false;          // locked memory clocks set
@@ -116,6 +119,11 @@ inline constexpr double kIdleMemoryShare = 0.66;
 double MemoryPowerShare(const physics::GpuSpec& gpu, const Operating& op);
 
 Operating OperatingAt(const DeviceConfig& dev, double epoch_unix_s, const Settings& s, double t);
+
+// Blocked power (W) at SM clock `mhz`: p_block_w, or, with the config's
+// blocked_w_at_min_clock, linear from that at the lowest clock to p_block_w
+// at the highest.
+double BlockedPowerW(const DeviceConfig& dev, double mhz);
 
 // Exact energy (J) used between the epoch and t (0 for t <= epoch).
 double EnergyJ(const DeviceConfig& dev, double epoch_unix_s, const DeviceHistory& h, double t);

@@ -42,12 +42,12 @@ const DeviceHistory& DeviceCall::history() {
   return it == all.end() ? empty_ : it->second;
 }
 
-void DeviceCall::SetSettings(const Settings& s) {
+void DeviceCall::SetSettings(const Settings& s, double delay_s) {
   const DeviceConfig& dev = device();
   const double epoch = config().epoch_unix_s, now = now_;
   lib_.store->Modify([&](DeviceHistories& all) {
     DeviceHistory& h = all[dev.uuid];
-    h.Set(now, s);
+    h.Set(now + delay_s, s);
     // In-process histories cache each change's energy (cheap readings at
     // high change rates); with a state file every process integrates the
     // same way, so all read the same counter.

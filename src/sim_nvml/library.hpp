@@ -57,10 +57,13 @@ class DeviceCall {
   // The device's settings history (default settings if none recorded).
   const DeviceHistory& history();
   const Settings& settings() { return history().Current(); }
-  Operating Now() { return OperatingAt(device(), config().epoch_unix_s, settings(), now_); }
+  // At now, which is before a locked-clock change still under way
+  // (settings() is the newest, as the driver accepted it).
+  Operating Now() { return OperatingAt(device(), config().epoch_unix_s, history().At(now_), now_); }
 
-  // Records new settings from now on (persisted to the state file, if any).
-  void SetSettings(const Settings& s);
+  // Records new settings from now + delay_s on (persisted to the state
+  // file, if any).
+  void SetSettings(const Settings& s, double delay_s = 0);
 
  private:
   Library& lib_;

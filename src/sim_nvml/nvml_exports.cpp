@@ -538,7 +538,7 @@ SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceSetGpuLockedClocks(nvmlDevice_t device,
     s.locked = true;
     s.locked_min_mhz = minGpuClockMHz;
     s.locked_max_mhz = maxGpuClockMHz;
-    c.SetSettings(s);
+    c.SetSettings(s, c.device().clock_switch_s);
     return NVML_SUCCESS;
   });
 }
@@ -549,7 +549,7 @@ SIM_NVML_EXPORT nvmlReturn_t nvmlDeviceResetGpuLockedClocks(nvmlDevice_t device)
     Settings s = c.settings();
     s.locked = false;
     s.locked_min_mhz = s.locked_max_mhz = 0;
-    c.SetSettings(s);
+    c.SetSettings(s, c.device().clock_switch_s);
     return NVML_SUCCESS;
   });
 }

@@ -56,6 +56,17 @@ TEST(WaitModel, NoSavingWhenNoClockDrawsLess) {
   EXPECT_EQ(model.LoweredS(1), 0);
 }
 
+TEST(WaitModel, ASavingWithinMeasurementNoiseIsNone) {
+  WaitModel model = Calibrated();
+  model.points = {{1980, 90}, {600, 89.2}};  // 0.9 %: below kMinWaitSavingShare
+  EXPECT_EQ(model.wait_mhz(), 0);
+  EXPECT_EQ(model.saving_w(), 0);
+  EXPECT_EQ(model.LoweredS(1), 0);
+  model.points = {{1980, 90}, {600, 89.0}};  // 1.1 %
+  EXPECT_EQ(model.wait_mhz(), 600);
+  EXPECT_NEAR(model.saving_w(), 1.0, 1e-12);
+}
+
 TEST(WaitModel, JsonRoundTripSortsPoints) {
   WaitModel model = Calibrated();
   model.gpu = "NVIDIA H200";

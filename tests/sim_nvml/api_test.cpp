@@ -159,6 +159,10 @@ TEST_F(SimNvmlApiTest, InvalidConfigFailsInit) {
   EXPECT_EQ(nvml().nvmlInit_v2(), NVML_ERROR_UNKNOWN);
   UseConfig({{"cuont", 2}});  // typo: unknown fields are errors
   EXPECT_EQ(nvml().nvmlInit_v2(), NVML_ERROR_UNKNOWN);
+  UseConfig({{"wait", {{"blocked_w_at_min_clock", 500.0}}}});  // above p_block_w
+  EXPECT_EQ(nvml().nvmlInit_v2(), NVML_ERROR_UNKNOWN);
+  UseConfig({{"wait", {{"clock_switch_ms", -1}}}});
+  EXPECT_EQ(nvml().nvmlInit_v2(), NVML_ERROR_UNKNOWN);
   unsigned count = 0;
   EXPECT_EQ(nvml().nvmlDeviceGetCount_v2(&count), NVML_ERROR_UNINITIALIZED);
 }

@@ -82,7 +82,8 @@ TEST_F(SimNvmlLoadTest, EnergyIsTheIntegralOfTheLoadExactlyAtHighChangeRates) {
   int calls = 0;
   while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(500) ||
          calls < 20000) {
-    ASSERT_EQ(set_load(device, calls % 2 ? sim_nvml::kLoadBlocked : sim_nvml::kLoadBusy, 1, 1), NVML_SUCCESS);
+    ASSERT_EQ(set_load(device, calls % 2 ? sim_nvml::kLoadBlocked : sim_nvml::kLoadBusy, 1, 1),
+              NVML_SUCCESS);
     ++calls;
     if (calls % 1000 == 0) Energy(device);  // readings in between stay cheap
   }
@@ -95,9 +96,48 @@ TEST_F(SimNvmlLoadTest, EnergyIsTheIntegralOfTheLoadExactlyAtHighChangeRates) {
   const double span = std::round((t1 - t0) / 0.1) * 0.1;
   const double joules = (e1 - e0) / 1000.0;
   EXPECT_GE(joules, A100().p_block_w * span * 0.999);
-  EXPECT_LE(joules,
-            (A100().p_block_w * (span - seconds) + physics::Power(A100(), 1, 1410) * seconds) * 1.001);
+  EXPECT_LE(
+      joules,
+      (A100().p_block_w * (span - seconds) + physics::Power(A100(), 1, 1410) * seconds) * 1.001);
   EXPECT_GT(calls / seconds, 10000) << "set-load calls must stay cheap";
+}
+
+// "wait": blocked power falls linearly with the locked clock to the value
+// given at the lowest clock, and a locked-clock change takes effect after
+// clock_switch_ms (what joulepipe calibrate-wait measures).
+TEST_F(SimNvmlLoadTest, BlockedPowerFollowsTheClockAndClockChangesTakeTheirLatency) {
+  const nvmlDevice_t device =
+      InitWith({{"permissions", {{"clocks", true}}},
+                {"power_reading", "instant"},
+                {"wait", {{"blocked_w_at_min_clock", 60.0}, {"clock_switch_ms", 40}}}});
+  const sim_nvml::SimSetLoadFn set_load = SetLoad();
+  ASSERT_NE(set_load, nullptr);
+  ASSERT_EQ(set_load(device, sim_nvml::kLoadBlocked, 1, 1), NVML_SUCCESS);
+  EXPECT_EQ(Clock(device), 1410u);
+  EXPECT_NEAR(InstantPowerMw(device) / 1000.0, A100().p_block_w, 0.002);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(nvml().nvmlDeviceSetGpuLockedClocks(device, 810, 810), NVML_SUCCESS);
+  EXPECT_EQ(Clock(device), 1410u);  // not yet
+  while (Clock(device) != 810u) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(took, 0.039);
+  EXPECT_LT(took, 0.5);
+  // 810 MHz is half way from 210 to 1410 MHz.
+  EXPECT_NEAR(InstantPowerMw(device) / 1000.0, (60.0 + A100().p_block_w) / 2, 0.002);
+
+  // Busy power does not depend on the wait model.
+  ASSERT_EQ(set_load(device, sim_nvml::kLoadBusy, 0.8, 0.7), NVML_SUCCESS);
+  EXPECT_NEAR(InstantPowerMw(device) / 1000.0, physics::Power(A100(), 0.7, 810), 0.002);
+}
+
+TEST_F(SimNvmlLoadTest, WithoutAWaitSectionBlockedPowerIgnoresTheClock) {
+  const nvmlDevice_t device =
+      InitWith({{"permissions", {{"clocks", true}}}, {"power_reading", "instant"}});
+  ASSERT_EQ(SetLoad()(device, sim_nvml::kLoadBlocked, 1, 1), NVML_SUCCESS);
+  ASSERT_EQ(nvml().nvmlDeviceSetGpuLockedClocks(device, 210, 210), NVML_SUCCESS);
+  EXPECT_EQ(Clock(device), 210u);  // at once
+  EXPECT_NEAR(InstantPowerMw(device) / 1000.0, A100().p_block_w, 0.002);
 }
 
 }  // namespace

@@ -37,6 +37,10 @@ namespace joulepipe::model {
 // The restore is requested this long before the next compute on top of the
 // switch latency, so that timer and clock jitter do not slow the compute.
 inline constexpr double kDefaultWaitMarginS = 1e-3;
+// A saving below this share of the highest clock's blocked power is taken
+// as none: it is within what a measurement resolves (energy-counter edges,
+// the GPU's own power fluctuation), so lowering would be for nothing.
+inline constexpr double kMinWaitSavingShare = 0.01;
 // No GPU takes a second to switch its clock; larger values are a unit mistake.
 inline constexpr double kMaxSwitchLatencyS = 1.0;
 
@@ -56,10 +60,11 @@ struct WaitModel {
 
   bool calibrated() const { return !points.empty(); }
   // The clock to wait at: the calibrated clock with the least power, or 0
-  // when lowering saves nothing (uncalibrated, or no clock draws less than
-  // the highest one).
+  // when lowering saves nothing (uncalibrated, or no clock draws at least
+  // kMinWaitSavingShare less than the highest one).
   int wait_mhz() const;
-  // P(f_ref) - P(f_w) >= 0: what lowering saves per second (W).
+  // P(f_ref) - P(f_w): what lowering saves per second (W); 0 when it is
+  // below kMinWaitSavingShare of P(f_ref).
   double saving_w() const;
   // Power while lowered: max(0, p_block_w - saving_w()).
   double lowered_w() const;
