@@ -10,7 +10,10 @@ Conventions:
   KeyboardInterrupt (nothing is left behind).
 * A ``profile`` argument is a Profile or the path of a profile CSV.
 * A stage plan is a list of ``(Kind, microbatch, chunk, mhz)`` tuples in
-  execution order.
+  execution order; an instruction after which the plan lowers the wait
+  (``plan --wait-model``) is ``(Kind, microbatch, chunk, mhz, wait_mhz,
+  wait_restore_s)``: the agent requests wait_mhz at its end and the next
+  instruction's clock wait_restore_s later.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ version: str
 PathLike = Union[str, "os.PathLike[str]"]
 ProfileArg = Union["Profile", PathLike]
 Progress = Optional[Callable[[str, float], None]]
-StagePlan = List[Tuple["Kind", int, int, int]]
+StagePlan = List[Union[Tuple["Kind", int, int, int], Tuple["Kind", int, int, int, int, float]]]
 
 class InputError(ValueError):
     """Bad input. str(e) is the library's message; e.field the field it is about

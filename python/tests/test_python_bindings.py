@@ -438,6 +438,45 @@ def test_agent_applies_the_planned_clocks(tmp_path):
     assert r["stats"]["applied"] == 8
 
 
+def test_agent_lowers_the_waits_a_wait_model_plan_names(tmp_path):
+    """plan --wait-model -> Plan.read -> stage_plan carries the wait clocks
+    (6-tuples) -> the agent locks them at the instructions' ends."""
+    wait = tmp_path / "wait.json"
+    wait.write_text(json.dumps({"version": 1, "kind": "wait_model", "switch_latency_s": 0.005,
+                                "points": [{"frequency": 1410, "blocked_w": 95},
+                                           {"frequency": 510, "blocked_w": 70}]}))
+    a100 = REPO / "data" / "profiles" / "gpt3-175b+a100_sxm_bf16.csv"
+    run_cli("plan", "--profile", str(a100), "--schedule", "1f1b", "--stages", "8",
+            "--microbatches", "12", "--p-block", "83.64", "--max-plans", "3",
+            "--wait-model", str(wait), "--out", str(tmp_path / "plans"))
+    log = tmp_path / "calls.jsonl"
+    config = dict(SIM_LOAD, permissions={"clocks": True}, call_log=str(log))
+    r = run_child(tmp_path, f"""
+        import joulepipe as jp
+        plan = jp.Plan.read({str(tmp_path / "plans")!r}).stage_plan(7)
+        lowered = [p for p in plan if len(p) == 6]
+        agent = jp.Agent(nvml_index=jp.gpus()[0]["nvml_index"], control="nvml")
+        agent.set_plan(plan)
+        agent.on_step_begin()
+        for p in plan:
+            agent.on_instruction_begin(*p[:3])
+            agent.wait_idle(5)
+            agent.on_instruction_end(*p[:3])
+            agent.wait_idle(5)
+        agent.on_step_end()
+        agent.close()
+        out({{"lowered": [list(p[3:]) for p in lowered], "n": len(plan), "stats": agent.stats(),
+              "fallback": agent.fallback_reason}})
+    """, config=config)
+    assert r["fallback"] is None, r
+    assert r["lowered"], "the last stage waits between its backwards"
+    assert all(w == 510 and restore > 0 for _, w, restore in r["lowered"]), r["lowered"]
+    assert r["stats"]["lowered_waits"] == len(r["lowered"])
+    calls = [json.loads(l) for l in log.read_text().splitlines()]
+    locked = [c["args"]["max_mhz"] for c in calls if c["function"] == "nvmlDeviceSetGpuLockedClocks"]
+    assert locked.count(510) >= 1
+
+
 def test_agent_without_clock_permission_falls_back_and_training_goes_on(tmp_path):
     r = run_child(tmp_path, """
         import joulepipe as jp

@@ -28,6 +28,8 @@ py::dict StatsDict(const runtime::Stats& s) {
   d["skipped"] = s.skipped;
   d["coalesced"] = s.coalesced;
   d["failed"] = s.failed;
+  d["lowered_waits"] = s.lowered_waits;
+  d["timed_restores"] = s.timed_restores;
   d["step_begins"] = s.step_begins;
   d["step_ends"] = s.step_ends;
   d["instruction_begins"] = s.instruction_begins;

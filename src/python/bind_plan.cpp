@@ -29,8 +29,14 @@ py::list StagePlanToList(const std::vector<model::PlannedInstruction>& plan) {
   py::list out(plan.size());
   for (std::size_t i = 0; i < plan.size(); ++i) {
     const model::PlannedInstruction& p = plan[i];
-    out[i] =
-        py::make_tuple(p.instruction.kind, p.instruction.microbatch, p.instruction.chunk, p.mhz);
+    // The wait clock only where the plan lowers the wait after it, so plans
+    // without wait clocks read as before.
+    if (p.wait_mhz > 0)
+      out[i] = py::make_tuple(p.instruction.kind, p.instruction.microbatch, p.instruction.chunk,
+                              p.mhz, p.wait_mhz, p.wait_restore_s);
+    else
+      out[i] =
+          py::make_tuple(p.instruction.kind, p.instruction.microbatch, p.instruction.chunk, p.mhz);
   }
   return out;
 }
@@ -45,12 +51,31 @@ std::vector<model::PlannedInstruction> StagePlanFromList(const py::handle& list,
   std::size_t i = 0;
   for (py::handle item : list) {
     try {
-      auto [kind, microbatch, chunk, mhz] = item.cast<std::tuple<model::Kind, int, int, int>>();
-      out.push_back({{stage, chunk, microbatch, kind}, mhz});
+      if (py::len(item) == 6) {
+        auto [kind, microbatch, chunk, mhz, wait_mhz, restore_s] =
+            item.cast<std::tuple<model::Kind, int, int, int, int, double>>();
+        if (wait_mhz <= 0 || !(restore_s >= 0))
+          throw model::InputError(field, std::string(field) + " entry " + std::to_string(i) +
+                                             ": the wait clock must be > 0 MHz and its restore "
+                                             ">= 0 s (or give a 4-tuple: no wait clock)");
+        model::PlannedInstruction p{{stage, chunk, microbatch, kind}, mhz};
+        p.wait_mhz = wait_mhz;
+        p.wait_restore_s = restore_s;
+        out.push_back(p);
+      } else {
+        auto [kind, microbatch, chunk, mhz] = item.cast<std::tuple<model::Kind, int, int, int>>();
+        out.push_back({{stage, chunk, microbatch, kind}, mhz});
+      }
+    } catch (const py::error_already_set&) {  // len() of a non-sequence
+      throw model::InputError(field, std::string(field) + " entry " + std::to_string(i) + " (" +
+                                         std::string(py::repr(item)) +
+                                         ") is not a (Kind, microbatch, chunk, mhz[, wait_mhz, "
+                                         "wait_restore_s]) tuple");
     } catch (const py::cast_error&) {
       throw model::InputError(field, std::string(field) + " entry " + std::to_string(i) + " (" +
                                          std::string(py::repr(item)) +
-                                         ") is not a (Kind, microbatch, chunk, mhz) tuple");
+                                         ") is not a (Kind, microbatch, chunk, mhz[, wait_mhz, "
+                                         "wait_restore_s]) tuple");
     }
     ++i;
   }

@@ -75,6 +75,7 @@ struct Agent::State {
   std::atomic<std::uint64_t> step_ends{0};
   std::atomic<std::uint64_t> instruction_begins{0};
   std::atomic<std::uint64_t> instruction_ends{0};
+  std::atomic<std::uint64_t> lowered_waits{0};
 
   // Instruction tracking (training thread only).
   std::vector<model::PlannedInstruction> plan;  // execute mode
@@ -403,13 +404,25 @@ void Agent::OnInstructionEnd(model::Kind kind, int microbatch, int chunk) noexce
       return;
     }
     s.in_instruction = false;
+    const model::PlannedInstruction* done = nullptr;
     if (mode == Mode::kExecute) {
+      done = &s.plan[s.position];
       ++s.position;
     } else {
       s.ProfileEnd(kind);
     }
-    if (s.options.idle_clock_mhz && s.controller && !s.power_limit_plan)
-      s.controller->Request(*s.options.idle_clock_mhz);
+    if (s.controller && !s.power_limit_plan) {
+      if (done != nullptr && done->wait_mhz > 0) {
+        // The plan lowers this wait: back to the next instruction's clock
+        // (the default clocks after the step's last) in time for it.
+        const int next =
+            s.position < s.plan.size() ? s.plan[s.position].mhz : ClockController::kDefaultClocks;
+        s.controller->RequestWait(done->wait_mhz, next, done->wait_restore_s);
+        Bump(s.lowered_waits);
+      } else if (s.options.idle_clock_mhz) {
+        s.controller->Request(*s.options.idle_clock_mhz);
+      }
+    }
   } catch (const std::exception& e) {
     s.FallBack(std::string("instruction end failed: ") + e.what(), true);
   } catch (...) {
@@ -439,7 +452,9 @@ Stats Agent::stats() const {
     out.failed = c.failed;
     out.last_applied_mhz = c.last_applied_mhz;
     out.last_power_limit_w = c.last_power_limit_w;
+    out.timed_restores = c.timed_restores;
   }
+  out.lowered_waits = s.lowered_waits.load(std::memory_order_relaxed);
   out.step_begins = s.step_begins.load(std::memory_order_relaxed);
   out.step_ends = s.step_ends.load(std::memory_order_relaxed);
   out.instruction_begins = s.instruction_begins.load(std::memory_order_relaxed);

@@ -1,6 +1,8 @@
 #include "joulepipe/runtime/controller.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <exception>
 #include <utility>
 
@@ -34,11 +36,34 @@ ClockController::~ClockController() {
   if (thread_.joinable()) thread_.join();
 }
 
+namespace {
+
+std::int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
 void ClockController::Request(int mhz) noexcept {
+  restore_at_ns_.store(0, std::memory_order_seq_cst);
   Post(mhz < 0 ? kDefaultClocks : mhz);
 }
 
+void ClockController::RequestWait(int wait_mhz, int restore_mhz, double restore_after_s) noexcept {
+  restore_at_ns_.store(0, std::memory_order_seq_cst);
+  restore_mhz_.store(restore_mhz < 0 ? kDefaultClocks : restore_mhz, std::memory_order_seq_cst);
+  const double after_ns = std::isfinite(restore_after_s) && restore_after_s > 0
+                              ? std::min(restore_after_s, 3600.0) * 1e9
+                              : 0;
+  restore_at_ns_.store(std::max<std::int64_t>(1, NowNs() + static_cast<std::int64_t>(after_ns)),
+                       std::memory_order_seq_cst);
+  Post(wait_mhz < 0 ? kDefaultClocks : wait_mhz);
+}
+
 void ClockController::RequestPowerLimit(double watts) noexcept {
+  restore_at_ns_.store(0, std::memory_order_seq_cst);
   // Milliwatts, as NVML counts them; negative in the slot (clocks are >= 0).
   const double mw = watts * 1000;
   if (!(mw >= 1) || mw > 1e12) {
@@ -86,6 +111,7 @@ ControllerStats ClockController::stats() const {
   s.skipped = skipped_.load(std::memory_order_relaxed);
   s.coalesced = coalesced_.load(std::memory_order_relaxed);
   s.failed = failed_calls_.load(std::memory_order_relaxed);
+  s.timed_restores = timed_restores_.load(std::memory_order_relaxed);
   s.last_applied_mhz = last_applied_mhz_.load(std::memory_order_relaxed);
   s.last_power_limit_w = last_power_limit_mw_.load(std::memory_order_relaxed) / 1000.0;
   return s;
@@ -107,9 +133,23 @@ void ClockController::Run() {
       last_request = Steady::now();
       continue;
     }
+    // A restore that came due (and was not disarmed by a later request).
+    std::int64_t due = restore_at_ns_.load(std::memory_order_seq_cst);
+    if (due != 0 && NowNs() >= due &&
+        restore_at_ns_.compare_exchange_strong(due, 0, std::memory_order_seq_cst)) {
+      const int mhz = restore_mhz_.load(std::memory_order_seq_cst);
+      if (!failed_.load(std::memory_order_acquire)) {
+        Apply(mhz);
+        timed_restores_.fetch_add(1, std::memory_order_relaxed);
+      }
+      busy_.store(false, std::memory_order_seq_cst);
+      last_request = Steady::now();
+      continue;
+    }
     busy_.store(false, std::memory_order_seq_cst);
     if (stop_.load(std::memory_order_seq_cst)) break;
-    if (Steady::now() - last_request < deep_sleep_after) {
+    if (Steady::now() - last_request < deep_sleep_after ||
+        restore_at_ns_.load(std::memory_order_seq_cst) != 0) {
       std::this_thread::sleep_for(poll);  // polling: Request needs no wake-up
       continue;
     }

@@ -144,6 +144,40 @@ TEST(AgentTest, IdleClockBetweenInstructions) {
             Calls({"lock 2 1000 1000", "lock 2 600 600", "lock 2 1200 1200", "lock 2 600 600"}));
 }
 
+// A plan with wait_frequency: the wait clock at the instruction's end, the
+// next instruction's clock at its begin; a restore that comes due before
+// the next begin is applied by the controller (and after the step's last
+// instruction it is the default clocks).
+TEST(AgentTest, PlannedWaitClocksAndTheirTimedRestore) {
+  Fixture f(800);  // the plan's wait clocks take precedence over the idle clock
+  std::vector<model::PlannedInstruction> plan = SimplePlan(1, 1000, 1200);
+  plan[0].wait_mhz = 600;
+  plan[0].wait_restore_s = 0.02;
+  plan[1].wait_mhz = 600;
+  plan[1].wait_restore_s = 0.02;
+  f.agent->SetPlan(plan);
+  f.agent->OnStepBegin();
+  f.agent->OnInstructionBegin(Kind::kForward, 0, 0);
+  ASSERT_TRUE(f.agent->WaitIdle());  // (else the wait clock coalesces with it)
+  f.agent->OnInstructionEnd(Kind::kForward, 0, 0);
+  ASSERT_TRUE(f.agent->WaitIdle());
+  EXPECT_EQ(f.agent->stats().last_applied_mhz, 600);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the restore comes due
+  ASSERT_TRUE(f.agent->WaitIdle());
+  EXPECT_EQ(f.agent->stats().last_applied_mhz, 1200);  // the backward's clock, before it began
+  f.agent->OnInstructionBegin(Kind::kBackward, 0, 0);  // 1200 already: skipped
+  ASSERT_TRUE(f.agent->WaitIdle());
+  f.agent->OnInstructionEnd(Kind::kBackward, 0, 0);
+  f.agent->OnStepEnd();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(f.agent->WaitIdle());
+  EXPECT_EQ(f.control->calls(), Calls({"lock 2 1000 1000", "lock 2 600 600", "lock 2 1200 1200",
+                                       "lock 2 600 600", "restore"}));
+  const Stats s = f.agent->stats();
+  EXPECT_EQ(s.lowered_waits, 2u);
+  EXPECT_EQ(s.timed_restores, 2u);
+}
+
 TEST(AgentTest, IdleClockAndNextClockCoalesceWhileTheControlIsBusy) {
   Fixture f(600);
   f.agent->SetPlan(SimplePlan(2, 1000, 1200));

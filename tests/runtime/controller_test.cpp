@@ -2,8 +2,10 @@
 // restore on failure and at destruction.
 #include "joulepipe/runtime/controller.hpp"
 
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -172,6 +174,47 @@ TEST(ClockControllerTest, ManyRequestsFromAnotherThreadEndAtTheLatest) {
   const ControllerStats s = controller.stats();
   EXPECT_EQ(s.requested, 20001u);
   EXPECT_EQ(s.applied + s.skipped + s.coalesced, s.requested);
+}
+
+TEST(ClockControllerTest, RequestWaitRestoresWhenDue) {
+  auto control = std::make_shared<FakeControl>();
+  ClockController controller(control, 1, nullptr);
+  const auto t0 = std::chrono::steady_clock::now();
+  controller.RequestWait(600, 1200, 0.05);
+  ASSERT_TRUE(controller.WaitIdle(5));
+  EXPECT_EQ(control->calls(), Calls({"lock 1 600 600"}));  // not yet restored
+  while (controller.stats().timed_restores == 0) {
+    ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(50));
+  ASSERT_TRUE(controller.WaitIdle(5));
+  EXPECT_EQ(control->calls(), Calls({"lock 1 600 600", "lock 1 1200 1200"}));
+  EXPECT_EQ(controller.stats().last_applied_mhz, 1200);
+}
+
+TEST(ClockControllerTest, ALaterRequestDisarmsTheTimedRestore) {
+  auto control = std::make_shared<FakeControl>();
+  ClockController controller(control, 0, nullptr);
+  controller.RequestWait(600, 1200, 0.05);
+  ASSERT_TRUE(controller.WaitIdle(5));
+  controller.Request(1000);  // the next instruction began before the restore was due
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  ASSERT_TRUE(controller.WaitIdle(5));
+  EXPECT_EQ(control->calls(), Calls({"lock 0 600 600", "lock 0 1000 1000"}));
+  EXPECT_EQ(controller.stats().timed_restores, 0u);
+}
+
+TEST(ClockControllerTest, ATimedRestoreIsNotLostToDeepSleep) {
+  auto control = std::make_shared<FakeControl>();
+  ControllerOptions options;
+  options.deep_sleep_after_s = 0.01;  // would sleep long before the restore is due
+  ClockController controller(control, 0, nullptr, options);
+  controller.RequestWait(600, ClockController::kDefaultClocks, 0.1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  ASSERT_TRUE(controller.WaitIdle(5));
+  EXPECT_EQ(control->calls(), Calls({"lock 0 600 600", "restore"}));
+  EXPECT_EQ(controller.stats().timed_restores, 1u);
 }
 
 }  // namespace

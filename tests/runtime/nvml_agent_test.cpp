@@ -1,10 +1,12 @@
 // The agent with direct NVML control (gpu::MakeNvmlClockControl) against the
 // simulated libnvidia-ml.so.1, each test in a child process
 // (tests/gpu/sim_nvml_child.hpp says why).
+#include <chrono>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -95,6 +97,46 @@ TEST(NvmlAgentTest, AppliesPlannedClocksAndRestoresThem) {
                                   ",\"min_mhz\":" + std::to_string(forward));
     EXPECT_CONTAINS(lines[1], "\"max_mhz\":" + std::to_string(backward));
     EXPECT_CONTAINS(lines[2], "\"function\":\"nvmlDeviceResetGpuLockedClocks\"");
+  });
+}
+
+// Clocks while waiting on the simulated GPU (its "wait" section: 60 W
+// blocked at 210 MHz): the plan's wait clock is applied at the forward's end
+// and the GPU draws less while it waits; the timed restore puts the
+// backward's clock back before the backward begins.
+TEST(NvmlAgentTest, PlannedWaitClockLowersTheWaitAndIsRestoredInTime) {
+  TempFile config(R"({"gpu": "a100-sxm4-80gb", "permissions": {"clocks": true},
+                      "power_reading": "instant",
+                      "load": [{"start_s": -1e9, "end_s": 1e9, "utilization": 0}],
+                      "wait": {"blocked_w_at_min_clock": 60}})");
+  RunInChild(SimEnv(config.path()), [&] {
+    std::shared_ptr<gpu::ClockControl> control = gpu::MakeNvmlClockControl();
+    AgentOptions options;
+    options.control = control;
+    options.log = [](const std::string&) {};
+    Agent agent(std::move(options));
+    std::vector<model::PlannedInstruction> plan = SimplePlan(1, 1410, 1200);
+    plan[0].wait_mhz = 210;
+    plan[0].wait_restore_s = 0.05;
+    agent.SetPlan(plan);
+    const gpu::Device device = gpu::ListAllDevices().at(0);
+    agent.OnStepBegin();
+    agent.OnInstructionBegin(Kind::kForward, 0, 0);
+    ASSERT_TRUE(agent.WaitIdle());
+    const double computing_wait_w = device.InstantPower().watts();  // blocked at 1410 MHz
+    agent.OnInstructionEnd(Kind::kForward, 0, 0);
+    ASSERT_TRUE(agent.WaitIdle());
+    EXPECT_EQ(SmClock(0), 210);
+    EXPECT_NEAR(device.InstantPower().watts(), 60.0, 0.01);
+    EXPECT_LT(device.InstantPower().watts(), computing_wait_w - 20);
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    EXPECT_EQ(SmClock(0), 1200);  // restored before the backward began
+    agent.OnInstructionBegin(Kind::kBackward, 0, 0);
+    agent.OnInstructionEnd(Kind::kBackward, 0, 0);
+    agent.OnStepEnd();
+    EXPECT_FALSE(agent.fallback_reason());
+    EXPECT_EQ(agent.stats().lowered_waits, 1u);
+    EXPECT_EQ(agent.stats().timed_restores, 1u);
   });
 }
 

@@ -85,6 +85,9 @@ struct AgentOptions {
   std::shared_ptr<gpu::ClockControl> control;  // direct NVML or daemon
   // Applied between instructions (requested at every instruction end; the
   // next begin requests the instruction's clock, and a burst coalesces).
+  // In execute mode, an instruction whose plan entry has wait_frequency
+  // gets that clock at its end instead, with a restore to the next
+  // instruction's clock wait_restore_s later (ClockController::RequestWait).
   std::optional<int> idle_clock_mhz;
   // One line per event (a fallback, SetPlan/SetProfiler); default: stderr
   // with a "joulepipe runtime: " prefix. Called from the training thread
@@ -112,6 +115,11 @@ struct Stats {
   std::uint64_t skipped = 0;    // requests equal to the clock already applied
   std::uint64_t coalesced = 0;  // requests overwritten before the thread saw them
   std::uint64_t failed = 0;     // ClockControl calls that threw (each one a fallback)
+  // Clocks while waiting (plans with wait_frequency): waits lowered at an
+  // instruction's end, and their timed restores that came due (the others
+  // were overtaken by the next instruction's begin).
+  std::uint64_t lowered_waits = 0;
+  std::uint64_t timed_restores = 0;
   // Hooks (counted while the mode is not kOff).
   std::uint64_t step_begins = 0;
   std::uint64_t step_ends = 0;

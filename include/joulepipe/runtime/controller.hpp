@@ -10,6 +10,11 @@
 //   * no-op skipping — a request equal to the clock last applied is skipped;
 //   * kDefaultClocks — restores the device's default clocks
 //     (ClockControl::Restore: reset everything that object changed);
+//   * RequestWait — clocks while waiting (plans with wait_frequency): the
+//     wait clock now, and a timed restore to the next instruction's clock
+//     after the plan's wait_restore_s, which the controller thread applies
+//     when it is due unless a later request came first (any Request or
+//     RequestPowerLimit disarms it: the training thread has moved on);
 //   * RequestPowerLimit — the other lever: a power limit at default clocks
 //     (power-limit plans). It shares the slot, latest wins, and the GPU
 //     holds one lever at a time: applying a power limit resets locked
@@ -51,14 +56,15 @@
 namespace joulepipe::runtime {
 
 struct ControllerStats {
-  std::uint64_t requested = 0;    // Request calls accepted (not failed)
-  std::uint64_t applied = 0;      // SetLockedClocks / SetPowerLimit calls that succeeded
-  std::uint64_t restores = 0;     // Restore calls (back to default clocks)
-  std::uint64_t skipped = 0;      // requests equal to the clock in force
-  std::uint64_t coalesced = 0;    // requests replaced before they were taken
-  std::uint64_t failed = 0;       // ClockControl calls that threw
-  int last_applied_mhz = 0;       // the clock in force: 0 = default clocks
-  double last_power_limit_w = 0;  // the power limit in force: 0 = the default
+  std::uint64_t requested = 0;       // Request calls accepted (not failed)
+  std::uint64_t applied = 0;         // SetLockedClocks / SetPowerLimit calls that succeeded
+  std::uint64_t restores = 0;        // Restore calls (back to default clocks)
+  std::uint64_t skipped = 0;         // requests equal to the clock in force
+  std::uint64_t coalesced = 0;       // requests replaced before they were taken
+  std::uint64_t failed = 0;          // ClockControl calls that threw
+  std::uint64_t timed_restores = 0;  // RequestWait restores that came due and were applied
+  int last_applied_mhz = 0;          // the clock in force: 0 = default clocks
+  double last_power_limit_w = 0;     // the power limit in force: 0 = the default
 };
 
 struct ControllerOptions {
@@ -84,6 +90,12 @@ class ClockController {
   // Wants the GPU locked at `mhz` (min = max = mhz), or its default clocks
   // for kDefaultClocks (or any value <= 0). Dropped while failed.
   void Request(int mhz) noexcept;
+  // Wants the GPU at `wait_mhz` now and, `restore_after_s` from now, at
+  // `restore_mhz` (kDefaultClocks: the default clocks), unless another
+  // request comes first. The restore is applied within poll_period_s of
+  // its time (the controller does not deep-sleep while one is armed). Same
+  // cost and rules as Request, plus two atomic stores.
+  void RequestWait(int wait_mhz, int restore_mhz, double restore_after_s) noexcept;
   // Wants the GPU at default clocks under a power limit of `watts` (to the
   // milliwatt); watts < 0.001 (or not finite) = default clocks and limit.
   // Same cost and rules as Request.
@@ -121,6 +133,14 @@ class ClockController {
   // Request notifies only then; the seq_cst store/load pairs with slot_ so
   // no wake-up is lost.
   std::atomic<bool> sleeping_{false};
+  // The armed restore of RequestWait: due time (steady-clock nanoseconds,
+  // 0 = none) and clock. Written by the requesting thread; the controller
+  // thread fires it by exchanging the time with 0. Should a new arm race a
+  // firing one, the restore clock applied may be the newer one, early: a
+  // higher clock than the wait's, never a slower compute.
+  std::atomic<std::int64_t> restore_at_ns_{0};
+  std::atomic<int> restore_mhz_{0};
+  std::atomic<std::uint64_t> timed_restores_{0};
   std::atomic<bool> busy_{false};  // applying a taken request
   std::atomic<bool> failed_{false};
   std::atomic<bool> stop_{false};
