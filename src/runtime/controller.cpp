@@ -46,8 +46,16 @@ std::int64_t NowNs() {
 
 }  // namespace
 
+// Disarms a RequestWait restore. Only the requesting thread arms it, so a
+// relaxed 0 means there is nothing to disarm (the common case costs no
+// fenced store).
+void ClockController::Disarm() noexcept {
+  if (restore_at_ns_.load(std::memory_order_relaxed) != 0)
+    restore_at_ns_.store(0, std::memory_order_seq_cst);
+}
+
 void ClockController::Request(int mhz) noexcept {
-  restore_at_ns_.store(0, std::memory_order_seq_cst);
+  Disarm();
   Post(mhz < 0 ? kDefaultClocks : mhz);
 }
 
@@ -63,7 +71,7 @@ void ClockController::RequestWait(int wait_mhz, int restore_mhz, double restore_
 }
 
 void ClockController::RequestPowerLimit(double watts) noexcept {
-  restore_at_ns_.store(0, std::memory_order_seq_cst);
+  Disarm();
   // Milliwatts, as NVML counts them; negative in the slot (clocks are >= 0).
   const double mw = watts * 1000;
   if (!(mw >= 1) || mw > 1e12) {

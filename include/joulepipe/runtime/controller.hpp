@@ -116,6 +116,7 @@ class ClockController {
 
   void Run();
   void Post(std::int64_t wanted) noexcept;
+  void Disarm() noexcept;
   void Apply(std::int64_t wanted);
   bool Changed() const;
   void RestoreDefaults();
