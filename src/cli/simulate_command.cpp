@@ -15,6 +15,7 @@
 #include "inputs.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/profile.hpp"
+#include "joulepipe/model/wait_model.hpp"
 #include "objective_flags.hpp"
 #include "output_dir.hpp"
 
@@ -50,6 +51,18 @@ std::string StragglerText(const sim::SimulateRequest& r) {
   return Printf("pipeline %d, T'/T = %g, %s", g.pipeline, g.slowdown, when.c_str());
 }
 
+std::string WaitModelText(const model::WaitModel& waits) {
+  return waits.calibrated()
+             ? waits.Describe()
+             : waits.Describe() + "; waits at P_block (joulepipe calibrate-wait measures it)";
+}
+
+double MeanLoweredWaitS(const sim::SimulationResult& r) {
+  double sum = 0;
+  for (const sim::IterationResult& it : r.iterations) sum += it.lowered_wait_s;
+  return r.iterations.empty() ? 0 : sum / static_cast<double>(r.iterations.size());
+}
+
 }  // namespace
 
 std::string FormatSimulationSummary(const sim::SimulateOutcome& o) {
@@ -68,6 +81,7 @@ std::string FormatSimulationSummary(const sim::SimulateOutcome& o) {
               static_cast<long long>(o.gpus()), j.pipelines, r.spec.stages, j.gpus_per_stage);
   s += Printf("  P_block       %g W %s (GPU power while blocked or idle)\n", j.p_block_w,
               PBlockOrigin(o.p_block_source).c_str());
+  s += Printf("  wait model    %s\n", WaitModelText(j.waits).c_str());
   for (const std::string& note : o.notes) {
     s += Printf("  note          %s\n", WithFlagNames(note).c_str());
   }
@@ -115,6 +129,13 @@ std::string FormatSimulationSummary(const sim::SimulateOutcome& o) {
   s += Printf("  %-12s %14.6f s %18.1f J\n", "joulepipe", tj, ej);
   s += Printf("  saving        %.2f%% energy, iteration time %+.3f%%\n", SavingPercent(ej, eb),
               SlowdownPercent(tj, tb));
+  if (j.waits.calibrated()) {
+    s += Printf(
+        "  lowered waits %.3f GPU-s per iteration at %d MHz (joulepipe policy; %.1f W "
+        "less each)\n",
+        MeanLoweredWaitS(o.joulepipe), j.waits.wait_mhz(),
+        std::min(j.p_block_w, j.waits.saving_w()));
+  }
   if (solver::CountsHost(r.objective)) {
     // The host draws its power for the whole iteration, whatever the GPUs do.
     const double host_w = r.objective.host_power_w * static_cast<double>(o.gpus());
@@ -154,7 +175,9 @@ std::string SimulationJson(const sim::SimulateOutcome& o) {
   const double eb = o.baseline.MeanEnergy(), ej = o.joulepipe.MeanEnergy();
   ordered_json root;
   root["baseline"] = {{"time_s", o.baseline.MeanTime()}, {"energy_j", eb}};
-  root["joulepipe"] = {{"time_s", o.joulepipe.MeanTime()}, {"energy_j", ej}};
+  root["joulepipe"] = {{"time_s", o.joulepipe.MeanTime()},
+                       {"energy_j", ej},
+                       {"lowered_wait_s", MeanLoweredWaitS(o.joulepipe)}};
   root["saving_pct"] = SavingPercent(ej, eb);
   root["figures"] = kSimulatedFigures;
   root["gpus"] = o.gpus();
@@ -168,6 +191,7 @@ std::string SimulationJson(const sim::SimulateOutcome& o) {
   inputs["tp"] = j.gpus_per_stage;
   inputs["p_block_w"] = j.p_block_w;
   inputs["p_block_from"] = o.p_block_source == "profile" ? "profile" : "--p-block";
+  inputs["wait_model"] = WaitModelText(j.waits);
   inputs["iterations"] = j.iterations;
   inputs["straggler_pipeline"] = j.straggler.pipeline;
   inputs["straggler_slowdown"] = j.straggler.slowdown;
@@ -284,6 +308,7 @@ constexpr char kSimulateFooter[] =
 
 struct SimulateFlags {
   std::string profile;
+  std::string wait_model;
   std::string schedule = "1f1b";
   int stages = 0;
   int microbatches = 0;
@@ -396,6 +421,11 @@ SimulateSubcommand::SimulateSubcommand(CLI::App* app)
                 "Chance per iteration and pipeline of a data-loader stall, 0..1")
       ->capture_default_str()
       ->type_name("P");
+  c->add_option("--wait-model", f->wait_model,
+                "Clocks while waiting: the GPU's calibration (joulepipe calibrate-wait); the "
+                "joulepipe policy then lowers the waits its plans mark (default: uncalibrated, "
+                "every wait at P_block)")
+      ->type_name("FILE");
   c->add_option("--stall-ms", f->stall_ms, "Length of a data-loader stall, ms (at most an hour)")
       ->capture_default_str()
       ->type_name("MS");
@@ -484,6 +514,7 @@ int SimulateSubcommand::Run() const {
   sim::CheckSimulateRequest(request);  // flags before files
 
   const model::Profile profile = model::ReadProfileCsv(f.profile);
+  if (!f.wait_model.empty()) job.waits = model::ReadWaitModelFile(f.wait_model);
   request.progress = ProgressLines(stderr, "simulate: ");
   const sim::SimulateOutcome outcome = sim::SimulateJob(profile, request);
   if (!f.timeline.empty()) WriteFileAtomically(f.timeline, SimulationTimeline(outcome));

@@ -96,6 +96,9 @@ double SimulationResult::TotalEnergy() const {
 struct Simulator::Tables {
   std::vector<double> time, energy;
   std::vector<double> stage_time, stage_energy;
+  // Calibrated wait model only: per position, the seconds the plan lowers
+  // the wait after it (LoweredS of the gap in the candidate's noiseless walk).
+  std::vector<double> planned_lowered_s;
 };
 
 Simulator::Simulator(const schedule::Schedule& schedule, const model::Profile& profile,
@@ -240,7 +243,31 @@ Simulator::Tables Simulator::BuildTables(int candidate) const {
       t.stage_energy[s] += point->energy_j;
     }
   }
+  if (job_.waits.calibrated()) {
+    std::vector<double> factor(stages_, 1.0), start(n), finish(n);
+    const double end = Walk(t, factor.data(), 0.0, start.data(), finish.data());
+    t.planned_lowered_s.assign(n, 0.0);
+    for (int s = 0; s < stages_; ++s) {
+      const std::vector<int>& order = schedule_.stage_order[s];
+      for (std::size_t k = 0; k < order.size(); ++k) {
+        const int pos = position_of_[order[k]];
+        const double next = k + 1 < order.size() ? start[position_of_[order[k + 1]]] : end;
+        t.planned_lowered_s[pos] = job_.waits.LoweredS(std::max(0.0, next - finish[pos]));
+      }
+    }
+  }
   return t;
+}
+
+// Seconds of an actual wait of gap_s spent at the wait clock when the plan
+// lowers planned_s seconds of it (the clock is down L after the instruction
+// and the restore is requested planned_s later): planned_s if the wait is
+// as long as planned or longer; if it is shorter, the next instruction's
+// begin cuts it short, leaving what remains after the switch and margin.
+double Simulator::LoweredS(double planned_s, double gap_s) const {
+  if (planned_s <= 0) return 0;
+  const model::WaitModel& w = job_.waits;
+  return std::min(planned_s, std::max(0.0, gap_s - w.switch_latency_s - w.margin_s));
 }
 
 double Simulator::Walk(const Tables& t, const double* factor, double stall, double* start,
@@ -387,8 +414,7 @@ SimulationResult Simulator::Run(Policy policy, const RunOptions& options) const 
   // then tables for exactly the candidates used. Measured ones are made at
   // each iteration's start from what the detector has seen so far.
   Cache cache;
-  const bool measured =
-      policy == Policy::kJoulepipe && options.detection == Detection::kMeasured;
+  const bool measured = policy == Policy::kJoulepipe && options.detection == Detection::kMeasured;
   std::optional<coord::StragglerDetector> detector;
   std::vector<int> current;  // measured: the plans in force
   double current_target = 0;
@@ -412,6 +438,14 @@ SimulationResult Simulator::Run(Policy policy, const RunOptions& options) const 
   std::vector<double> factor(S);
   std::vector<double> stage_end(static_cast<std::size_t>(d) * S);  // for the timeline
   std::vector<double> stall_of(d);
+  // Calibrated wait model: per (pipeline, stage), seconds lowered in this
+  // iteration, the end of its last instruction and the plan's lowering of
+  // the wait after it (the tail wait is known once every pipeline is done).
+  // Only joulepipe lowers waits: the baseline is the job without it.
+  const bool lower = job_.waits.calibrated() && policy == Policy::kJoulepipe;
+  const double save_w = lower ? std::min(pb, job_.waits.saving_w()) : 0;
+  std::vector<double> lowered_of(lower ? static_cast<std::size_t>(d) * S : 0);
+  std::vector<double> last_end(lowered_of.size()), last_planned(lowered_of.size());
   double clock = 0;  // job time at the iteration's start
   bool recording_done = options.timeline_iterations == 0;
   auto emit = [&](const TimelineEvent& event) {
@@ -448,11 +482,27 @@ SimulationResult Simulator::Run(Policy policy, const RunOptions& options) const 
       const double end = Walk(t, factor.data(), stall, start.data(), finish.data());
       result.finish_s[static_cast<std::size_t>(i) * d + p] = end;
       compute_end = std::max(compute_end, end);
+      if (lower) {
+        for (int s = 0; s < S; ++s) {
+          const std::vector<int>& order = schedule_.stage_order[s];
+          double l = 0;
+          for (std::size_t k = 0; k + 1 < order.size(); ++k) {
+            const int pos = position_of_[order[k]], next = position_of_[order[k + 1]];
+            l += LoweredS(t.planned_lowered_s[pos], start[next] - finish[pos]);
+          }
+          const std::size_t at = static_cast<std::size_t>(p) * S + s;
+          const int last = position_of_[order.back()];
+          lowered_of[at] = l;
+          last_end[at] = finish[last];
+          last_planned[at] = t.planned_lowered_s[last];
+        }
+      }
 
       if (record) {
         const int c = result.plan[static_cast<std::size_t>(i) * d + p];
         for (int s = 0; s < S; ++s) {
           double free = 0;
+          int previous = -1;  // position of the stage's previous instruction
           if (stall > 0) {
             emit({EventKind::kStall, i, p, s, -1, 0, clock, stall, pb * stall});
             free = stall;
@@ -460,9 +510,13 @@ SimulationResult Simulator::Run(Policy policy, const RunOptions& options) const 
           for (int node : schedule_.stage_order[s]) {
             const int pos = position_of_[node];
             if (start[pos] > free) {
-              emit({EventKind::kWait, i, p, s, -1, 0, clock + free, start[pos] - free,
-                    pb * (start[pos] - free)});
+              const double gap = start[pos] - free;
+              const double saved = lower && previous >= 0
+                                       ? save_w * LoweredS(t.planned_lowered_s[previous], gap)
+                                       : 0;
+              emit({EventKind::kWait, i, p, s, -1, 0, clock + free, gap, pb * gap - saved});
             }
+            previous = pos;
             const double dur = finish[pos] - start[pos];
             emit({EventKind::kInstruction, i, p, s, node, candidates_[c].mhz[node],
                   clock + start[pos], dur, t.energy[pos] + pb * (dur - t.time[pos])});
@@ -485,9 +539,15 @@ SimulationResult Simulator::Run(Policy policy, const RunOptions& options) const 
       }
     }
 
+    // The wait after each stage's last instruction, to the end of compute.
+    if (lower) {
+      for (std::size_t at = 0; at < lowered_of.size(); ++at)
+        lowered_of[at] += LoweredS(last_planned[at], compute_end - last_end[at]);
+    }
+
     // Energy: per GPU, sum e + P_block * (T - sum t) with the slowed time
-    // split out (simulator.hpp).
-    double busy = 0, blocking = 0;
+    // split out (simulator.hpp), less what lowered waits save.
+    double busy = 0, blocking = 0, lowered_s = 0;
     for (int p = 0; p < d; ++p) {
       const Tables& t = tables[table_of[result.plan[static_cast<std::size_t>(i) * d + p]]];
       const double slow = job_.straggler.SlowdownOf(p, i);
@@ -499,15 +559,19 @@ SimulationResult Simulator::Run(Policy policy, const RunOptions& options) const 
         // one GPU).
         const double gpu_busy = t.stage_energy[s] + pb * (k - 1) * t.stage_time[s];
         const double busy_s = k * t.stage_time[s];
-        const double gpu_blocking = model::BlockingEnergyJ(busy_s, 1, it.time_s, pb);
+        const double lowered = lower ? lowered_of[static_cast<std::size_t>(p) * S + s] : 0;
+        const double saved = save_w * lowered;
+        const double gpu_blocking = model::BlockingEnergyJ(busy_s, 1, it.time_s, pb) - saved;
         result.gpu_energy_j[(static_cast<std::size_t>(i) * d + p) * S + s] =
-            model::IterationEnergyJ(gpu_busy, busy_s, 1, it.time_s, pb);
+            model::IterationEnergyJ(gpu_busy, busy_s, 1, it.time_s, pb) - saved;
         busy += gpu_busy;
         blocking += gpu_blocking;
+        lowered_s += lowered;
       }
     }
     it.busy_energy_j = g * busy;
     it.blocking_energy_j = g * blocking;
+    it.lowered_wait_s = g * lowered_s;
     it.energy_j = it.busy_energy_j + it.blocking_energy_j;
 
     if (record) {
@@ -515,8 +579,11 @@ SimulationResult Simulator::Run(Policy policy, const RunOptions& options) const 
         for (int s = 0; s < S; ++s) {
           const double free = stage_end[static_cast<std::size_t>(p) * S + s];
           if (compute_end > free) {
-            emit({EventKind::kWait, i, p, s, -1, 0, clock + free, compute_end - free,
-                  pb * (compute_end - free)});
+            const double gap = compute_end - free;
+            const double saved =
+                lower ? save_w * LoweredS(last_planned[static_cast<std::size_t>(p) * S + s], gap)
+                      : 0;
+            emit({EventKind::kWait, i, p, s, -1, 0, clock + free, gap, pb * gap - saved});
           }
           if (job_.allreduce_s > 0) {
             emit({EventKind::kAllReduce, i, p, s, -1, 0, clock + compute_end, job_.allreduce_s,

@@ -135,5 +135,36 @@ TEST_F(WaitModelCommandTest, BadWaitModelsAreRefusedNamingTheField) {
   EXPECT_FALSE(fs::exists(root_ / "out"));
 }
 
+// simulate --wait-model: the joulepipe policy lowers its plans' waits (the
+// straggler wait of the others included, as far as their plans lower it);
+// the baseline, the job without joulepipe, is unchanged.
+TEST_F(WaitModelCommandTest, SimulateLowersThePlansWaitsAndSaysSo) {
+  auto simulate = [&](const std::string& extra) {
+    return Run("simulate --profile " + Quote(profile_) +
+               " --p-block 83.64 --pipelines 4 --stages 8 --microbatches 12 --iterations 3 "
+               "--straggler-pipeline 1 --straggler-slowdown 1.2 --allreduce-ms 50 " +
+               extra);
+  };
+  const Result flat = simulate("--json");
+  const Result waits = simulate("--json --wait-model " + Quote(root_ / "w.json"));
+  ASSERT_EQ(flat.code, 0) << flat.err;
+  ASSERT_EQ(waits.code, 0) << waits.err;
+  const json a = json::parse(flat.out), b = json::parse(waits.out);
+  EXPECT_EQ(a["baseline"]["energy_j"], b["baseline"]["energy_j"]);
+  EXPECT_LT(b["joulepipe"]["energy_j"].get<double>(), a["joulepipe"]["energy_j"].get<double>());
+  EXPECT_EQ(a["joulepipe"]["time_s"], b["joulepipe"]["time_s"]);
+  EXPECT_EQ(a["joulepipe"]["lowered_wait_s"].get<double>(), 0);
+  const double lowered = b["joulepipe"]["lowered_wait_s"].get<double>();
+  EXPECT_GT(lowered, 0);
+  // 25 W less (95 W at 1410 MHz, 70 W at 510 MHz) for every lowered second.
+  EXPECT_NEAR(a["joulepipe"]["energy_j"].get<double>() - b["joulepipe"]["energy_j"].get<double>(),
+              25 * lowered, 1e-6 * a["joulepipe"]["energy_j"].get<double>());
+  EXPECT_NE(a["inputs"]["wait_model"].get<std::string>().find("uncalibrated"), std::string::npos);
+  const Result text = simulate("--wait-model " + Quote(root_ / "w.json"));
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("  wait model    calibrated ("), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("  lowered waits "), std::string::npos) << text.out;
+}
+
 }  // namespace
 }  // namespace joulepipe::cli

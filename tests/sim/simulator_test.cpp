@@ -125,6 +125,82 @@ TEST(SimulatorTest, SinglePipelineEqualsReplayForRandomPlans) {
   }
 }
 
+// A calibrated wait model (synthetic: 30 W less at 900 MHz, 2 ms switch):
+// one noiseless pipeline lowers exactly the waits Replay lowers, to the
+// joule; with D pipelines and a straggler, the healthy pipelines' extra wait
+// (for the straggler) is not lowered beyond their plans, so they save the
+// same seconds as alone.
+model::WaitModel SyntheticWaits() {
+  model::WaitModel w;
+  w.points = {{1500, 90}, {900, 60}};
+  w.switch_latency_s = 0.002;
+  w.margin_s = 0.001;
+  return w;
+}
+
+TEST(SimulatorTest, CalibratedWaitsEqualReplayWithTheWaitModel) {
+  std::mt19937 rng(11);
+  for (const schedule::Spec& spec :
+       {MakeSpec(schedule::Kind::kGPipe, 3, 5), MakeSpec(schedule::Kind::k1F1B, 4, 7),
+        MakeSpec(schedule::Kind::kInterleaved, 3, 6, 2)}) {
+    const schedule::Schedule schedule = schedule::Build(spec);
+    const model::Profile profile = MakeProfile(spec.stages);
+    for (int trial = 0; trial < 5; ++trial) {
+      const std::vector<std::uint16_t> mhz = RandomClocks(schedule, profile, &rng);
+      model::WaitModel waits = SyntheticWaits();
+      waits.p_block_w = kPBlock;
+      const schedule::ReplayResult replay =
+          schedule::Replay(schedule, profile, ToModelPlan(schedule, mhz), waits, "test");
+      ASSERT_GT(replay.lowered_wait_s, 0);
+      JobSpec job;
+      job.p_block_w = kPBlock;
+      job.waits = SyntheticWaits();
+      const Simulator simulator(schedule, profile, job, {{mhz, replay.time_s, replay.energy_j}}, 0,
+                                0);
+      const IterationResult it = simulator.Run(Policy::kJoulepipe).iterations.at(0);
+      EXPECT_LE(Relative(it.energy_j, replay.energy_j), 1e-9) << schedule::KindName(spec.kind);
+      EXPECT_LE(Relative(it.lowered_wait_s, replay.lowered_wait_s), 1e-9);
+      EXPECT_LE(Relative(it.blocking_energy_j, replay.blocking_energy_j), 1e-9);
+      // The baseline (the job without joulepipe) lowers nothing.
+      EXPECT_EQ(simulator.Run(Policy::kBaseline).iterations.at(0).lowered_wait_s, 0);
+      // The timeline's wait events carry the same energy.
+      RunOptions options;
+      options.timeline_iterations = 1;
+      const SimulationResult r = simulator.Run(Policy::kJoulepipe, options);
+      double wait_j = 0;
+      for (const TimelineEvent& e : r.timeline)
+        if (e.kind == EventKind::kWait) wait_j += e.energy_j;
+      EXPECT_LE(Relative(wait_j, replay.blocking_energy_j), 1e-9);
+    }
+  }
+}
+
+TEST(SimulatorTest, AStragglersExtraWaitIsNotLoweredBeyondThePlan) {
+  const schedule::Schedule schedule = schedule::Build(MakeSpec(schedule::Kind::k1F1B, 4, 8));
+  const model::Profile profile = MakeProfile(4);
+  std::mt19937 rng(5);
+  const std::vector<std::uint16_t> mhz = RandomClocks(schedule, profile, &rng);
+  const CandidatePlan plan = Candidate(schedule, profile, mhz);
+  JobSpec job;
+  job.p_block_w = kPBlock;
+  job.waits = SyntheticWaits();
+  const IterationResult alone =
+      Simulator(schedule, profile, job, {plan}, 0, 0).Run(Policy::kJoulepipe).iterations.at(0);
+  job.pipelines = 3;
+  job.straggler = {1, 1.3, 0, 0, 0};
+  const IterationResult three =
+      Simulator(schedule, profile, job, {plan}, 0, 0).Run(Policy::kJoulepipe).iterations.at(0);
+  // Two healthy pipelines lower what they lower alone; the straggler's own
+  // waits are longer than planned, so it lowers its planned seconds too.
+  EXPECT_NEAR(three.lowered_wait_s, 3 * alone.lowered_wait_s, 1e-9);
+  JobSpec flat = job;
+  flat.waits = model::WaitModel{};
+  const IterationResult flat_three =
+      Simulator(schedule, profile, flat, {plan}, 0, 0).Run(Policy::kJoulepipe).iterations.at(0);
+  EXPECT_NEAR(flat_three.energy_j - three.energy_j, 30 * three.lowered_wait_s, 1e-6);
+  EXPECT_EQ(flat_three.lowered_wait_s, 0);
+}
+
 TEST(SimulatorTest, NoiselessPipelinesAreIdenticalAndEveryIterationRepeats) {
   const schedule::Schedule schedule = schedule::Build(MakeSpec(schedule::Kind::k1F1B, 4, 8));
   const model::Profile profile = MakeProfile(4);
@@ -558,10 +634,8 @@ TEST(SimulatorTest, BadInputThrowsInputErrorNamingTheField) {
   expect_names([](JobSpec* j) { j->gpus_per_stage = 0; }, "JobSpec::gpus_per_stage");
   expect_names([](JobSpec* j) { j->p_block_w = -1; }, "JobSpec::p_block_w");
   expect_names([](JobSpec* j) { j->iterations = 0; }, "JobSpec::iterations");
-  expect_names([](JobSpec* j) { j->straggler = {0, 0.9, 0, 0, 0}; },
-               "Straggler::slowdown must be");
-  expect_names([](JobSpec* j) { j->straggler = {2, 1.2, 0, 0, 0}; },
-               "Straggler::pipeline must be");
+  expect_names([](JobSpec* j) { j->straggler = {0, 0.9, 0, 0, 0}; }, "Straggler::slowdown must be");
+  expect_names([](JobSpec* j) { j->straggler = {2, 1.2, 0, 0, 0}; }, "Straggler::pipeline must be");
   expect_names([](JobSpec* j) { j->straggler = {0, 1.2, 0, 5, 3}; },
                "Straggler::for_iterations must be 1..Straggler::period");
   expect_names([](JobSpec* j) { j->clock_variability = 0.5; }, "JobSpec::clock_variability");
@@ -608,8 +682,9 @@ TEST(SimulatorTest, BadInputThrowsInputErrorNamingTheField) {
   const Simulator simulator(schedule, profile, job, {plan}, 0, 0);
   RunOptions options;
   options.detection_lag = -1;
-  EXPECT_NE(InputErrorOf([&] { simulator.Run(Policy::kJoulepipe, options); })
-                .find("RunOptions::detection_lag"),
+  EXPECT_NE(InputErrorOf([&] {
+              simulator.Run(Policy::kJoulepipe, options);
+            }).find("RunOptions::detection_lag"),
             std::string::npos);
 }
 

@@ -19,7 +19,8 @@
 // A slowed instruction (straggler, slow GPU) does the same work; its extra
 // time d - t is charged as stalled at P_block, which is Perseus's accounting
 // of a straggler (its extra time is blocking). A faster GPU (speed factor
-// < 1) gets that time back at P_block. Waiting for dependencies, data-loader
+// < 1) gets that time back at P_block (JobSpec::waits: a calibrated wait
+// model lowers some waits). Waiting for dependencies, data-loader
 // stalls and the all-reduce are charged at P_block. Busy energy is the first
 // sum (the instruction part), blocking energy the rest. Every GPU of a
 // stage's tensor-parallel group (gpus_per_stage of them) runs the same work,
@@ -63,6 +64,7 @@
 #include "joulepipe/coord/plan_choice.hpp"
 #include "joulepipe/coord/straggler.hpp"
 #include "joulepipe/model/profile.hpp"
+#include "joulepipe/model/wait_model.hpp"
 #include "joulepipe/schedule/schedule.hpp"
 #include "joulepipe/sim/timeline.hpp"
 
@@ -109,6 +111,19 @@ struct JobSpec {
   double stall_probability = 0;  // [0, 1]
   double stall_s = 0;            // finite, >= 0
   std::uint64_t seed = 1;        // variability and stalls are a function of the seed only
+  // Clocks while waiting (model/wait_model.hpp; its p_block_w is ignored:
+  // p_block_w above is P_block). Uncalibrated (the default): every wait at
+  // P_block, exactly as without it. Calibrated: the wait after each
+  // instruction (to its stage's next instruction, or to the end of the
+  // pipelines' compute) is lowered as the runtime lowers it: the plan marks
+  // the waits of its own noiseless walk that are long enough (LoweredS of
+  // the planned gap p) and restores after p - L - margin; a wait that turns
+  // out shorter (g < p) is lowered for max(0, g - L - margin) only, a longer
+  // one (a straggler elsewhere) for the planned time only. Waits before a
+  // stage's first instruction (data-loader stalls included, which nobody
+  // foresees) and the all-reduce stay at P_block. Only the kJoulepipe
+  // policy lowers waits (kBaseline is the job without joulepipe).
+  model::WaitModel waits;
 };
 
 enum class Policy { kBaseline, kJoulepipe };
@@ -127,9 +142,9 @@ const char* DetectionName(Detection detection);  // "oracle" | "measured"
 
 struct RunOptions {
   Detection detection = Detection::kOracle;
-  int detection_lag = 0;        // kOracle: iterations until a slowdown is known, >= 0
+  int detection_lag = 0;             // kOracle: iterations until a slowdown is known, >= 0
   coord::StragglerOptions detector;  // kMeasured
-  int timeline_iterations = 0;  // record the timeline of the first N iterations
+  int timeline_iterations = 0;       // record the timeline of the first N iterations
   std::size_t max_timeline_events = 1'000'000;  // stop recording beyond this
 };
 
@@ -138,7 +153,8 @@ struct IterationResult {
   double compute_s = 0;          // the slowest pipeline's finish (stall included)
   double energy_j = 0;           // whole job, every GPU (x gpus_per_stage)
   double busy_energy_j = 0;      // whole job: instruction energies
-  double blocking_energy_j = 0;  // whole job: P_block x time not computing
+  double blocking_energy_j = 0;  // whole job: time not computing (P_block, less lowered waits)
+  double lowered_wait_s = 0;     // whole job, GPU-seconds spent at the wait clock (x TP)
   double target_s = 0;           // kJoulepipe: T' planned for; kBaseline: baseline time
   bool straggler_active = false;
 };
@@ -198,12 +214,12 @@ class Simulator {
   struct Tables;  // per-candidate flat arrays (simulator.cpp)
   struct Cache;   // what a Run has computed: tables, measured times, choices
   Tables BuildTables(int candidate) const;
+  double LoweredS(double planned_s, double gap_s) const;
   const Tables& TablesOf(int candidate, Cache* cache) const;
   std::vector<int> Choose(Policy policy, int iteration, int detection_lag, double* target_s,
                           Cache* cache) const;
   // kJoulepipe's plans for known slowdowns (one per pipeline, >= 1).
-  std::vector<int> ChooseFor(const std::vector<double>& slow, double* target_s,
-                             Cache* cache) const;
+  std::vector<int> ChooseFor(const std::vector<double>& slow, double* target_s, Cache* cache) const;
   // Noisy jobs: the time of `candidate` on `pipeline`'s own GPUs, slowed by
   // `slowdown` (no stall); and the least-energy candidate on the Pareto
   // chain whose measured time is <= limit_s (binary search).
@@ -224,7 +240,7 @@ class Simulator {
   // The candidates' least-energy-within lookup and Pareto chain (time up,
   // energy strictly down): the coordinator's rule.
   std::optional<coord::CandidateIndex> index_;
-  bool measure_ = false;    // clock variability or P2P latency: measure plans on each pipeline
+  bool measure_ = false;  // clock variability or P2P latency: measure plans on each pipeline
 
   // The DAG in topological order: position -> node and stage; predecessor
   // positions (CSR) with the latency of each edge (p2p_latency_s between
