@@ -229,9 +229,13 @@ def simulate(profile: ProfileArg, *, stages: int, microbatches: int, schedule: s
              clock_variability: float = 0.0, stall_probability: float = 0.0,
              stall_s: float = 0.0, seed: int = 1, detection: str = "oracle",
              detection_lag: int = 0, resolution_s: float = 5e-3,
+             wait_model: Optional[PathLike] = None,
              progress: Progress = None) -> Dict[str, Any]:
     """sim::SimulateJob, as `joulepipe simulate --json`: baseline and joulepipe
-    totals, saving_pct, the planned points, notes."""
+    totals, saving_pct, the planned points, notes. wait_model: the file
+    `joulepipe calibrate-wait` writes (`--wait-model`); the joulepipe policy
+    then lowers its plans' waits (joulepipe["lowered_wait_s"], GPU-seconds
+    over all iterations); "wait_model" says whether it is calibrated."""
 
 # ---- GPUs and measurement ----------------------------------------------------------------
 

@@ -282,6 +282,26 @@ def test_simulate_a_job_with_a_straggler():
     assert cli["saving_pct"] == pytest.approx(r["saving_pct"], rel=1e-12)
 
 
+def test_simulate_with_a_wait_model_is_the_clis(tmp_path):
+    wait = tmp_path / "wait.json"
+    wait.write_text(json.dumps({"version": 1, "kind": "wait_model", "switch_latency_s": 0.005,
+                                "points": [{"frequency": 1740, "blocked_w": 80},
+                                           {"frequency": 600, "blocked_w": 60}]}))
+    args = dict(stages=8, microbatches=24, p_block_w=P_BLOCK, pipelines=4, iterations=2,
+                straggler_pipeline=1, straggler_slowdown=1.2)
+    flat = jp.simulate(A40, **args)
+    r = jp.simulate(A40, wait_model=wait, **args)
+    assert r["wait_model"].startswith("calibrated (") and flat["wait_model"].startswith("uncal")
+    assert r["joulepipe"]["lowered_wait_s"] > 0 and flat["joulepipe"]["lowered_wait_s"] == 0
+    assert r["joulepipe"]["energy_j"] < flat["joulepipe"]["energy_j"]
+    assert r["baseline"]["energy_j"] == flat["baseline"]["energy_j"]
+    cli = json.loads(run_cli("simulate", "--profile", A40, "--p-block", P_BLOCK, "--stages", 8,
+                             "--microbatches", 24, "--pipelines", 4, "--iterations", 2,
+                             "--straggler-pipeline", 1, "--straggler-slowdown", 1.2,
+                             "--wait-model", wait, "--json").stdout)
+    assert cli["saving_pct"] == pytest.approx(r["saving_pct"], rel=1e-12)
+
+
 # ---- errors ----------------------------------------------------------------------------
 
 

@@ -155,7 +155,9 @@ std::string FormatSiteReport(const sim::SiteProjection& p, const std::string& jo
                 static_cast<long long>(b.gpus_peak_joulepipe - b.gpus_peak_baseline));
   }
   s += "\nPeak power is an upper bound: every GPU at its plan's most power-hungry\n"
-       "instruction at once. Energy counts all waits (bubbles, all-reduce) at P_block.\n";
+       "instruction at once. Energy counts all waits (bubbles, all-reduce) at P_block:\n"
+       "the wait model is uncalibrated here (simulate --wait-model prices clocks while\n"
+       "waiting).\n";
   return s;
 }
 

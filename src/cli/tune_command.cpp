@@ -130,6 +130,11 @@ nlohmann::ordered_json ConfigJson(const tune::TuneConfig& c, int microbatches) {
 
 }  // namespace
 
+// tune prices every wait at P_block (no wait model): what it says.
+constexpr char kTuneWaitModel[] =
+    "uncalibrated: every wait at P_block (plan and simulate --wait-model price clocks while "
+    "waiting)";
+
 std::string TuneSummaryJson(const tune::TuneResult& r, const std::string& job_text) {
   using nlohmann::ordered_json;
   const tune::Candidate& now = r.current();
@@ -164,6 +169,7 @@ std::string TuneSummaryJson(const tune::TuneResult& r, const std::string& job_te
   root["too_large_gain_bound_pct"] = r.too_large_gain_bound_pct;
   root["cancelled"] = r.cancelled;
   root["p_block_w"] = r.p_block_w;
+  root["wait_model"] = kTuneWaitModel;
   root["seconds"] = r.seconds;
   return root.dump(2) + "\n";
 }
@@ -207,6 +213,10 @@ std::string FormatTuneReport(const tune::TuneResult& r, const std::string& job_t
                    "(their bounds are above it)\n",
                    too_large);
   }
+  s += Printf(
+      "  wait model  uncalibrated: every wait at P_block = %g W (plan and simulate\n"
+      "              --wait-model price clocks while waiting)\n",
+      r.p_block_w);
   s += Printf("  target      %.3f s per iteration (%s)\n\n", r.target_s,
               r.request.slowdown > 0
                   ? Printf("%.1f%% over today's", 100 * r.request.slowdown).c_str()

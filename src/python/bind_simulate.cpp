@@ -10,6 +10,7 @@
 #include "cancellable.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/profile.hpp"
+#include "joulepipe/model/wait_model.hpp"
 #include "joulepipe/sim/simulate_job.hpp"
 #include "plan_inputs.hpp"
 
@@ -42,7 +43,8 @@ py::dict SimulateTask(const py::handle& profile_arg, int stages, int microbatche
                       int straggler_from_iteration, int straggler_for_iterations,
                       int straggler_period, double clock_variability, double stall_probability,
                       double stall_s, std::uint64_t seed, const std::string& detection,
-                      int detection_lag, double resolution_s, const py::object& progress) {
+                      int detection_lag, double resolution_s, const py::object& wait_model,
+                      const py::object& progress) {
   sim::SimulateRequest request;
   request.spec = SpecFrom(schedule, stages, microbatches, chunks);
   request.p_block_w = p_block_w;
@@ -71,6 +73,8 @@ py::dict SimulateTask(const py::handle& profile_arg, int stages, int microbatche
   }
   request.detection_lag = detection_lag;
   request.resolution_s = resolution_s;
+  if (!wait_model.is_none())
+    request.job.waits = model::ReadWaitModelFile(py::str(wait_model).cast<std::string>());
   request.profile_name = ProfileName(profile_arg);
   sim::CheckSimulateRequest(request);
   model::Profile storage;
@@ -103,6 +107,10 @@ py::dict SimulateTask(const py::handle& profile_arg, int stages, int microbatche
   out["simulate_seconds"] = o.simulate_seconds;
   out["baseline"] = ResultDict(o.baseline);
   out["joulepipe"] = ResultDict(o.joulepipe);
+  double lowered = 0;
+  for (const sim::IterationResult& it : o.joulepipe.iterations) lowered += it.lowered_wait_s;
+  out["joulepipe"]["lowered_wait_s"] = lowered;  // whole job, all iterations (GPU-seconds)
+  out["wait_model"] = o.request.job.waits.Describe();
   const double e0 = o.baseline.TotalEnergy();
   out["saving_pct"] = e0 > 0 ? 100 * (e0 - o.joulepipe.TotalEnergy()) / e0 : 0.0;
   out["notes"] = o.notes;
@@ -121,7 +129,8 @@ void BindSimulate(py::module_& m) {
         py::arg("straggler_period") = 0, py::arg("clock_variability") = 0.0,
         py::arg("stall_probability") = 0.0, py::arg("stall_s") = 0.0, py::arg("seed") = 1,
         py::arg("detection") = "oracle", py::arg("detection_lag") = 0,
-        py::arg("resolution_s") = 5e-3, py::arg("progress") = py::none());
+        py::arg("resolution_s") = 5e-3, py::arg("wait_model") = py::none(),
+        py::arg("progress") = py::none());
 }
 
 }  // namespace joulepipe::python
