@@ -54,8 +54,10 @@ class RankInfo:
 def _plan_dict(plan: Dict[str, Any]) -> Dict[str, Any]:
     """A plan that can cross processes (pickle): kinds as strings."""
     out = dict(plan)
+    # (kind, microbatch, chunk, mhz), or with a lowered wait after it
+    # (..., wait_mhz, wait_restore_s).
     out["plan"] = [(str(k.name).lower() if hasattr(k, "name") else str(k), int(m), int(c), int(f))
-                   for (k, m, c, f) in plan["plan"]]
+                   + tuple(wait) for (k, m, c, f, *wait) in plan["plan"]]
     return out
 
 

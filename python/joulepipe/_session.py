@@ -271,7 +271,8 @@ class Session:
                        f"{f'{limit:g} W' if limit > 0 else 'the default limit'}, default clocks")
             return
         clocks = " ".join(f"{'F' if k == _core.Kind.FORWARD else 'B'}{m}"
-                          f"{'.' + str(c) if c else ''}@{f}" for (k, m, c, f) in stage_plan)
+                          f"{'.' + str(c) if c else ''}@{f}{f'/wait@{w[0]}' if w else ''}"
+                          for (k, m, c, f, *w) in stage_plan)
         self._note(f"plan {path} applied to stage {self.topo.pp_rank} through {self._control}: "
                    f"{clocks} MHz")
 
@@ -633,20 +634,21 @@ class Session:
         self._apply(mine)
 
     def _apply(self, plan: Dict[str, Any]) -> None:
-        planned = {(k, m, c): f for (k, m, c, f) in plan["plan"]}
+        # The clock, and the lowered wait after it where the plan has one.
+        planned = {(k, m, c): tuple(rest) for (k, m, c, *rest) in plan["plan"]}
         order = self._schedule_order or []
         if sorted(planned) != sorted(order):
             self._fail(f"the schedule this rank ran ({len(order)} forwards/backwards) is not the "
                        f"one planned ({len(planned)}): is the pipeline shape the same on every "
                        "iteration?")
             return
-        sequence = [(_KINDS[k], m, c, planned[(k, m, c)]) for (k, m, c) in order]
+        sequence = [(_KINDS[k], m, c) + planned[(k, m, c)] for (k, m, c) in order]
         self._agent.set_plan(sequence)
         self._phase = "execute"
         self.applied_plans.append(plan)
-        same = [(k, m, c) for (k, m, c, _) in plan["plan"]] == order
+        same = [(k, m, c) for (k, m, c, *_) in plan["plan"]] == order
         clocks = " ".join(f"{k[0].upper()}{m}{'.' + str(c) if c else ''}@{f}"
-                          for (k, m, c), (_, _, _, f) in zip(order, sequence))
+                          for (k, m, c), (_, _, _, f, *_) in zip(order, sequence))
         self._note(f"plan v{plan['version']} applied to stage {plan.get('stage', self.topo.pp_rank)}"
                    f" through {self._control}: {clocks} MHz"
                    f"{'' if same else ' (joulepipe reordered it to the order the loop ran)'}; "
