@@ -12,13 +12,18 @@ Both compute the WHOLE iteration time-energy frontier:
     rounding on a 1 ms grid); its solve time from summary.json, and the
     command's whole wall time.
 
-Prints medians over --repeat runs and the ratio lowtime / joulepipe.
+Prints medians over --repeat runs and the ratio lowtime / joulepipe; lowtime
+runs in a child process stopped after --lowtime-limit-s (600 s) and is
+repeated only while it finishes (a stopped run prints the limit as a lower
+bound and the iterations it reached).
 Usage: bench/lowtime_compare.py [--joulepipe build/joulepipe] [--profile CSV]
        [--p-block W] [--stages S] [--microbatches M ...] [--repeat N]
+       [--lowtime-limit-s S]
 Needs: pip install lowtime==0.3.0 (and networkx, numpy, scipy it brings).
 """
 import argparse
 import json
+import multiprocessing
 import os
 import statistics
 import subprocess
@@ -31,7 +36,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 from perseus_inputs import load_profile, one_f_one_b  # noqa: E402
 
 
-def run_lowtime(profile, p_block, stages, microbatches, unit=1e-3):
+def run_lowtime(profile, p_block, stages, microbatches, unit=1e-3, counter=None):
     import networkx as nx
     from lowtime.cost_model import ExponentialModel
     from lowtime.graph_utils import add_sink_node, add_source_node, relabel_nodes_to_int
@@ -71,7 +76,30 @@ def run_lowtime(profile, p_block, stages, microbatches, unit=1e-3):
     iterations = 0
     for _ in PhillipsDessouky(dag).run():
         iterations += 1
+        if counter is not None:
+            counter.value = iterations
     return time.perf_counter() - start, iterations
+
+
+def run_lowtime_limited(profile, p_block, stages, microbatches, limit_s):
+    """run_lowtime in a child process, stopped after limit_s: (seconds,
+    iterations, finished)."""
+    counter = multiprocessing.Value("q", 0)
+    result = multiprocessing.Queue()
+
+    def child():
+        result.put(run_lowtime(profile, p_block, stages, microbatches, counter=counter))
+
+    proc = multiprocessing.Process(target=child, daemon=True)
+    start = time.perf_counter()
+    proc.start()
+    proc.join(limit_s)
+    if proc.is_alive():
+        proc.terminate()
+        proc.join()
+        return time.perf_counter() - start, counter.value, False
+    seconds, iterations = result.get(timeout=10)
+    return seconds, iterations, True
 
 
 def run_joulepipe(binary, profile_path, p_block, stages, microbatches):
@@ -100,6 +128,8 @@ def main():
     parser.add_argument("--stages", type=int, default=8)
     parser.add_argument("--microbatches", type=int, nargs="+", default=[12, 24])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--lowtime-limit-s", type=float, default=600,
+                        help="stop lowtime after this long (it takes minutes to hours)")
     args = parser.parse_args()
     try:
         import lowtime  # noqa: F401
@@ -111,12 +141,23 @@ def main():
     print(f"{'S x M':>7} {'lowtime_s':>10} {'iters':>6} {'joulepipe_solve_s':>18} "
           f"{'joulepipe_cmd_s':>16} {'points':>7} {'ratio(solve)':>13} {'ratio(cmd)':>11}")
     for m in args.microbatches:
-        lt = [run_lowtime(profile, args.p_block, args.stages, m) for _ in range(args.repeat)]
         jp = [run_joulepipe(args.joulepipe, args.profile, args.p_block, args.stages, m)
               for _ in range(args.repeat)]
-        lt_s = statistics.median(x[0] for x in lt)
         solve = statistics.median(x[0] for x in jp)
         cmd = statistics.median(x[1] for x in jp)
+        # lowtime: stopped at the limit; repeated only while it finishes.
+        lt = [run_lowtime_limited(profile, args.p_block, args.stages, m, args.lowtime_limit_s)]
+        while lt[0][2] and len(lt) < args.repeat:
+            lt.append(run_lowtime_limited(profile, args.p_block, args.stages, m,
+                                          args.lowtime_limit_s))
+        if not lt[0][2]:
+            limit = args.lowtime_limit_s
+            print(f"{args.stages:>3} x {m:<3} {'>' + format(limit, 'g'):>10} {lt[0][1]:6d} "
+                  f"{solve:18.3f} {cmd:16.3f} {jp[0][2]:7d} "
+                  f"{'>' + format(limit / solve, '.0f'):>12}x {'>' + format(limit / cmd, '.0f'):>10}x"
+                  f"  (lowtime stopped at the limit after {lt[0][1]} iterations)", flush=True)
+            continue
+        lt_s = statistics.median(x[0] for x in lt)
         print(f"{args.stages:>3} x {m:<3} {lt_s:10.2f} {lt[0][1]:6d} {solve:18.3f} {cmd:16.3f} "
               f"{jp[0][2]:7d} {lt_s / solve:12.0f}x {lt_s / cmd:10.0f}x", flush=True)
 
