@@ -138,6 +138,10 @@ class PipelinePlan:
     energy_scope: str  # "GPU energy" or "GPU + host energy (host W per GPU)"
     counted_energy_j: float  # the chosen plan's energy as the goal counts it
     chosen_index: int
+    wait_model: str  # "uncalibrated (...)" or "calibrated (FILE: ...)"
+    energy_with_lowered_waits_j: float  # energy_j with the wait model's lowered waits
+    lowered_waits: int  # waits the chosen plan lowers (0 without a wait model)
+    lowered_wait_s: float  # seconds at the wait clock, all stages
     p_block_w: float
     p_block_source: str  # "request" | "profile"
     solve_seconds: float
@@ -172,14 +176,18 @@ def plan_pipeline(profile: ProfileArg, *, stages: int, microbatches: int,
                   profile_name: Optional[str] = None, least_energy: bool = False,
                   energy_budget_j: Optional[float] = None,
                   power_budget_w: Optional[float] = None,
-                  host_power_w: float = 0.0) -> PipelinePlan:
+                  host_power_w: float = 0.0,
+                  wait_model: Optional[PathLike] = None) -> PipelinePlan:
     """solver::PlanPipeline, as `joulepipe plan`. p_block_w None: the profile's
     metadata. The operating point (one goal at most): slowdown, the iteration
     time the plan may add, a fraction (0: same time); least_energy; the
     fastest plan within energy_budget_j per iteration or power_budget_w on
     average (the pipeline's GPUs, one per stage). host_power_w: W per GPU of
     host power counted with the GPU energy for as long as the iteration
-    lasts (least energy for the whole node); 0 counts GPU energy only."""
+    lasts (least energy for the whole node); 0 counts GPU energy only.
+    wait_model: the file `joulepipe calibrate-wait` writes (`--wait-model`):
+    the frontier re-priced with lowered waits, the choice made again, and
+    the chosen plan's stage_plan() entries lowering a wait are 6-tuples."""
 
 def plan_power_limits(profile: ProfileArg, *, stages: int, microbatches: int,
                       schedule: str = "1f1b", chunks: int = 1,

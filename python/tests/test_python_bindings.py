@@ -175,6 +175,31 @@ def test_tune_is_the_clis(tmp_path):
 # ---- planning --------------------------------------------------------------------------
 
 
+def test_plan_pipeline_with_a_wait_model_is_the_clis(tmp_path):
+    """wait_model= re-prices the frontier as `plan --wait-model`: the same
+    chosen point, lowered waits and energy as summary.json."""
+    wait = tmp_path / "wait.json"
+    wait.write_text(json.dumps({"version": 1, "kind": "wait_model", "switch_latency_s": 0.005,
+                                "points": [{"frequency": 1740, "blocked_w": 80},
+                                           {"frequency": 600, "blocked_w": 60}]}))
+    flat = jp.plan_pipeline(A40, stages=8, microbatches=24, p_block_w=P_BLOCK)
+    p = jp.plan_pipeline(A40, stages=8, microbatches=24, p_block_w=P_BLOCK, wait_model=wait)
+    assert flat.wait_model.startswith("uncalibrated") and flat.lowered_waits == 0
+    assert flat.energy_with_lowered_waits_j == flat.energy_j
+    assert p.wait_model.startswith("calibrated (") and p.lowered_waits > 0
+    assert p.energy_with_lowered_waits_j < p.energy_j
+    lowered = [e for s in range(8) for e in p.stage_plan(s) if len(e) == 6]
+    assert len(lowered) == p.lowered_waits and all(e[4] == 600 for e in lowered)
+    run_cli("plan", "--profile", A40, "--schedule", "1f1b", "--stages", 8, "--microbatches", 24,
+            "--p-block", P_BLOCK, "--wait-model", wait, "--max-plans", 3, "--out", tmp_path / "out")
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    chosen = summary["chosen"]
+    assert chosen["lowered_waits"] == p.lowered_waits
+    assert chosen["energy_with_lowered_waits_j"] == pytest.approx(p.energy_with_lowered_waits_j,
+                                                                  rel=1e-12)
+    assert chosen["time_s"] == pytest.approx(p.time_s, rel=1e-12)
+
+
 def test_plan_power_limits_is_the_clis(tmp_path):
     out = tmp_path / "limits"
     run_cli("plan", "--profile", A40, "--schedule", "1f1b", "--stages", 8, "--microbatches", 12,

@@ -18,9 +18,11 @@
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/plan.hpp"
 #include "joulepipe/model/profile.hpp"
+#include "joulepipe/model/wait_model.hpp"
 #include "joulepipe/schedule/evaluate_plan.hpp"
 #include "joulepipe/solver/frontier.hpp"
 #include "joulepipe/solver/plan_pipeline.hpp"
+#include "joulepipe/solver/wait_plan.hpp"
 #include "plan_inputs.hpp"
 
 namespace joulepipe::python {
@@ -104,7 +106,8 @@ namespace {
 // that a Frontier view keeps it alive.
 struct PlanResult {
   solver::PipelinePlan plan;
-  model::Plan chosen;  // solver::ToPlan of the chosen point
+  model::Plan chosen;  // solver::ToPlan of the chosen point (its waits annotated with a wait model)
+  std::optional<solver::WaitPricing> waits;  // wait_model given: the re-priced frontier
 };
 
 // The frontier as a read-only (n, 2) buffer of doubles, (time_s, energy_j)
@@ -139,7 +142,7 @@ std::shared_ptr<PlanResult> PlanPipelineTask(
     int chunks, std::optional<double> p_block_w, double slowdown, double resolution_s,
     const py::object& progress, std::optional<std::string> profile_name, bool least_energy,
     std::optional<double> energy_budget_j, std::optional<double> power_budget_w,
-    double host_power_w) {
+    double host_power_w, const py::object& wait_model) {
   solver::PlanRequest request;
   request.spec = SpecFrom(schedule, stages, microbatches, chunks);
   request.p_block_w = p_block_w;
@@ -164,6 +167,9 @@ std::shared_ptr<PlanResult> PlanPipelineTask(
   request.resolution_s = resolution_s;
   solver::CheckPlanRequest(request);  // numbers before the profile, as the CLI
   request.profile_name = profile_name ? *profile_name : ProfileName(profile_arg);
+  std::optional<model::WaitModel> waits;
+  if (!wait_model.is_none())
+    waits = model::ReadWaitModelFile(py::str(wait_model).cast<std::string>());
   model::Profile storage;
   const model::Profile& profile = ProfileFrom(profile_arg, &storage);
   auto result = std::make_shared<PlanResult>();
@@ -177,7 +183,16 @@ std::shared_ptr<PlanResult> PlanPipelineTask(
       progress);
   result->plan.request.progress = nullptr;  // the callback's state ends with the call
   result->plan.request.cancel = nullptr;
-  result->chosen = solver::ToPlan(result->plan.schedule, result->plan.chosen_point());
+  if (waits) {
+    // As plan --wait-model: the frontier re-priced with lowered waits, the
+    // objective's choice made again, the chosen plan's waits annotated.
+    py::gil_scoped_release release;
+    result->waits = solver::PriceWaits(profile, result->plan, std::move(*waits));
+    result->plan.chosen = result->waits->chosen;
+    result->chosen = result->waits->chosen_plan;
+  } else {
+    result->chosen = solver::ToPlan(result->plan.schedule, result->plan.chosen_point());
+  }
   return result;
 }
 
@@ -335,6 +350,20 @@ void BindPlan(py::module_& m) {
                                                              r.plan.request.spec.stages);
                              })
       .def_property_readonly("chosen_index", [](const R& r) { return r.plan.chosen; })
+      .def_property_readonly("wait_model",
+                             [](const R& r) {
+                               return r.waits ? r.waits->waits.Describe()
+                                              : model::FlatWaitModel(0).Describe();
+                             })
+      .def_property_readonly("energy_with_lowered_waits_j",
+                             [](const R& r) {
+                               return r.waits ? r.waits->energy_j[r.plan.chosen]
+                                              : r.plan.chosen_point().energy_j;
+                             })
+      .def_property_readonly("lowered_waits",
+                             [](const R& r) { return r.waits ? r.waits->lowered_waits : 0; })
+      .def_property_readonly("lowered_wait_s",
+                             [](const R& r) { return r.waits ? r.waits->lowered_wait_s : 0.0; })
       .def_property_readonly("p_block_w", [](const R& r) { return r.plan.p_block_w; })
       .def_property_readonly("p_block_source", [](const R& r) { return r.plan.p_block_source; })
       .def_property_readonly("solve_seconds", [](const R& r) { return r.plan.solve_seconds; })
@@ -384,7 +413,7 @@ void BindPlan(py::module_& m) {
         py::arg("resolution_s") = 1e-3, py::arg("progress") = py::none(),
         py::arg("profile_name") = py::none(), py::arg("least_energy") = false,
         py::arg("energy_budget_j") = py::none(), py::arg("power_budget_w") = py::none(),
-        py::arg("host_power_w") = 0.0);
+        py::arg("host_power_w") = 0.0, py::arg("wait_model") = py::none());
   m.def("evaluate_plan", &EvaluatePlanTask, py::arg("profile"), py::arg("plan_json"), py::kw_only(),
         py::arg("p_block_w") = py::none(), py::arg("plan_name") = "plan");
 }
