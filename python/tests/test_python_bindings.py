@@ -175,6 +175,19 @@ def test_tune_is_the_clis(tmp_path):
 # ---- planning --------------------------------------------------------------------------
 
 
+def test_wait_load_says_it_needs_a_cuda_gpu():
+    """python -m joulepipe.wait_load (calibrate-wait's load) on a machine
+    without CUDA: exit 2 naming why, at once."""
+    pytest.importorskip("torch")
+    proc = subprocess.run([sys.executable, "-m", "joulepipe.wait_load", "--device", "0"],
+                          env=python_env(None), capture_output=True, text=True, timeout=120)
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA GPU is present: the load would spin until stopped")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "needs a CUDA GPU" in proc.stderr
+
+
 def test_plan_pipeline_with_a_wait_model_is_the_clis(tmp_path):
     """wait_model= re-prices the frontier as `plan --wait-model`: the same
     chosen point, lowered waits and energy as summary.json."""

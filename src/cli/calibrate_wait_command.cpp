@@ -61,12 +61,12 @@ constexpr char kFooter[] =
     "command after -- that keeps it so (it is started first, in its own process\n"
     "group, given --warmup-s, and stopped at the end), e.g. a spin-wait kernel:\n"
     "  joulepipe calibrate-wait --gpu 0 --out wait.json -- \\\n"
-    "    python3 -c 'import torch; torch.cuda.set_device(0)\n"
-    "    while True: torch.cuda._sleep(10**9); torch.cuda.synchronize()'\n"
+    "    python3 -m joulepipe.wait_load --device 0\n"
     "Without a command the GPU is measured as it is (the file says so).\n"
     "\n"
     "Then plan with it:\n"
-    "  joulepipe plan --profile P.csv --p-block-w W --wait-model wait.json --out plans/\n"
+    "  joulepipe plan --profile P.csv --schedule 1f1b --stages S --microbatches M \\\n"
+    "    --wait-model wait.json --out plans/\n"
     "An existing --out is replaced only with --force; nothing is written unless\n"
     "every clock was measured.";
 
