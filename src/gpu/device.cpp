@@ -263,6 +263,15 @@ std::vector<Device> ListAllDevices() {
   return devices;
 }
 
+Device DeviceByNvmlIndex(int nvml_index) {
+  const unsigned count = DeviceOpener::Count();
+  if (nvml_index < 0 || static_cast<unsigned>(nvml_index) >= count) {
+    throw GpuArgumentError("no GPU with NVML index " + std::to_string(nvml_index) +
+                           " (this node has " + std::to_string(count) + ")");
+  }
+  return DeviceOpener::Open(static_cast<unsigned>(nvml_index), -1);
+}
+
 // ---- Device ------------------------------------------------------------------------
 
 std::string Device::Describe() const {

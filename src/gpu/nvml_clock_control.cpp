@@ -82,18 +82,13 @@ class NvmlClockControl : public ClockControl {
   Entry& Open(int nvml_index) {
     const auto found = devices_.find(nvml_index);
     if (found != devices_.end()) return found->second;
-    const std::vector<Device> all = ListAllDevices();
-    for (const Device& device : all) {
-      if (static_cast<int>(device.nvml_index()) != nvml_index) continue;
-      Entry entry{device, device.SupportedSmClocks()};
-      std::sort(entry.supported.rbegin(), entry.supported.rend());
-      if (entry.supported.empty()) {
-        throw GpuError(device.Describe() + " reports no supported SM clocks");
-      }
-      return devices_.emplace(nvml_index, std::move(entry)).first->second;
+    const Device device = DeviceByNvmlIndex(nvml_index);
+    Entry entry{device, device.SupportedSmClocks()};
+    std::sort(entry.supported.rbegin(), entry.supported.rend());
+    if (entry.supported.empty()) {
+      throw GpuError(device.Describe() + " reports no supported SM clocks");
     }
-    throw GpuArgumentError("no GPU with NVML index " + std::to_string(nvml_index) +
-                           " (this node has " + std::to_string(all.size()) + ")");
+    return devices_.emplace(nvml_index, std::move(entry)).first->second;
   }
 
   std::map<int, Entry> devices_;

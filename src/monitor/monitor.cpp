@@ -75,12 +75,7 @@ bool Measurement::complete() const {
 }
 
 std::unique_ptr<GpuMeter> NvmlGpuMeterByNvmlIndex(int nvml_index) {
-  for (const gpu::Device& device : gpu::ListAllDevices()) {
-    if (static_cast<int>(device.nvml_index()) == nvml_index) {
-      return std::make_unique<NvmlGpuMeter>(device);
-    }
-  }
-  throw gpu::GpuArgumentError("no GPU with NVML index " + std::to_string(nvml_index));
+  return std::make_unique<NvmlGpuMeter>(gpu::DeviceByNvmlIndex(nvml_index));
 }
 
 std::vector<std::unique_ptr<GpuMeter>> NvmlGpuMeters(

@@ -39,13 +39,6 @@ void Sleep(double seconds, const std::atomic<bool>* cancel) {
   }
 }
 
-gpu::Device DeviceByNvmlIndex(int nvml_index) {
-  for (gpu::Device& d : gpu::ListAllDevices())
-    if (static_cast<int>(d.nvml_index()) == nvml_index) return d;
-  throw gpu::GpuArgumentError("calibrate-wait: no GPU has NVML index " +
-                              std::to_string(nvml_index));
-}
-
 // Locks [mhz, mhz] and returns the seconds from the request until the GPU
 // reports mhz as its SM clock.
 double SwitchTo(gpu::ClockControl& control, const gpu::Device& device, int mhz,
@@ -112,7 +105,7 @@ WaitCalibration CalibrateWait(gpu::ClockControl& control, const WaitCalibrationO
   clocks.erase(std::unique(clocks.begin(), clocks.end()), clocks.end());
   const int highest = clocks.front();
 
-  const gpu::Device device = DeviceByNvmlIndex(o.nvml_index);
+  const gpu::Device device = gpu::DeviceByNvmlIndex(o.nvml_index);
   MonitorOptions mo;
   mo.cpu = CpuMode::kOff;
   mo.counter_period_s = o.counter_period_s;

@@ -85,7 +85,8 @@ class HardeningTest : public testing::ScratchDirTest {
 
 TEST_F(HardeningTest, AnUnknownCommandIsNamedWithTheCommandsThereAre) {
   const std::string commands =
-      "the commands are demo, plan, evaluate, simulate, report, site, tune, profile, gpus, measure, "
+      "the commands are demo, plan, evaluate, simulate, report, site, tune, profile, gpus, "
+      "measure, "
       "power, calibrate-wait, serve";
   ExpectRefused("frobnicate", {"unknown command 'frobnicate'", commands, "joulepipe --help"});
   ExpectRefused("", {"no command given", commands, "joulepipe demo"});

@@ -180,6 +180,11 @@ DeviceList ListVisibleDevices(MigPolicy mig = MigPolicy::kRefuse);
 // MIG or not. For tools that manage the whole node (the daemon).
 std::vector<Device> ListAllDevices();
 
+// The device with NVML index `nvml_index` (visible_index() = -1), opened
+// alone. Throws GpuArgumentError ("no GPU with NVML index 7 (this node has
+// 2)") when there is none.
+Device DeviceByNvmlIndex(int nvml_index);
+
 // NVML's name of an architecture code, as Device::architecture().
 std::string ArchitectureName(unsigned nvml_architecture);
 
