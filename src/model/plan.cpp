@@ -15,6 +15,7 @@
 
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/json_input.hpp"
+#include "joulepipe/model/profile.hpp"
 #include "read_file.hpp"
 
 namespace joulepipe::model {
@@ -36,6 +37,7 @@ std::string InstructionJson(const PlannedInstruction& planned) {
          (planned.wait_mhz > 0 ? ", \"wait_frequency\": " + std::to_string(planned.wait_mhz) +
                                      ", \"wait_restore_s\": " + json(planned.wait_restore_s).dump()
                                : std::string()) +
+         (planned.knobs.empty() ? std::string() : ", \"knobs\": " + json(planned.knobs).dump()) +
          "}";
 }
 
@@ -201,6 +203,13 @@ class PlanReader {
              "must be seconds in 0..3600 after the instruction's end, got " +
                  Show(entry["wait_restore_s"]));
       }
+    }
+    if (entry.contains("knobs")) {
+      const json& knobs = entry["knobs"];
+      if (!knobs.is_string()) Fail(path + ".knobs", "must be a string, got " + Show(knobs));
+      planned.knobs = knobs.get<std::string>();
+      const std::string problem = KnobsProblem(planned.knobs);
+      if (!problem.empty()) Fail(path + ".knobs", Show(knobs) + " " + problem);
     }
     return planned;
   }

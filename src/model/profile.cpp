@@ -357,7 +357,22 @@ constexpr size_t kAbsent = static_cast<size_t>(-1);
 struct Header {
   std::array<size_t, kNumColumns> index{};
   size_t num_fields = 0;
+  // knob.NAME columns: (field index, NAME), in header order.
+  std::vector<std::pair<size_t, std::string>> knobs;
 };
+
+constexpr std::string_view kKnobPrefix = "knob.";
+
+// A knob name or value: one or more of [A-Za-z0-9_.+-].
+bool KnobWord(std::string_view word) {
+  if (word.empty()) return false;
+  for (char c : word) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '.' || c == '+' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
 
 std::string JoinFields(const std::vector<std::string_view>& fields) {
   std::string out;
@@ -374,6 +389,24 @@ Header ParseHeader(const std::string& where, const std::vector<std::string_view>
   header.num_fields = fields.size();
   for (size_t i = 0; i < fields.size(); ++i) {
     std::string name = ToLower(fields[i]);
+    if (name.rfind(kKnobPrefix, 0) == 0) {
+      // Knob names keep their case (they name the framework's settings).
+      const std::string knob(Trim(fields[i]).substr(kKnobPrefix.size()));
+      if (!KnobWord(knob)) {
+        throw InputError(where + ": knob column " + Quote(fields[i]) +
+                         " needs a name of letters, digits and _.+- after 'knob.', e.g. "
+                         "knob.overlap");
+      }
+      for (const auto& [j, other] : header.knobs) {
+        if (other == knob) {
+          throw InputError(where + ": column 'knob." + knob +
+                           "' appears twice in the header (fields " + std::to_string(j + 1) +
+                           " and " + std::to_string(i + 1) + "); keep one");
+        }
+      }
+      header.knobs.push_back({i, knob});
+      continue;
+    }
     for (int c = 0; c < kNumColumns; ++c) {
       if (name != kColumnNames[c]) continue;
       if (header.index[c] != kAbsent) {
@@ -423,7 +456,7 @@ struct LegacySource {
 
 // Reads one data row into `profile`. `first_line` remembers the line of
 // every (stage, kind, clock) so that a duplicate names both lines.
-using RowKey = std::tuple<int, Kind, int>;
+using RowKey = std::tuple<int, Kind, int, std::string>;
 
 void ParseRow(const std::string& source, int line, const Header& header,
               const std::vector<std::string_view>& fields, std::string_view raw,
@@ -456,6 +489,17 @@ void ParseRow(const std::string& source, int line, const Header& header,
   point.confidence = ParseStatistic(where, kConfidence, field(kConfidence));
   point.approximate = ParseApproximate(where, field(kApproximate));
   point.line = line;
+  for (const auto& [index, name] : header.knobs) {
+    const std::string_view value = fields[index];
+    if (value.empty()) continue;  // this row does not set the knob
+    if (!KnobWord(value)) {
+      throw InputError(where + ", column 'knob." + name + "': " + Quote(value) +
+                       " is not a knob value; use letters, digits and _.+- (e.g. 2, on, "
+                       "window-4)");
+    }
+    if (!point.knobs.empty()) point.knobs += ';';
+    point.knobs += name + "=" + std::string(value);
+  }
   if (point.energy_j > kMaxInstructionPowerW * point.time_s) {
     FieldError(where, kEnergy, field(kEnergy),
                "J in " + Exact(point.time_s) + " s is a mean power of " +
@@ -466,12 +510,14 @@ void ParseRow(const std::string& source, int line, const Header& header,
   }
   if (header.index[kSourceColumn] != kAbsent) legacy->Add(field(kSourceColumn));
 
-  auto [it, inserted] = first_line->emplace(RowKey{stage, kind, point.mhz}, line);
+  auto [it, inserted] = first_line->emplace(RowKey{stage, kind, point.mhz, point.knobs}, line);
   if (!inserted) {
+    const std::string knobs = point.knobs.empty() ? "" : " with knobs " + point.knobs;
     throw InputError(where + ": duplicate row for stage " + std::to_string(stage) + " " +
-                     std::string(KindName(kind)) + " at " + std::to_string(point.mhz) +
-                     " MHz (first given on line " + std::to_string(it->second) +
-                     "); keep one measurement per (stage, instruction, frequency)");
+                     std::string(KindName(kind)) + " at " + std::to_string(point.mhz) + " MHz" +
+                     knobs + " (first given on line " + std::to_string(it->second) +
+                     "); keep one measurement per (stage, instruction, frequency" +
+                     (header.knobs.empty() ? "" : ", knobs") + ")");
   }
   profile->Add(stage, kind, point, where);
 }
@@ -512,8 +558,20 @@ std::string MetadataLines(const ProfileMetadata& m) {
   return out.empty() ? out : std::string(kIdentifyingLine) + "\n" + out;
 }
 
+// The value of knob `name` in a ClockPoint::knobs text, "" if absent.
+std::string_view KnobValue(std::string_view knobs, std::string_view name) {
+  while (!knobs.empty()) {
+    const size_t end = std::min(knobs.find(';'), knobs.size());
+    const std::string_view item = knobs.substr(0, end);
+    const size_t eq = item.find('=');
+    if (item.substr(0, eq) == name) return item.substr(eq + 1);
+    knobs.remove_prefix(std::min(end + 1, knobs.size()));
+  }
+  return {};
+}
+
 void AppendRow(int stage, Kind kind, const ClockPoint& p, const std::array<bool, kNumColumns>& has,
-               std::string* out) {
+               const std::vector<std::string>& knob_names, std::string* out) {
   *out += std::to_string(stage) + "," + std::string(KindName(kind)) + "," + std::to_string(p.mhz) +
           "," + Exact(p.time_s) + "," + Exact(p.energy_j);
   auto optional = [&](Column c, const auto& value, auto format) {
@@ -527,6 +585,10 @@ void AppendRow(int stage, Kind kind, const ClockPoint& p, const std::array<bool,
   optional(kEnergySpread, p.energy_spread, exact);
   optional(kConfidence, p.confidence, exact);
   optional(kApproximate, p.approximate, [](bool v) { return std::string(v ? "1" : "0"); });
+  for (const std::string& name : knob_names) {
+    *out += ',';
+    *out += KnobValue(p.knobs, name);
+  }
   *out += '\n';
 }
 
@@ -574,15 +636,71 @@ void Profile::Add(int stage, Kind kind, ClockPoint point, const std::string& whe
                               std::pair{"ClockPoint::confidence", point.confidence}}) {
     if (value) check(field, *value, std::isfinite(*value) && *value >= 0, "finite and >= 0");
   }
-  std::vector<ClockPoint>& points = points_[{stage, kind}];
-  // Highest clock first; lower_bound finds the first clock <= point.mhz.
-  auto pos = std::lower_bound(points.begin(), points.end(), point.mhz,
-                              [](const ClockPoint& p, int mhz) { return p.mhz > mhz; });
-  if (pos != points.end() && pos->mhz == point.mhz) {
-    throw InputError(where + ": duplicate measurement for " + what +
-                     "; keep one measurement per (stage, instruction, clock)");
+  const std::string problem = KnobsProblem(point.knobs);
+  if (!problem.empty()) {
+    throw InputError("ClockPoint::knobs",
+                     where + ": " + what + ": ClockPoint::knobs " + Quote(point.knobs) + " " +
+                         problem);
   }
-  points.insert(pos, point);
+  std::vector<ClockPoint>& points = points_[{stage, kind}];
+  // Highest clock first, then fastest, cheapest, knob text.
+  const auto before = [](const ClockPoint& a, const ClockPoint& b) {
+    if (a.mhz != b.mhz) return a.mhz > b.mhz;
+    if (a.time_s != b.time_s) return a.time_s < b.time_s;
+    if (a.energy_j != b.energy_j) return a.energy_j < b.energy_j;
+    return a.knobs < b.knobs;
+  };
+  for (auto same = std::lower_bound(points.begin(), points.end(), point.mhz,
+                                    [](const ClockPoint& p, int mhz) { return p.mhz > mhz; });
+       same != points.end() && same->mhz == point.mhz; ++same) {
+    if (same->knobs == point.knobs) {
+      throw InputError(where + ": duplicate measurement for " + what +
+                       (point.knobs.empty() ? "" : " with knobs " + point.knobs) +
+                       "; keep one measurement per (stage, instruction, clock" +
+                       (point.knobs.empty() ? "" : ", knobs") + ")");
+    }
+  }
+  int index = KnobIndex(point.knobs);
+  if (index < 0) {
+    if (static_cast<int>(knobs_->size()) > kMaxKnobSettings) {
+      throw InputError("ClockPoint::knobs", where + ": " + what + ": more than " +
+                                                std::to_string(kMaxKnobSettings) +
+                                                " distinct knob settings in one profile");
+    }
+    auto grown = std::make_shared<std::vector<std::string>>(*knobs_);
+    grown->push_back(point.knobs);
+    index = static_cast<int>(grown->size()) - 1;
+    knobs_ = std::move(grown);
+  }
+  point.knob = static_cast<std::uint16_t>(index);
+  points.insert(std::lower_bound(points.begin(), points.end(), point, before), std::move(point));
+}
+
+int Profile::KnobIndex(const std::string& knobs) const {
+  const auto it = std::find(knobs_->begin(), knobs_->end(), knobs);
+  return it == knobs_->end() ? -1 : static_cast<int>(it - knobs_->begin());
+}
+
+std::string KnobsProblem(const std::string& knobs) {
+  if (knobs.empty()) return "";
+  std::vector<std::string_view> names;
+  std::string_view rest(knobs);
+  while (true) {
+    const size_t end = std::min(rest.find(';'), rest.size());
+    const std::string_view item = rest.substr(0, end);
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos || !KnobWord(item.substr(0, eq)) ||
+        !KnobWord(item.substr(eq + 1))) {
+      return "is not a knob setting: write name=value pairs joined by ';' (names and values of "
+             "letters, digits and _.+-), e.g. overlap=2;comm_sms=12";
+    }
+    if (std::find(names.begin(), names.end(), item.substr(0, eq)) != names.end()) {
+      return "names the knob '" + std::string(item.substr(0, eq)) + "' twice";
+    }
+    names.push_back(item.substr(0, eq));
+    if (end == rest.size()) return "";
+    rest.remove_prefix(end + 1);
+  }
 }
 
 int Profile::num_stages() const {
@@ -652,11 +770,15 @@ const std::vector<ClockPoint>& Profile::Points(int stage, Kind kind) const {
   return it == points_.end() ? kNone : it->second;
 }
 
-const ClockPoint* Profile::Find(int stage, Kind kind, int mhz) const {
+const ClockPoint* Profile::Find(int stage, Kind kind, int mhz, int knob) const {
   const std::vector<ClockPoint>& points = Points(stage, kind);
   auto pos = std::lower_bound(points.begin(), points.end(), mhz,
                               [](const ClockPoint& p, int m) { return p.mhz > m; });
-  return pos != points.end() && pos->mhz == mhz ? &*pos : nullptr;
+  if (knob == 0) return pos != points.end() && pos->mhz == mhz ? &*pos : nullptr;
+  for (; pos != points.end() && pos->mhz == mhz; ++pos) {
+    if (pos->knob == knob) return &*pos;
+  }
+  return nullptr;
 }
 
 const ClockPoint& Profile::MaxClock(int stage, Kind kind) const {
@@ -740,10 +862,24 @@ std::string ProfileToCsv(const Profile& profile) {
       }
     }
   }
+  // Knob names in the order they first appear in the knob table.
+  std::vector<std::string> knob_names;
+  for (const std::string& setting : *profile.knob_settings()) {
+    std::string_view rest(setting);
+    while (!rest.empty()) {
+      const size_t end = std::min(rest.find(';'), rest.size());
+      const std::string name(rest.substr(0, rest.substr(0, end).find('=')));
+      if (std::find(knob_names.begin(), knob_names.end(), name) == knob_names.end()) {
+        knob_names.push_back(name);
+      }
+      rest.remove_prefix(std::min(end + 1, rest.size()));
+    }
+  }
   out += kCanonicalHeader;
   for (int c = kNumRequired; c < kNumColumns; ++c) {
     if (has[c]) out += "," + std::string(kColumnNames[c]);
   }
+  for (const std::string& name : knob_names) out += ",knob." + name;
   out += '\n';
   // Per stage, clocks from the highest down, forward before backward; the
   // two kinds' clock lists (each highest first) are merged.
@@ -755,10 +891,10 @@ std::string ProfileToCsv(const Profile& profile) {
       const int mhz = std::max(f < forward.size() ? forward[f].mhz : 0,
                                b < backward.size() ? backward[b].mhz : 0);
       if (f < forward.size() && forward[f].mhz == mhz) {
-        AppendRow(s, Kind::kForward, forward[f++], has, &out);
+        AppendRow(s, Kind::kForward, forward[f++], has, knob_names, &out);
       }
       if (b < backward.size() && backward[b].mhz == mhz) {
-        AppendRow(s, Kind::kBackward, backward[b++], has, &out);
+        AppendRow(s, Kind::kBackward, backward[b++], has, knob_names, &out);
       }
     }
   }

@@ -36,14 +36,15 @@ CostHull BuildCostHull(const std::vector<model::ClockPoint>& points, double p_bl
   std::vector<Option> options;
   options.reserve(points.size());
   for (const model::ClockPoint& p : points) {
-    options.push_back({p.mhz, p.time_s, p.energy_j, p.energy_j - p_block_w * p.time_s});
+    options.push_back({p.mhz, p.knob, p.time_s, p.energy_j, p.energy_j - p_block_w * p.time_s});
   }
   // Ascending time; among equal times the cheapest first, then the higher
-  // clock (deterministic).
+  // clock, then the lower knob index (deterministic).
   std::sort(options.begin(), options.end(), [](const Option& a, const Option& b) {
     if (a.time_s != b.time_s) return a.time_s < b.time_s;
     if (a.cost_j != b.cost_j) return a.cost_j < b.cost_j;
-    return a.mhz > b.mhz;
+    if (a.mhz != b.mhz) return a.mhz > b.mhz;
+    return a.knob < b.knob;
   });
 
   CostHull hull;

@@ -12,6 +12,10 @@
 //   "power_limits_w":[W per stage]   (0 = the GPU's default limit)
 // and its "frequency" fields are the clocks the limit is predicted to give:
 // the runtime sets the stage's power limit and locks no clock.
+//
+// A plan from a profile with knob columns (model/profile.hpp) names each
+// instruction's knob setting as "knobs":"overlap=2;comm_sms=12" (omitted
+// when the instruction uses the default: the fastest point at its clock).
 #pragma once
 
 #include <optional>
@@ -32,6 +36,10 @@ struct PlannedInstruction {
   // "wait_restore_s" (both or neither).
   int wait_mhz = 0;
   double wait_restore_s = 0;
+  // The knob setting to run the instruction with (ClockPoint::knobs), ""
+  // = none / the fastest point at `mhz`. The runtime passes it to the
+  // training code (Agent::planned_knobs); the framework applies it.
+  std::string knobs;
 };
 
 struct Prediction {

@@ -6,13 +6,24 @@
 //     > 0, a time at most kMaxInstructionSeconds, and energy / time (the
 //     GPU's mean power over the instruction) at most kMaxInstructionPowerW;
 //     statistics, where present, are >= 0 and finite;
-//   * (stage, kind, clock) is unique;
+//   * (stage, kind, clock, knobs) is unique;
 //   * after Validate(S), stages are exactly 0..S-1 and every (stage, kind)
 //     has at least one clock.
-// Points of one (stage, kind) are kept sorted by clock, highest first.
+// Points of one (stage, kind) are kept sorted by clock, highest first, and
+// at one clock by time, fastest first (then energy, then knob text).
+//
+// Knobs (issue 15, item 5): a row may name a setting of knobs beyond the SM
+// clock (e.g. Kareus's overlap configuration), as ClockPoint::knobs; each
+// (clock, knobs) tuple is then one option the planner may choose. Rows
+// without knobs are what every profile had before, and a profile without
+// knobs plans exactly as before. Knob index 0 (the text "") stands for "the
+// fastest point at that clock": what code that names only a clock
+// (Find(stage, kind, mhz), MaxClock) gets.
 #pragma once
 
+#include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -52,6 +63,13 @@ struct ClockPoint {
   std::optional<double> energy_spread;  // same for energy
   std::optional<double> confidence;     // relative 95 % half-width of energy_j
   std::optional<bool> approximate;      // some energy was instant power x time
+
+  // The knob setting of this row: "name=value;name=value" (names and values
+  // of [A-Za-z0-9_.+-], names in the profile CSV's column order), "" = none.
+  // Profile::Add checks it and sets `knob`, its index in the profile's
+  // knob_settings() (0 for ""); an index set by the caller is ignored.
+  std::string knobs;
+  std::uint16_t knob = 0;
 
   // The 1-based line of the profile CSV this point was read from
   // (ParseProfileCsv sets it), 0 when it did not come from a file. Messages
@@ -102,15 +120,35 @@ class Profile {
   // Points of (stage, kind), highest clock first. Empty if absent.
   const std::vector<ClockPoint>& Points(int stage, Kind kind) const;
 
-  // The point at exactly `mhz`, or nullptr.
-  const ClockPoint* Find(int stage, Kind kind, int mhz) const;
+  // The point at exactly `mhz` with knob setting `knob` (an index into
+  // knob_settings()), or nullptr. knob 0 = the fastest point at `mhz`
+  // whatever its knobs (the only one in a profile without knobs).
+  const ClockPoint* Find(int stage, Kind kind, int mhz, int knob = 0) const;
 
-  // The highest clock of (stage, kind). Requires a non-empty (stage, kind).
+  // The highest clock of (stage, kind), its fastest point. Requires a
+  // non-empty (stage, kind).
   const ClockPoint& MaxClock(int stage, Kind kind) const;
+
+  // The distinct knob settings of the rows, in the order first added;
+  // [0] is always "" (no knobs). Shared, immutable: frontier points keep it
+  // to name their knobs without the profile.
+  using KnobTable = std::shared_ptr<const std::vector<std::string>>;
+  const KnobTable& knob_settings() const { return knobs_; }
+  bool has_knobs() const { return knobs_->size() > 1; }
+  // The index of `knobs` in knob_settings(), or -1.
+  int KnobIndex(const std::string& knobs) const;
 
  private:
   std::map<std::pair<int, Kind>, std::vector<ClockPoint>> points_;
+  KnobTable knobs_ = std::make_shared<const std::vector<std::string>>(1);
 };
+
+// Most knob settings one profile may have (an index is 16 bits).
+inline constexpr int kMaxKnobSettings = 65'535;
+
+// Whether `knobs` is a valid ClockPoint::knobs text; "" if so, else what is
+// wrong (for messages).
+std::string KnobsProblem(const std::string& knobs);
 
 // ---- The profile CSV (docs/formats.md, "Profile CSV") --------------------------
 //
@@ -131,7 +169,9 @@ class Profile {
 // the columns stage,instruction,frequency,time,energy (any order), then one
 // row per (stage, instruction, frequency). Reads the optional statistics
 // columns samples, time_spread, energy_spread, confidence and approximate
-// into ClockPoint, and each row's line into ClockPoint::line; other columns
+// into ClockPoint, each column named knob.NAME into ClockPoint::knobs
+// ("NAME=value;..." in column order, empty fields left out), and each
+// row's line into ClockPoint::line; other columns
 // (rank ids, ...) and unknown metadata keys are ignored; '#' lines after the
 // header are comments. A legacy per-row
 // `source` column (joulepipe 0.1's simulated profiles) sets metadata.source
@@ -151,8 +191,10 @@ Profile ParseProfileCsv(const std::string& text, const std::string& source);
 // and per stage, per clock (highest first) the forward row, then the
 // backward one, as Perseus orders them. A statistics column is written only
 // when some point has that statistic (an empty field where another lacks
-// it). Numbers carry 17 significant digits: ParseProfileCsv reads back
-// exactly the same points, statistics and metadata. Throws InputError
+// it). With knobs, one knob.NAME column per knob name after those (in the
+// order names first appear), empty where a row's setting lacks the name.
+// Numbers carry 17 significant digits: ParseProfileCsv reads back
+// exactly the same points, statistics, knobs and metadata. Throws InputError
 // naming the ProfileMetadata field when a metadata value could not be read
 // back (p_block_w outside 0..5000 W, source not measured, simulated or
 // imported, date not ISO 8601, text with a line break).

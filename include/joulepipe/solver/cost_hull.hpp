@@ -22,6 +22,7 @@ namespace joulepipe::solver {
 
 struct Option {
   int mhz = 0;
+  int knob = 0;  // the point's knob setting (model::Profile::knob_settings() index)
   double time_s = 0;
   double energy_j = 0;  // measured energy
   double cost_j = 0;    // effective energy: energy_j - P_block * time_s
