@@ -774,11 +774,13 @@ const ClockPoint* Profile::Find(int stage, Kind kind, int mhz, int knob) const {
   const std::vector<ClockPoint>& points = Points(stage, kind);
   auto pos = std::lower_bound(points.begin(), points.end(), mhz,
                               [](const ClockPoint& p, int m) { return p.mhz > m; });
-  if (knob == 0) return pos != points.end() && pos->mhz == mhz ? &*pos : nullptr;
+  // knob 0: the row without knobs at `mhz` if there is one, else the
+  // fastest there (the first: points of one clock are fastest first).
+  const ClockPoint* first = pos != points.end() && pos->mhz == mhz ? &*pos : nullptr;
   for (; pos != points.end() && pos->mhz == mhz; ++pos) {
     if (pos->knob == knob) return &*pos;
   }
-  return nullptr;
+  return knob == 0 ? first : nullptr;
 }
 
 const ClockPoint& Profile::MaxClock(int stage, Kind kind) const {
@@ -787,7 +789,7 @@ const ClockPoint& Profile::MaxClock(int stage, Kind kind) const {
     throw std::logic_error("Profile::MaxClock: no clocks for stage " + std::to_string(stage) + " " +
                            std::string(KindName(kind)));
   }
-  return points.front();
+  return *Find(stage, kind, points.front().mhz);  // knob 0 at the highest clock
 }
 
 Profile ParseProfileCsv(const std::string& text, const std::string& source) {

@@ -135,10 +135,25 @@ std::vector<std::vector<model::ClockPoint>> ResolveClocks(const Spec& spec,
       const PlannedInstruction& planned = plan.stages[s][i];
       const Instruction& instruction = planned.instruction;
       const int row = ProfileStage(spec, profile_stages, instruction);
-      const model::ClockPoint* point = profile.Find(row, instruction.kind, planned.mhz);
+      const int knob = profile.KnobIndex(planned.knobs);
+      if (knob < 0) {
+        throw InputError(Where(source, static_cast<int>(s), i) + " (" +
+                         Short(spec, instruction) + ") has knobs " + planned.knobs +
+                         " that no profile row names; plan with this profile, or give the "
+                         "profile rows with those knobs");
+      }
+      const model::ClockPoint* point = profile.Find(row, instruction.kind, planned.mhz, knob);
       if (point != nullptr) {
         points[s].push_back(*point);
         continue;
+      }
+      if (knob != 0) {
+        throw InputError(Where(source, static_cast<int>(s), i) + " (" +
+                         Short(spec, instruction) + ") runs at " + std::to_string(planned.mhz) +
+                         " MHz with knobs " + planned.knobs + " but profile stage " +
+                         std::to_string(row) + " has no " +
+                         std::string(model::KindName(instruction.kind)) +
+                         " row with those knobs at that clock");
       }
       const std::string kind(model::KindName(instruction.kind));
       const std::vector<model::ClockPoint>& available = profile.Points(row, instruction.kind);

@@ -161,7 +161,8 @@ struct RoundedChunk {
 RoundedChunk RoundChunk(const ActivityGraph& g, const Relaxation& relaxation,
                         const std::vector<double>& deadlines, size_t begin, size_t end,
                         const std::set<double>& requested, const std::set<double>& sampled,
-                        const Options& options, bool report, int threads) {
+                        const Options& options, bool report, int threads,
+                        const model::Profile::KnobTable* knobs) {
   RoundedChunk out;
   out.points.reserve(end - begin);
   Rounder rounder(g, options.p_block_w);
@@ -193,11 +194,16 @@ RoundedChunk RoundChunk(const ActivityGraph& g, const Relaxation& relaxation,
         out.points.back().energy_j == rounded.energy_j) {
       continue;
     }
-    FrontierPoint point{rounded.time_s, rounded.energy_j, {}};
+    FrontierPoint point{rounded.time_s, rounded.energy_j, {}, {}, {}};
     point.mhz.resize(g.n);
+    if (knobs != nullptr) {
+      point.knob.resize(g.n);
+      point.knob_names = *knobs;
+    }
     for (int p = 0; p < g.n; ++p) {
-      point.mhz[g.node_of[p]] =
-          static_cast<std::uint16_t>(g.hulls[g.hull_of[p]].pareto[rounded.choice[p]].mhz);
+      const Option& option = g.hulls[g.hull_of[p]].pareto[rounded.choice[p]];
+      point.mhz[g.node_of[p]] = static_cast<std::uint16_t>(option.mhz);
+      if (knobs != nullptr) point.knob[g.node_of[p]] = static_cast<std::uint16_t>(option.knob);
     }
     out.points.push_back(std::move(point));
   }
@@ -239,18 +245,22 @@ const FrontierPoint* Frontier::BestWithin(double time_s) const {
 }
 
 Evaluation EvaluateClocks(const schedule::Schedule& schedule, const model::Profile& profile,
-                          double p_block_w, const std::vector<std::uint16_t>& mhz) {
+                          double p_block_w, const std::vector<std::uint16_t>& mhz,
+                          const std::vector<std::uint16_t>& knob) {
   const int profile_stages = profile.num_stages();
   std::vector<double> finish(schedule.num_nodes(), 0.0);
   double makespan = 0, energy = 0, busy = 0;
   for (int node : schedule.topological_order) {
     const model::Instruction& ins = schedule.nodes[node];
     const int stage = schedule::ProfileStage(schedule.spec, profile_stages, ins);
-    const model::ClockPoint* point = profile.Find(stage, ins.kind, mhz[node]);
+    const int setting = knob.empty() ? 0 : knob[node];
+    const model::ClockPoint* point = profile.Find(stage, ins.kind, mhz[node], setting);
     if (point == nullptr) {
-      throw model::InputError("no profiled " + std::string(model::KindName(ins.kind)) + " at " +
-                              std::to_string(mhz[node]) + " MHz for stage " +
-                              std::to_string(stage));
+      throw model::InputError(
+          "no profiled " + std::string(model::KindName(ins.kind)) + " at " +
+          std::to_string(mhz[node]) + " MHz" +
+          (setting == 0 ? std::string() : " with knobs " + (*profile.knob_settings())[setting]) +
+          " for stage " + std::to_string(stage));
     }
     double start = 0;
     for (int q : schedule.predecessors[node]) start = std::max(start, finish[q]);
@@ -309,7 +319,8 @@ Frontier SolveFrontier(const schedule::Schedule& schedule, const model::Profile&
       const size_t end = deadlines.size() * (c + 1) / threads;
       // Only the calling thread reports progress (Options::progress's contract).
       chunks[c] = RoundChunk(g, relaxation, deadlines, begin, end, requested, sampled, options,
-                             /*report=*/c == 0, threads);
+                             /*report=*/c == 0, threads,
+                             profile.has_knobs() ? &profile.knob_settings() : nullptr);
     } catch (...) {
       errors[c] = std::current_exception();
     }
@@ -369,7 +380,11 @@ model::Plan ToPlan(const schedule::Schedule& schedule, const FrontierPoint& poin
   plan.stages.resize(schedule.stage_order.size());
   for (size_t s = 0; s < schedule.stage_order.size(); ++s) {
     for (int node : schedule.stage_order[s]) {
-      plan.stages[s].push_back({schedule.nodes[node], point.mhz[node]});
+      model::PlannedInstruction planned{schedule.nodes[node], point.mhz[node]};
+      if (!point.knob.empty() && point.knob_names && point.knob[node] != 0) {
+        planned.knobs = (*point.knob_names)[point.knob[node]];
+      }
+      plan.stages[s].push_back(std::move(planned));
     }
   }
   plan.predicted = model::Prediction{point.time_s, point.energy_j};

@@ -17,8 +17,9 @@
 // (clock, knobs) tuple is then one option the planner may choose. Rows
 // without knobs are what every profile had before, and a profile without
 // knobs plans exactly as before. Knob index 0 (the text "") stands for "the
-// fastest point at that clock": what code that names only a clock
-// (Find(stage, kind, mhz), MaxClock) gets.
+// row without knobs at that clock, or where there is none the fastest
+// point there": what code that names only a clock (Find(stage, kind, mhz),
+// a plan instruction without knobs) gets.
 #pragma once
 
 #include <cstdint>
@@ -121,12 +122,13 @@ class Profile {
   const std::vector<ClockPoint>& Points(int stage, Kind kind) const;
 
   // The point at exactly `mhz` with knob setting `knob` (an index into
-  // knob_settings()), or nullptr. knob 0 = the fastest point at `mhz`
-  // whatever its knobs (the only one in a profile without knobs).
+  // knob_settings()), or nullptr. knob 0 = the row without knobs at `mhz`,
+  // or where there is none the fastest point there (in a profile without
+  // knobs: the one point at `mhz`).
   const ClockPoint* Find(int stage, Kind kind, int mhz, int knob = 0) const;
 
-  // The highest clock of (stage, kind), its fastest point. Requires a
-  // non-empty (stage, kind).
+  // The highest clock of (stage, kind): Find(stage, kind, that clock).
+  // Requires a non-empty (stage, kind).
   const ClockPoint& MaxClock(int stage, Kind kind) const;
 
   // The distinct knob settings of the rows, in the order first added;

@@ -69,6 +69,12 @@ struct FrontierPoint {
   double time_s = 0;               // exact iteration time
   double energy_j = 0;             // exact iteration energy, all stages, GPU only
   std::vector<std::uint16_t> mhz;  // clock per schedule node id
+  // With a knob profile (model/profile.hpp, knob columns): the knob setting
+  // per schedule node id, an index into knob_names. Empty when the profile
+  // has no knobs (every instruction then uses the fastest point at its clock,
+  // index 0), so plans of clock-only profiles are exactly what they were.
+  std::vector<std::uint16_t> knob;
+  model::Profile::KnobTable knob_names;
 };
 
 // A breakpoint of the relaxation's frontier: no plan with time <= time_s can
@@ -106,20 +112,24 @@ Frontier SolveFrontier(const schedule::Schedule& schedule, const model::Profile&
                        const Options& options);
 
 // Exact time and energy of a clock assignment (clock per node id) by critical
-// path. Every clock must exist in the profile.
+// path. Every clock must exist in the profile. `knob` (per node id, indices
+// into profile.knob_settings()) picks the point at each clock; empty = the
+// fastest point at the clock.
 struct Evaluation {
   double time_s = 0;
   double energy_j = 0;
 };
 Evaluation EvaluateClocks(const schedule::Schedule& schedule, const model::Profile& profile,
-                          double p_block_w, const std::vector<std::uint16_t>& mhz);
+                          double p_block_w, const std::vector<std::uint16_t>& mhz,
+                          const std::vector<std::uint16_t>& knob = {});
 
 // Every instruction at the highest (or lowest) clock its profile row has:
 // the all-max-clock baseline and the slowest uniform plan. Clock per node id.
 std::vector<std::uint16_t> UniformClocks(const schedule::Schedule& schedule,
                                          const model::Profile& profile, bool highest);
 
-// The plan file for a point (predicted = the point's exact figures).
+// The plan file for a point (predicted = the point's exact figures; each
+// instruction's knobs named from point.knob_names).
 model::Plan ToPlan(const schedule::Schedule& schedule, const FrontierPoint& point);
 
 }  // namespace joulepipe::solver
