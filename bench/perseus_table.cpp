@@ -9,6 +9,11 @@
 // is above), plus the wall time of the full frontier (median of --repeat
 // runs; 1 ms grid), its size and the relaxation's step count.
 //
+// Then the knob-tuple check (issue 15, item 5): each configuration solved
+// again on the same profile with a knob column holding one value on every
+// row (knob.overlap=1); the frontier must be identical (every point's time,
+// energy and clocks) and the plans must name that setting.
+//
 // Usage: bench_perseus_table [--repeat N] [--resolution-ms R]
 #include <algorithm>
 #include <chrono>
@@ -38,6 +43,31 @@ const Workload kWorkloads[] = {
     {"BLOOM A40", "bloom+a40_bf16.csv", 70.38, {7.0, 4.5, 3.1, 2.4}},
 };
 const int kMicrobatches[] = {12, 24, 48, 96};
+
+// `profile` with knobs "overlap=1" on every row.
+joulepipe::model::Profile WithOneKnob(const joulepipe::model::Profile& profile) {
+  joulepipe::model::Profile out;
+  for (int s = 0; s < profile.num_stages(); ++s) {
+    for (auto kind : {joulepipe::model::Kind::kForward, joulepipe::model::Kind::kBackward}) {
+      for (joulepipe::model::ClockPoint point : profile.Points(s, kind)) {
+        point.knobs = "overlap=1";
+        out.Add(s, kind, point);
+      }
+    }
+  }
+  return out;
+}
+
+bool SameFrontier(const joulepipe::solver::Frontier& a, const joulepipe::solver::Frontier& b) {
+  if (a.points.size() != b.points.size()) return false;
+  for (size_t i = 0; i < a.points.size(); ++i) {
+    if (a.points[i].time_s != b.points[i].time_s || a.points[i].energy_j != b.points[i].energy_j ||
+        a.points[i].mhz != b.points[i].mhz) {
+      return false;
+    }
+  }
+  return a.max_clock.time_s == b.max_clock.time_s && a.max_clock.energy_j == b.max_clock.energy_j;
+}
 
 }  // namespace
 
@@ -92,5 +122,41 @@ int main(int argc, char** argv) {
   }
   std::printf("worst gap to bound: %.3f pp; slowest full frontier: %.3f s (median of %d)\n",
               worst_gap, worst_time, repeat);
-  return 0;
+
+  std::printf("\nKnob tuples: the same profiles with a knob column, one value per row\n");
+  std::printf("%-15s %4s %9s %9s %8s %9s %s\n", "workload", "M", "no knobs", "one knob", "points",
+              "named", "frontier");
+  int unequal = 0;
+  for (const Workload& w : kWorkloads) {
+    const std::string path = std::string(JOULEPIPE_SOURCE_DIR) + "/data/profiles/" + w.file;
+    const joulepipe::model::Profile profile = joulepipe::model::ReadProfileCsv(path);
+    const joulepipe::model::Profile knobbed = WithOneKnob(profile);
+    for (int m : kMicrobatches) {
+      const auto schedule = joulepipe::schedule::Build({joulepipe::schedule::Kind::k1F1B, 8, m, 1});
+      joulepipe::solver::Options options;
+      options.p_block_w = w.p_block_w;
+      options.resolution_s = resolution_ms * 1e-3;
+      const auto plain = joulepipe::solver::SolveFrontier(schedule, profile, options);
+      const auto knob = joulepipe::solver::SolveFrontier(schedule, knobbed, options);
+      const double t0 = plain.max_clock.time_s;
+      const auto* a = plain.BestWithin(t0);
+      const auto* b = knob.BestWithin(knob.max_clock.time_s);
+      const auto plan = joulepipe::solver::ToPlan(schedule, *b);
+      size_t named = 0, total = 0;
+      for (const auto& stage : plan.stages) {
+        for (const auto& planned : stage) {
+          named += planned.knobs == "overlap=1" ? 1 : 0;
+          ++total;
+        }
+      }
+      const bool same = SameFrontier(plain, knob);
+      unequal += same ? 0 : 1;
+      std::printf("%-15s %4d %8.4f%% %8.4f%% %8zu %4zu/%-4zu %s\n", w.label, m,
+                  100 * (1 - a->energy_j / plain.max_clock.energy_j),
+                  100 * (1 - b->energy_j / knob.max_clock.energy_j), knob.points.size(), named,
+                  total, same ? "identical" : "DIFFERENT");
+    }
+  }
+  std::printf("knob tuples: %d of 16 configurations differ\n", unequal);
+  return unequal == 0 ? 0 : 1;
 }
