@@ -27,7 +27,9 @@ version: str
 PathLike = Union[str, "os.PathLike[str]"]
 ProfileArg = Union["Profile", PathLike]
 Progress = Optional[Callable[[str, float], None]]
-StagePlan = List[Union[Tuple["Kind", int, int, int], Tuple["Kind", int, int, int, int, float]]]
+# (kind, microbatch, chunk, mhz[, wait_mhz, wait_restore_s[, knobs]])
+StagePlan = List[Union[Tuple["Kind", int, int, int], Tuple["Kind", int, int, int, int, float],
+                       Tuple["Kind", int, int, int, int, float, str]]]
 
 class InputError(ValueError):
     """Bad input. str(e) is the library's message; e.field the field it is about
@@ -332,6 +334,10 @@ class Agent:
 
     mode: str  # "off" | "execute" | "profile" | "fallback"
     fallback_reason: Optional[str]
+    # The knob setting the plan gives the running (or next) instruction, ""
+    # if none (plans from profiles with knob columns); the training code
+    # applies it.
+    planned_knobs: str
     closed: bool
     log_dropped: int
     def __init__(self, nvml_index: int = 0, control: str = "nvml",

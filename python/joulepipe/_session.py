@@ -271,7 +271,8 @@ class Session:
                        f"{f'{limit:g} W' if limit > 0 else 'the default limit'}, default clocks")
             return
         clocks = " ".join(f"{'F' if k == _core.Kind.FORWARD else 'B'}{m}"
-                          f"{'.' + str(c) if c else ''}@{f}{f'/wait@{w[0]}' if w else ''}"
+                          f"{'.' + str(c) if c else ''}@{f}{f'/wait@{w[0]}' if w and w[0] else ''}"
+                          f"{f'[{w[2]}]' if len(w) > 2 else ''}"
                           for (k, m, c, f, *w) in stage_plan)
         self._note(f"plan {path} applied to stage {self.topo.pp_rank} through {self._control}: "
                    f"{clocks} MHz")

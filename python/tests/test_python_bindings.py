@@ -535,6 +535,48 @@ def test_agent_lowers_the_waits_a_wait_model_plan_names(tmp_path):
     assert locked.count(510) >= 1
 
 
+def test_knob_profile_plan_carries_knobs_to_the_agent(tmp_path):
+    """A profile with a knob column -> plan -> Plan.read -> stage_plan 7-tuples
+    -> agent.planned_knobs names each running instruction's setting."""
+    rows = ["stage,instruction,frequency,time,energy,knob.overlap"]
+    for stage in range(2):
+        scale = 1 + 0.5 * stage  # stage 1 is the slow one
+        for kind, t in (("forward", 0.010), ("backward", 0.020)):
+            for mhz, slower, cheaper in ((1410, 1.0, 1.0), (1005, 1.3, 0.8)):
+                time, energy = t * scale * slower, 3 * t * scale * cheaper
+                rows.append(f"{stage},{kind},{mhz},{time!r},{energy!r},1")
+                # overlap=2 is faster and cheaper on the slow stage only
+                if stage == 1:
+                    rows.append(f"{stage},{kind},{mhz},{0.8 * time!r},{0.9 * energy!r},2")
+    profile = tmp_path / "knobs.csv"
+    profile.write_text("\n".join(rows) + "\n")
+    run_cli("plan", "--profile", str(profile), "--schedule", "1f1b", "--stages", "2",
+            "--microbatches", "4", "--p-block", "60", "--max-plans", "3",
+            "--out", str(tmp_path / "plans"))
+    config = dict(SIM_LOAD, permissions={"clocks": True})
+    r = run_child(tmp_path, f"""
+        import joulepipe as jp
+        plan = jp.Plan.read({str(tmp_path / "plans")!r}).stage_plan(1)
+        agent = jp.Agent(nvml_index=jp.gpus()[0]["nvml_index"], control="nvml")
+        agent.set_plan(plan)
+        seen = []
+        agent.on_step_begin()
+        for p in plan:
+            agent.on_instruction_begin(*p[:3])
+            seen.append(agent.planned_knobs)
+            agent.on_instruction_end(*p[:3])
+        agent.on_step_end()
+        agent.wait_idle(5)
+        out({{"plan": [list(p[3:]) for p in plan], "seen": seen,
+              "fallback": agent.fallback_reason}})
+        agent.close()
+    """, config=config)
+    assert r["fallback"] is None, r
+    assert all(len(p) == 4 for p in r["plan"]), r["plan"]  # every row of stage 1 has knobs
+    assert r["seen"] == [p[3] for p in r["plan"]]
+    assert "overlap=2" in r["seen"], r["seen"]
+
+
 def test_agent_without_clock_permission_falls_back_and_training_goes_on(tmp_path):
     r = run_child(tmp_path, """
         import joulepipe as jp

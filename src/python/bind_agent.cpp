@@ -104,6 +104,14 @@ void BindAgent(py::module_& m) {
             runtime::Agent* agent = a.agent();
             return std::string(runtime::ModeName(agent ? agent->mode() : runtime::Mode::kOff));
           })
+      .def_property_readonly(
+          "planned_knobs",
+          [](const A& a) {
+            runtime::Agent* agent = a.agent();
+            return agent ? std::string(agent->planned_knobs()) : std::string();
+          },
+          "The knob setting the plan gives the running (or next) instruction, '' if none: "
+          "read it after on_instruction_begin and apply it in the training code.")
       .def_property_readonly("fallback_reason", &A::FallbackReason)
       .def_property_readonly("closed", [](const A& a) { return a.agent() == nullptr; })
       .def("stats", [](const A& a) { return StatsDict(a.Stats()); })

@@ -33,7 +33,10 @@ py::list StagePlanToList(const std::vector<model::PlannedInstruction>& plan) {
     const model::PlannedInstruction& p = plan[i];
     // The wait clock only where the plan lowers the wait after it, so plans
     // without wait clocks read as before.
-    if (p.wait_mhz > 0)
+    if (!p.knobs.empty())  // a knob profile's plan: the 7-tuple
+      out[i] = py::make_tuple(p.instruction.kind, p.instruction.microbatch, p.instruction.chunk,
+                              p.mhz, p.wait_mhz, p.wait_restore_s, p.knobs);
+    else if (p.wait_mhz > 0)
       out[i] = py::make_tuple(p.instruction.kind, p.instruction.microbatch, p.instruction.chunk,
                               p.mhz, p.wait_mhz, p.wait_restore_s);
     else
@@ -53,7 +56,24 @@ std::vector<model::PlannedInstruction> StagePlanFromList(const py::handle& list,
   std::size_t i = 0;
   for (py::handle item : list) {
     try {
-      if (py::len(item) == 6) {
+      if (py::len(item) == 7) {
+        auto [kind, microbatch, chunk, mhz, wait_mhz, restore_s, knobs] =
+            item.cast<std::tuple<model::Kind, int, int, int, int, double, std::string>>();
+        const bool no_wait = wait_mhz == 0 && restore_s == 0;
+        if (!no_wait && (wait_mhz <= 0 || !(restore_s >= 0)))
+          throw model::InputError(field, std::string(field) + " entry " + std::to_string(i) +
+                                             ": the wait clock must be > 0 MHz and its restore "
+                                             ">= 0 s, or both 0 (no wait clock)");
+        const std::string problem = model::KnobsProblem(knobs);
+        if (!problem.empty())
+          throw model::InputError(field, std::string(field) + " entry " + std::to_string(i) +
+                                             ": knobs '" + knobs + "' " + problem);
+        model::PlannedInstruction p{{stage, chunk, microbatch, kind}, mhz};
+        p.wait_mhz = wait_mhz;
+        p.wait_restore_s = restore_s;
+        p.knobs = knobs;
+        out.push_back(p);
+      } else if (py::len(item) == 6) {
         auto [kind, microbatch, chunk, mhz, wait_mhz, restore_s] =
             item.cast<std::tuple<model::Kind, int, int, int, int, double>>();
         if (wait_mhz <= 0 || !(restore_s >= 0))
@@ -72,12 +92,12 @@ std::vector<model::PlannedInstruction> StagePlanFromList(const py::handle& list,
       throw model::InputError(field, std::string(field) + " entry " + std::to_string(i) + " (" +
                                          std::string(py::repr(item)) +
                                          ") is not a (Kind, microbatch, chunk, mhz[, wait_mhz, "
-                                         "wait_restore_s]) tuple");
+                                         "wait_restore_s[, knobs]]) tuple");
     } catch (const py::cast_error&) {
       throw model::InputError(field, std::string(field) + " entry " + std::to_string(i) + " (" +
                                          std::string(py::repr(item)) +
                                          ") is not a (Kind, microbatch, chunk, mhz[, wait_mhz, "
-                                         "wait_restore_s]) tuple");
+                                         "wait_restore_s[, knobs]]) tuple");
     }
     ++i;
   }

@@ -430,6 +430,13 @@ void Agent::OnInstructionEnd(model::Kind kind, int microbatch, int chunk) noexce
   }
 }
 
+std::string_view Agent::planned_knobs() const noexcept {
+  const State& s = *state_;
+  if (s.mode.load(std::memory_order_acquire) != Mode::kExecute) return {};
+  if (s.position >= s.plan.size()) return {};
+  return s.plan[s.position].knobs;
+}
+
 Mode Agent::mode() const {
   return state_->mode.load(std::memory_order_acquire);
 }

@@ -97,6 +97,30 @@ TEST(AgentTest, ExecutesThePlanClockPerInstruction) {
   EXPECT_EQ(f.control->calls().back(), "restore");
 }
 
+TEST(AgentTest, PlannedKnobsFollowThePlanPosition) {
+  Fixture f;
+  auto plan = SimplePlan(1, 1000, 1200);
+  plan[0].knobs = "overlap=2;comm_sms=12";  // forward 0; backward 0 has none
+  EXPECT_EQ(f.agent->planned_knobs(), "");  // off
+  f.agent->SetPlan(plan);
+  f.agent->OnStepBegin();
+  EXPECT_EQ(f.agent->planned_knobs(), "overlap=2;comm_sms=12");  // the next instruction
+  f.agent->OnInstructionBegin(Kind::kForward, 0, 0);
+  EXPECT_EQ(f.agent->planned_knobs(), "overlap=2;comm_sms=12");  // the running one
+  f.agent->OnInstructionEnd(Kind::kForward, 0, 0);
+  EXPECT_EQ(f.agent->planned_knobs(), "");
+  f.agent->OnInstructionBegin(Kind::kBackward, 0, 0);
+  EXPECT_EQ(f.agent->planned_knobs(), "");
+  f.agent->OnInstructionEnd(Kind::kBackward, 0, 0);
+  f.agent->OnStepEnd();
+  EXPECT_EQ(f.agent->planned_knobs(), "overlap=2;comm_sms=12");  // the next step's first
+  // A mismatch falls back: no knobs any more.
+  f.agent->OnStepBegin();
+  f.agent->OnInstructionBegin(Kind::kBackward, 0, 0);
+  EXPECT_EQ(f.agent->mode(), Mode::kOff);
+  EXPECT_EQ(f.agent->planned_knobs(), "");
+}
+
 TEST(AgentTest, PowerLimitPlanSetsTheLimitOnceAndLocksNoClock) {
   Fixture f(/*idle=*/600);
   const auto plan = SimplePlan(2, 1000, 1200);

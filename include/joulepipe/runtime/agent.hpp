@@ -66,6 +66,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "joulepipe/gpu/clock_control.hpp"
@@ -161,6 +162,15 @@ class Agent {
   void OnStepEnd() noexcept;
   void OnInstructionBegin(model::Kind kind, int microbatch, int chunk) noexcept;
   void OnInstructionEnd(model::Kind kind, int microbatch, int chunk) noexcept;
+
+  // Execute mode: the knob setting (model::PlannedInstruction::knobs, e.g.
+  // "overlap=2;comm_sms=12") the plan gives the instruction now running
+  // (after its OnInstructionBegin) or, between instructions, the next one;
+  // "" in other modes, after a fallback, or when the plan names none. The
+  // training code reads it after OnInstructionBegin and applies it itself
+  // (the agent sets only clocks). Training thread only, like the hooks; no
+  // allocation; valid until the next SetPlan/SetProfiler/Disable.
+  std::string_view planned_knobs() const noexcept;
 
   Mode mode() const;
   // Set once the agent fell back; cleared by SetPlan/SetProfiler.
