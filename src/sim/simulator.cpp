@@ -168,7 +168,13 @@ Simulator::Simulator(const schedule::Schedule& schedule, const model::Profile& p
     const int lo = points.back().mhz, hi = points.front().mhz;  // highest first
     row_min_mhz_[id] = lo;
     row_points_[id].assign(static_cast<std::size_t>(hi - lo + 1), nullptr);
-    for (const model::ClockPoint& point : points) row_points_[id][point.mhz - lo] = &point;
+    // One point per clock, as Profile::Find(.., mhz) gives it: the row
+    // without knobs, else the fastest (the first at its clock). The
+    // simulator does not run knob settings (SimPlan names clocks only).
+    for (const model::ClockPoint& point : points) {
+      const model::ClockPoint*& slot = row_points_[id][point.mhz - lo];
+      if (slot == nullptr || (point.knob == 0 && slot->knob != 0)) slot = &point;
+    }
   }
 
   // Every candidate must be complete and use profiled clocks.

@@ -125,6 +125,39 @@ TEST(SimulatorTest, SinglePipelineEqualsReplayForRandomPlans) {
   }
 }
 
+// A profile with knob rows (slower, cheaper settings next to the plain rows,
+// so sorted after them at each clock): the
+// simulator runs each clock's plain row, as Profile::Find and Replay of a
+// plan without knobs do.
+TEST(SimulatorTest, KnobProfileRunsThePlainRowAtEachClockLikeReplay) {
+  const schedule::Schedule schedule = schedule::Build(MakeSpec(schedule::Kind::k1F1B, 3, 5));
+  const model::Profile plain = MakeProfile(3);
+  model::Profile knobbed;
+  for (int s = 0; s < 3; ++s) {
+    for (Kind kind : {Kind::kForward, Kind::kBackward}) {
+      for (model::ClockPoint point : plain.Points(s, kind)) {
+        knobbed.Add(s, kind, point);
+        model::ClockPoint other = point;
+        other.knobs = "overlap=2";
+        other.time_s *= 1.3;
+        other.energy_j *= 0.8;
+        knobbed.Add(s, kind, other);
+      }
+    }
+  }
+  std::mt19937 rng(3);
+  const std::vector<std::uint16_t> mhz = RandomClocks(schedule, plain, &rng);
+  const schedule::ReplayResult replay =
+      schedule::Replay(schedule, plain, ToModelPlan(schedule, mhz), kPBlock);
+  JobSpec job;
+  job.p_block_w = kPBlock;
+  const Simulator simulator(schedule, knobbed, job, {{mhz, replay.time_s, replay.energy_j}}, 0,
+                            0);
+  const IterationResult it = simulator.Run(Policy::kJoulepipe).iterations.at(0);
+  EXPECT_LE(Relative(it.time_s, replay.time_s), 1e-12);
+  EXPECT_LE(Relative(it.energy_j, replay.energy_j), 1e-9);
+}
+
 // A calibrated wait model (synthetic: 30 W less at 900 MHz, 2 ms switch):
 // one noiseless pipeline lowers exactly the waits Replay lowers, to the
 // joule; with D pipelines and a straggler, the healthy pipelines' extra wait
