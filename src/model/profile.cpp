@@ -638,9 +638,8 @@ void Profile::Add(int stage, Kind kind, ClockPoint point, const std::string& whe
   }
   const std::string problem = KnobsProblem(point.knobs);
   if (!problem.empty()) {
-    throw InputError("ClockPoint::knobs",
-                     where + ": " + what + ": ClockPoint::knobs " + Quote(point.knobs) + " " +
-                         problem);
+    throw InputError("ClockPoint::knobs", where + ": " + what + ": ClockPoint::knobs " +
+                                              Quote(point.knobs) + " " + problem);
   }
   std::vector<ClockPoint>& points = points_[{stage, kind}];
   // Highest clock first, then fastest, cheapest, knob text.

@@ -137,8 +137,8 @@ std::vector<std::vector<model::ClockPoint>> ResolveClocks(const Spec& spec,
       const int row = ProfileStage(spec, profile_stages, instruction);
       const int knob = profile.KnobIndex(planned.knobs);
       if (knob < 0) {
-        throw InputError(Where(source, static_cast<int>(s), i) + " (" +
-                         Short(spec, instruction) + ") has knobs " + planned.knobs +
+        throw InputError(Where(source, static_cast<int>(s), i) + " (" + Short(spec, instruction) +
+                         ") has knobs " + planned.knobs +
                          " that no profile row names; plan with this profile, or give the "
                          "profile rows with those knobs");
       }
@@ -148,10 +148,9 @@ std::vector<std::vector<model::ClockPoint>> ResolveClocks(const Spec& spec,
         continue;
       }
       if (knob != 0) {
-        throw InputError(Where(source, static_cast<int>(s), i) + " (" +
-                         Short(spec, instruction) + ") runs at " + std::to_string(planned.mhz) +
-                         " MHz with knobs " + planned.knobs + " but profile stage " +
-                         std::to_string(row) + " has no " +
+        throw InputError(Where(source, static_cast<int>(s), i) + " (" + Short(spec, instruction) +
+                         ") runs at " + std::to_string(planned.mhz) + " MHz with knobs " +
+                         planned.knobs + " but profile stage " + std::to_string(row) + " has no " +
                          std::string(model::KindName(instruction.kind)) +
                          " row with those knobs at that clock");
       }

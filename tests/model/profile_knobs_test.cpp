@@ -94,8 +94,8 @@ TEST(ProfileKnobsTest, RejectsBadKnobNamesAndValues) {
   message = ErrorOf(
       "stage,instruction,frequency,time,energy,knob.a,knob.a\n0,forward,1410,0.05,24,1,1\n");
   EXPECT_NE(message.find("appears twice"), std::string::npos) << message;
-  message = ErrorOf(
-      "stage,instruction,frequency,time,energy,knob.overlap\n0,forward,1410,0.05,24,a b\n");
+  message =
+      ErrorOf("stage,instruction,frequency,time,energy,knob.overlap\n0,forward,1410,0.05,24,a b\n");
   EXPECT_NE(message.find("knob.overlap"), std::string::npos) << message;
   EXPECT_NE(message.find("not a knob value"), std::string::npos) << message;
 }

@@ -151,8 +151,7 @@ TEST(SimulatorTest, KnobProfileRunsThePlainRowAtEachClockLikeReplay) {
       schedule::Replay(schedule, plain, ToModelPlan(schedule, mhz), kPBlock);
   JobSpec job;
   job.p_block_w = kPBlock;
-  const Simulator simulator(schedule, knobbed, job, {{mhz, replay.time_s, replay.energy_j}}, 0,
-                            0);
+  const Simulator simulator(schedule, knobbed, job, {{mhz, replay.time_s, replay.energy_j}}, 0, 0);
   const IterationResult it = simulator.Run(Policy::kJoulepipe).iterations.at(0);
   EXPECT_LE(Relative(it.time_s, replay.time_s), 1e-12);
   EXPECT_LE(Relative(it.energy_j, replay.energy_j), 1e-9);

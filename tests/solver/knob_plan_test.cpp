@@ -160,7 +160,8 @@ TEST(KnobPlanTest, ComposedPartitionOptionsPlanAtLeastAsWellAsClocksAlone) {
       const double forward = 0.010 * (1 + 0.15 * s);
       for (model::Kind kind : {model::Kind::kForward, model::Kind::kBackward}) {
         const double t = kind == model::Kind::kForward ? forward : 2 * forward;
-        for (const model::ComposedOption& o : model::ComposePartitions(partitions(t, with_overlap))) {
+        for (const model::ComposedOption& o :
+             model::ComposePartitions(partitions(t, with_overlap))) {
           model::ClockPoint point = Point(o.mhz, o.time_s, o.energy_j);
           point.knobs = "part0=" + o.knobs[0] + ";part1=" + o.knobs[1];
           profile.Add(s, kind, point);
