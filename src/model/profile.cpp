@@ -374,6 +374,24 @@ bool KnobWord(std::string_view word) {
   return true;
 }
 
+// The name=value items of a ClockPoint::knobs text, in order; "" has none.
+// An item without '=' has an empty value; a trailing ';' gives an empty
+// item (KnobsProblem rejects both: names and values are KnobWords).
+std::vector<std::pair<std::string_view, std::string_view>> SplitKnobs(std::string_view knobs) {
+  std::vector<std::pair<std::string_view, std::string_view>> items;
+  if (knobs.empty()) return items;
+  while (true) {
+    const size_t end = knobs.find(';');
+    const std::string_view item = knobs.substr(0, end);
+    const size_t eq = item.find('=');
+    items.emplace_back(item.substr(0, eq),
+                       eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1));
+    if (end == std::string_view::npos) break;
+    knobs.remove_prefix(end + 1);
+  }
+  return items;
+}
+
 std::string JoinFields(const std::vector<std::string_view>& fields) {
   std::string out;
   for (size_t i = 0; i < fields.size(); ++i) {
@@ -560,12 +578,8 @@ std::string MetadataLines(const ProfileMetadata& m) {
 
 // The value of knob `name` in a ClockPoint::knobs text, "" if absent.
 std::string_view KnobValue(std::string_view knobs, std::string_view name) {
-  while (!knobs.empty()) {
-    const size_t end = std::min(knobs.find(';'), knobs.size());
-    const std::string_view item = knobs.substr(0, end);
-    const size_t eq = item.find('=');
-    if (item.substr(0, eq) == name) return item.substr(eq + 1);
-    knobs.remove_prefix(std::min(end + 1, knobs.size()));
+  for (const auto& [knob, value] : SplitKnobs(knobs)) {
+    if (knob == name) return value;
   }
   return {};
 }
@@ -666,10 +680,11 @@ void Profile::Add(int stage, Kind kind, ClockPoint point, const std::string& whe
                                                 std::to_string(kMaxKnobSettings) +
                                                 " distinct knob settings in one profile");
     }
-    auto grown = std::make_shared<std::vector<std::string>>(*knobs_);
-    grown->push_back(point.knobs);
-    index = static_cast<int>(grown->size()) - 1;
-    knobs_ = std::move(grown);
+    // Others (a copy of this profile, a frontier) may hold the table and
+    // rely on it not changing: grow a copy then. Sole owner: grow in place.
+    if (knobs_.use_count() > 1) knobs_ = std::make_shared<std::vector<std::string>>(*knobs_);
+    knobs_->push_back(point.knobs);
+    index = static_cast<int>(knobs_->size()) - 1;
   }
   point.knob = static_cast<std::uint16_t>(index);
   points.insert(std::lower_bound(points.begin(), points.end(), point, before), std::move(point));
@@ -681,25 +696,18 @@ int Profile::KnobIndex(const std::string& knobs) const {
 }
 
 std::string KnobsProblem(const std::string& knobs) {
-  if (knobs.empty()) return "";
-  std::vector<std::string_view> names;
-  std::string_view rest(knobs);
-  while (true) {
-    const size_t end = std::min(rest.find(';'), rest.size());
-    const std::string_view item = rest.substr(0, end);
-    const size_t eq = item.find('=');
-    if (eq == std::string_view::npos || !KnobWord(item.substr(0, eq)) ||
-        !KnobWord(item.substr(eq + 1))) {
+  const auto items = SplitKnobs(knobs);
+  for (auto it = items.begin(); it != items.end(); ++it) {
+    if (!KnobWord(it->first) || !KnobWord(it->second)) {
       return "is not a knob setting: write name=value pairs joined by ';' (names and values of "
              "letters, digits and _.+-), e.g. overlap=2;comm_sms=12";
     }
-    if (std::find(names.begin(), names.end(), item.substr(0, eq)) != names.end()) {
-      return "names the knob '" + std::string(item.substr(0, eq)) + "' twice";
+    const auto same = [&](const auto& other) { return other.first == it->first; };
+    if (std::any_of(items.begin(), it, same)) {
+      return "names the knob '" + std::string(it->first) + "' twice";
     }
-    names.push_back(item.substr(0, eq));
-    if (end == rest.size()) return "";
-    rest.remove_prefix(end + 1);
   }
+  return "";
 }
 
 int Profile::num_stages() const {
@@ -866,14 +874,10 @@ std::string ProfileToCsv(const Profile& profile) {
   // Knob names in the order they first appear in the knob table.
   std::vector<std::string> knob_names;
   for (const std::string& setting : *profile.knob_settings()) {
-    std::string_view rest(setting);
-    while (!rest.empty()) {
-      const size_t end = std::min(rest.find(';'), rest.size());
-      const std::string name(rest.substr(0, rest.substr(0, end).find('=')));
+    for (const auto& [name, value] : SplitKnobs(setting)) {
       if (std::find(knob_names.begin(), knob_names.end(), name) == knob_names.end()) {
-        knob_names.push_back(name);
+        knob_names.emplace_back(name);
       }
-      rest.remove_prefix(std::min(end + 1, rest.size()));
     }
   }
   out += kCanonicalHeader;

@@ -56,38 +56,32 @@ std::vector<model::PlannedInstruction> StagePlanFromList(const py::handle& list,
   std::size_t i = 0;
   for (py::handle item : list) {
     try {
-      if (py::len(item) == 7) {
-        auto [kind, microbatch, chunk, mhz, wait_mhz, restore_s, knobs] =
-            item.cast<std::tuple<model::Kind, int, int, int, int, double, std::string>>();
-        const bool no_wait = wait_mhz == 0 && restore_s == 0;
-        if (!no_wait && (wait_mhz <= 0 || !(restore_s >= 0)))
+      // (kind, microbatch, chunk, mhz[, wait_mhz, wait_restore_s[, knobs]]);
+      // in a 7-tuple the wait may be 0, 0 (not lowered).
+      const std::size_t n = py::len(item);
+      if (n != 4 && n != 6 && n != 7) throw py::cast_error();
+      const py::sequence t = py::reinterpret_borrow<py::sequence>(item);
+      model::PlannedInstruction p{
+          {stage, t[2].cast<int>(), t[1].cast<int>(), t[0].cast<model::Kind>()}, t[3].cast<int>()};
+      if (n >= 6) {
+        p.wait_mhz = t[4].cast<int>();
+        p.wait_restore_s = t[5].cast<double>();
+        const bool no_wait = n == 7 && p.wait_mhz == 0 && p.wait_restore_s == 0;
+        if (!no_wait && (p.wait_mhz <= 0 || !(p.wait_restore_s >= 0)))
           throw model::InputError(field, std::string(field) + " entry " + std::to_string(i) +
                                              ": the wait clock must be > 0 MHz and its restore "
-                                             ">= 0 s, or both 0 (no wait clock)");
-        const std::string problem = model::KnobsProblem(knobs);
+                                             ">= 0 s" +
+                                             (n == 7 ? ", or both 0 (no wait clock)"
+                                                     : " (or give a 4-tuple: no wait clock)"));
+      }
+      if (n == 7) {
+        p.knobs = t[6].cast<std::string>();
+        const std::string problem = model::KnobsProblem(p.knobs);
         if (!problem.empty())
           throw model::InputError(field, std::string(field) + " entry " + std::to_string(i) +
-                                             ": knobs '" + knobs + "' " + problem);
-        model::PlannedInstruction p{{stage, chunk, microbatch, kind}, mhz};
-        p.wait_mhz = wait_mhz;
-        p.wait_restore_s = restore_s;
-        p.knobs = knobs;
-        out.push_back(p);
-      } else if (py::len(item) == 6) {
-        auto [kind, microbatch, chunk, mhz, wait_mhz, restore_s] =
-            item.cast<std::tuple<model::Kind, int, int, int, int, double>>();
-        if (wait_mhz <= 0 || !(restore_s >= 0))
-          throw model::InputError(field, std::string(field) + " entry " + std::to_string(i) +
-                                             ": the wait clock must be > 0 MHz and its restore "
-                                             ">= 0 s (or give a 4-tuple: no wait clock)");
-        model::PlannedInstruction p{{stage, chunk, microbatch, kind}, mhz};
-        p.wait_mhz = wait_mhz;
-        p.wait_restore_s = restore_s;
-        out.push_back(p);
-      } else {
-        auto [kind, microbatch, chunk, mhz] = item.cast<std::tuple<model::Kind, int, int, int>>();
-        out.push_back({{stage, chunk, microbatch, kind}, mhz});
+                                             ": knobs '" + p.knobs + "' " + problem);
       }
+      out.push_back(std::move(p));
     } catch (const py::error_already_set&) {  // len() of a non-sequence
       throw model::InputError(field, std::string(field) + " entry " + std::to_string(i) + " (" +
                                          std::string(py::repr(item)) +

@@ -157,12 +157,12 @@ struct RoundedChunk {
 };
 
 // Rounds deadlines[begin, end) (descending), refining the requested and
-// sampled ones.
+// sampled ones. With `knobs` (non-null) the points name each node's knob.
 RoundedChunk RoundChunk(const ActivityGraph& g, const Relaxation& relaxation,
                         const std::vector<double>& deadlines, size_t begin, size_t end,
                         const std::set<double>& requested, const std::set<double>& sampled,
                         const Options& options, bool report, int threads,
-                        const model::Profile::KnobTable* knobs) {
+                        const model::Profile::KnobTable& knobs) {
   RoundedChunk out;
   out.points.reserve(end - begin);
   Rounder rounder(g, options.p_block_w);
@@ -196,14 +196,14 @@ RoundedChunk RoundChunk(const ActivityGraph& g, const Relaxation& relaxation,
     }
     FrontierPoint point{rounded.time_s, rounded.energy_j, {}, {}, {}};
     point.mhz.resize(g.n);
-    if (knobs != nullptr) {
+    if (knobs) {
       point.knob.resize(g.n);
-      point.knob_names = *knobs;
+      point.knob_names = knobs;
     }
     for (int p = 0; p < g.n; ++p) {
       const Option& option = g.hulls[g.hull_of[p]].pareto[rounded.choice[p]];
       point.mhz[g.node_of[p]] = static_cast<std::uint16_t>(option.mhz);
-      if (knobs != nullptr) point.knob[g.node_of[p]] = static_cast<std::uint16_t>(option.knob);
+      if (knobs) point.knob[g.node_of[p]] = static_cast<std::uint16_t>(option.knob);
     }
     out.points.push_back(std::move(point));
   }
@@ -311,6 +311,8 @@ Frontier SolveFrontier(const schedule::Schedule& schedule, const model::Profile&
   // chunks of the descending list run on threads; the points are joined in
   // the list's order, so the frontier does not depend on the thread count.
   const int threads = RoundingThreads(options, deadlines.size());
+  // Points name knobs only when the profile has some (else they stay empty).
+  const model::Profile::KnobTable knobs = profile.has_knobs() ? profile.knob_settings() : nullptr;
   std::vector<RoundedChunk> chunks(threads);
   std::vector<std::exception_ptr> errors(threads);
   auto run_chunk = [&](int c) {
@@ -319,8 +321,7 @@ Frontier SolveFrontier(const schedule::Schedule& schedule, const model::Profile&
       const size_t end = deadlines.size() * (c + 1) / threads;
       // Only the calling thread reports progress (Options::progress's contract).
       chunks[c] = RoundChunk(g, relaxation, deadlines, begin, end, requested, sampled, options,
-                             /*report=*/c == 0, threads,
-                             profile.has_knobs() ? &profile.knob_settings() : nullptr);
+                             /*report=*/c == 0, threads, knobs);
     } catch (...) {
       errors[c] = std::current_exception();
     }

@@ -15,7 +15,7 @@
 //
 // A plan from a profile with knob columns (model/profile.hpp) names each
 // instruction's knob setting as "knobs":"overlap=2;comm_sms=12" (omitted
-// when the instruction uses the default: the fastest point at its clock).
+// when the instruction uses the default: Profile::Find's knob 0).
 #pragma once
 
 #include <optional>
@@ -37,8 +37,8 @@ struct PlannedInstruction {
   int wait_mhz = 0;
   double wait_restore_s = 0;
   // The knob setting to run the instruction with (ClockPoint::knobs), ""
-  // = none / the fastest point at `mhz`. The runtime passes it to the
-  // training code (Agent::planned_knobs); the framework applies it.
+  // = the profile's row without knobs at `mhz` (else its fastest there). The runtime passes it to
+  // the training code (Agent::planned_knobs); the framework applies it.
   std::string knobs;
 };
 

@@ -135,14 +135,15 @@ class Profile {
   // [0] is always "" (no knobs). Shared, immutable: frontier points keep it
   // to name their knobs without the profile.
   using KnobTable = std::shared_ptr<const std::vector<std::string>>;
-  const KnobTable& knob_settings() const { return knobs_; }
+  KnobTable knob_settings() const { return knobs_; }
   bool has_knobs() const { return knobs_->size() > 1; }
   // The index of `knobs` in knob_settings(), or -1.
   int KnobIndex(const std::string& knobs) const;
 
  private:
   std::map<std::pair<int, Kind>, std::vector<ClockPoint>> points_;
-  KnobTable knobs_ = std::make_shared<const std::vector<std::string>>(1);
+  // Copy on write: Add grows it in place only while no one else holds it.
+  std::shared_ptr<std::vector<std::string>> knobs_ = std::make_shared<std::vector<std::string>>(1);
 };
 
 // Most knob settings one profile may have (an index is 16 bits).

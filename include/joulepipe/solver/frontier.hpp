@@ -71,8 +71,8 @@ struct FrontierPoint {
   std::vector<std::uint16_t> mhz;  // clock per schedule node id
   // With a knob profile (model/profile.hpp, knob columns): the knob setting
   // per schedule node id, an index into knob_names. Empty when the profile
-  // has no knobs (every instruction then uses the fastest point at its clock,
-  // index 0), so plans of clock-only profiles are exactly what they were.
+  // has no knobs (every instruction then uses knob 0, its clock's one
+  // point), so plans of clock-only profiles are exactly what they were.
   std::vector<std::uint16_t> knob;
   model::Profile::KnobTable knob_names;
 };
@@ -113,8 +113,8 @@ Frontier SolveFrontier(const schedule::Schedule& schedule, const model::Profile&
 
 // Exact time and energy of a clock assignment (clock per node id) by critical
 // path. Every clock must exist in the profile. `knob` (per node id, indices
-// into profile.knob_settings()) picks the point at each clock; empty = the
-// fastest point at the clock.
+// into profile.knob_settings()) picks the point at each clock; empty = knob
+// 0 everywhere (Profile::Find).
 struct Evaluation {
   double time_s = 0;
   double energy_j = 0;
