@@ -9,14 +9,12 @@
 #include <thread>
 
 #include "activity_graph.hpp"
-#include "greedy.hpp"
+#include "grid_rounding.hpp"
 #include "joulepipe/model/energy.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/schedule/replay.hpp"
-#include "neighbourhood_search.hpp"
-#include "polish.hpp"
 #include "relaxation.hpp"
-#include "rounding.hpp"
+#include "step_feed.hpp"
 
 namespace joulepipe::solver {
 
@@ -46,8 +44,7 @@ void CheckOptions(const Options& o) {
 
 // The requested deadlines clamped into the relaxation's range [lo, hi]:
 // below lo nothing is feasible, above hi the slowest useful plan is the answer.
-std::set<double> RequestedDeadlines(const Relaxation& r, const Options& o) {
-  const double lo = r.t_min, hi = r.curve.front().time_s;
+std::set<double> RequestedDeadlines(double lo, double hi, const Options& o) {
   std::set<double> out;
   for (double t : o.extra_deadlines_s) {
     if (t >= lo) out.insert(std::min(t, hi));
@@ -56,13 +53,11 @@ std::set<double> RequestedDeadlines(const Relaxation& r, const Options& o) {
 }
 
 // Deadlines to plan for, descending: a grid of `resolution` from the fastest
-// relaxed makespan up to the slowest useful one, plus the requested ones.
-std::vector<double> Deadlines(const Relaxation& r, const Options& o,
+// makespan lo up to the slowest useful one hi, plus the requested ones.
+std::vector<double> Deadlines(double lo, double hi_useful, const Options& o,
                               const std::set<double>& requested) {
-  const double lo = r.t_min;
-  const double hi = o.max_deadline_s > 0
-                        ? std::max(lo, std::min(o.max_deadline_s, r.curve.front().time_s))
-                        : r.curve.front().time_s;
+  const double hi =
+      o.max_deadline_s > 0 ? std::max(lo, std::min(o.max_deadline_s, hi_useful)) : hi_useful;
   std::vector<double> out;
   const double span = std::max(0.0, hi - lo);
   const long count = static_cast<long>(std::floor(span / o.resolution_s));
@@ -86,27 +81,6 @@ std::set<double> SampledDeadlines(const std::vector<double>& deadlines, const Op
   for (size_t k = 0; k < samples; ++k)
     out.insert(deadlines[samples > 1 ? k * (n - 1) / (samples - 1) : 0]);
   return out;
-}
-
-// Replaces `best` (the rounded relaxation) by a better plan for the deadline
-// if greedy filling (from the snapped relaxation, and from all-fastest) or
-// the timetable local search finds one. Requested deadlines run the
-// neighbourhood search from each of the three starts: they land in different
-// local optima, and the best of them is worth the extra time there.
-void Refine(const ActivityGraph& g, double p_block_w, double deadline,
-            const std::vector<double>& relaxed, bool requested, Rounder& rounder,
-            RoundedPlan& best) {
-  std::vector<int> snapped;
-  rounder.Snap(relaxed, snapped);
-  std::vector<RoundedPlan> starts = {best, GreedyFill(g, p_block_w, deadline, &snapped),
-                                     GreedyFill(g, p_block_w, deadline)};
-  Polisher polisher(g, p_block_w);
-  for (RoundedPlan& candidate : starts) {
-    if (candidate.time_s > deadline) continue;
-    polisher.Polish(deadline, candidate);
-    if (requested) NeighbourhoodSearch(g, p_block_w, deadline, candidate);
-    if (candidate.energy_j < best.energy_j) best = std::move(candidate);
-  }
 }
 
 // Keeps points of strictly decreasing energy as time increases.
@@ -137,78 +111,6 @@ int RoundingThreads(const Options& o, size_t deadlines) {
   return static_cast<int>(std::min<size_t>(threads, useful));
 }
 
-// The durations at the start of relaxation step `step`, from the initial
-// ones, in place: each earlier step moved its activities by its whole delta.
-void AdvanceTo(const Relaxation& r, size_t& step, double deadline, std::vector<double>& durations) {
-  while (step < r.steps.size() && r.steps[step].t_before - r.steps[step].delta > deadline) {
-    const RelaxationStep& s = r.steps[step];
-    // What DurationsWithin moves at the step's end, to the last bit.
-    const double moved = std::clamp(s.t_before - (s.t_before - s.delta), 0.0, s.delta);
-    for (int p : s.shortened) durations[p] -= moved;
-    for (int p : s.lengthened) durations[p] += moved;
-    ++step;
-  }
-}
-
-struct RoundedChunk {
-  std::vector<FrontierPoint> points;  // in the deadlines' (descending) order
-  int rounded = 0;                    // deadlines rounded
-  int refined = 0;                    // of which refined
-};
-
-// Rounds deadlines[begin, end) (descending), refining the requested and
-// sampled ones. With `knobs` (non-null) the points name each node's knob.
-RoundedChunk RoundChunk(const ActivityGraph& g, const Relaxation& relaxation,
-                        const std::vector<double>& deadlines, size_t begin, size_t end,
-                        const std::set<double>& requested, const std::set<double>& sampled,
-                        const Options& options, bool report, int threads,
-                        const model::Profile::KnobTable& knobs) {
-  RoundedChunk out;
-  out.points.reserve(end - begin);
-  Rounder rounder(g, options.p_block_w);
-  RoundedPlan rounded;
-  std::vector<double> at_step_start = relaxation.initial, relaxed;
-  size_t step = 0;
-  for (size_t i = begin; i < end; ++i) {
-    const double deadline = deadlines[i];
-    StopIfCancelled(options);
-    if (report && options.progress && ((i - begin) & 63) == 0) {
-      // The first chunk's share done stands for all of them (equal sizes).
-      options.progress("rounding", static_cast<double>(i - begin) * threads / deadlines.size());
-    }
-    // Advance to the step whose makespan range contains the deadline.
-    AdvanceTo(relaxation, step, deadline, at_step_start);
-    if (step < relaxation.steps.size()) {
-      DurationsWithin(relaxation.steps[step], at_step_start, deadline, relaxed);
-    } else {
-      relaxed = at_step_start;
-    }
-    rounder.Round(relaxed, deadline, rounded);
-    ++out.rounded;
-    const bool is_requested = requested.count(deadline) > 0;
-    if (is_requested || sampled.count(deadline) > 0) {
-      Refine(g, options.p_block_w, deadline, relaxed, is_requested, rounder, rounded);
-      ++out.refined;
-    }
-    if (!out.points.empty() && out.points.back().time_s == rounded.time_s &&
-        out.points.back().energy_j == rounded.energy_j) {
-      continue;
-    }
-    FrontierPoint point{rounded.time_s, rounded.energy_j, {}, {}, {}};
-    point.mhz.resize(g.n);
-    if (knobs) {
-      point.knob.resize(g.n);
-      point.knob_names = knobs;
-    }
-    for (int p = 0; p < g.n; ++p) {
-      const Option& option = g.hulls[g.hull_of[p]].pareto[rounded.choice[p]];
-      point.mhz[g.node_of[p]] = static_cast<std::uint16_t>(option.mhz);
-      if (knobs) point.knob[g.node_of[p]] = static_cast<std::uint16_t>(option.knob);
-    }
-    out.points.push_back(std::move(point));
-  }
-  return out;
-}
 }  // namespace
 
 double Frontier::BoundAt(double time_s) const {
@@ -286,67 +188,75 @@ Frontier SolveFrontier(const schedule::Schedule& schedule, const model::Profile&
   frontier.max_clock.time_s = base.time_s;
   frontier.max_clock.energy_j = base.energy_j;
 
-  auto started = std::chrono::steady_clock::now();
-  StopIfCancelled(options);
-  std::function<void(double)> relaxation_progress;
-  if (options.progress || options.cancel != nullptr) {
-    relaxation_progress = [&options](double f) {
-      StopIfCancelled(options);
-      if (options.progress) options.progress("relaxation", f);
-    };
-  }
-  const Relaxation relaxation = SolveRelaxation(g, options.p_block_w, nullptr, relaxation_progress);
-  frontier.stats.relaxation_seconds = Seconds(started);
-  frontier.stats.relaxation_steps = static_cast<int>(relaxation.steps.size());
-  frontier.bound.assign(relaxation.curve.rbegin(), relaxation.curve.rend());
-
-  started = std::chrono::steady_clock::now();
+  // The deadline grid spans the relaxation's makespan range: from the
+  // fastest makespan (every activity at its fastest vertex, where the
+  // crashing ends) to the slowest useful one (every activity at its
+  // cheapest vertex, where it starts). Both are known before the crashing,
+  // so the rounding can follow it down the range while it runs.
+  const std::vector<double> initial = CheapestDurations(g);
+  std::vector<double> scratch;
+  const double t_fastest = EarliestFinish(g, FastestDurations(g), scratch);
+  const double t_slowest = EarliestFinish(g, initial, scratch);
   // The max-clock time is always a deadline: zero slowdown is the main use.
   Options effective = options;
   effective.extra_deadlines_s.push_back(frontier.max_clock.time_s);
-  const std::set<double> requested = RequestedDeadlines(relaxation, effective);
-  const std::vector<double> deadlines = Deadlines(relaxation, effective, requested);
+  const std::set<double> requested = RequestedDeadlines(t_fastest, t_slowest, effective);
+  const std::vector<double> deadlines = Deadlines(t_fastest, t_slowest, effective, requested);
   const std::set<double> sampled = SampledDeadlines(deadlines, effective, g.n);
-  // Each deadline is rounded (and maybe refined) on its own, so contiguous
-  // chunks of the descending list run on threads; the points are joined in
-  // the list's order, so the frontier does not depend on the thread count.
-  const int threads = RoundingThreads(options, deadlines.size());
   // Points name knobs only when the profile has some (else they stay empty).
   const model::Profile::KnobTable knobs = profile.has_knobs() ? profile.knob_settings() : nullptr;
-  std::vector<RoundedChunk> chunks(threads);
+
+  // This thread crashes the relaxation while threads - 1 workers round the
+  // deadlines it has passed; then it joins them (grid_rounding.hpp). Each
+  // deadline is rounded on its own and the points are joined in the list's
+  // order, so the frontier does not depend on the thread count.
+  StepFeed feed;
+  GridRounder rounder(g, initial, feed, deadlines, requested, sampled, options, knobs);
+  const int threads = RoundingThreads(options, deadlines.size());
   std::vector<std::exception_ptr> errors(threads);
-  auto run_chunk = [&](int c) {
-    try {
-      const size_t begin = deadlines.size() * c / threads;
-      const size_t end = deadlines.size() * (c + 1) / threads;
-      // Only the calling thread reports progress (Options::progress's contract).
-      chunks[c] = RoundChunk(g, relaxation, deadlines, begin, end, requested, sampled, options,
-                             /*report=*/c == 0, threads, knobs);
-    } catch (...) {
-      errors[c] = std::current_exception();
-    }
-  };
   std::vector<std::thread> workers;
-  for (int c = 1; c < threads; ++c) workers.emplace_back(run_chunk, c);
-  run_chunk(0);
+  for (int c = 1; c < threads; ++c) {
+    workers.emplace_back([&, c] {
+      try {
+        rounder.Work(/*report=*/false);
+      } catch (...) {
+        errors[c] = std::current_exception();
+      }
+    });
+  }
+  auto started = std::chrono::steady_clock::now();
+  try {
+    StopIfCancelled(options);
+    std::function<void(double)> relaxation_progress;
+    if (options.progress || options.cancel != nullptr) {
+      relaxation_progress = [&options](double f) {
+        StopIfCancelled(options);
+        if (options.progress) options.progress("relaxation", f);
+      };
+    }
+    const Relaxation relaxation =
+        SolveRelaxation(g, options.p_block_w, nullptr, relaxation_progress,
+                        [&feed](const RelaxationStep& step) { feed.Push(step); });
+    feed.Finish();
+    frontier.stats.relaxation_seconds = Seconds(started);
+    frontier.stats.relaxation_steps = static_cast<int>(relaxation.steps.size());
+    frontier.bound.assign(relaxation.curve.rbegin(), relaxation.curve.rend());
+    started = std::chrono::steady_clock::now();
+    rounder.Work(/*report=*/true);
+  } catch (...) {
+    errors[0] = std::current_exception();
+    rounder.Stop();
+    feed.Finish();
+  }
   for (std::thread& w : workers) w.join();
   for (const std::exception_ptr& e : errors) {
     if (e) std::rethrow_exception(e);
   }
-  std::vector<FrontierPoint> points;
-  points.reserve(deadlines.size() + 1);
-  for (RoundedChunk& chunk : chunks) {
-    frontier.stats.deadlines += chunk.rounded;
-    frontier.stats.refined += chunk.refined;
-    for (FrontierPoint& point : chunk.points) {
-      // Skip exact repeats of the previous point (common on a fine grid).
-      if (!points.empty() && points.back().time_s == point.time_s &&
-          points.back().energy_j == point.energy_j) {
-        continue;
-      }
-      points.push_back(std::move(point));
-    }
-  }
+  StopIfCancelled(options);  // raised after the last check: still no frontier
+  GridRounding rounded = rounder.Result();
+  frontier.stats.deadlines = rounded.rounded;
+  frontier.stats.refined = rounded.refined;
+  std::vector<FrontierPoint> points = std::move(rounded.points);
   points.push_back(frontier.max_clock);
   frontier.points = ParetoFilter(std::move(points));
   frontier.stats.rounding_seconds = Seconds(started);

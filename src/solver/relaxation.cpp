@@ -41,23 +41,21 @@ class Crasher {
  public:
   Crasher(const ActivityGraph& g, double p_block_w, MinCutFunction min_cut)
       : g_(g), p_block_(p_block_w), min_cut_(min_cut), warm_(3 * g.n + g.succ_begin[g.n]) {
-    d_.resize(g.n);
+    d_ = CheapestDurations(g);
     pos_.resize(g.n);
     for (int p = 0; p < g.n; ++p) {
       const CostHull& h = Hull(p);
       pos_[p] = {static_cast<int>(h.vertices.size()) - 1, true};
-      d_[p] = h.vertices.back().time_s;
       cost_ += h.vertices.back().cost_j;
     }
   }
 
-  Relaxation Run(const std::function<void(double)>& progress) {
+  Relaxation Run(const std::function<void(double)>& progress,
+                 const std::function<void(const RelaxationStep&)>& on_step) {
     Relaxation out;
     // The fastest makespan (every activity at its fastest vertex) bounds the
     // range the crashing walks, for progress reports.
-    std::vector<double> fastest(g_.n);
-    for (int p = 0; p < g_.n; ++p) fastest[p] = Hull(p).vertices.front().time_s;
-    const double t_fastest = EarliestFinish(g_, fastest, ef_);
+    const double t_fastest = EarliestFinish(g_, FastestDurations(g_), ef_);
     out.initial = d_;
     double t = EarliestFinish(g_, d_, ef_);
     const double t_slowest = t;
@@ -71,6 +69,7 @@ class Crasher {
       t -= s.delta;
       out.curve.push_back({t, RelaxedEnergyJ(cost_, g_.num_stages, p_block_, t)});
       out.steps.push_back(std::move(s));
+      if (on_step) on_step(out.steps.back());
       if (progress && t_slowest > t_fastest) progress((t_slowest - t) / (t_slowest - t_fastest));
     }
     out.t_min = t;
@@ -282,8 +281,21 @@ class Crasher {
 }  // namespace
 
 Relaxation SolveRelaxation(const ActivityGraph& g, double p_block_w, MinCutFunction min_cut,
-                           const std::function<void(double)>& progress) {
-  return Crasher(g, p_block_w, min_cut).Run(progress);
+                           const std::function<void(double)>& progress,
+                           const std::function<void(const RelaxationStep&)>& on_step) {
+  return Crasher(g, p_block_w, min_cut).Run(progress, on_step);
+}
+
+std::vector<double> CheapestDurations(const ActivityGraph& g) {
+  std::vector<double> d(g.n);
+  for (int p = 0; p < g.n; ++p) d[p] = g.hulls[g.hull_of[p]].vertices.back().time_s;
+  return d;
+}
+
+std::vector<double> FastestDurations(const ActivityGraph& g) {
+  std::vector<double> d(g.n);
+  for (int p = 0; p < g.n; ++p) d[p] = g.hulls[g.hull_of[p]].vertices.front().time_s;
+  return d;
 }
 
 void DurationsWithin(const RelaxationStep& step, const std::vector<double>& at_start, double t,

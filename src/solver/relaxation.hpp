@@ -39,10 +39,19 @@ struct Relaxation {
 // solves every step's series-contracted network from scratch with it (the
 // LEMON oracle in tests, the cold Dinic baseline in bench_max_flow). All give
 // the same cuts. `progress`, if set, gets the fraction of the makespan range
-// crashed so far.
+// crashed so far. `on_step`, if set, sees each step as soon as it is found
+// (the same step that ends up in Relaxation::steps), so rounding can follow
+// the crashing down the makespan range while it runs.
 Relaxation SolveRelaxation(const ActivityGraph& g, double p_block_w,
                            MinCutFunction min_cut = nullptr,
-                           const std::function<void(double)>& progress = {});
+                           const std::function<void(double)>& progress = {},
+                           const std::function<void(const RelaxationStep&)>& on_step = {});
+
+// The durations the relaxation starts from (every activity at its cheapest
+// hull vertex: Relaxation::initial, makespan T_max) and the fastest ones
+// (every activity at its fastest vertex: the makespan the crashing ends at).
+std::vector<double> CheapestDurations(const ActivityGraph& g);
+std::vector<double> FastestDurations(const ActivityGraph& g);
 
 // Durations at makespan `t` within `step` given the durations at its start.
 void DurationsWithin(const RelaxationStep& step, const std::vector<double>& at_start, double t,

@@ -52,9 +52,11 @@ struct Options {
   // instructions): every deadline of a small pipeline, a sample of a big one.
   int refined_samples = 16;
   long refine_budget = 20000;
-  // Threads that round the deadline grid (each deadline on its own; the
-  // frontier is the same for any count). 0: the hardware's, at most 8; a
-  // grid of fewer than 512 deadlines uses one.
+  // Threads that solve the frontier: the calling thread crashes the
+  // relaxation while threads - 1 workers round the grid deadlines it has
+  // passed, then joins them (each deadline on its own; the frontier is the
+  // same for any count). 0: the hardware's, at most 8; a grid of fewer than
+  // 512 deadlines uses one.
   int threads = 0;
   // Called from the solving thread as work advances: phase "relaxation" or
   // "rounding", and the fraction of that phase done (0..1). Optional; keep
@@ -89,6 +91,8 @@ struct SolveStats {
   int deadlines = 0;         // grid deadlines rounded to real clocks
   int refined = 0;           // deadlines that got the refinement
   double relaxation_seconds = 0;
+  // What the rounding and refinement took after the relaxation ended (with
+  // threads > 1 most of it runs alongside the relaxation, and is not here).
   double rounding_seconds = 0;
 };
 
