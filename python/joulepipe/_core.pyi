@@ -150,6 +150,7 @@ class PipelinePlan:
     notes: List[str]
     frontier: Frontier
     def stage_plan(self, stage: int) -> StagePlan: ...
+    def head_wait(self, stage: int) -> Optional[Tuple[int, float]]: ...
     def to_json(self) -> str:
         """The chosen plan file (`joulepipe plan`'s chosen.json, byte for byte)."""
     def point_json(self, index: int) -> str: ...
@@ -170,6 +171,10 @@ class Plan:
     @staticmethod
     def parse(text: str, source: str = "plan") -> Plan: ...
     def stage_plan(self, stage: int) -> StagePlan: ...
+    def head_wait(self, stage: int) -> Optional[Tuple[int, float]]:
+        """The lowered wait before the stage's first instruction (a plan made
+        with a wait model): (wait_mhz, restore_s after the step begins), or
+        None. Pass it to Agent.set_plan(head_wait=...)."""
     def to_json(self) -> str: ...
 
 def plan_pipeline(profile: ProfileArg, *, stages: int, microbatches: int,
@@ -343,10 +348,13 @@ class Agent:
     def __init__(self, nvml_index: int = 0, control: str = "nvml",
                  daemon_socket: str = "/run/joulepiped.sock",
                  idle_clock_mhz: Optional[int] = None) -> None: ...
-    def set_plan(self, plan: StagePlan, power_limit_w: Optional[float] = None) -> None:
+    def set_plan(self, plan: StagePlan, power_limit_w: Optional[float] = None,
+                 head_wait: Optional[Tuple[int, float]] = None) -> None:
         """Execute mode. power_limit_w: a power-limit plan's limit for this
         GPU (W, 0 = default): the limit is set once and no clock is locked;
-        the plan's clocks are only what the limit is predicted to give."""
+        the plan's clocks are only what the limit is predicted to give.
+        head_wait: Plan.head_wait(stage): on_step_begin locks wait_mhz and
+        restores the first instruction's clock restore_s later."""
     def set_profiler(self, profiler: Optional[InSituProfiler]) -> None: ...
     def disable(self) -> None: ...
     def on_step_begin(self) -> None: ...

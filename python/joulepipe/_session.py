@@ -256,12 +256,15 @@ class Session:
         stage_plan = plan.stage_plan(self.topo.pp_rank)
         limits = plan.power_limits_w
         limit = limits[self.topo.pp_rank] if limits else None
-        self._agent.set_plan(stage_plan, power_limit_w=limit)
+        head_wait = plan.head_wait(self.topo.pp_rank)
+        self._agent.set_plan(stage_plan, power_limit_w=limit, head_wait=head_wait)
         self._shape = {"schedule": plan.schedule, "microbatches": plan.microbatches,
                        "chunks": plan.chunks}
         self._phase = "execute"
         self._running_version = 1
         applied = {"version": 1, "reason": f"plan file {path}", "plan": stage_plan}
+        if head_wait is not None:
+            applied["head_wait"] = head_wait
         if limit is not None:
             applied["power_limit_w"] = limit
         self.applied_plans.append(applied)
@@ -274,8 +277,9 @@ class Session:
                           f"{'.' + str(c) if c else ''}@{f}{f'/wait@{w[0]}' if w and w[0] else ''}"
                           f"{f'[{w[2]}]' if len(w) > 2 else ''}"
                           for (k, m, c, f, *w) in stage_plan)
+        head = f"head-wait@{head_wait[0]} " if head_wait else ""
         self._note(f"plan {path} applied to stage {self.topo.pp_rank} through {self._control}: "
-                   f"{clocks} MHz")
+                   f"{head}{clocks} MHz")
 
     def _open_log(self, path: str) -> None:
         try:
@@ -644,7 +648,9 @@ class Session:
                        "iteration?")
             return
         sequence = [(_KINDS[k], m, c) + planned[(k, m, c)] for (k, m, c) in order]
-        self._agent.set_plan(sequence)
+        # The lowered wait before the first instruction, where the plan has one.
+        head_wait = plan.get("head_wait")
+        self._agent.set_plan(sequence, head_wait=tuple(head_wait) if head_wait else None)
         self._phase = "execute"
         self.applied_plans.append(plan)
         same = [(k, m, c) for (k, m, c, *_) in plan["plan"]] == order

@@ -202,7 +202,10 @@ def test_plan_pipeline_with_a_wait_model_is_the_clis(tmp_path):
     assert p.wait_model.startswith("calibrated (") and p.lowered_waits > 0
     assert p.energy_with_lowered_waits_j < p.energy_j
     lowered = [e for s in range(8) for e in p.stage_plan(s) if len(e) == 6]
-    assert len(lowered) == p.lowered_waits and all(e[4] == 600 for e in lowered)
+    heads = [p.head_wait(s) for s in range(8)]
+    # Every stage but the first waits for the fill: lowered from the step's beginning.
+    assert heads[0] is None and all(h[0] == 600 and h[1] > 0 for h in heads[1:]), heads
+    assert len(lowered) + 7 == p.lowered_waits and all(e[4] == 600 for e in lowered)
     run_cli("plan", "--profile", A40, "--schedule", "1f1b", "--stages", 8, "--microbatches", 24,
             "--p-block", P_BLOCK, "--wait-model", wait, "--max-plans", 3, "--out", tmp_path / "out")
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
@@ -498,7 +501,8 @@ def test_agent_applies_the_planned_clocks(tmp_path):
 
 def test_agent_lowers_the_waits_a_wait_model_plan_names(tmp_path):
     """plan --wait-model -> Plan.read -> stage_plan carries the wait clocks
-    (6-tuples) -> the agent locks them at the instructions' ends."""
+    (6-tuples) -> the agent locks them at the instructions' ends; the last
+    stage's fill (Plan.head_wait) is lowered at the step's beginning."""
     wait = tmp_path / "wait.json"
     wait.write_text(json.dumps({"version": 1, "kind": "wait_model", "switch_latency_s": 0.005,
                                 "points": [{"frequency": 1410, "blocked_w": 95},
@@ -511,11 +515,14 @@ def test_agent_lowers_the_waits_a_wait_model_plan_names(tmp_path):
     config = dict(SIM_LOAD, permissions={"clocks": True}, call_log=str(log))
     r = run_child(tmp_path, f"""
         import joulepipe as jp
-        plan = jp.Plan.read({str(tmp_path / "plans")!r}).stage_plan(7)
+        whole = jp.Plan.read({str(tmp_path / "plans")!r})
+        plan = whole.stage_plan(7)
+        head = whole.head_wait(7)
         lowered = [p for p in plan if len(p) == 6]
         agent = jp.Agent(nvml_index=jp.gpus()[0]["nvml_index"], control="nvml")
-        agent.set_plan(plan)
+        agent.set_plan(plan, head_wait=head)
         agent.on_step_begin()
+        agent.wait_idle(5)
         for p in plan:
             agent.on_instruction_begin(*p[:3])
             agent.wait_idle(5)
@@ -524,15 +531,19 @@ def test_agent_lowers_the_waits_a_wait_model_plan_names(tmp_path):
         agent.on_step_end()
         agent.close()
         out({{"lowered": [list(p[3:]) for p in lowered], "n": len(plan), "stats": agent.stats(),
-              "fallback": agent.fallback_reason}})
+              "fallback": agent.fallback_reason, "head": head, "head0": whole.head_wait(0)}})
     """, config=config)
     assert r["fallback"] is None, r
     assert r["lowered"], "the last stage waits between its backwards"
     assert all(w == 510 and restore > 0 for _, w, restore in r["lowered"]), r["lowered"]
-    assert r["stats"]["lowered_waits"] == len(r["lowered"])
+    # The last stage waits for 7 forwards before its first: lowered from the step's beginning.
+    assert r["head0"] is None, r
+    assert r["head"][0] == 510 and r["head"][1] > 0, r
+    assert r["stats"]["lowered_waits"] == len(r["lowered"]) + 1
     calls = [json.loads(l) for l in log.read_text().splitlines()]
     locked = [c["args"]["max_mhz"] for c in calls if c["function"] == "nvmlDeviceSetGpuLockedClocks"]
-    assert locked.count(510) >= 1
+    assert locked[0] == 510, locked  # the head wait, before the first forward's clock
+    assert locked.count(510) >= 2
 
 
 def test_knob_profile_plan_carries_knobs_to_the_agent(tmp_path):

@@ -145,15 +145,18 @@ def test_optimize_applies_a_plan_file_and_saves_energy(tmp_path):
 
 def test_optimize_applies_a_plan_files_wait_clocks(tmp_path):
     """A plan from plan --wait-model: the session hands the lowered waits to
-    the agent, which locks the wait clock at those instructions' ends."""
+    the agent, which locks the wait clock at those instructions' ends, and
+    the head wait's clock at the step's beginning, restored before F0."""
     path = plan_file(tmp_path, [1005, 900, 1110, 855])
     plan = json.loads(path.read_text())
     plan["stages"][0][0].update(wait_frequency=600, wait_restore_s=0.5)  # after F0
+    plan["head_waits"] = [{"wait_frequency": 705, "wait_restore_s": 0.02}]
     path.write_text(json.dumps(plan))
     r, stderr = run_child(tmp_path, f"""
         energy = jp.Energy("optimize", plan={str(path)!r}, microbatches=2)
         for step in range(2):
             with energy.step():
+                time.sleep(0.1)  # waiting on the data (the head wait)
                 for mb in range(2):
                     with energy.forward(mb):
                         time.sleep(0.02)
@@ -165,9 +168,10 @@ def test_optimize_applies_a_plan_files_wait_clocks(tmp_path):
     """)
     locked = [c["args"]["max_mhz"] for c in calls(tmp_path)
               if c["function"] == "nvmlDeviceSetGpuLockedClocks"]
-    # Per step: F0, the wait after it, B0, F1, B1 (the wait clock only after F0).
-    assert locked == [1005, 600, 900, 1110, 855] * 2, locked
-    assert "F0@1005/wait@600" in stderr, stderr
+    # Per step: the head wait, F0 (restored before it began), the wait after
+    # it, B0, F1, B1.
+    assert locked == [705, 1005, 600, 900, 1110, 855] * 2, (locked, stderr)
+    assert "head-wait@705 F0@1005/wait@600" in stderr, stderr
 
 
 def test_optimize_applies_a_power_limit_plan_and_locks_no_clock(tmp_path):

@@ -78,6 +78,8 @@ class PlanReader {
     ReadStages(Require(root, "stages", ""), &plan);
     auto limits = root.find("power_limits_w");
     if (limits != root.end() && !limits->is_null()) ReadPowerLimits(*limits, &plan);
+    auto heads = root.find("head_waits");
+    if (heads != root.end() && !heads->is_null()) ReadHeadWaits(*heads, &plan);
     auto predicted = root.find("predicted");
     if (predicted != root.end() && !predicted->is_null())
       plan.predicted = ReadPrediction(*predicted);
@@ -231,6 +233,31 @@ class PlanReader {
     }
   }
 
+  void ReadHeadWaits(const json& heads, Plan* plan) const {
+    if (!heads.is_array() || static_cast<int>(heads.size()) != plan->num_stages) {
+      Fail("head_waits", "must be an array of one object per stage (" +
+                             std::to_string(plan->num_stages) + "), got " + Show(heads));
+    }
+    for (std::size_t s = 0; s < heads.size(); ++s) {
+      const std::string path = "head_waits[" + std::to_string(s) + "]";
+      const json& entry = heads[s];
+      if (!entry.is_object()) Fail(path, "must be an object, got " + Show(entry));
+      HeadWait head;
+      head.mhz = Integer(Require(entry, "wait_frequency", path), path + ".wait_frequency", 0);
+      head.restore_s = Number(Require(entry, "wait_restore_s", path), path + ".wait_restore_s");
+      if (head.restore_s < 0 || head.restore_s > 3600) {
+        Fail(path + ".wait_restore_s",
+             "must be seconds in 0..3600 after the step's beginning, got " +
+                 Show(entry["wait_restore_s"]));
+      }
+      if (head.mhz == 0 && head.restore_s != 0) {
+        Fail(path + ".wait_restore_s", "must be 0 where wait_frequency is 0 (not lowered), got " +
+                                           Show(entry["wait_restore_s"]));
+      }
+      plan->head_waits.push_back(head);
+    }
+  }
+
   Prediction ReadPrediction(const json& value) const {
     if (!value.is_object()) Fail("predicted", "must be an object, got " + Show(value));
     Prediction prediction;
@@ -253,6 +280,15 @@ std::string PlanToJson(const Plan& plan) {
   out += "  \"num_chunks\": " + std::to_string(plan.num_chunks) + ",\n";
   if (!plan.power_limits_w.empty()) {
     out += "  \"power_limits_w\": " + json(plan.power_limits_w).dump() + ",\n";
+  }
+  if (!plan.head_waits.empty()) {
+    out += "  \"head_waits\": [";
+    for (size_t s = 0; s < plan.head_waits.size(); ++s) {
+      out += (s == 0 ? "" : ", ") + std::string("{\"wait_frequency\": ") +
+             std::to_string(plan.head_waits[s].mhz) +
+             ", \"wait_restore_s\": " + json(plan.head_waits[s].restore_s).dump() + "}";
+    }
+    out += "],\n";
   }
   if (plan.predicted) {
     // json's double output is the shortest text that reads back exactly.

@@ -50,8 +50,24 @@ void BindAgent(py::module_& m) {
            py::arg("idle_clock_mhz") = py::none())
       .def(
           "set_plan",
-          [](A& a, const py::handle& plan, std::optional<double> power_limit_w) {
+          [](A& a, const py::handle& plan, std::optional<double> power_limit_w,
+             std::optional<std::pair<int, double>> head_wait) {
             runtime::Agent& agent = a.Require("set_plan");
+            model::HeadWait head;
+            if (head_wait) {
+              head = {head_wait->first, head_wait->second};
+              if (head.mhz < 0 || !std::isfinite(head.restore_s) || head.restore_s < 0 ||
+                  head.restore_s > 3600) {
+                throw py::value_error(
+                    "head_wait must be (wait_mhz >= 0, restore_s in 0..3600 seconds), as "
+                    "Plan.head_wait(stage) gives it");
+              }
+              if (power_limit_w) {
+                throw py::value_error(
+                    "head_wait lowers a clock; a power-limit plan locks none: pass one or the "
+                    "other");
+              }
+            }
             if (power_limit_w) {
               if (!std::isfinite(*power_limit_w) || *power_limit_w < 0 ||
                   *power_limit_w > model::kMaxPowerLimitW) {
@@ -61,10 +77,10 @@ void BindAgent(py::module_& m) {
               }
               agent.SetPowerLimitPlan(StagePlanFromList(plan, 0, "plan"), *power_limit_w);
             } else {
-              agent.SetPlan(StagePlanFromList(plan, 0, "plan"));
+              agent.SetPlan(StagePlanFromList(plan, 0, "plan"), head);
             }
           },
-          py::arg("plan"), py::arg("power_limit_w") = py::none())
+          py::arg("plan"), py::arg("power_limit_w") = py::none(), py::arg("head_wait") = py::none())
       .def(
           "set_profiler",
           [](A& a, std::shared_ptr<runtime::InSituProfiler> profiler) {

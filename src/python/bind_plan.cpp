@@ -116,6 +116,19 @@ schedule::Spec SpecFrom(const std::string& schedule, int stages, int microbatche
 
 namespace {
 
+constexpr const char* kHeadWaitDoc =
+    "The lowered wait before the stage's first instruction, (wait_mhz, restore_s after the "
+    "step begins), or None; pass it to Agent.set_plan(head_wait=...)";
+
+std::optional<std::pair<int, double>> HeadWaitOf(const model::Plan& p, int stage) {
+  if (stage < 0 || stage >= static_cast<int>(p.stages.size())) {
+    throw model::InputError("stage", "stage must be 0.." + std::to_string(p.stages.size() - 1) +
+                                         " (got " + std::to_string(stage) + ")");
+  }
+  if (p.head_waits.empty() || p.head_waits[stage].mhz <= 0) return std::nullopt;
+  return std::make_pair(p.head_waits[stage].mhz, p.head_waits[stage].restore_s);
+}
+
 // A solved plan and its chosen point as a plan file. Held by shared_ptr so
 // that a Frontier view keeps it alive.
 struct PlanResult {
@@ -300,6 +313,7 @@ void BindPlan(py::module_& m) {
             return StagePlanToList(p.stages[stage]);
           },
           py::arg("stage"))
+      .def("head_wait", &HeadWaitOf, py::arg("stage"), kHeadWaitDoc)
       .def("to_json", &model::PlanToJson)
       .def("__repr__", [](const model::Plan& p) {
         return "<Plan " + p.schedule + ": " + std::to_string(p.num_stages) + " stages x " +
@@ -395,6 +409,9 @@ void BindPlan(py::module_& m) {
             return StagePlanToList(r.chosen.stages[stage]);
           },
           py::arg("stage"))
+      .def(
+          "head_wait", [](const R& r, int stage) { return HeadWaitOf(r.chosen, stage); },
+          py::arg("stage"), kHeadWaitDoc)
       .def(
           "to_json", [](const R& r) { return model::PlanToJson(r.chosen); },
           "The chosen plan as a plan file (what `joulepipe plan` writes as chosen.json).")

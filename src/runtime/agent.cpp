@@ -79,6 +79,7 @@ struct Agent::State {
 
   // Instruction tracking (training thread only).
   std::vector<model::PlannedInstruction> plan;  // execute mode
+  model::HeadWait head_wait;                    // execute mode: the wait before plan[0]
   bool power_limit_plan = false;                // execute mode: no clock requests
   std::size_t position = 0;                     // next plan entry
   bool in_instruction = false;
@@ -216,10 +217,11 @@ Agent::~Agent() {
   state_->controller.reset();
 }
 
-void Agent::SetPlan(std::vector<model::PlannedInstruction> stage_plan) {
+void Agent::SetPlan(std::vector<model::PlannedInstruction> stage_plan, model::HeadWait head_wait) {
   State& s = *state_;
   s.mode.store(Mode::kOff, std::memory_order_release);
   s.plan = std::move(stage_plan);
+  s.head_wait = head_wait;
   s.power_limit_plan = false;
   s.source.reset();
   s.ResetTracking();
@@ -302,6 +304,12 @@ void Agent::OnStepBegin() noexcept {
       return;
     }
     if (mode == Mode::kProfile) s.BeginWait();
+    if (mode == Mode::kExecute && s.head_wait.mhz > 0 && s.controller && !s.power_limit_plan) {
+      // The plan lowers the wait before the first instruction (the fill):
+      // its clock back in time for it.
+      s.controller->RequestWait(s.head_wait.mhz, s.plan.front().mhz, s.head_wait.restore_s);
+      Bump(s.lowered_waits);
+    }
   } catch (const std::exception& e) {
     s.FallBack(std::string("step begin failed: ") + e.what(), true);
   } catch (...) {

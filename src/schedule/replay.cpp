@@ -337,10 +337,14 @@ ReplayResult Replay(const Schedule& schedule, const model::Profile& profile,
   for (int s = 0; s < schedule.spec.stages; ++s) idle_s += result.time_s - walker.busy_time_s(s);
   result.wait_s = idle_s;
   result.timetable = walker.TakeTimetable();
-  // Waits after each instruction; lowered ones save (P_block - P_low) each
-  // second at the wait clock. A flat model lowers none, so the blocking
-  // energy below is exactly P_block x idle time.
+  // Waits before each stage's first instruction and after each
+  // instruction; lowered ones save (P_block - P_low) each second at the wait
+  // clock. A flat model lowers none, so the blocking energy below is exactly
+  // P_block x idle time.
   for (std::vector<TimedInstruction>& stage : result.timetable) {
+    const double head = stage.empty() ? 0.0 : stage.front().start_s;
+    result.head_wait_s.push_back(head);
+    result.lowered_wait_s += waits.LoweredS(head);
     for (std::size_t i = 0; i < stage.size(); ++i) {
       const double next = i + 1 < stage.size() ? stage[i + 1].start_s : result.time_s;
       stage[i].wait_after_s = std::max(0.0, next - (stage[i].start_s + stage[i].time_s));
@@ -355,6 +359,16 @@ ReplayResult Replay(const Schedule& schedule, const model::Profile& profile,
 
 int AnnotateWaits(const ReplayResult& replay, const model::WaitModel& waits, model::Plan* plan) {
   int lowered = 0;
+  plan->head_waits.assign(plan->stages.size(), model::HeadWait{});
+  for (std::size_t s = 0; s < plan->stages.size() && s < replay.head_wait_s.size(); ++s) {
+    const double head = replay.head_wait_s[s];
+    if (waits.LoweredS(head) > 0) {
+      plan->head_waits[s] = {waits.wait_mhz(), waits.RestoreAfterS(head)};
+      ++lowered;
+    }
+  }
+  const bool any_head = lowered > 0;
+  if (!any_head) plan->head_waits.clear();
   for (std::size_t s = 0; s < plan->stages.size() && s < replay.timetable.size(); ++s) {
     for (std::size_t i = 0; i < plan->stages[s].size() && i < replay.timetable[s].size(); ++i) {
       model::PlannedInstruction& planned = plan->stages[s][i];

@@ -99,6 +99,9 @@ struct Simulator::Tables {
   // Calibrated wait model only: per position, the seconds the plan lowers
   // the wait after it (LoweredS of the gap in the candidate's noiseless walk).
   std::vector<double> planned_lowered_s;
+  // Per physical stage: the seconds the plan lowers the wait before its
+  // first instruction (the pipeline fill).
+  std::vector<double> planned_head_s;
 };
 
 Simulator::Simulator(const schedule::Schedule& schedule, const model::Profile& profile,
@@ -253,8 +256,12 @@ Simulator::Tables Simulator::BuildTables(int candidate) const {
     std::vector<double> factor(stages_, 1.0), start(n), finish(n);
     const double end = Walk(t, factor.data(), 0.0, start.data(), finish.data());
     t.planned_lowered_s.assign(n, 0.0);
+    t.planned_head_s.assign(stages_, 0.0);
     for (int s = 0; s < stages_; ++s) {
       const std::vector<int>& order = schedule_.stage_order[s];
+      if (!order.empty()) {
+        t.planned_head_s[s] = job_.waits.LoweredS(start[position_of_[order.front()]]);
+      }
       for (std::size_t k = 0; k < order.size(); ++k) {
         const int pos = position_of_[order[k]];
         const double next = k + 1 < order.size() ? start[position_of_[order[k + 1]]] : end;
@@ -491,7 +498,9 @@ SimulationResult Simulator::Run(Policy policy, const RunOptions& options) const 
       if (lower) {
         for (int s = 0; s < S; ++s) {
           const std::vector<int>& order = schedule_.stage_order[s];
-          double l = 0;
+          // The head wait counts from the step's beginning, a data-loader
+          // stall included: lowered for what the plan planned at most.
+          double l = LoweredS(t.planned_head_s[s], start[position_of_[order.front()]]);
           for (std::size_t k = 0; k + 1 < order.size(); ++k) {
             const int pos = position_of_[order[k]], next = position_of_[order[k + 1]];
             l += LoweredS(t.planned_lowered_s[pos], start[next] - finish[pos]);
@@ -517,9 +526,12 @@ SimulationResult Simulator::Run(Policy policy, const RunOptions& options) const 
             const int pos = position_of_[node];
             if (start[pos] > free) {
               const double gap = start[pos] - free;
-              const double saved = lower && previous >= 0
+              // The head wait's saving (stall and fill lowered as one wait)
+              // goes on the event before the stage's first instruction.
+              const double saved = !lower ? 0
+                                   : previous >= 0
                                        ? save_w * LoweredS(t.planned_lowered_s[previous], gap)
-                                       : 0;
+                                       : save_w * LoweredS(t.planned_head_s[s], start[pos]);
               emit({EventKind::kWait, i, p, s, -1, 0, clock + free, gap, pb * gap - saved});
             }
             previous = pos;

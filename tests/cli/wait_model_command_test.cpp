@@ -77,11 +77,16 @@ TEST_F(WaitModelCommandTest, CalibratedWaitsSaveMoreAndTravelWithThePlan) {
   EXPECT_NE(flat_summary["inputs"]["wait_model"].get<std::string>().find("uncalibrated"),
             std::string::npos);
 
-  // The chosen plan lowers exactly the waits the summary counts, at 510 MHz;
-  // the flat plan lowers none.
+  // The chosen plan lowers exactly the waits the summary counts, at 510 MHz
+  // (the fill before each later stage's first instruction among them: the
+  // first stage's head wait is the one entry at 0); the flat plan lowers none.
   const std::string plan = Slurp(root_ / "waits" / "chosen.json");
   EXPECT_EQ(Count(plan, "\"wait_frequency\": 510"), chosen["lowered_waits"].get<int>());
-  EXPECT_EQ(Count(plan, "wait_restore_s"), chosen["lowered_waits"].get<int>());
+  EXPECT_EQ(Count(plan,
+                  "\"head_waits\": [{\"wait_frequency\": 0, \"wait_restore_s\": 0.0}, "
+                  "{\"wait_frequency\": 510"),
+            1);
+  EXPECT_EQ(Count(plan, "wait_restore_s"), chosen["lowered_waits"].get<int>() + 1);
   EXPECT_EQ(Count(Slurp(root_ / "flat" / "chosen.json"), "wait_frequency"), 0);
 
   // evaluate prices the same plan to the same figure, and flags the lowered

@@ -309,5 +309,35 @@ TEST(PlanJson, WaitClocksRoundTrip) {
   }
 }
 
+// Head waits (one per stage, 0 = not lowered) travel with the plan; a list
+// of the wrong length, a restore without a clock or out of range is refused
+// naming the field.
+TEST(PlanJson, HeadWaitsRoundTrip) {
+  Plan plan = SmallPlan();
+  plan.head_waits.assign(plan.stages.size(), HeadWait{});
+  plan.head_waits.back() = {600, 0.0123456789};
+  const std::string text = PlanToJson(plan);
+  EXPECT_NE(text.find("\"head_waits\": ["), std::string::npos);
+  const Plan back = PlanFromJson(text, "p.json");
+  ASSERT_EQ(back.head_waits.size(), plan.stages.size());
+  EXPECT_EQ(back.head_waits.back().mhz, 600);
+  EXPECT_EQ(back.head_waits.back().restore_s, 0.0123456789);
+  EXPECT_EQ(back.head_waits.front().mhz, 0);
+  EXPECT_EQ(PlanToJson(SmallPlan()).find("head_waits"), std::string::npos);
+
+  nlohmann::json doc = nlohmann::json::parse(text);
+  doc["head_waits"] = {{{"wait_frequency", 600}, {"wait_restore_s", 0.1}}};
+  ExpectDocError(doc, {"head_waits must be an array of one object per stage"});
+  doc["head_waits"] = nlohmann::json::array();
+  for (size_t s = 0; s < plan.stages.size(); ++s)
+    doc["head_waits"].push_back({{"wait_frequency", 0}, {"wait_restore_s", 0}});
+  doc["head_waits"][0]["wait_restore_s"] = 0.5;
+  ExpectDocError(doc, {"head_waits[0].wait_restore_s must be 0 where wait_frequency is 0"});
+  doc["head_waits"][0] = {{"wait_frequency", 600}, {"wait_restore_s", -1}};
+  ExpectDocError(doc, {"head_waits[0].wait_restore_s must be seconds in 0..3600"});
+  doc["head_waits"][0] = {{"wait_frequency", 600}};
+  ExpectDocError(doc, {"head_waits[0] has no field 'wait_restore_s'"});
+}
+
 }  // namespace
 }  // namespace joulepipe::model

@@ -202,6 +202,34 @@ TEST(AgentTest, PlannedWaitClocksAndTheirTimedRestore) {
   EXPECT_EQ(s.timed_restores, 2u);
 }
 
+// A plan's head wait (model::Plan::head_waits): at the step's beginning the
+// wait clock, and the first instruction's clock restored when due, before
+// that instruction begins; a power-limit plan locks no clock for it.
+TEST(AgentTest, PlannedHeadWaitLowersTheClockAtTheStepsBeginning) {
+  Fixture f;
+  f.agent->SetPlan(SimplePlan(1, 1000, 1200), model::HeadWait{600, 0.02});
+  f.agent->OnStepBegin();
+  ASSERT_TRUE(f.agent->WaitIdle());
+  EXPECT_EQ(f.agent->stats().last_applied_mhz, 600);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the restore comes due
+  ASSERT_TRUE(f.agent->WaitIdle());
+  EXPECT_EQ(f.agent->stats().last_applied_mhz, 1000);  // the forward's clock, before it began
+  f.agent->OnInstructionBegin(Kind::kForward, 0, 0);   // 1000 already: skipped
+  f.agent->OnInstructionEnd(Kind::kForward, 0, 0);
+  f.agent->OnInstructionBegin(Kind::kBackward, 0, 0);
+  f.agent->OnInstructionEnd(Kind::kBackward, 0, 0);
+  f.agent->OnStepEnd();
+  ASSERT_TRUE(f.agent->WaitIdle());
+  EXPECT_EQ(f.control->calls(), Calls({"lock 2 600 600", "lock 2 1000 1000", "lock 2 1200 1200"}));
+  EXPECT_EQ(f.agent->stats().lowered_waits, 1u);
+  EXPECT_EQ(f.agent->stats().timed_restores, 1u);
+  // SetPlan without one clears it.
+  f.agent->SetPlan(SimplePlan(1, 1000, 1200));
+  f.agent->OnStepBegin();
+  ASSERT_TRUE(f.agent->WaitIdle());
+  EXPECT_EQ(f.agent->stats().lowered_waits, 1u);
+}
+
 TEST(AgentTest, IdleClockAndNextClockCoalesceWhileTheControlIsBusy) {
   Fixture f(600);
   f.agent->SetPlan(SimplePlan(2, 1000, 1200));

@@ -82,7 +82,7 @@ TEST(Replay, HandWorkedOneFOneB) {
 // 70 W (saving 30 W), switch 0.5 s, margin 0.5 s: waits of >= 1.5 s are
 // lowered for g - 1 s. Waits after each instruction:
 //   stage 0: F0 0, F1 4 (2 -> 6), B0 3 (8 -> 11), B1 0
-//   stage 1: F0 0, B0 0, F1 0, B1 2 (11 -> T = 13); its 1 s head wait is not lowered
+//   stage 1: F0 0, B0 0, F1 0, B1 2 (11 -> T = 13); its 1 s head wait is too short
 // Lowered 3 + 2 + 1 = 6 s; blocking 500 - 30 x 6 = 320 J.
 model::WaitModel TestWaits(double p_block_w) {
   model::WaitModel waits = model::FlatWaitModel(p_block_w);
@@ -114,6 +114,37 @@ TEST(Replay, CalibratedWaitsLowerLongWaitsOnly) {
   EXPECT_DOUBLE_EQ(annotated.stages[1][3].wait_restore_s, 1);
   EXPECT_EQ(annotated.stages[0][0].wait_mhz, 0);
   EXPECT_EQ(annotated.stages[1][0].wait_mhz, 0);
+}
+
+// The wait before a stage's first instruction (the fill) is lowered too.
+// Switch 0.25 s, margin 0.25 s: waits of >= 0.75 s are lowered for g - 0.5 s:
+// after instructions 4, 3 and 2 s -> 3.5 + 2.5 + 1.5; stage 1's 1 s head
+// wait -> 0.5 (restore 0.5 s after the step begins). Lowered 8 s; blocking
+// 500 - 30 x 8 = 260 J.
+TEST(Replay, CalibratedWaitsLowerTheHeadWait) {
+  const Schedule schedule = Build(MakeSpec(Kind::k1F1B, 2, 2));
+  const model::Plan plan = UniformPlan(schedule, kFast);
+  model::WaitModel waits = TestWaits(50);
+  waits.switch_latency_s = 0.25;
+  waits.margin_s = 0.25;
+  const ReplayResult result = Replay(schedule, TwoStageProfile(), plan, waits);
+  ASSERT_EQ(result.head_wait_s.size(), 2u);
+  EXPECT_DOUBLE_EQ(result.head_wait_s[0], 0);
+  EXPECT_DOUBLE_EQ(result.head_wait_s[1], 1);
+  EXPECT_DOUBLE_EQ(result.lowered_wait_s, 8);
+  EXPECT_DOUBLE_EQ(result.blocking_energy_j, 260);
+
+  model::Plan annotated = plan;
+  EXPECT_EQ(AnnotateWaits(result, waits, &annotated), 4);
+  ASSERT_EQ(annotated.head_waits.size(), 2u);
+  EXPECT_EQ(annotated.head_waits[0].mhz, 0);
+  EXPECT_EQ(annotated.head_waits[1].mhz, 600);
+  EXPECT_DOUBLE_EQ(annotated.head_waits[1].restore_s, 0.5);
+  // The plan replays to the same figures, and without a lowered head wait
+  // (the first test's model) the plan names none.
+  model::Plan plain = plan;
+  AnnotateWaits(Replay(schedule, TwoStageProfile(), plan, TestWaits(50)), TestWaits(50), &plain);
+  EXPECT_TRUE(plain.head_waits.empty());
 }
 
 // An uncalibrated model is today's accounting, bit for bit, on random shapes.

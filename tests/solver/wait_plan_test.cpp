@@ -79,6 +79,16 @@ TEST(PriceWaits, CalibratedNeverCostsMoreAndAnnotatesWhatItCounts) {
       EXPECT_GE(in.wait_restore_s, waits.switch_latency_s);
     }
   }
+  // The fill before each later stage's first instruction is lowered too.
+  ASSERT_EQ(pricing.chosen_plan.head_waits.size(), pricing.chosen_plan.stages.size());
+  EXPECT_EQ(pricing.chosen_plan.head_waits[0].mhz, 0);
+  for (std::size_t s = 1; s < pricing.chosen_plan.head_waits.size(); ++s) {
+    const model::HeadWait& head = pricing.chosen_plan.head_waits[s];
+    SCOPED_TRACE("stage " + std::to_string(s));
+    EXPECT_EQ(head.mhz, 800);
+    EXPECT_GE(head.restore_s, waits.switch_latency_s);
+    ++annotated;
+  }
   EXPECT_EQ(annotated, pricing.lowered_waits);
   const model::Plan again = PlanWithWaits(profile, plan, pricing.waits, pricing.chosen);
   EXPECT_EQ(model::PlanToJson(again), model::PlanToJson(pricing.chosen_plan));

@@ -13,6 +13,13 @@
 // and its "frequency" fields are the clocks the limit is predicted to give:
 // the runtime sets the stage's power limit and locks no clock.
 //
+// A plan with lowered waits (model/wait_model.hpp) may also lower the wait
+// before each stage's first instruction (the pipeline fill, and whatever
+// the step waits on before it, e.g. the data loader):
+//   "head_waits":[{"wait_frequency":F,"wait_restore_s":R}, ...]  one per stage,
+// F = 0 (and R = 0) where the stage's head wait is not lowered; R counts
+// from the step's beginning (Agent::OnStepBegin). Omitted when none is.
+//
 // A plan from a profile with knob columns (model/profile.hpp) names each
 // instruction's knob setting as "knobs":"overlap=2;comm_sms=12" (omitted
 // when the instruction uses the default: Profile::Find's knob 0).
@@ -42,6 +49,14 @@ struct PlannedInstruction {
   std::string knobs;
 };
 
+// A lowered wait before a stage's first instruction: the clock to wait at
+// and when, after the step begins, to restore the first instruction's clock
+// (s). mhz 0 = not lowered.
+struct HeadWait {
+  int mhz = 0;
+  double restore_s = 0;
+};
+
 struct Prediction {
   double time_s = 0;
   double energy_j = 0;
@@ -59,6 +74,8 @@ struct Plan {
   // Empty: a clock plan. Else one power limit per stage (W), 0 = the GPU's
   // default limit; each finite and 0 or in [1, kMaxPowerLimitW].
   std::vector<double> power_limits_w;
+  // Empty: no head wait is lowered. Else one per stage.
+  std::vector<HeadWait> head_waits;
   std::optional<Prediction> predicted;
 };
 

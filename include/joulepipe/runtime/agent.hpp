@@ -141,8 +141,10 @@ class Agent {
 
   // Execute mode: this rank's stage plan — its instructions in execution
   // order with clocks (model::Plan::stages[stage]). Clears a fallback. An
-  // empty plan falls back. Not a hook: may allocate.
-  void SetPlan(std::vector<model::PlannedInstruction> stage_plan);
+  // empty plan falls back. Not a hook: may allocate. `head_wait`
+  // (model::Plan::head_waits[stage]): when lowered, OnStepBegin locks its
+  // clock and restores the first instruction's clock restore_s later.
+  void SetPlan(std::vector<model::PlannedInstruction> stage_plan, model::HeadWait head_wait = {});
   // Execute mode with a power limit instead of clocks: `watts` (0 = the
   // default limit) for the whole plan; the plan's clocks are not applied
   // (they are what the limit is predicted to give). The idle clock is not

@@ -44,6 +44,9 @@ struct ReplayResult {
   double blocking_energy_j = 0;  // P_block * idle time, all stages, less lowered waits' saving
   double wait_s = 0;             // time the stages wait, all stages: sum of (T - busy time)
   double lowered_wait_s = 0;     // of which at the wait clock (0: flat model)
+  // [stage]: the wait before the stage's first instruction (the pipeline
+  // fill); the waits after instructions are in the timetable.
+  std::vector<double> head_wait_s;
   // [stage][position]: each instruction in the plan's order, for timelines
   // and per-stage energy (busy = sum of energies; blocked = P_block x
   // (time_s - sum of times)).
@@ -67,8 +70,9 @@ ReplayResult Replay(const Schedule& schedule, const model::Profile& profile,
 
 // Writes each lowered wait of `replay` (a replay of `plan`) into the plan:
 // wait_mhz = waits.wait_mhz() and wait_restore_s = waits.RestoreAfterS(gap)
-// on every instruction whose wait the model lowers; clears them elsewhere.
-// Returns how many waits it lowered.
+// on every instruction whose wait the model lowers, clearing them elsewhere,
+// and plan->head_waits for the waits before each stage's first instruction
+// (left empty when none is lowered). Returns how many waits it lowered.
 int AnnotateWaits(const ReplayResult& replay, const model::WaitModel& waits, model::Plan* plan);
 
 }  // namespace joulepipe::schedule

@@ -119,10 +119,12 @@ struct JobSpec {
   // the waits of its own noiseless walk that are long enough (LoweredS of
   // the planned gap p) and restores after p - L - margin; a wait that turns
   // out shorter (g < p) is lowered for max(0, g - L - margin) only, a longer
-  // one (a straggler elsewhere) for the planned time only. Waits before a
-  // stage's first instruction (data-loader stalls included, which nobody
-  // foresees) and the all-reduce stay at P_block. Only the kJoulepipe
-  // policy lowers waits (kBaseline is the job without joulepipe).
+  // one (a straggler elsewhere) for the planned time only. The wait before a
+  // stage's first instruction (the pipeline fill) is lowered the same way
+  // from the step's beginning (Plan::head_waits; a data-loader stall, which
+  // nobody foresees, lengthens it but is not lowered beyond the plan). The
+  // all-reduce stays at P_block. Only the kJoulepipe policy lowers waits
+  // (kBaseline is the job without joulepipe).
   model::WaitModel waits;
 };
 
