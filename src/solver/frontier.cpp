@@ -96,19 +96,27 @@ std::vector<FrontierPoint> ParetoFilter(std::vector<FrontierPoint> points) {
   return kept;
 }
 
-// Threads for the rounding: Options::threads, or the hardware's (at most
-// kMaxRoundingThreads) when 0; one for short lists, where starting threads
-// costs more than it saves.
+// Threads for the solve: Options::threads, or the hardware's (at most
+// kMaxRoundingThreads) when 0; fewer for small solves, where starting a
+// thread costs more than the rounding it would take over. The rounding's
+// work is about instructions x (deadlines + kRefineCost x refined
+// deadlines): a refinement (greedy filling from all-fastest, polishing)
+// costs tens of roundings. A few coarse deadlines of a big pipeline (tune's
+// 60 per candidate) are still worth a worker, since it runs alongside the
+// relaxation.
 constexpr int kMaxRoundingThreads = 8;
-constexpr size_t kDeadlinesPerThread = 256;
-int RoundingThreads(const Options& o, size_t deadlines) {
+constexpr double kRefineCost = 64;
+constexpr double kWorkPerThread = 5e5;
+int RoundingThreads(const Options& o, size_t deadlines, size_t refined, int instructions) {
   int threads = o.threads;
   if (threads <= 0) {
     threads =
         std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, kMaxRoundingThreads);
   }
-  const size_t useful = std::max<size_t>(1, deadlines / kDeadlinesPerThread);
-  return static_cast<int>(std::min<size_t>(threads, useful));
+  const double work = static_cast<double>(instructions) *
+                      (static_cast<double>(deadlines) + kRefineCost * static_cast<double>(refined));
+  const double useful = std::max(1.0, std::floor(work / kWorkPerThread));
+  return static_cast<int>(std::min<double>(threads, useful));
 }
 
 }  // namespace
@@ -212,7 +220,9 @@ Frontier SolveFrontier(const schedule::Schedule& schedule, const model::Profile&
   // order, so the frontier does not depend on the thread count.
   StepFeed feed;
   GridRounder rounder(g, initial, feed, deadlines, requested, sampled, options, knobs);
-  const int threads = RoundingThreads(options, deadlines.size());
+  std::set<double> refined = sampled;
+  refined.insert(requested.begin(), requested.end());
+  const int threads = RoundingThreads(options, deadlines.size(), refined.size(), g.n);
   std::vector<std::exception_ptr> errors(threads);
   std::vector<std::thread> workers;
   for (int c = 1; c < threads; ++c) {

@@ -55,8 +55,8 @@ struct Options {
   // Threads that solve the frontier: the calling thread crashes the
   // relaxation while threads - 1 workers round the grid deadlines it has
   // passed, then joins them (each deadline on its own; the frontier is the
-  // same for any count). 0: the hardware's, at most 8; a grid of fewer than
-  // 512 deadlines uses one.
+  // same for any count). 0: the hardware's, at most 8, fewer for small
+  // solves (instructions x (deadlines + 64 x refined ones) per 500,000).
   int threads = 0;
   // Called from the solving thread as work advances: phase "relaxation" or
   // "rounding", and the fraction of that phase done (0..1). Optional; keep
