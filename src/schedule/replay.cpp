@@ -367,8 +367,7 @@ int AnnotateWaits(const ReplayResult& replay, const model::WaitModel& waits, mod
       ++lowered;
     }
   }
-  const bool any_head = lowered > 0;
-  if (!any_head) plan->head_waits.clear();
+  if (lowered == 0) plan->head_waits.clear();  // no head wait lowered: none named
   for (std::size_t s = 0; s < plan->stages.size() && s < replay.timetable.size(); ++s) {
     for (std::size_t i = 0; i < plan->stages[s].size() && i < replay.timetable[s].size(); ++i) {
       model::PlannedInstruction& planned = plan->stages[s][i];

@@ -220,9 +220,7 @@ Frontier SolveFrontier(const schedule::Schedule& schedule, const model::Profile&
   // order, so the frontier does not depend on the thread count.
   StepFeed feed;
   GridRounder rounder(g, initial, feed, deadlines, requested, sampled, options, knobs);
-  std::set<double> refined = sampled;
-  refined.insert(requested.begin(), requested.end());
-  const int threads = RoundingThreads(options, deadlines.size(), refined.size(), g.n);
+  const int threads = RoundingThreads(options, deadlines.size(), rounder.refinements(), g.n);
   std::vector<std::exception_ptr> errors(threads);
   std::vector<std::thread> workers;
   for (int c = 1; c < threads; ++c) {

@@ -50,6 +50,8 @@ GridRounder::GridRounder(const ActivityGraph& g, const std::vector<double>& init
 
 void GridRounder::Stop() {
   stopped_.store(true);
+  // Taking the lock orders the store before any waiter's next predicate
+  // check, so none can check, miss the flag and then sleep through the notify.
   { std::lock_guard<std::mutex> lock(mutex_); }
   changed_.notify_all();
 }
@@ -197,7 +199,7 @@ FrontierPoint GridRounder::ToPoint(const RoundedPlan& plan) const {
 GridRounding GridRounder::Result() {
   GridRounding out;
   out.rounded = static_cast<int>(deadlines_.size());
-  out.refined = static_cast<int>(jobs_.size());
+  out.refined = static_cast<int>(refinements());
   for (std::vector<Slot>& slots : blocks_) {
     for (Slot& slot : slots) {
       if (slot.job != nullptr) {

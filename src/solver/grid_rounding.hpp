@@ -59,6 +59,8 @@ class GridRounder {
   void Stop();
   // After every Work call returned without an exception.
   GridRounding Result();
+  // Deadlines to refine (the requested and sampled ones).
+  size_t refinements() const { return jobs_.size(); }
 
  private:
   // A deadline to refine: its rounding, relaxed durations and the three
