@@ -82,6 +82,9 @@ constexpr std::pair<std::string_view, std::string_view> kFlagNames[] = {
     {"Parallelism::pp", "--pp"},
     {"Parallelism::dp", "--dp"},
     {"Parallelism::layer_split", "--layer-split"},
+    {"Placement::gpus_per_node", "--gpus-per-node"},
+    {"Placement::node_network_gbps", "--node-network-gbps"},
+    {"Placement::rank_order", "--rank-order"},
     // The library's name for the balanced split is the function that makes
     // it; the CLI asks for it with "--layer-split balanced".
     {"BalancedLayerSplit", "--layer-split balanced"},

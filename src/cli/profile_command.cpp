@@ -33,6 +33,9 @@ struct ProfileFlags {
   std::string precision = "bf16";
   double power_limit_w = 0;
   int min_mhz = 0;
+  int gpus_per_node = 0;
+  double node_network_gbps = 0;
+  std::string rank_order = "tp-first";
   double dp_gbps = physics::kDefaultInterNodeGbps;
   int microbatches = 0;
   std::string out;
@@ -135,6 +138,9 @@ ProfileRequest ToRequest(const ProfileFlags& f) {
   r.spec.recompute = physics::ParseRecompute(f.recompute);
   r.spec.framework = physics::ParseFramework(f.framework);
   r.spec.precision = physics::ParsePrecision(f.precision);
+  r.spec.placement.gpus_per_node = f.gpus_per_node;
+  r.spec.placement.node_network_gbps = f.node_network_gbps;
+  r.spec.placement.rank_order = physics::ParseRankOrder(f.rank_order);
   r.options.power_limit_w = f.power_limit_w;
   r.options.min_mhz = f.min_mhz;
   // The two figures only the summary uses (the DP all-reduce and iteration
@@ -196,6 +202,14 @@ std::string FormatProfileSummary(const physics::SimulatedWorkload& w, const Prof
       spec.seq(), std::string(physics::PrecisionName(spec.precision)).c_str(),
       std::string(physics::RecomputeName(spec.recompute)).c_str(),
       std::string(physics::FrameworkName(spec.framework)).c_str());
+  if (physics::TpCrossesNodes(spec)) {
+    t += Printf(
+        "  placement    %d GPUs per node, ranks %s: the TP all-reduces leave the node, at "
+        "%.3g GB/s per GPU (%.3g GB/s per node shared by its GPUs)\n",
+        spec.placement.gpus_per_node,
+        std::string(physics::RankOrderName(spec.placement.rank_order)).c_str(),
+        physics::TpNetworkGbpsPerGpu(spec), spec.placement.node_network_gbps);
+  }
   t += "  layer split  " + JoinSplit(w.layer_split) + " (" +
        (r.layer_split_text == "even" || r.layer_split_text == "balanced" ? r.layer_split_text
                                                                          : "given") +
@@ -331,6 +345,18 @@ ProfileSubcommand::ProfileSubcommand(CLI::App* app)
       ->type_name("W");
   c->add_option("--min-mhz", f->min_mhz, "Lowest SM clock profiled (default: >= 0.6 x max)")
       ->type_name("MHZ");
+  c->add_option("--gpus-per-node", f->gpus_per_node,
+                "GPUs per node, to find TP all-reduces that leave a node (default: none do)")
+      ->type_name("N");
+  c->add_option("--node-network-gbps", f->node_network_gbps,
+                "A node's network, all adapters, GB/s per direction: what TP all-reduces that "
+                "leave the node share (e.g. 25 for one 200 Gb/s InfiniBand adapter)")
+      ->type_name("GBPS");
+  c->add_option("--rank-order", f->rank_order,
+                "Which ranks are adjacent: tp-first (Megatron-LM, the default) or pp-first "
+                "(Merak: a pipeline's stages share a node, TP pairs lie pp apart)")
+      ->capture_default_str()
+      ->type_name("{tp-first,pp-first}");
   c->add_option("--dp-gbps", f->dp_gbps,
                 "Inter-node bandwidth per GPU for the DP all-reduce estimate, GB/s (0.001..10000)")
       ->capture_default_str()

@@ -73,7 +73,8 @@ WorkBreakdown CostToWork(const KindCost& cost, const GpuSpec& gpu) {
                      " has no peak_bf16_tflops or hbm_gbps; the workload model needs "
                      "both");
   }
-  if (cost.tp_comm_bytes > 0 && !(gpu.nvlink_gbps > 0)) {
+  const double link_gbps = cost.tp_link_gbps > 0 ? cost.tp_link_gbps : gpu.nvlink_gbps;
+  if (cost.tp_comm_bytes > 0 && !(link_gbps > 0)) {
     throw InputError("Parallelism::tp",
                      gpu.id +
                          " has no nvlink_gbps; tensor parallelism (Parallelism::tp > 1) "
@@ -84,7 +85,7 @@ WorkBreakdown CostToWork(const KindCost& cost, const GpuSpec& gpu) {
       gpu.peak_bf16_tflops * (cost.precision == Precision::kTf32 ? kTf32PeakShare : 1.0);
   b.compute_s = cost.gemm_flops / (peak_tflops * 1e12 * kGemmEfficiency);
   b.memory_s = cost.hbm_bytes() / (gpu.hbm_gbps * 1e9 * kMemoryEfficiency);
-  b.comm_s = cost.tp_comm_bytes > 0 ? cost.tp_comm_bytes / (gpu.nvlink_gbps * 1e9) : 0.0;
+  b.comm_s = cost.tp_comm_bytes > 0 ? cost.tp_comm_bytes / (link_gbps * 1e9) : 0.0;
   const double total = b.compute_s + b.memory_s + b.comm_s;
   b.work.time_at_max_s = total;
   b.work.compute_fraction = total > 0 ? b.compute_s / total : 0.0;

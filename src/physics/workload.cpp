@@ -321,13 +321,43 @@ std::string_view FrameworkValidation(Framework framework) {
   if (framework == Framework::kHfEager) {
     return "hf-eager validated against 9 real Perseus Merak runs (A100 half fitted, A40 half "
            "held out; tf32, full recompute): same-time saving -3.8..+0.8 pp and iteration time "
-           "-7.7..+7.3 % on the held-out PP runs except T5 (-15 pp, -59 %: P2P not modelled), "
-           "3D run -47 % time (docs/benchmarks.md, Fidelity)";
+           "-7.7..+7.3 % on the held-out PP runs except T5 (-15 pp, -59 %: time between its "
+           "instructions not modelled), 3D run +3.9 pp, -28 % time with TP across nodes at an "
+           "assumed 25 GB/s node network (docs/benchmarks.md, Fidelity)";
   }
   return "megatron: clock response checked against 4 measured Perseus stage profiles (median "
          "error <= 9.4 % time, <= 5.9 % energy), throughput calibrated to Megatron-LM's "
          "published GPT-3 175B run; not validated against whole real runs "
          "(docs/workload-model.md)";
+}
+
+RankOrder ParseRankOrder(std::string_view text, std::string_view field) {
+  if (text == "tp-first") return RankOrder::kTpFirst;
+  if (text == "pp-first") return RankOrder::kPpFirst;
+  throw InputError(std::string(field),
+                   std::string(field) + " '" + std::string(text) +
+                       "' is not one of tp-first, pp-first (tp-first: a stage's TP ranks "
+                       "adjacent, as Megatron-LM places them; pp-first: a pipeline's stages "
+                       "adjacent, as Merak places them)");
+}
+
+std::string_view RankOrderName(RankOrder order) {
+  return order == RankOrder::kPpFirst ? "pp-first" : "tp-first";
+}
+
+bool TpCrossesNodes(const WorkloadSpec& spec) {
+  const Placement& n = spec.placement;
+  const Parallelism& p = spec.parallel;
+  if (n.gpus_per_node <= 0 || p.tp <= 1) return false;
+  // A group occupies tp ranks `stride` apart, and the groups of one block of
+  // tp x stride ranks interleave; whole blocks per node keep every group in.
+  const long long stride = n.rank_order == RankOrder::kPpFirst ? p.pp : 1;
+  return n.gpus_per_node % (static_cast<long long>(p.tp) * stride) != 0;
+}
+
+double TpNetworkGbpsPerGpu(const WorkloadSpec& spec) {
+  if (!TpCrossesNodes(spec)) return 0.0;
+  return spec.placement.node_network_gbps / spec.placement.gpus_per_node;
 }
 
 Precision ParsePrecision(std::string_view text, std::string_view field) {
@@ -399,6 +429,26 @@ std::vector<int> ResolveLayerSplit(const WorkloadSpec& spec) {
                          Str(spec.seq_length) + "), or 0 for the model's own sequence length (" +
                          Str(m.seq_length) + ")");
   }
+  RequireRange("Placement::gpus_per_node", spec.placement.gpus_per_node, 0, kMaxGpusPerNode,
+               "the GPUs of one node, or 0 to keep every TP group inside a node");
+  const double network = spec.placement.node_network_gbps;
+  if (!std::isfinite(network) || network < 0 || network > kMaxNodeNetworkGbps) {
+    throw InputError("Placement::node_network_gbps",
+                     "Placement::node_network_gbps must be 0.." +
+                         Str(static_cast<long long>(kMaxNodeNetworkGbps)) + " GB/s per node (got " +
+                         std::to_string(network) +
+                         "); e.g. 25 for one 200 Gb/s InfiniBand adapter");
+  }
+  if (TpCrossesNodes(spec) && !(network > 0)) {
+    throw InputError(
+        "Placement::node_network_gbps",
+        "the TP groups (Parallelism::tp " + Str(p.tp) + ", ranks " +
+            std::string(RankOrderName(spec.placement.rank_order)) + ") leave the " +
+            Str(spec.placement.gpus_per_node) +
+            "-GPU nodes, so their all-reduces cross the network: give "
+            "Placement::node_network_gbps, the node's network in GB/s (e.g. 25 for one 200 Gb/s "
+            "InfiniBand adapter), or a Placement::gpus_per_node that holds whole TP groups");
+  }
   // Megatron-LM splits attention heads, key/value groups and MLP columns
   // evenly over the TP ranks.
   if (m.heads % p.tp != 0 || m.kv_heads % p.tp != 0 || m.ffn_hidden % p.tp != 0) {
@@ -468,6 +518,8 @@ std::vector<StageCost> ComputeStageCosts(const WorkloadSpec& spec) {
     stages.push_back(CostOfStage(spec, d, s, first, split[s]));
     first += split[s];
   }
+  const double link = TpNetworkGbpsPerGpu(spec);
+  for (StageCost& s : stages) s.forward.tp_link_gbps = s.backward.tp_link_gbps = link;
   return stages;
 }
 

@@ -186,6 +186,40 @@ TEST_F(ProfileCommandTest, LayerSplitAndParallelismErrorsNameTheFlag) {
   EXPECT_NE(balanced.out.find("(balanced)"), std::string::npos) << balanced.out;
 }
 
+// Merak places a pipeline's stages side by side, so on 4-GPU nodes a TP 2 x
+// PP 4 job's TP pairs lie in different nodes and their all-reduces share
+// the node's network: every instruction gets slower, and the summary says so.
+TEST_F(ProfileCommandTest, TpPairsAcrossNodesShareTheNodesNetwork) {
+  const std::string base =
+      "profile --simulate --model gpt3-6.7b --gpu a40 --tp 2 --pp 4 --microbatch-size 4 "
+      "--seq 1024 --gpus-per-node 4 ";
+  const fs::path inside_csv = root_ / "inside.csv", across_csv = root_ / "across.csv";
+  const Result inside = Run(base + "--out " + Quote(inside_csv));
+  ASSERT_EQ(inside.code, 0) << inside.err;
+  EXPECT_EQ(inside.out.find("placement"), std::string::npos) << inside.out;
+  const Result across =
+      Run(base + "--rank-order pp-first --node-network-gbps 25 --out " + Quote(across_csv));
+  ASSERT_EQ(across.code, 0) << across.err;
+  EXPECT_NE(across.out.find("ranks pp-first: the TP all-reduces leave the node, at 6.25 GB/s "
+                            "per GPU (25 GB/s per node"),
+            std::string::npos)
+      << across.out;
+  const model::Profile a = model::ReadProfileCsv(inside_csv.string());
+  const model::Profile b = model::ReadProfileCsv(across_csv.string());
+  for (int s = 0; s < 4; ++s) {
+    for (model::Kind kind : {model::Kind::kForward, model::Kind::kBackward}) {
+      EXPECT_GT(b.MaxClock(s, kind).time_s, 1.2 * a.MaxClock(s, kind).time_s) << s;
+    }
+  }
+  fs::remove(inside_csv);
+  fs::remove(across_csv);
+  const std::string out = "--out " + Quote(root_ / "P.csv");
+  ExpectRejected(base + "--rank-order pp-first " + out,
+                 {"leave the 4-GPU nodes", "--node-network-gbps", "--gpus-per-node"});
+  ExpectRejected(base + "--rank-order depth-first " + out, {"--rank-order 'depth-first'"});
+  ExpectRejected(base + "--node-network-gbps -3 " + out, {"--node-network-gbps must be"});
+}
+
 TEST_F(ProfileCommandTest, HelpTeachesIdsFormatAndTheNextCommand) {
   const Result r = Run("profile --help");
   ASSERT_EQ(r.code, 0) << r.err;

@@ -707,3 +707,86 @@ TEST(Summary, DataParallelAllReduceAndMfu) {
 
 }  // namespace
 }  // namespace joulepipe::physics
+
+namespace joulepipe::physics {
+namespace {
+
+// Where the ranks sit decides whether a TP group's all-reduces leave the
+// node (Megatron: TP ranks adjacent; Merak: a pipeline's stages adjacent).
+TEST(Placement, TpLeavesTheNodeOnlyWhenANodeHoldsNoWholeGroups) {
+  WorkloadSpec spec = Spec("gpt3-6.7b", 2, 4, 2);
+  EXPECT_FALSE(TpCrossesNodes(spec));  // gpus_per_node 0: inside, as before
+  spec.placement.gpus_per_node = 4;
+  EXPECT_FALSE(TpCrossesNodes(spec));  // tp-first: {0,1}, {2,3} per node
+  spec.placement.rank_order = RankOrder::kPpFirst;
+  EXPECT_TRUE(TpCrossesNodes(spec));  // pp-first: {0,4} spans nodes 0 and 1
+  spec.placement.gpus_per_node = 8;
+  EXPECT_FALSE(TpCrossesNodes(spec));  // one node holds the whole 2 x 4 block
+  spec.placement.gpus_per_node = 12;
+  EXPECT_TRUE(TpCrossesNodes(spec));  // {8,12} straddles nodes 0 and 1
+  spec.placement.rank_order = RankOrder::kTpFirst;
+  spec.parallel.tp = 8;
+  spec.placement.gpus_per_node = 4;
+  EXPECT_TRUE(TpCrossesNodes(spec));  // tp-first TP 8 on 4-GPU nodes
+  spec.parallel.tp = 1;
+  spec.placement.rank_order = RankOrder::kPpFirst;
+  EXPECT_FALSE(TpCrossesNodes(spec));  // no TP, nothing to cross
+  EXPECT_EQ(TpNetworkGbpsPerGpu(spec), 0.0);
+}
+
+TEST(Placement, AllReducesThatLeaveTheNodeShareItsNetwork) {
+  const GpuSpec gpu = TestA100();
+  WorkloadSpec inside = Spec("gpt3-6.7b", 2, 4);
+  inside.placement.gpus_per_node = 4;
+  inside.placement.node_network_gbps = 25;
+  WorkloadSpec across = inside;
+  across.placement.rank_order = RankOrder::kPpFirst;
+  EXPECT_EQ(TpNetworkGbpsPerGpu(inside), 0.0);
+  EXPECT_DOUBLE_EQ(TpNetworkGbpsPerGpu(across), 25.0 / 4);
+  const std::vector<StageCost> a = ComputeStageCosts(inside);
+  const std::vector<StageCost> b = ComputeStageCosts(across);
+  for (std::size_t s = 0; s < a.size(); ++s) {
+    // Same bytes; only the link differs.
+    EXPECT_EQ(a[s].forward.tp_comm_bytes, b[s].forward.tp_comm_bytes);
+    EXPECT_EQ(a[s].forward.tp_link_gbps, 0.0);
+    EXPECT_DOUBLE_EQ(b[s].backward.tp_link_gbps, 6.25);
+    const WorkBreakdown in = CostToWork(a[s].forward, gpu);
+    const WorkBreakdown out = CostToWork(b[s].forward, gpu);
+    EXPECT_NEAR(in.comm_s, a[s].forward.tp_comm_bytes / 300e9, 1e-15);
+    EXPECT_NEAR(out.comm_s, b[s].forward.tp_comm_bytes / 6.25e9, 1e-15);
+    EXPECT_EQ(out.compute_s, in.compute_s);
+    EXPECT_EQ(out.memory_s, in.memory_s);
+  }
+  // The profile follows: every instruction slower by exactly the comm time
+  // at fmax, which the SM clock does not change.
+  const SimulatedWorkload wa = SimulateWorkload(inside, gpu);
+  const SimulatedWorkload wb = SimulateWorkload(across, gpu);
+  EXPECT_GT(wb.stages[1].forward.work.time_at_max_s, wa.stages[1].forward.work.time_at_max_s);
+  // A GPU without NVLink still simulates TP when it leaves the node anyway.
+  GpuSpec no_nvlink = gpu;
+  no_nvlink.nvlink_gbps = 0;
+  EXPECT_GT(CostToWork(b[0].forward, no_nvlink).comm_s, 0.0);
+}
+
+TEST(Placement, BadPlacementNamesTheField) {
+  const GpuSpec gpu = TestA100();
+  WorkloadSpec spec = Spec("gpt3-6.7b", 2, 4);
+  spec.placement.rank_order = RankOrder::kPpFirst;
+  spec.placement.gpus_per_node = 4;
+  ExpectError(ErrorOf([&] { SimulateWorkload(spec, gpu); }),
+              {"Placement::node_network_gbps", "leave the 4-GPU nodes", "pp-first"});
+  spec.placement.node_network_gbps = -1;
+  ExpectError(ErrorOf([&] { ComputeStageCosts(spec); }),
+              {"Placement::node_network_gbps must be 0..100000"});
+  spec.placement.node_network_gbps = 25;
+  spec.placement.gpus_per_node = kMaxGpusPerNode + 1;
+  ExpectError(ErrorOf([&] { ComputeStageCosts(spec); }),
+              {"Placement::gpus_per_node must be 0..1024"});
+  EXPECT_EQ(ParseRankOrder("pp-first"), RankOrder::kPpFirst);
+  EXPECT_EQ(RankOrderName(ParseRankOrder("tp-first")), "tp-first");
+  ExpectError(ErrorOf([] { ParseRankOrder("data-first"); }),
+              {"Placement::rank_order 'data-first' is not one of tp-first, pp-first"});
+}
+
+}  // namespace
+}  // namespace joulepipe::physics

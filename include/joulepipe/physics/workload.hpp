@@ -181,6 +181,35 @@ inline constexpr long long kMaxJobGpus = 10'000'000;  // tp x pp x dp
 inline constexpr int kMaxMicrobatchSize = 65'536;     // WorkloadSpec::microbatch_size
 inline constexpr int kMaxSeqLength = 10'000'000;      // WorkloadSpec::seq_length, tokens
 
+// ---- Where the ranks sit ---------------------------------------------------------
+
+// Which parallel dimension gets adjacent global ranks, and so shares a node.
+//   kTpFirst  Megatron-LM / megatron-core: the TP ranks of a stage are
+//             adjacent, so a TP group stays inside a node that holds a
+//             multiple of tp GPUs. The default.
+//   kPpFirst  Merak (Perseus's runs; its PipeModelDataParallelTopology has
+//             axes data, model, pipe): the stages of a pipeline are
+//             adjacent, so a TP group's ranks lie pp apart and leave the
+//             node once tp x pp GPUs do not fit in it.
+enum class RankOrder { kTpFirst, kPpFirst };
+
+// Parses "tp-first" / "pp-first". Throws model::InputError naming `field`.
+RankOrder ParseRankOrder(std::string_view text, std::string_view field = "Placement::rank_order");
+std::string_view RankOrderName(RankOrder order);
+
+inline constexpr int kMaxGpusPerNode = 1024;            // Placement::gpus_per_node
+inline constexpr double kMaxNodeNetworkGbps = 100'000;  // Placement::node_network_gbps
+
+// The nodes under the job, as far as the TP all-reduces see them. The
+// default (gpus_per_node 0) keeps every TP group inside one node, on
+// GpuSpec::nvlink_gbps, as before placement was modelled.
+struct Placement {
+  int gpus_per_node = 0;         // 0 = TP never leaves a node; else 1..kMaxGpusPerNode
+  double node_network_gbps = 0;  // the node's network, all adapters, one direction (GB/s);
+                                 // needed when TP groups leave the node
+  RankOrder rank_order = RankOrder::kTpFirst;
+};
+
 struct Parallelism {
   int tp = 1;  // tensor-parallel GPUs per stage
   int pp = 1;  // pipeline stages
@@ -198,6 +227,7 @@ struct WorkloadSpec {
   Recompute recompute = Recompute::kNone;
   Framework framework = Framework::kMegatron;
   Precision precision = Precision::kBf16;
+  Placement placement;
 
   int seq() const { return seq_length > 0 ? seq_length : model.seq_length; }
   double tokens() const { return static_cast<double>(microbatch_size) * seq(); }
@@ -221,6 +251,17 @@ std::vector<int> ParseLayerSplit(std::string_view text,
 // change; an uneven model points to BalancedLayerSplit.
 std::vector<int> ResolveLayerSplit(const WorkloadSpec& spec);
 
+// Whether the TP groups' all-reduces leave their node: gpus_per_node > 0
+// and a node does not hold whole groups, i.e. gpus_per_node is not a
+// multiple of tp x stride (stride 1 for kTpFirst, pp for kPpFirst).
+bool TpCrossesNodes(const WorkloadSpec& spec);
+
+// Bandwidth per GPU of TP all-reduces that leave the node: the node's
+// network shared by all its GPUs, since every GPU of such a node is in a
+// group that crosses and the stages run at once. 0 when TP stays inside
+// nodes (the all-reduces use GpuSpec::nvlink_gbps).
+double TpNetworkGbpsPerGpu(const WorkloadSpec& spec);
+
 // ---- Per-stage cost ---------------------------------------------------------------
 
 // One instruction (forward or backward of one microbatch) on one GPU of a
@@ -231,6 +272,8 @@ struct KindCost {
   double weight_bytes = 0;                 // HBM traffic of weights and weight gradients
   double activation_bytes = 0;             // HBM traffic of memory-bound elementwise ops
   double tp_comm_bytes = 0;                // bytes each GPU sends in TP ring all-reduces
+  double tp_link_gbps = 0;                 // their bandwidth per GPU (GB/s); 0 = inside a
+                                           // node, GpuSpec::nvlink_gbps (TpNetworkGbpsPerGpu)
   Precision precision = Precision::kBf16;  // sets the GEMMs' tensor-core rate
 
   double hbm_bytes() const { return weight_bytes + activation_bytes; }
@@ -288,13 +331,15 @@ inline constexpr double kClassCapShare = 0.80;
 struct WorkBreakdown {
   double compute_s = 0;  // GEMMs: scales with 1/f
   double memory_s = 0;   // HBM-bound: independent of the SM clock
-  double comm_s = 0;     // TP all-reduces over NVLink: independent of the SM clock
+  double comm_s = 0;     // TP all-reduces (NVLink, PCIe or the network): independent of
+                         // the SM clock
   Work work;             // time_at_max_s = the sum; compute_fraction = compute share;
                          // activity = mix of the k*Activity constants, normalised
 };
 
 // Throws model::InputError if the GPU lacks a throughput figure the cost
-// needs (peak_bf16_tflops, hbm_gbps, nvlink_gbps when there is TP traffic).
+// needs (peak_bf16_tflops, hbm_gbps, nvlink_gbps when there is TP traffic
+// inside a node).
 WorkBreakdown CostToWork(const KindCost& cost, const GpuSpec& gpu);
 
 // An instruction at `requested_mhz` under `power_limit_w` as the board runs
