@@ -26,12 +26,14 @@
 // Usage: bench_fidelity [--only NAME] [--framework megatron|hf-eager]
 //                       [--precision bf16|tf32] [--recompute none|full]
 //                       [--seq merak|model] [--node-network-gbps G]
-//                       [--fit | --power-limits]
+//                       [--reverse] [--fit | --power-limits]
 //   --power-limits (last) checks the ordering of the Zeus global / local
 //   power-limit runs against per-instruction clocks instead (issue 15).
 //   the defaults are the runs' own: hf-eager, tf32, full, merak.
 //   --fit (last) fits ProfileOptions::class_cap_share on the fit half first
 //   and reports both halves with it; without, the library's kClassCapShare.
+//   --reverse (before --fit) takes the other split: fit on the A40 runs,
+//   report the A100 runs as held out.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -95,143 +97,37 @@ constexpr double kAssumedNodeNetworkGbps = 25.0;
 // tokenizer's length at 1,024), BERT 512. Every run recomputes activations
 // (MerakArguments: activation_checkpointing = True, one layer per chunk)
 // and trains in fp32 (run.sh passes neither --fp16 nor --bf16).
+// clang-format off: one run per row, its instruction times under it
 const std::vector<Case> kCases = {
-    {"fit",
-     "A100",
-     "gpt3-xl",
-     "gpt3-1.3b",
-     "a100-pcie",
-     1,
-     1,
-     4,
-     8,
-     128,
-     1024,
-     {6, 6, 7, 5},
-     13.2,
+    {"fit", "A100", "gpt3-xl", "gpt3-1.3b", "a100-pcie", 1, 1, 4, 8, 128, 1024, {6, 6, 7, 5}, 13.2,
      {103.6, 104.6, 122.2, 111.9},
      {279.2, 277.7, 331.0, 291.0}},
-    {"fit",
-     "A100",
-     "bloom-3b",
-     "bloom-3b",
-     "a100-pcie",
-     1,
-     1,
-     4,
-     4,
-     128,
-     1024,
-     {9, 8, 8, 5},
-     11.7,
+    {"fit", "A100", "bloom-3b", "bloom-3b", "a100-pcie", 1, 1, 4, 4, 128, 1024, {9, 8, 8, 5}, 11.7,
      {120.3, 103.4, 102.9, 121.5},
      {345.8, 295.1, 294.6, 311.6}},
-    {"fit",
-     "A100",
-     "bert-huge-uncased",
-     "bert-huge",
-     "a100-pcie",
-     1,
-     1,
-     4,
-     8,
-     32,
-     512,
-     {7, 6, 6, 5},
-     12.9,
+    {"fit", "A100", "bert-huge-uncased", "bert-huge", "a100-pcie", 1, 1, 4, 8, 32, 512, {7, 6, 6, 5}, 12.9,
      {45.0, 36.4, 36.5, 39.0},
      {130.4, 108.3, 109.9, 107.9}},
-    {"fit",
-     "A100",
-     "t5-3b",
-     "t5-3b",
-     "a100-pcie",
-     1,
-     1,
-     4,
-     4,
-     32,
-     512,
-     {15, 13, 10, 10},
-     10.6,
+    {"fit", "A100", "t5-3b", "t5-3b", "a100-pcie", 1, 1, 4, 4, 32, 512, {15, 13, 10, 10}, 10.6,
      {65.8, 58.2, 56.1, 58.1},
      {190.7, 173.1, 174.9, 177.1}},
-    {"held-out",
-     "A40",
-     "gpt3-2.7b",
-     "gpt3-2.7b",
-     "a40",
-     1,
-     1,
-     8,
-     4,
-     256,
-     1024,
-     {},
-     21.1,
+    {"held-out", "A40", "gpt3-2.7b", "gpt3-2.7b", "a40", 1, 1, 8, 4, 256, 1024, {}, 21.1,
      {127.1, 126.4, 126.5, 126.4, 125.9, 126.4, 126.5, 159.0},
      {346.3, 344.7, 345.1, 345.0, 343.8, 344.0, 345.2, 408.3}},
-    {"held-out",
-     "A40",
-     "bloom-3b",
-     "bloom-3b",
-     "a40",
-     1,
-     1,
-     8,
-     4,
-     128,
-     1024,
-     {5, 4, 4, 4, 4, 4, 4, 1},
-     22.4,
+    {"held-out", "A40", "bloom-3b", "bloom-3b", "a40", 1, 1, 8, 4, 128, 1024, {5, 4, 4, 4, 4, 4, 4, 1}, 22.4,
      {150.8, 119.3, 119.9, 119.7, 119.3, 119.6, 119.1, 165.1},
      {440.6, 332.8, 334.3, 334.4, 333.0, 333.7, 331.8, 400.1}},
-    {"held-out",
-     "A40",
-     "gpt3-6.7b",
-     "gpt3-6.7b",
-     "a40",
-     2,
-     2,
-     4,
-     4,
-     64,
-     1024,
-     {},
-     13.1,
+    {"held-out", "A40", "gpt3-6.7b", "gpt3-6.7b", "a40", 2, 2, 4, 4, 64, 1024, {}, 13.1,
      {473.8, 471.7, 470.7, 477.0},
      {1364.3, 1357.6, 1357.3, 1358.6}},
-    {"held-out",
-     "A40",
-     "bert-huge-uncased",
-     "bert-huge",
-     "a40",
-     1,
-     1,
-     8,
-     8,
-     32,
-     512,
-     {},
-     15.7,
+    {"held-out", "A40", "bert-huge-uncased", "bert-huge", "a40", 1, 1, 8, 8, 32, 512, {}, 15.7,
      {40.6, 40.2, 40.1, 40.5, 39.5, 40.1, 39.7, 55.0},
      {113.5, 110.2, 111.5, 111.3, 110.6, 110.2, 109.5, 139.9}},
-    {"held-out",
-     "A40",
-     "t5-3b",
-     "t5-3b",
-     "a40",
-     1,
-     1,
-     8,
-     4,
-     32,
-     512,
-     {8, 7, 8, 5, 5, 5, 5, 5},
-     28.5,
+    {"held-out", "A40", "t5-3b", "t5-3b", "a40", 1, 1, 8, 4, 32, 512, {8, 7, 8, 5, 5, 5, 5, 5}, 28.5,
      {84.0, 58.3, 66.5, 68.9, 63.9, 64.0, 64.3, 69.1},
      {223.3, 172.7, 197.5, 192.2, 191.2, 190.9, 191.9, 198.6}},
 };
+// clang-format on
 
 std::vector<std::vector<std::string>> ReadCsv(const std::string& path) {
   std::ifstream in(path);
@@ -321,7 +217,14 @@ struct Setup {
   bool model_seq = false;                  // the catalogue model's sequence length, not Merak's
   double share = physics::kClassCapShare;  // --class-cap-share; --fit replaces it
   double node_network_gbps = kAssumedNodeNetworkGbps;  // --node-network-gbps
+  bool reverse = false;  // --reverse: the other split, fit on the A40 runs, A100 held out
 };
+
+// The case's half under the setup's split ("fit" or "held-out").
+const char* Half(const Case& c, const Setup& setup) {
+  const bool fit = std::strcmp(c.half, "fit") == 0;
+  return fit != setup.reverse ? "fit" : "held-out";
+}
 
 physics::WorkloadSpec SpecOf(const Case& c, const Setup& setup) {
   physics::WorkloadSpec spec;
@@ -687,7 +590,7 @@ void PrintInstructionChecks(const Setup& setup, double share, const char* only) 
     const InstructionCheck r = CheckInstructions(c, setup, share);
     const double run_s = ReadMeasured(c).base_time_s;
     std::printf("%-9s %-5s %-18s %+8.1f / %+6.1f %% %+8.1f / %+6.1f %% %8.1f / %-6.1f (%+.0f %%)\n",
-                c.half, c.gpu_file, c.artifact, r.forward_median_pct, r.forward_worst_pct,
+                Half(c, setup), c.gpu_file, c.artifact, r.forward_median_pct, r.forward_worst_pct,
                 r.backward_median_pct, r.backward_worst_pct, r.replay_s, run_s,
                 100 * (r.replay_s / run_s - 1));
   }
@@ -704,6 +607,11 @@ int main(int argc, char** argv) {
   // recomputation). The flags show what each part of that setup does.
   Setup setup;
   for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--reverse") == 0) {
+      setup.reverse = true;
+      --i;  // a flag without a value
+      continue;
+    }
     if (std::strcmp(argv[i], "--only") == 0) only = argv[i + 1];
     if (std::strcmp(argv[i], "--framework") == 0)
       setup.framework = physics::ParseFramework(argv[i + 1]);
@@ -750,7 +658,7 @@ int main(int argc, char** argv) {
       const double x = 0.05 * i;
       double sse = 0;
       for (const Case& c : kCases) {
-        if (std::strcmp(c.half, "fit") != 0 || c.model[0] == '\0') continue;
+        if (std::strcmp(Half(c, setup), "fit") != 0 || c.model[0] == '\0') continue;
         for (double e : GlobalSweepErrors(c, setup, x)) sse += e * e;
       }
       std::printf("share %.2f: sweep sum of squares %.1f\n", x, sse);
@@ -761,14 +669,15 @@ int main(int argc, char** argv) {
   if (fit) {
     // The one fitted number, on the fit half only: least squares of the
     // saving error over share = 0, 0.05, ..., 1.
-    std::printf("fit of ProfileOptions::class_cap_share on the A100 half (saving error, pp)\n");
+    std::printf("fit of ProfileOptions::class_cap_share on the %s half (saving error, pp)\n",
+                setup.reverse ? "A40" : "A100");
     double best = 0, best_sse = 1e300;
     for (int i = 0; i <= 20; ++i) {
       const double x = 0.05 * i;
       double sse = 0;
       std::string row;
       for (const Case& c : kCases) {
-        if (std::strcmp(c.half, "fit") != 0 || c.model[0] == '\0') continue;
+        if (std::strcmp(Half(c, setup), "fit") != 0 || c.model[0] == '\0') continue;
         const double e = Predict(c, ReadMeasured(c), setup, x).saving_pct - c.measured_saving_pct;
         sse += e * e;
         row += "  " + std::string(c.artifact) + " " + std::to_string(e).substr(0, 5);
@@ -797,17 +706,18 @@ int main(int argc, char** argv) {
     const std::string shape =
         "DP" + std::to_string(c.dp) + " TP" + std::to_string(c.tp) + " PP" + std::to_string(c.pp);
     if (c.model[0] == '\0') {
-      std::printf("%-9s %-5s %-18s %-12s %21s %14.1f / %-4s %18s\n", c.half, c.gpu_file, c.artifact,
-                  shape.c_str(), "not modelled", c.measured_saving_pct, "-", "(encoder/enc-dec)");
+      std::printf("%-9s %-5s %-18s %-12s %21s %14.1f / %-4s %18s\n", Half(c, setup), c.gpu_file,
+                  c.artifact, shape.c_str(), "not modelled", c.measured_saving_pct, "-",
+                  "(encoder/enc-dec)");
       continue;
     }
     const Measured m = ReadMeasured(c);
     const Predicted p = Predict(c, m, setup, share);
-    std::printf("%-9s %-5s %-18s %-12s %9.1f / %-9.1f %8.1f / %-10.1f %6.1f / %-5.1f pp\n", c.half,
-                c.gpu_file, c.artifact, shape.c_str(), m.base_time_s, p.base_time_s,
+    std::printf("%-9s %-5s %-18s %-12s %9.1f / %-9.1f %8.1f / %-10.1f %6.1f / %-5.1f pp\n",
+                Half(c, setup), c.gpu_file, c.artifact, shape.c_str(), m.base_time_s, p.base_time_s,
                 c.measured_saving_pct, p.saving_pct, p.shape_median_pp, p.shape_max_pp);
-    saving_err[c.half].push_back(p.saving_pct - c.measured_saving_pct);
-    time_err[c.half].push_back(100 * (p.base_time_s / m.base_time_s - 1));
+    saving_err[Half(c, setup)].push_back(p.saving_pct - c.measured_saving_pct);
+    time_err[Half(c, setup)].push_back(100 * (p.base_time_s / m.base_time_s - 1));
     std::fflush(stdout);
   }
   std::printf("\nper half: saving error (pp, predicted - measured) and time error (%%)\n");

@@ -237,7 +237,7 @@ std::string FormatProfileSummary(const physics::SimulatedWorkload& w, const Prof
     if (c.embedding) extra += " +embedding";
     if (c.lm_head) extra += " +head+loss";
     const double compute = (s.forward.compute_s + s.backward.compute_s) /
-                           (s.forward.work.time_at_max_s + s.backward.work.time_at_max_s);
+                           (s.forward.time_at_max_s() + s.backward.time_at_max_s());
     t += Printf("  %-4d %3d-%-3d %9s %10s %7.2f/%-7.2f %6.0f%%  %d MHz%s\n", c.stage, c.first_layer,
                 c.first_layer + c.layers - 1, Ms(s.forward_at_max.time_s).c_str(),
                 Ms(s.backward_at_max.time_s).c_str(), c.forward.gemm_flops / 1e12,

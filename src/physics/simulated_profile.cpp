@@ -85,7 +85,8 @@ WorkBreakdown CostToWork(const KindCost& cost, const GpuSpec& gpu) {
       gpu.peak_bf16_tflops * (cost.precision == Precision::kTf32 ? kTf32PeakShare : 1.0);
   b.compute_s = cost.gemm_flops / (peak_tflops * 1e12 * kGemmEfficiency);
   b.memory_s = cost.hbm_bytes() / (gpu.hbm_gbps * 1e9 * kMemoryEfficiency);
-  b.comm_s = cost.tp_comm_bytes > 0 ? cost.tp_comm_bytes / (link_gbps * 1e9) : 0.0;
+  const double comm_s = cost.tp_comm_bytes > 0 ? cost.tp_comm_bytes / (link_gbps * 1e9) : 0.0;
+  (cost.tp_link_gbps > 0 ? b.network_s : b.comm_s) = comm_s;
   const double total = b.compute_s + b.memory_s + b.comm_s;
   b.work.time_at_max_s = total;
   b.work.compute_fraction = total > 0 ? b.compute_s / total : 0.0;
@@ -112,12 +113,27 @@ double CapClock(const GpuSpec& gpu, double activity, double f, double limit) {
 
 }  // namespace
 
+namespace {
+
+// The GPU blocked on the network for `network_s` after the active part.
+OperatingPoint WithNetworkWait(const GpuSpec& gpu, OperatingPoint op, double network_s) {
+  if (network_s <= 0) return op;
+  op.time_s += network_s;
+  op.energy_j += network_s * gpu.p_block_w;
+  op.power_w = op.energy_j / op.time_s;
+  return op;
+}
+
+}  // namespace
+
 OperatingPoint RunByKernelClass(const GpuSpec& gpu, const WorkBreakdown& b, double requested_mhz,
                                 double power_limit_w, double share) {
   const OperatingPoint average = Run(gpu, b.work, requested_mhz, power_limit_w);
   OperatingPoint op = average;
   const double other_s = b.memory_s + b.comm_s;
-  if (!op.power_capped || b.compute_s <= 0 || other_s <= 0 || share <= 0) return op;
+  if (!op.power_capped || b.compute_s <= 0 || other_s <= 0 || share <= 0) {
+    return WithNetworkWait(gpu, op, b.network_s);
+  }
   const double limit = power_limit_w > 0 ? power_limit_w : gpu.tdp_w;
   const double f = std::clamp(requested_mhz, static_cast<double>(gpu.min_sm_mhz),
                               static_cast<double>(gpu.max_sm_mhz));
@@ -133,7 +149,7 @@ OperatingPoint RunByKernelClass(const GpuSpec& gpu, const WorkBreakdown& b, doub
   op.time_s = (1 - share) * average.time_s + share * by_class_s;
   op.energy_j = (1 - share) * average.energy_j + share * by_class_j;
   op.power_w = op.energy_j / op.time_s;
-  return op;
+  return WithNetworkWait(gpu, op, b.network_s);
 }
 
 std::vector<int> ProfileClocks(const GpuSpec& gpu, const ProfileOptions& options) {

@@ -322,7 +322,7 @@ std::string_view FrameworkValidation(Framework framework) {
     return "hf-eager validated against 9 real Perseus Merak runs (A100 half fitted, A40 half "
            "held out; tf32, full recompute): same-time saving -3.8..+0.8 pp and iteration time "
            "-7.7..+7.3 % on the held-out PP runs except T5 (-15 pp, -59 %: time between its "
-           "instructions not modelled), 3D run +3.9 pp, -28 % time with TP across nodes at an "
+           "instructions not modelled), 3D run -4.4 pp, -26 % time with TP across nodes at an "
            "assumed 25 GB/s node network (docs/benchmarks.md, Fidelity)";
   }
   return "megatron: clock response checked against 4 measured Perseus stage profiles (median "
@@ -535,8 +535,7 @@ std::vector<int> BalancedLayerSplit(const WorkloadSpec& spec, const GpuSpec& gpu
   // Forward + backward time at fmax of stage s with n layers.
   auto stage_time = [&](int s, int n) {
     const StageCost c = CostOfStage(probe, d, s, 0, n);
-    return CostToWork(c.forward, gpu).work.time_at_max_s +
-           CostToWork(c.backward, gpu).work.time_at_max_s;
+    return CostToWork(c.forward, gpu).time_at_max_s() + CostToWork(c.backward, gpu).time_at_max_s();
   };
   if (spec.model.decoder_layers > 0) {
     // Encoder-decoder: a layer's cost depends on where it is (encoder or
@@ -545,8 +544,8 @@ std::vector<int> BalancedLayerSplit(const WorkloadSpec& spec, const GpuSpec& gpu
     // first i layers on stages 0..s-1. O(pp x layers^2) stage costs.
     auto range_time = [&](int s, int first, int n) {
       const StageCost c = CostOfStage(probe, d, s, first, n);
-      return CostToWork(c.forward, gpu).work.time_at_max_s +
-             CostToWork(c.backward, gpu).work.time_at_max_s;
+      return CostToWork(c.forward, gpu).time_at_max_s() +
+             CostToWork(c.backward, gpu).time_at_max_s();
     };
     const double inf = std::numeric_limits<double>::infinity();
     std::vector<std::vector<double>> best(pp + 1, std::vector<double>(layers + 1, inf));

@@ -753,19 +753,32 @@ TEST(Placement, AllReducesThatLeaveTheNodeShareItsNetwork) {
     const WorkBreakdown in = CostToWork(a[s].forward, gpu);
     const WorkBreakdown out = CostToWork(b[s].forward, gpu);
     EXPECT_NEAR(in.comm_s, a[s].forward.tp_comm_bytes / 300e9, 1e-15);
-    EXPECT_NEAR(out.comm_s, b[s].forward.tp_comm_bytes / 6.25e9, 1e-15);
+    EXPECT_EQ(in.network_s, 0.0);
+    // Over the network the GPU is blocked, not copying: network_s, not comm_s.
+    EXPECT_EQ(out.comm_s, 0.0);
+    EXPECT_NEAR(out.network_s, b[s].forward.tp_comm_bytes / 6.25e9, 1e-15);
     EXPECT_EQ(out.compute_s, in.compute_s);
     EXPECT_EQ(out.memory_s, in.memory_s);
+    EXPECT_NEAR(out.time_at_max_s(), out.work.time_at_max_s + out.network_s, 1e-15);
+    // The wait costs network_s at P_block whatever the SM clock.
+    WorkBreakdown active = out;
+    active.network_s = 0;
+    for (double mhz : {1410.0, 1005.0}) {
+      const OperatingPoint with = RunByKernelClass(gpu, out, mhz, gpu.tdp_w);
+      const OperatingPoint without = RunByKernelClass(gpu, active, mhz, gpu.tdp_w);
+      EXPECT_NEAR(with.time_s - without.time_s, out.network_s, 1e-12) << mhz;
+      EXPECT_NEAR(with.energy_j - without.energy_j, out.network_s * gpu.p_block_w, 1e-9) << mhz;
+    }
   }
   // The profile follows: every instruction slower by exactly the comm time
   // at fmax, which the SM clock does not change.
   const SimulatedWorkload wa = SimulateWorkload(inside, gpu);
   const SimulatedWorkload wb = SimulateWorkload(across, gpu);
-  EXPECT_GT(wb.stages[1].forward.work.time_at_max_s, wa.stages[1].forward.work.time_at_max_s);
+  EXPECT_GT(wb.stages[1].forward_at_max.time_s, wa.stages[1].forward_at_max.time_s);
   // A GPU without NVLink still simulates TP when it leaves the node anyway.
   GpuSpec no_nvlink = gpu;
   no_nvlink.nvlink_gbps = 0;
-  EXPECT_GT(CostToWork(b[0].forward, no_nvlink).comm_s, 0.0);
+  EXPECT_GT(CostToWork(b[0].forward, no_nvlink).network_s, 0.0);
 }
 
 TEST(Placement, BadPlacementNamesTheField) {

@@ -331,10 +331,18 @@ inline constexpr double kClassCapShare = 0.80;
 struct WorkBreakdown {
   double compute_s = 0;  // GEMMs: scales with 1/f
   double memory_s = 0;   // HBM-bound: independent of the SM clock
-  double comm_s = 0;     // TP all-reduces (NVLink, PCIe or the network): independent of
-                         // the SM clock
-  Work work;             // time_at_max_s = the sum; compute_fraction = compute share;
-                         // activity = mix of the k*Activity constants, normalised
+  double comm_s = 0;     // TP all-reduces inside the node (NVLink or PCIe): NCCL's
+                         // kernels copy and reduce at kCommActivity; independent of the
+                         // SM clock
+  // TP all-reduces over the node's network (KindCost::tp_link_gbps > 0): the
+  // GPU waits on the adapter, drawing GpuSpec::p_block_w (Perseus's measured
+  // power while blocked on communication) at any SM clock.
+  double network_s = 0;
+  Work work;  // compute + memory + comm: time_at_max_s = their sum; compute_fraction =
+              // compute share; activity = mix of the k*Activity constants, normalised
+
+  // The whole instruction at fmax without a power cap.
+  double time_at_max_s() const { return work.time_at_max_s + network_s; }
 };
 
 // Throws model::InputError if the GPU lacks a throughput figure the cost
@@ -343,14 +351,12 @@ struct WorkBreakdown {
 WorkBreakdown CostToWork(const KindCost& cost, const GpuSpec& gpu);
 
 // An instruction at `requested_mhz` under `power_limit_w` as the board runs
-// it: when the limit binds, it caps each kernel class on its own (the
-// board's power controller acts within milliseconds, shorter than a
-// kernel), so tensor-core GEMMs, which draw the most, run at the clock
-// where they meet the limit, while memory-bound kernels and collectives,
-// which draw less, keep the requested clock. Without a binding limit it is
-// physics::Run on the breakdown's work (one time-weighted activity). With
-// one, time and energy are (1 - share) x Run's + share x the per-class
-// figures (kClassCapShare).
+// it (its network_s added at the end, at P_block): when the limit binds, it caps each kernel class
+// on its own (the board's power controller acts within milliseconds, shorter than a kernel), so
+// tensor-core GEMMs, which draw the most, run at the clock where they meet the limit, while
+// memory-bound kernels and collectives, which draw less, keep the requested clock. Without a
+// binding limit it is physics::Run on the breakdown's work (one time-weighted activity). With one,
+// time and energy are (1 - share) x Run's + share x the per-class figures (kClassCapShare).
 OperatingPoint RunByKernelClass(const GpuSpec& gpu, const WorkBreakdown& work, double requested_mhz,
                                 double power_limit_w, double share = kClassCapShare);
 
