@@ -89,11 +89,16 @@ def simulate_profile(model: str, gpu: str, *, tp: int, pp: int, dp: int = 1,
                      microbatch_size: int = 1, seq_length: int = 0, recompute: str = "none",
                      layer_split: Union[str, Sequence[int], None] = "even",
                      power_limit_w: float = 0.0, min_mhz: int = 0,
-                     framework: str = "megatron", precision: str = "bf16") -> Profile:
+                     framework: str = "megatron", precision: str = "bf16",
+                     gpus_per_node: int = 0, node_network_gbps: float = 0.0,
+                     rank_order: str = "tp-first") -> Profile:
     """The workload model's profile (`joulepipe profile --simulate`), stamped
     source "simulated" with the GPU's name and P_block. framework is
     "megatron" or "hf-eager", precision "bf16" or "tf32" (the CLI's
-    --framework and --precision)."""
+    --framework and --precision). gpus_per_node, node_network_gbps (GB/s per
+    node) and rank_order ("tp-first" as Megatron-LM, "pp-first" as Merak) say
+    where the ranks sit: TP all-reduces that leave a node share its network
+    (the CLI's --gpus-per-node, --node-network-gbps, --rank-order)."""
 
 def estimate_memory(model: str, gpu: str, *, tp: int, pp: int, dp: int = 1,
                     microbatch_size: int = 1, seq_length: int = 0, recompute: str = "none",

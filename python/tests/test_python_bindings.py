@@ -118,6 +118,19 @@ def test_simulated_profile_is_the_clis(tmp_path):
     assert without_date(py.to_csv()) == without_date(hf.read_text())
     with pytest.raises(ValueError, match="precision"):
         jp.simulate_profile("gpt3-xl", "a100-pcie", tp=1, pp=4, precision="fp8")
+    # Merak's placement: TP pairs across 4-GPU nodes share the node's network.
+    placed = tmp_path / "placed.csv"
+    run_cli("profile", "--simulate", "--model", "gpt3-6.7b", "--gpu", "a40", "--tp", 2, "--pp", 4,
+            "--gpus-per-node", 4, "--rank-order", "pp-first", "--node-network-gbps", 25,
+            "--out", placed)
+    py = jp.simulate_profile("gpt3-6.7b", "a40", tp=2, pp=4, gpus_per_node=4,
+                             rank_order="pp-first", node_network_gbps=25)
+    assert without_date(py.to_csv()) == without_date(placed.read_text())
+    inside = jp.simulate_profile("gpt3-6.7b", "a40", tp=2, pp=4, gpus_per_node=4)
+    assert py.points(0, jp.Kind.FORWARD)[0][1] > 1.2 * inside.points(0, jp.Kind.FORWARD)[0][1]
+    with pytest.raises(ValueError, match="node_network_gbps"):
+        jp.simulate_profile("gpt3-6.7b", "a40", tp=2, pp=4, gpus_per_node=4,
+                            rank_order="pp-first")
 
 
 def test_memory_estimate_is_the_clis():

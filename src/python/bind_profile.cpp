@@ -72,11 +72,14 @@ model::Profile SimulateProfileTask(const std::string& model_id, const std::strin
                                    int pp, int dp, int microbatch_size, int seq_length,
                                    const std::string& recompute, const py::object& layer_split,
                                    double power_limit_w, int min_mhz, const std::string& framework,
-                                   const std::string& precision) {
+                                   const std::string& precision, int gpus_per_node,
+                                   double node_network_gbps, const std::string& rank_order) {
   const physics::GpuSpec& gpu = physics::FindGpu(gpu_id);
-  const physics::WorkloadSpec spec =
-      SpecFromArgs(model_id, gpu, tp, pp, dp, microbatch_size, seq_length, recompute, layer_split,
-                   framework, precision);
+  physics::WorkloadSpec spec = SpecFromArgs(model_id, gpu, tp, pp, dp, microbatch_size, seq_length,
+                                            recompute, layer_split, framework, precision);
+  spec.placement.gpus_per_node = gpus_per_node;
+  spec.placement.node_network_gbps = node_network_gbps;
+  spec.placement.rank_order = physics::ParseRankOrder(rank_order);
   physics::ProfileOptions options;
   options.power_limit_w = power_limit_w;
   options.min_mhz = min_mhz;
@@ -234,7 +237,8 @@ void BindProfile(py::module_& m) {
         py::arg("tp"), py::arg("pp"), py::arg("dp") = 1, py::arg("microbatch_size") = 1,
         py::arg("seq_length") = 0, py::arg("recompute") = "none", py::arg("layer_split") = "even",
         py::arg("power_limit_w") = 0.0, py::arg("min_mhz") = 0, py::arg("framework") = "megatron",
-        py::arg("precision") = "bf16");
+        py::arg("precision") = "bf16", py::arg("gpus_per_node") = 0,
+        py::arg("node_network_gbps") = 0.0, py::arg("rank_order") = "tp-first");
   m.def("estimate_memory", &EstimateMemoryTask, py::arg("model"), py::arg("gpu"), py::kw_only(),
         py::arg("tp"), py::arg("pp"), py::arg("dp") = 1, py::arg("microbatch_size") = 1,
         py::arg("seq_length") = 0, py::arg("recompute") = "none", py::arg("layer_split") = "even",
