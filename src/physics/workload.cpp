@@ -34,6 +34,21 @@ constexpr double kGradBytesPerParam = 8;
 // write 2).
 constexpr double kLossForwardBytes = 34;
 constexpr double kLossBackwardBytes = 14;
+// The same loss as a Hugging Face model trained eagerly computes it
+// (Framework::kHfEager; Merak's loss_fn applies torch.nn.CrossEntropyLoss to
+// the logits viewed as (T, V), without a shifted copy: ml-energy/zeus
+// @38cb3f9 merak/Merak/merak_trainer.py, get_loss_fn), per fp32 logit:
+// forward, log_softmax reads the logits for the max, for the sum of
+// exponentials and to normalise, and writes them once (16); nll_loss reads
+// one value per row. Backward, nll_loss's gradient is a zero tensor of the
+// logits' size with one value per row (write 4), and log_softmax's backward
+// reads the incoming gradient for its row sum (4), then reads it and the
+// saved output and writes the logits' gradient (12): 20. In bf16 (autocast
+// runs the loss in fp32) the logits are cast up first (read 2, write 4)
+// and their gradient cast back (read 4, write 2).
+constexpr double kEagerLossForwardBytes = 16;
+constexpr double kEagerLossBackwardBytes = 20;
+constexpr double kEagerLossCastBytes = 6;
 
 std::string Str(long long value) {
   return std::to_string(value);
@@ -227,8 +242,14 @@ void AddHead(const Dims& d, KindCost* forward, KindCost* backward) {
     backward->activation_bytes += d.e * 3 * T * h;
   }
   const double logits = T * V / t;
-  forward->activation_bytes += d.e * 2 * T * h + kLossForwardBytes * logits;
-  backward->activation_bytes += d.e * 3 * T * h + kLossBackwardBytes * logits;
+  double loss_forward = kLossForwardBytes, loss_backward = kLossBackwardBytes;
+  if (d.framework == Framework::kHfEager) {
+    const double cast = d.precision == Precision::kTf32 ? 0.0 : kEagerLossCastBytes;
+    loss_forward = kEagerLossForwardBytes + cast;
+    loss_backward = kEagerLossBackwardBytes + cast;
+  }
+  forward->activation_bytes += d.e * 2 * T * h + loss_forward * logits;
+  backward->activation_bytes += d.e * 3 * T * h + loss_backward * logits;
   // Loss: all-reduces of T fp32 values (max, target logit, sum of exp).
   forward->tp_comm_bytes += RingBytes(3 * 4 * T, d.t);
   // The LM head's input gradient is all-reduced (column-parallel layer).
@@ -320,9 +341,9 @@ std::string_view FrameworkName(Framework framework) {
 std::string_view FrameworkValidation(Framework framework) {
   if (framework == Framework::kHfEager) {
     return "hf-eager validated against 9 real Perseus Merak runs (A100 half fitted, A40 half "
-           "held out; tf32, full recompute): same-time saving -3.8..+0.8 pp and iteration time "
-           "-7.7..+7.3 % on the held-out PP runs except T5 (-15 pp, -59 %: time between its "
-           "instructions not modelled), 3D run -4.4 pp, -26 % time with TP across nodes at an "
+           "held out; tf32, full recompute): same-time saving -4.1..+0.7 pp and iteration time "
+           "-8.4..+6.3 % on the held-out PP runs except T5 (-15 pp, -59 %: time between its "
+           "instructions not modelled), 3D run -4.5 pp, -26 % time with TP across nodes at an "
            "assumed 25 GB/s node network (docs/benchmarks.md, Fidelity)";
   }
   return "megatron: clock response checked against 4 measured Perseus stage profiles (median "

@@ -292,6 +292,59 @@ TEST(StageCosts, Tf32DoublesTheBytesAndHalvesTheGemmRate) {
               {"WorkloadSpec::precision", "'fp8'", "bf16, tf32"});
 }
 
+// The last stage's cross-entropy as each framework computes it, per logit
+// (T x V / t elements): Megatron's vocab-parallel loss 34 B forward and 14 B
+// backward; a Hugging Face model trained eagerly (Merak's
+// CrossEntropyLoss over the logits) 16 and 20 in fp32, 6 more each way in
+// bf16 for the casts to and from fp32.
+TEST(StageCosts, TheLossCostsWhatTheFrameworksKernelsMove) {
+  WorkloadSpec spec = Spec("bloom-3b", 1, 4);
+  spec.parallel.layer_split = {8, 8, 8, 6};
+  spec.microbatch_size = 4;
+  spec.seq_length = 1024;
+  const double logits = 4.0 * 1024 * spec.padded_vocab();
+  auto last = [&] { return ComputeStageCosts(spec).back(); };
+  const StageCost megatron_bf16 = last();
+  spec.framework = Framework::kHfEager;
+  const StageCost eager_bf16 = last();
+  spec.precision = Precision::kTf32;
+  const StageCost eager_fp32 = last();
+  spec.framework = Framework::kMegatron;
+  const StageCost megatron_fp32 = last();
+  // Only the loss differs between the frameworks on the last stage's
+  // non-attention traffic; the attention passes differ too, so compare the
+  // middle stage's difference away.
+  spec.framework = Framework::kHfEager;
+  const StageCost eager_mid = ComputeStageCosts(spec)[1];
+  spec.framework = Framework::kMegatron;
+  const StageCost megatron_mid = ComputeStageCosts(spec)[1];
+  const double layers_last = megatron_fp32.layers, layers_mid = megatron_mid.layers;
+  const double attention_fwd =
+      (eager_mid.forward.activation_bytes - megatron_mid.forward.activation_bytes) / layers_mid;
+  const double attention_bwd =
+      (eager_mid.backward.activation_bytes - megatron_mid.backward.activation_bytes) / layers_mid;
+  EXPECT_NEAR((eager_fp32.forward.activation_bytes - megatron_fp32.forward.activation_bytes -
+               layers_last * attention_fwd) /
+                  logits,
+              16.0 - 34.0, 1e-9);
+  EXPECT_NEAR((eager_fp32.backward.activation_bytes - megatron_fp32.backward.activation_bytes -
+               layers_last * attention_bwd) /
+                  logits,
+              20.0 - 14.0, 1e-9);
+  // bf16 under autocast: the eager loss adds the casts (6 B each way).
+  spec.precision = Precision::kBf16;
+  spec.framework = Framework::kHfEager;
+  const StageCost eager_mid16 = ComputeStageCosts(spec)[1];
+  spec.framework = Framework::kMegatron;
+  const StageCost megatron_mid16 = ComputeStageCosts(spec)[1];
+  const double attention_fwd16 =
+      (eager_mid16.forward.activation_bytes - megatron_mid16.forward.activation_bytes) / layers_mid;
+  EXPECT_NEAR((eager_bf16.forward.activation_bytes - megatron_bf16.forward.activation_bytes -
+               layers_last * attention_fwd16) /
+                  logits,
+              22.0 - 34.0, 1e-9);
+}
+
 // A decoder layer of an encoder-decoder is an encoder layer plus one more
 // attention block; the layer split counts encoder and decoder layers, and
 // the balanced split of an encoder-decoder is the best contiguous one.
