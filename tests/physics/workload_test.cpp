@@ -8,6 +8,7 @@
 #include <cmath>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -303,46 +304,31 @@ TEST(StageCosts, TheLossCostsWhatTheFrameworksKernelsMove) {
   spec.microbatch_size = 4;
   spec.seq_length = 1024;
   const double logits = 4.0 * 1024 * spec.padded_vocab();
-  auto last = [&] { return ComputeStageCosts(spec).back(); };
-  const StageCost megatron_bf16 = last();
-  spec.framework = Framework::kHfEager;
-  const StageCost eager_bf16 = last();
-  spec.precision = Precision::kTf32;
-  const StageCost eager_fp32 = last();
-  spec.framework = Framework::kMegatron;
-  const StageCost megatron_fp32 = last();
-  // Only the loss differs between the frameworks on the last stage's
-  // non-attention traffic; the attention passes differ too, so compare the
-  // middle stage's difference away.
-  spec.framework = Framework::kHfEager;
-  const StageCost eager_mid = ComputeStageCosts(spec)[1];
-  spec.framework = Framework::kMegatron;
-  const StageCost megatron_mid = ComputeStageCosts(spec)[1];
-  const double layers_last = megatron_fp32.layers, layers_mid = megatron_mid.layers;
-  const double attention_fwd =
-      (eager_mid.forward.activation_bytes - megatron_mid.forward.activation_bytes) / layers_mid;
-  const double attention_bwd =
-      (eager_mid.backward.activation_bytes - megatron_mid.backward.activation_bytes) / layers_mid;
-  EXPECT_NEAR((eager_fp32.forward.activation_bytes - megatron_fp32.forward.activation_bytes -
-               layers_last * attention_fwd) /
-                  logits,
-              16.0 - 34.0, 1e-9);
-  EXPECT_NEAR((eager_fp32.backward.activation_bytes - megatron_fp32.backward.activation_bytes -
-               layers_last * attention_bwd) /
-                  logits,
-              20.0 - 14.0, 1e-9);
+  // Eager minus fused loss bytes per logit on the last stage, {forward,
+  // backward}. The frameworks' attention passes differ too: the middle
+  // stage's eager - fused difference per layer takes them out.
+  auto loss_difference = [&](Precision precision) {
+    spec.precision = precision;
+    spec.framework = Framework::kHfEager;
+    const std::vector<StageCost> eager = ComputeStageCosts(spec);
+    spec.framework = Framework::kMegatron;
+    const std::vector<StageCost> fused = ComputeStageCosts(spec);
+    const StageCost &e = eager.back(), &f = fused.back(), &em = eager[1], &fm = fused[1];
+    const double per_layer = static_cast<double>(f.layers) / fm.layers;
+    return std::pair{(e.forward.activation_bytes - f.forward.activation_bytes -
+                      per_layer * (em.forward.activation_bytes - fm.forward.activation_bytes)) /
+                         logits,
+                     (e.backward.activation_bytes - f.backward.activation_bytes -
+                      per_layer * (em.backward.activation_bytes - fm.backward.activation_bytes)) /
+                         logits};
+  };
+  const auto [fp32_forward, fp32_backward] = loss_difference(Precision::kTf32);
+  EXPECT_NEAR(fp32_forward, 16.0 - 34.0, 1e-9);
+  EXPECT_NEAR(fp32_backward, 20.0 - 14.0, 1e-9);
   // bf16 under autocast: the eager loss adds the casts (6 B each way).
-  spec.precision = Precision::kBf16;
-  spec.framework = Framework::kHfEager;
-  const StageCost eager_mid16 = ComputeStageCosts(spec)[1];
-  spec.framework = Framework::kMegatron;
-  const StageCost megatron_mid16 = ComputeStageCosts(spec)[1];
-  const double attention_fwd16 =
-      (eager_mid16.forward.activation_bytes - megatron_mid16.forward.activation_bytes) / layers_mid;
-  EXPECT_NEAR((eager_bf16.forward.activation_bytes - megatron_bf16.forward.activation_bytes -
-               layers_last * attention_fwd16) /
-                  logits,
-              22.0 - 34.0, 1e-9);
+  const auto [bf16_forward, bf16_backward] = loss_difference(Precision::kBf16);
+  EXPECT_NEAR(bf16_forward, 22.0 - 34.0, 1e-9);
+  EXPECT_NEAR(bf16_backward, 26.0 - 14.0, 1e-9);
 }
 
 // A decoder layer of an encoder-decoder is an encoder layer plus one more
