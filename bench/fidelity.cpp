@@ -560,7 +560,7 @@ InstructionCheck CheckInstructions(const Case& c, const Setup& setup, double sha
     const physics::SimulatedStage& st = w.stages[s];
     forward.push_back(100 * (st.forward_at_max.time_s / (c.forward_ms[s] * 1e-3) - 1));
     backward.push_back(100 * (st.backward_at_max.time_s / (c.backward_ms[s] * 1e-3) - 1));
-    // One clock; the energy is a placeholder the replay's time does not use.
+    // One clock; the replay reads only the time, so every energy is 1 J.
     measured.Add(s, model::Kind::kForward, {1, c.forward_ms[s] * 1e-3, 1.0});
     measured.Add(s, model::Kind::kBackward, {1, c.backward_ms[s] * 1e-3, 1.0});
   }
@@ -578,17 +578,20 @@ InstructionCheck CheckInstructions(const Case& c, const Setup& setup, double sha
   return r;
 }
 
-void PrintInstructionChecks(const Setup& setup, double share, const char* only) {
+// `measured` holds ReadMeasured of each of kCases, in order.
+void PrintInstructionChecks(const Setup& setup, double share, const char* only,
+                            const std::vector<Measured>& measured) {
   std::printf(
       "\nInstruction times at all-max clocks vs the runs' own (the artifact's time_breakdown,\n"
       "plan 0): predicted / measured - 1 over the stages, median and worst; and the run's\n"
       "1F1B iteration replayed from its measured instructions alone, against the run\n\n");
   std::printf("%-9s %-5s %-18s %20s %20s %24s\n", "half", "gpu", "workload", "forward med/worst",
               "backward med/worst", "replay / run (s)");
-  for (const Case& c : kCases) {
+  for (std::size_t i = 0; i < kCases.size(); ++i) {
+    const Case& c = kCases[i];
     if (only != nullptr && std::strcmp(only, c.artifact) != 0) continue;
     const InstructionCheck r = CheckInstructions(c, setup, share);
-    const double run_s = ReadMeasured(c).base_time_s;
+    const double run_s = measured[i].base_time_s;
     std::printf("%-9s %-5s %-18s %+8.1f / %+6.1f %% %+8.1f / %+6.1f %% %8.1f / %-6.1f (%+.0f %%)\n",
                 Half(c, setup), c.gpu_file, c.artifact, r.forward_median_pct, r.forward_worst_pct,
                 r.backward_median_pct, r.backward_worst_pct, r.replay_s, run_s,
@@ -665,6 +668,9 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
+  // Each run's measurements, read once.
+  std::vector<Measured> measured;
+  for (const Case& c : kCases) measured.push_back(ReadMeasured(c));
   double share = setup.share;
   if (fit) {
     // The one fitted number, on the fit half only: least squares of the
@@ -676,9 +682,10 @@ int main(int argc, char** argv) {
       const double x = 0.05 * i;
       double sse = 0;
       std::string row;
-      for (const Case& c : kCases) {
+      for (std::size_t i = 0; i < kCases.size(); ++i) {
+        const Case& c = kCases[i];
         if (std::strcmp(Half(c, setup), "fit") != 0 || c.model[0] == '\0') continue;
-        const double e = Predict(c, ReadMeasured(c), setup, x).saving_pct - c.measured_saving_pct;
+        const double e = Predict(c, measured[i], setup, x).saving_pct - c.measured_saving_pct;
         sse += e * e;
         row += "  " + std::string(c.artifact) + " " + std::to_string(e).substr(0, 5);
       }
@@ -701,7 +708,8 @@ int main(int argc, char** argv) {
   std::printf("%-9s %-5s %-18s %-12s %21s %21s %18s\n", "half", "gpu", "workload", "shape",
               "t_base meas/pred (s)", "saving meas/pred (%)", "shape err med/max");
   std::map<std::string, std::vector<double>> saving_err, time_err;
-  for (const Case& c : kCases) {
+  for (std::size_t i = 0; i < kCases.size(); ++i) {
+    const Case& c = kCases[i];
     if (only != nullptr && std::strcmp(only, c.artifact) != 0) continue;
     const std::string shape =
         "DP" + std::to_string(c.dp) + " TP" + std::to_string(c.tp) + " PP" + std::to_string(c.pp);
@@ -711,7 +719,7 @@ int main(int argc, char** argv) {
                   "(encoder/enc-dec)");
       continue;
     }
-    const Measured m = ReadMeasured(c);
+    const Measured& m = measured[i];
     const Predicted p = Predict(c, m, setup, share);
     std::printf("%-9s %-5s %-18s %-12s %9.1f / %-9.1f %8.1f / %-10.1f %6.1f / %-5.1f pp\n",
                 Half(c, setup), c.gpu_file, c.artifact, shape.c_str(), m.base_time_s, p.base_time_s,
@@ -727,7 +735,7 @@ int main(int argc, char** argv) {
     for (double e : time_err[half]) t += (t.empty() ? "" : ", ") + std::to_string(e).substr(0, 5);
     std::printf("  %-9s saving %s pp; time %s %%\n", half.c_str(), s.c_str(), t.c_str());
   }
-  PrintInstructionChecks(setup, share, only);
+  PrintInstructionChecks(setup, share, only, measured);
   // The one unpublished testbed figure: how the TP-across-nodes run moves.
   if (only == nullptr || std::strcmp(only, "gpt3-6.7b") == 0) {
     std::printf(
@@ -737,9 +745,10 @@ int main(int argc, char** argv) {
     for (double gbps : {12.5, 25.0, 50.0}) {
       Setup at = setup;
       at.node_network_gbps = gbps;
-      for (const Case& c : kCases) {
+      for (std::size_t i = 0; i < kCases.size(); ++i) {
+        const Case& c = kCases[i];
         if (std::strcmp(c.artifact, "gpt3-6.7b") != 0) continue;
-        const Measured m = ReadMeasured(c);
+        const Measured& m = measured[i];
         std::printf("  %g GB/s: %+.1f %%", gbps,
                     100 * (Predict(c, m, at, share).base_time_s / m.base_time_s - 1));
       }

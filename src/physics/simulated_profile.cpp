@@ -111,10 +111,6 @@ double CapClock(const GpuSpec& gpu, double activity, double f, double limit) {
   return a;
 }
 
-}  // namespace
-
-namespace {
-
 // The GPU blocked on the network for `network_s` after the active part.
 OperatingPoint WithNetworkWait(const GpuSpec& gpu, OperatingPoint op, double network_s) {
   if (network_s <= 0) return op;

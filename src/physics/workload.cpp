@@ -82,7 +82,8 @@ struct Dims {
   const TransformerConfig* m;
   Framework framework;
   Precision precision;
-  double e;  // bytes per activation / weight element: 2 (bf16) or 4 (fp32)
+  double e;             // bytes per activation / weight element: 2 (bf16) or 4 (fp32)
+  double tp_link_gbps;  // KindCost::tp_link_gbps: the network per GPU when TP leaves the node
 
   double backward_bytes_per_param() const { return e + kGradBytesPerParam; }
 };
@@ -99,7 +100,8 @@ Dims DimsOf(const WorkloadSpec& spec) {
               &m,
               spec.framework,
               spec.precision,
-              spec.precision == Precision::kTf32 ? 4.0 : 2.0};
+              spec.precision == Precision::kTf32 ? 4.0 : 2.0,
+              TpNetworkGbpsPerGpu(spec)};
 }
 
 // Parameters of one transformer layer held by one TP rank (norms are
@@ -296,6 +298,7 @@ StageCost CostOfStage(const WorkloadSpec& spec, const Dims& d, int stage, int fi
     c.parameters += norm_params;
     if (m.head_transform) c.parameters += h * h;
   }
+  c.forward.tp_link_gbps = c.backward.tp_link_gbps = d.tp_link_gbps;
   return c;
 }
 
@@ -539,8 +542,6 @@ std::vector<StageCost> ComputeStageCosts(const WorkloadSpec& spec) {
     stages.push_back(CostOfStage(spec, d, s, first, split[s]));
     first += split[s];
   }
-  const double link = TpNetworkGbpsPerGpu(spec);
-  for (StageCost& s : stages) s.forward.tp_link_gbps = s.backward.tp_link_gbps = link;
   return stages;
 }
 

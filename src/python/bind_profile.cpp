@@ -37,7 +37,8 @@ void RequireExists(const std::filesystem::path& path) {
 physics::WorkloadSpec SpecFromArgs(const std::string& model_id, const physics::GpuSpec& gpu, int tp,
                                    int pp, int dp, int microbatch_size, int seq_length,
                                    const std::string& recompute, const py::object& layer_split,
-                                   const std::string& framework, const std::string& precision) {
+                                   const std::string& framework, const std::string& precision,
+                                   const physics::Placement& placement = {}) {
   physics::WorkloadSpec spec;
   spec.model = physics::FindTransformer(model_id);
   spec.parallel.tp = tp;
@@ -48,6 +49,7 @@ physics::WorkloadSpec SpecFromArgs(const std::string& model_id, const physics::G
   spec.recompute = physics::ParseRecompute(recompute);
   spec.framework = physics::ParseFramework(framework);
   spec.precision = physics::ParsePrecision(precision);
+  spec.placement = placement;  // before the balanced split, which times the stages
   if (py::isinstance<py::str>(layer_split)) {
     const std::string text = layer_split.cast<std::string>();
     if (text == "balanced") {
@@ -75,11 +77,13 @@ model::Profile SimulateProfileTask(const std::string& model_id, const std::strin
                                    const std::string& precision, int gpus_per_node,
                                    double node_network_gbps, const std::string& rank_order) {
   const physics::GpuSpec& gpu = physics::FindGpu(gpu_id);
-  physics::WorkloadSpec spec = SpecFromArgs(model_id, gpu, tp, pp, dp, microbatch_size, seq_length,
-                                            recompute, layer_split, framework, precision);
-  spec.placement.gpus_per_node = gpus_per_node;
-  spec.placement.node_network_gbps = node_network_gbps;
-  spec.placement.rank_order = physics::ParseRankOrder(rank_order);
+  physics::Placement placement;
+  placement.gpus_per_node = gpus_per_node;
+  placement.node_network_gbps = node_network_gbps;
+  placement.rank_order = physics::ParseRankOrder(rank_order);
+  const physics::WorkloadSpec spec =
+      SpecFromArgs(model_id, gpu, tp, pp, dp, microbatch_size, seq_length, recompute, layer_split,
+                   framework, precision, placement);
   physics::ProfileOptions options;
   options.power_limit_w = power_limit_w;
   options.min_mhz = min_mhz;
