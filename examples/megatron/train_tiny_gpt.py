@@ -90,6 +90,10 @@ def build_parser():
     p.add_argument("--timeout-s", type=float, default=120,
                    help="timeout of every collective and point-to-point operation (a hang fails "
                    "instead of waiting forever)")
+    p.add_argument("--exit-interval", type=int, default=0, metavar="N",
+                   help="leave with sys.exit(0) right after iteration N, as Megatron-LM's "
+                   "--exit-interval does: the code after the loop (here jpm.disable() and the "
+                   "teardown) is skipped, and joulepipe's exit handler gives the clocks back")
     p.add_argument("--log-json", metavar="PATH",
                    help="each rank appends one JSON line per iteration (and per evaluation) "
                    "to PATH: rank, pp_rank, dp_rank, iteration, kind, loss (last stage only, "
@@ -322,6 +326,7 @@ def main():
         f"{tokens_per_iteration} tokens/iteration | device {device}")
 
     joulepipe_on = args.joulepipe != "off"
+    exiting_early = False  # --exit-interval: leave as Megatron-LM does, past every cleanup
     if joulepipe_on:
         jpm.enable_from_args(args, tokens_per_iteration=tokens_per_iteration, log=print_rank_log)
     try:
@@ -390,6 +395,10 @@ def main():
                 if summary is not None:
                     print_rank_log(summary)
 
+            if args.exit_interval and iteration == args.exit_interval:
+                exiting_early = True
+                sys.exit(0)
+
             if args.eval_every > 0 and iteration % args.eval_every == 0:
                 for c in chunks:
                     c.eval()
@@ -408,7 +417,7 @@ def main():
         if log_fd is not None:
             os.close(log_fd)
     finally:
-        if joulepipe_on:
+        if joulepipe_on and not exiting_early:
             jpm.disable()  # restores clocks and unwraps megatron, also on errors
     parallel_state.destroy_model_parallel()
     dist.destroy_process_group()

@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from joulepipe import _core
+from joulepipe import _core, _guard
 from joulepipe._coordinator import EmbeddedCoordinator, JobShape, RankInfo
 
 MODES = ("off", "measure", "profile", "optimize")
@@ -217,6 +217,9 @@ class Session:
             self._fail(f"the clock agent could not start: {error}")
             return
         self._control = control
+        # From here on the GPU's clocks may change: every way out of the
+        # process gives them back (_guard.py).
+        _guard.watch(self)
         if self.options.plan:
             if self.options.mode != "optimize":
                 self._fail(f"a plan file is applied in optimize mode only (mode is "
@@ -706,7 +709,25 @@ class Session:
         except Exception:
             pass
 
+    def give_back(self, why: str) -> None:
+        """Default clocks now and for the rest of this session (a signal, the
+        process exiting). Safe between any two lines of training code: the
+        closed agent's hooks are no-ops, nothing is removed that a hook
+        reads, and nothing raises."""
+        agent = self._agent
+        if agent is None or agent.closed:
+            return
+        try:
+            agent.close()  # default clocks back (synchronously), controller joined
+        except Exception:
+            pass
+        if self.failure is None:
+            self.failure = f"{why}: default clocks restored"
+        gpu = self._gpu["index"] if self._gpu else "?"
+        self._note(f"{why}: GPU {gpu} is back at its default clocks")
+
     def close(self) -> None:
+        _guard.forget(self)
         if self._open:
             self.iteration_end()
         waits = sorted(self.coordination_wait_s)

@@ -608,6 +608,7 @@ def test_agent_without_clock_permission_falls_back_and_training_goes_on(tmp_path
         agent.set_plan([(jp.Kind.FORWARD, 0, 0, 1200)])
         agent.on_step_begin()
         agent.on_instruction_begin(jp.Kind.FORWARD, 0, 0)
+        agent.wait_idle(5)  # the lock is tried (else the step end's default overtakes it)
         agent.on_instruction_end(jp.Kind.FORWARD, 0, 0)
         agent.on_step_end()
         agent.wait_idle(5)

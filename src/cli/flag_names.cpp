@@ -109,6 +109,7 @@ constexpr std::pair<std::string_view, std::string_view> kFlagNames[] = {
     {"ServerOptions::token", "--token-file"},
     {"ServerOptions::evict_after_s", "--evict-after"},
     {"ServerOptions::max_connections", "--max-connections"},
+    {"ServerOptions::max_connections_per_client", "--max-connections-per-client"},
     {"ServerOptions::max_waiting", "--max-waiting"},
     {"ServerOptions::keep_alive_connections", "--keep-alive-connections"},
     {"ServerOptions::planners", "--planners"},

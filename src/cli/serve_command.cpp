@@ -31,8 +31,9 @@ struct ServeFlags {
   std::string token_file;
   double evict_after_s = 7 * 86400;
   int max_connections = 4096;
-  int max_waiting = -1;             // -1: max_connections / 4, at most 1024
-  int keep_alive_connections = -1;  // -1: max_connections / 2
+  int max_waiting = -1;                // -1: max_connections / 4, at most 1024
+  int keep_alive_connections = -1;     // -1: max_connections / 2
+  int max_connections_per_client = 0;  // 0: max_connections / 2
   int planners = 2;
   double plan_time_limit_s = 600;
   std::string profile;
@@ -137,6 +138,7 @@ int RunServe(const ServeFlags& f) {
       f.max_waiting >= 0 ? f.max_waiting : std::clamp(f.max_connections / 4, 1, 1024);
   options.keep_alive_connections =
       f.keep_alive_connections >= 0 ? f.keep_alive_connections : f.max_connections / 2;
+  options.max_connections_per_client = f.max_connections_per_client;
   options.planners = f.planners;
   options.plan_time_limit_s = f.plan_time_limit_s;
 
@@ -233,6 +235,12 @@ ServeSubcommand::ServeSubcommand(CLI::App* app)
   c->add_option("--keep-alive-connections", f->keep_alive_connections,
                 "Above this many open connections every answer closes its connection, so "
                 "ranks between iterations hold none (default: --max-connections / 2)")
+      ->type_name("N");
+  c->add_option("--max-connections-per-client", f->max_connections_per_client,
+                "Open connections from one address at most; further ones are closed at once "
+                "(default: --max-connections / 2). Whatever a client sends, a request's headers "
+                "must arrive within 120 s and, when the server runs short of room, the "
+                "connection that has waited longest for a request is closed first")
       ->type_name("N");
   c->add_option("--planners", f->planners,
                 "Threads solving frontiers, 1..64; one stays free for light jobs (lightest "

@@ -345,6 +345,15 @@ void Agent::OnStepEnd() noexcept {
       s.StopWait();
       s.source->OnStepEnd();
     }
+    // Between steps (the optimizer, evaluation passes, checkpoints, the data
+    // loader) the GPU runs at its default clocks: only the plan's
+    // instructions are slowed. A last instruction whose wait the plan lowers
+    // has already asked for the default clocks after that wait
+    // (OnInstructionEnd's RequestWait), so it is left to run.
+    const bool tail_wait = mode == Mode::kExecute && s.plan.back().wait_mhz > 0;
+    if (s.controller && !s.power_limit_plan && !tail_wait) {
+      s.controller->Request(ClockController::kDefaultClocks);
+    }
   } catch (const std::exception& e) {
     s.FallBack(std::string("step end failed: ") + e.what(), true);
   } catch (...) {

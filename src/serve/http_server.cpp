@@ -2,8 +2,10 @@
 
 #include <netdb.h>
 #include <netinet/in.h>
+#include <strings.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -79,6 +81,32 @@ MHD_Result CollectArgument(void* cls, MHD_ValueKind, const char* key, const char
   return MHD_YES;
 }
 
+// A body may take connection_timeout_s plus its length at this rate.
+constexpr double kMinBodyBytesPerS = 64 * 1024;
+
+struct FramingHeaders {
+  int content_lengths = 0;
+  bool lengths_differ = false;
+  std::string content_length;  // the first
+  int transfer_encodings = 0;
+  std::string transfer_encoding;  // the first
+};
+
+MHD_Result CollectFraming(void* cls, MHD_ValueKind, const char* key, const char* value) {
+  auto* f = static_cast<FramingHeaders*>(cls);
+  const std::string v = value != nullptr ? value : "";
+  if (key != nullptr && strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+    if (f->content_lengths++ == 0) {
+      f->content_length = v;
+    } else if (v != f->content_length) {
+      f->lengths_differ = true;
+    }
+  } else if (key != nullptr && strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+    if (f->transfer_encodings++ == 0) f->transfer_encoding = v;
+  }
+  return MHD_YES;
+}
+
 std::string Limit(std::size_t bytes) {
   return bytes >= (1u << 20) ? Format("%zu MiB (%zu bytes)", bytes >> 20, bytes)
                              : Format("%zu bytes", bytes);
@@ -86,8 +114,18 @@ std::string Limit(std::size_t bytes) {
 
 }  // namespace
 
+struct HttpServer::Slot {
+  int fd = -1;
+  SteadyClock::time_point ready_since;  // waiting for a request's headers since
+  std::list<Slot*>::iterator at;        // in waiting_, while `waiting`
+  bool waiting = false;
+  bool closing = false;  // shut down by Sweep
+};
+
 struct HttpServer::Connection final : Parked {
   MHD_Connection* mhd = nullptr;
+  Slot* slot = nullptr;  // null if MHD gave none
+  SteadyClock::time_point body_deadline;
   Request request;
   std::size_t limit = kMaxJsonBody;
   std::size_t received = 0;  // body bytes seen, kept or dropped
@@ -153,6 +191,21 @@ HttpServer::HttpServer(const ServerOptions& options, Service* service,
                  Format("ServerOptions::connection_timeout_s must be 1..86400 (got %g)",
                         options.connection_timeout_s));
 
+  model::Require(
+      options.max_connections_per_client >= 0 &&
+          options.max_connections_per_client <= options.max_connections,
+      "ServerOptions::max_connections_per_client",
+      Format("ServerOptions::max_connections_per_client must be 0..ServerOptions::max_connections "
+             "(%d), 0 for half of it (got %d)",
+             options.max_connections, options.max_connections_per_client));
+  header_timeout_ = std::chrono::duration_cast<SteadyClock::duration>(
+      std::chrono::duration<double>(options.connection_timeout_s));
+  max_connections_ = options.max_connections;
+  room_ = std::max(1, options.max_connections / 16);
+  const int per_client = options.max_connections_per_client > 0
+                             ? options.max_connections_per_client
+                             : std::max(1, options.max_connections / 2);
+
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -188,6 +241,7 @@ HttpServer::HttpServer(const ServerOptions& options, Service* service,
       flags, static_cast<uint16_t>(options.port), nullptr, nullptr, &HttpServer::OnRequest, this,
       MHD_OPTION_SOCK_ADDR, reinterpret_cast<const sockaddr*>(&address),
       MHD_OPTION_CONNECTION_LIMIT, static_cast<unsigned>(options.max_connections),
+      MHD_OPTION_PER_IP_CONNECTION_LIMIT, static_cast<unsigned>(per_client),
       MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned>(options.connection_timeout_s),
       MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096u, MHD_OPTION_NOTIFY_COMPLETED, &HttpServer::OnCompleted,
       this, MHD_OPTION_NOTIFY_CONNECTION, &HttpServer::OnConnection, this,
@@ -254,6 +308,67 @@ bool HttpServer::Authorized(MHD_Connection* connection, const std::string& path_
          refuse("the bearer token does not match this server's");
 }
 
+std::optional<Reply> HttpServer::FramingRefusal(MHD_Connection* connection,
+                                                const Connection& c) const {
+  FramingHeaders f;
+  MHD_get_connection_values(connection, MHD_HEADER_KIND, &CollectFraming, &f);
+  const std::string& route = c.request.match.template_name;
+  if (f.lengths_differ) {
+    return ErrorReply(400, "the request has two different Content-Length headers; send one");
+  }
+  if (f.transfer_encodings > 0) {
+    if (f.content_lengths > 0) {
+      return ErrorReply(400,
+                        "the request has both Content-Length and Transfer-Encoding; send one "
+                        "of them");
+    }
+    if (f.transfer_encodings > 1 || strcasecmp(f.transfer_encoding.c_str(), "chunked") != 0) {
+      return ErrorReply(501, Format("Transfer-Encoding '%s' is not supported; send the body with "
+                                    "Content-Length or 'Transfer-Encoding: chunked'",
+                                    model::ExcerptText(f.transfer_encoding, 40).c_str()));
+    }
+  }
+  if (c.limit == 0) {
+    const bool declared =
+        f.content_lengths > 0 && std::strtoull(f.content_length.c_str(), nullptr, 10) > 0;
+    if (declared || f.transfer_encodings > 0) {
+      return ErrorReply(413, Format("%s takes no request body; send none",
+                                    route == "unknown" ? "this path" : route.c_str()));
+    }
+  }
+  return std::nullopt;
+}
+
+void HttpServer::StartWaiting(Slot* slot, SteadyClock::time_point now) {
+  if (slot == nullptr || slot->waiting || slot->closing) return;
+  slot->ready_since = now;
+  slot->at = waiting_.insert(waiting_.end(), slot);
+  slot->waiting = true;
+}
+
+void HttpServer::StopWaiting(Slot* slot) {
+  if (slot == nullptr || !slot->waiting) return;
+  waiting_.erase(slot->at);
+  slot->waiting = false;
+}
+
+void HttpServer::Sweep(SteadyClock::time_point now) {
+  while (!waiting_.empty()) {
+    Slot* oldest = waiting_.front();
+    const bool overdue = now - oldest->ready_since > header_timeout_;
+    const bool crowded = service_->open_connections() - closing_ > max_connections_ - room_;
+    if (!overdue && !crowded) return;
+    StopWaiting(oldest);
+    oldest->closing = true;
+    ++closing_;
+    // MHD reads the end of the stream and closes it (OnConnection then frees
+    // the slot); the descriptor stays MHD's until then, so it is never reused
+    // under us.
+    if (oldest->fd >= 0) ::shutdown(oldest->fd, SHUT_RDWR);
+    service_->CountClosedWaiting();
+  }
+}
+
 MHD_Result HttpServer::Answer(Connection* c, const Reply& reply) {
   MHD_Response* response = MHD_create_response_from_buffer(
       reply.body.size(), const_cast<char*>(reply.body.data()), MHD_RESPMEM_MUST_COPY);
@@ -288,6 +403,13 @@ MHD_Result HttpServer::OnRequest(void* cls, MHD_Connection* connection, const ch
     *context = c;
     c->mhd = connection;
     c->request.method = method;
+    const SteadyClock::time_point now = SteadyClock::now();
+    if (const MHD_ConnectionInfo* info =
+            MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT)) {
+      c->slot = static_cast<Slot*>(info->socket_context);
+    }
+    self->StopWaiting(c->slot);  // the headers are in: a request being handled
+    self->Sweep(now);
     std::vector<std::string> segments;
     const std::string path = url != nullptr ? url : "/";
     std::size_t begin = path.empty() || path[0] != '/' ? 0 : 1;
@@ -308,10 +430,19 @@ MHD_Result HttpServer::OnRequest(void* cls, MHD_Connection* connection, const ch
     }
     c->request.match = RouteOf(c->request.method, segments);
     c->limit = BodyLimit(c->request.match.route);
+    c->body_deadline =
+        now + self->header_timeout_ +
+        std::chrono::duration_cast<SteadyClock::duration>(
+            std::chrono::duration<double>(static_cast<double>(c->limit) / kMinBodyBytesPerS));
     if (c->bad_path) {
       return self->Answer(c, ErrorReply(400,
                                         "the path has a malformed percent-escape (a '%' "
                                         "not followed by two hex digits)"));
+    }
+    // Framing first: a body that cannot be read right (or must not come at
+    // all) is refused before any of it is read, token or not.
+    if (std::optional<Reply> framing = self->FramingRefusal(connection, *c)) {
+      return self->Answer(c, *framing);
     }
     Reply refusal;
     if (c->request.match.route != Route::kHealthz &&
@@ -332,7 +463,9 @@ MHD_Result HttpServer::OnRequest(void* cls, MHD_Connection* connection, const ch
     return MHD_YES;
   }
   if (*upload_data_size > 0) {
-    // 2. A piece of the body.
+    // 2. A piece of the body. One that trickles past its deadline ends the
+    // connection (MHD_NO): a trickle cannot hold it.
+    if (SteadyClock::now() > c->body_deadline) return MHD_NO;
     c->received += *upload_data_size;
     if (c->received <= c->limit) c->request.body.append(upload_data, *upload_data_size);
     *upload_data_size = 0;
@@ -372,10 +505,29 @@ MHD_Result HttpServer::OnRequest(void* cls, MHD_Connection* connection, const ch
 }
 
 // MHD's polling thread (and, at stop, the stopping one).
-void HttpServer::OnConnection(void* cls, MHD_Connection*, void**,
+void HttpServer::OnConnection(void* cls, MHD_Connection* connection, void** socket_context,
                               MHD_ConnectionNotificationCode code) {
   auto* self = static_cast<HttpServer*>(cls);
-  self->service_->AddOpenConnections(code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
+  if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+    self->service_->AddOpenConnections(1);
+    auto* slot = new Slot;
+    if (const MHD_ConnectionInfo* info =
+            MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD)) {
+      slot->fd = info->connect_fd;
+    }
+    *socket_context = slot;
+    const SteadyClock::time_point now = SteadyClock::now();
+    self->Sweep(now);  // before it waits itself: a newcomer is never the one closed
+    self->StartWaiting(slot, now);
+    return;
+  }
+  self->service_->AddOpenConnections(-1);
+  auto* slot = static_cast<Slot*>(*socket_context);
+  if (slot == nullptr) return;
+  self->StopWaiting(slot);
+  if (slot->closing) --self->closing_;
+  delete slot;
+  *socket_context = nullptr;
 }
 
 void HttpServer::OnCompleted(void* cls, MHD_Connection*, void** context,
@@ -385,6 +537,9 @@ void HttpServer::OnCompleted(void* cls, MHD_Connection*, void** context,
   if (c == nullptr) return;
   *context = nullptr;
   if (c->handled) self->service_->Forget(c);  // a no-op unless it is still parked
+  // Kept alive, the connection now waits for its next request's headers
+  // (a closing one is freed by OnConnection right after).
+  self->StartWaiting(c->slot, SteadyClock::now());
   if (c->status != 0 && self->observe_) {
     const double total = Seconds(SteadyClock::now() - c->start);
     self->observe_(c->request.match.template_name, c->status, total - c->parked_s, c->parked_s);

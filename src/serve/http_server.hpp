@@ -17,12 +17,26 @@
 // open, every answer carries "Connection: close": a rank keeps a connection
 // between its requests only while the server has room for it.
 // Every answered request is timed into the service's metrics by route.
+//
+// What one client can hold (server.hpp, ServerOptions::connection_timeout_s):
+// every open connection has a Slot. A slot waiting for a request's headers
+// (just accepted, or kept alive after an answer) is in `waiting_`, oldest
+// first; a request whose headers are in leaves it until its answer is sent.
+// On MHD's thread, at each new connection and each request, Sweep closes
+// (shutdown(2); MHD then finds the end of the stream and frees it) the
+// waiting slots whose headers are overdue, and, while fewer than
+// max_connections / 16 slots are free, the oldest waiting ones: so a
+// trickle of bytes never extends a deadline, and half-sent requests can
+// never take every slot. Requests being handled and parked waits are never
+// closed this way.
 #pragma once
 
 #include <microhttpd.h>
 
 #include <functional>
+#include <list>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "service.hpp"
@@ -44,7 +58,8 @@ class HttpServer {
   void Stop();  // closes the socket and every connection; idempotent
   int port() const { return port_; }
 
-  struct Connection;  // http_server.cpp
+  struct Connection;  // http_server.cpp: one request
+  struct Slot;        // http_server.cpp: one open connection
   struct MhdLog;      // http_server.cpp
 
  private:
@@ -58,6 +73,12 @@ class HttpServer {
   MHD_Result Answer(Connection* c, const Reply& reply);
   bool Authorized(MHD_Connection* connection, const std::string& path_token, bool has_path_token,
                   Reply* refusal) const;
+  // A refusal of the request's framing before its body is read, if any.
+  std::optional<Reply> FramingRefusal(MHD_Connection* connection, const Connection& c) const;
+  // MHD's thread only (as are waiting_ and closing_).
+  void Sweep(SteadyClock::time_point now);
+  void StartWaiting(Slot* slot, SteadyClock::time_point now);
+  void StopWaiting(Slot* slot);
 
   Service* service_;
   std::string token_;
@@ -71,6 +92,12 @@ class HttpServer {
   // answer closes its connection.
   int keep_alive_connections_ = 0;
   int port_ = 0;
+  // Slot deadlines and room (see above).
+  SteadyClock::duration header_timeout_{};
+  int max_connections_ = 0;
+  int room_ = 0;              // slots kept free for new clients
+  std::list<Slot*> waiting_;  // waiting for a request's headers, oldest first
+  int closing_ = 0;           // slots shut down by Sweep, not yet closed by MHD
 };
 
 }  // namespace joulepipe::serve

@@ -140,6 +140,10 @@ std::string Metrics::Text(const Gauges& g) const {
           "Answers that closed their connection because more than "
           "ServerOptions::keep_alive_connections were open.",
           closed_for_room_, &out);
+  Counter("joulepipe_connections_closed_waiting_total",
+          "Connections closed while waiting for a request's headers: overdue "
+          "(ServerOptions::connection_timeout_s) or the oldest when the server ran out of room.",
+          closed_waiting_, &out);
   Counter("joulepipe_plans_total", "Initial plans solved since the server started.", plans_, &out);
   Counter("joulepipe_plan_failures_total", "Plan solves that failed since the server started.",
           plan_failures_, &out);

@@ -55,6 +55,7 @@ class Metrics {
   void CountPlanTimeout() { Add(&plan_timeouts_, 1); }
   void CountDeferredWait() { Add(&deferred_waits_, 1); }
   void CountClosedForRoom() { Add(&closed_for_room_, 1); }
+  void CountClosedWaiting() { Add(&closed_waiting_, 1); }
   // One accepted iteration report; `completed` iterations it completed and
   // the predicted saving per iteration (J) of the plan they ran under.
   void CountReport(std::int64_t completed, double saving_j_per_iteration);
@@ -70,7 +71,7 @@ class Metrics {
   std::map<std::pair<std::string, int>, std::uint64_t> requests_;  // (route, status)
   Histogram solve_;
   std::uint64_t plans_ = 0, plan_failures_ = 0, plan_timeouts_ = 0, switches_ = 0, reports_ = 0,
-                completed_ = 0, deferred_waits_ = 0, closed_for_room_ = 0;
+                completed_ = 0, deferred_waits_ = 0, closed_for_room_ = 0, closed_waiting_ = 0;
   double saved_j_ = 0;
 };
 

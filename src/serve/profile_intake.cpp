@@ -33,6 +33,16 @@ std::optional<Reply> Service::PutProfile(Request& r, Parked* parked) {
   const EntryPtr e = FindAndTouch(r.match.job_id);
   e->job.CheckProfileMayChange();
   if (stopping_) return Unavailable();
+  if (intake_bytes_ + r.body.size() > kMaxIntakeBytes) {
+    Reply busy = ErrorReply(
+        503, Format("the server is checking %s of profile uploads already (at most %zu MiB "
+                    "queued); nothing was changed; retry in a moment",
+                    intake_bytes_ >= (1u << 20) ? Format("%zu MiB", intake_bytes_ >> 20).c_str()
+                                                : Format("%zu bytes", intake_bytes_).c_str(),
+                    kMaxIntakeBytes >> 20));
+    busy.headers.emplace_back("Retry-After", "2");
+    return busy;
+  }
   Intake item;
   item.id = next_intake_++;
   item.job_id = e->job.config().job_id;
@@ -45,6 +55,7 @@ std::optional<Reply> Service::PutProfile(Request& r, Parked* parked) {
   parked->wait = w;
   Park(parked);
   intake_waiters_[item.id] = parked;
+  intake_bytes_ += item.body.size();
   intake_queue_.push_back(std::move(item));
   intake_cv_.notify_one();
   return std::nullopt;
@@ -57,6 +68,11 @@ void Service::IntakeLoop() {
     if (stopping_) return;
     Intake item = std::move(intake_queue_.front());
     intake_queue_.pop_front();
+    intake_bytes_ -= item.body.size();
+    // A request already answered (its client hung up, the job was deleted,
+    // the server is stopping) is dropped unparsed: DropIntake took it out
+    // of the queue already unless it was claimed in between.
+    if (!intake_waiters_.count(item.id)) continue;
     lock.unlock();
     Reply reply;
     try {
@@ -76,6 +92,16 @@ void Service::IntakeLoop() {
     lock.unlock();
     ResumeAll(claimed);
     lock.lock();
+  }
+}
+
+void Service::DropIntake(std::uint64_t id) {
+  for (auto it = intake_queue_.begin(); it != intake_queue_.end(); ++it) {
+    if (it->id == id) {
+      intake_bytes_ -= it->body.size();
+      intake_queue_.erase(it);
+      return;
+    }
   }
 }
 

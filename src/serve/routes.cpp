@@ -106,7 +106,19 @@ RouteMatch RouteOf(const std::string& method, const std::vector<std::string>& s)
 }
 
 std::size_t BodyLimit(Route route) {
-  return route == Route::kPutProfile ? kMaxProfileBody : kMaxJsonBody;
+  switch (route) {
+    case Route::kPutProfile:
+      return kMaxProfileBody;
+    case Route::kCreateJob:
+    case Route::kRegisterRank:
+    case Route::kReportIteration:
+    case Route::kZeusRegisterJob:
+    case Route::kZeusRegisterRank:
+    case Route::kZeusResult:
+      return kMaxJsonBody;
+    default:  // GET and DELETE routes, and paths that match none: no body
+      return 0;
+  }
 }
 
 }  // namespace joulepipe::serve

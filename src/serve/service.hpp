@@ -85,9 +85,14 @@ RouteMatch RouteOf(const std::string& method, const std::vector<std::string>& se
 inline constexpr double kLightPlanWork = 2e7;
 
 // The largest body a route accepts: 64 MiB for PUT /jobs/{id}/profile,
-// 1 MiB otherwise.
+// 1 MiB for the other POST routes, 0 for routes that take none (GET,
+// DELETE, unknown paths): their bodies are refused before a byte is read.
 inline constexpr std::size_t kMaxProfileBody = 64u << 20;
 inline constexpr std::size_t kMaxJsonBody = 1u << 20;
+// Profile uploads queued for the intake thread hold at most this many body
+// bytes; a further upload is answered 503 with Retry-After (two whole
+// uploads: one being parsed, one waiting, is the most a healthy job needs).
+inline constexpr std::size_t kMaxIntakeBytes = 2 * kMaxProfileBody;
 std::size_t BodyLimit(Route route);
 
 struct Request {
@@ -170,6 +175,9 @@ class Service {
   // The transport closed a connection after its answer because more than
   // ServerOptions::keep_alive_connections were open.
   void CountClosedForRoom() { metrics_.CountClosedForRoom(); }
+  // The transport closed a connection that waited for a request's headers
+  // too long, or the longest when it ran out of room (http_server.hpp).
+  void CountClosedWaiting() { metrics_.CountClosedWaiting(); }
   // The transport's open connections: +1 / -1 as they open and close; the
   // count now (Connection: close above keep_alive_connections, /metrics).
   int AddOpenConnections(int delta) { return open_connections_.fetch_add(delta) + delta; }
@@ -212,6 +220,8 @@ class Service {
   struct Intake;
   Reply ApplyProfile(const Intake& item, std::string body);  // intake thread
   void IntakeLoop();
+  // A claimed upload's queued body, freed before it is parsed (mu_ held).
+  void DropIntake(std::uint64_t id);
   // The status and message for an exception a route threw: one table.
   Reply ErrorFor(std::exception_ptr error, bool zeus);
   std::optional<Reply> GetPlan(const Request& r, Parked* parked, bool zeus);
@@ -315,6 +325,7 @@ class Service {
     solver::PlanRequest request;  // its plan request, for the profile's checks
   };
   std::deque<Intake> intake_queue_;
+  std::size_t intake_bytes_ = 0;  // the bodies in intake_queue_, at most kMaxIntakeBytes
   std::map<std::uint64_t, Parked*> intake_waiters_;
   std::uint64_t next_intake_ = 1;
   std::condition_variable intake_cv_;

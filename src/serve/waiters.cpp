@@ -90,7 +90,12 @@ bool Service::Claim(Parked* p, Parked::Outcome outcome, std::vector<Parked*>* cl
   w.outcome = outcome;
   parked_.erase(p);
   if (!w.zeus && w.intake == 0) --held_plan_waits_;
-  if (w.intake != 0) intake_waiters_.erase(w.intake);
+  if (w.intake != 0) {
+    intake_waiters_.erase(w.intake);
+    // Its answer exists (a hang-up, a deletion, the server stopping): the
+    // body still queued for parsing is nobody's work any more.
+    if (outcome != Parked::Outcome::kReady) DropIntake(w.intake);
+  }
   const auto job = jobs_.find(w.job_id);
   if (job != jobs_.end()) job->second->waiters.erase(p);
   if (w.deadline) {

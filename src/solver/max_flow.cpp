@@ -63,21 +63,44 @@ bool FlowNetwork::Levels(int s, int t) {
   return level_[t] >= 0;
 }
 
-double FlowNetwork::Push(int u, int t, double limit) {
-  if (u == t) return limit;
-  for (int& k = current_[u]; k < first_[u + 1]; ++k) {
-    const int id = order_[k];
-    Arc& a = arcs_[id];
-    if (a.residual <= kResidualEpsilon || level_[a.to] != level_[u] + 1) continue;
-    const double pushed = Push(a.to, t, std::min(limit, a.residual));
-    if (pushed > 0) {
-      a.residual -= pushed;
-      arcs_[id ^ 1].residual += pushed;
-      flow_[id >> 1] += (id & 1) ? -pushed : pushed;
-      return pushed;
+// One augmenting path in the level graph, found by a depth-first walk with
+// an explicit stack of arcs (path_): the walk is as deep as the path is long,
+// which grows with the pipeline (a 100,000-microbatch job has paths of
+// hundreds of thousands of nodes), so it must not recurse. Same order and
+// same arithmetic as the recursive form: an arc that leads to a dead end is
+// passed over by advancing its tail's current-arc pointer; a path that
+// reaches t carries its bottleneck, and no pointer moves on success.
+double FlowNetwork::Augment(int s, int t) {
+  path_.clear();
+  int u = s;
+  while (u != t) {
+    bool advanced = false;
+    for (int& k = current_[u]; k < first_[u + 1]; ++k) {
+      const int id = order_[k];
+      const Arc& a = arcs_[id];
+      if (a.residual <= kResidualEpsilon || level_[a.to] != level_[u] + 1) continue;
+      path_.push_back(id);
+      u = a.to;
+      advanced = true;
+      break;
     }
+    if (advanced) continue;
+    if (path_.empty()) return 0;  // s itself is a dead end: the phase is over
+    // u is a dead end: retreat over the arc that led here and move its
+    // tail past it.
+    const int id = path_.back();
+    path_.pop_back();
+    u = from_[id];
+    ++current_[u];
   }
-  return 0;
+  double pushed = 1e300;
+  for (int id : path_) pushed = std::min(pushed, arcs_[id].residual);
+  for (int id : path_) {
+    arcs_[id].residual -= pushed;
+    arcs_[id ^ 1].residual += pushed;
+    flow_[id >> 1] += (id & 1) ? -pushed : pushed;
+  }
+  return pushed;
 }
 
 double FlowNetwork::MaxFlow(int s, int t) {
@@ -87,7 +110,7 @@ double FlowNetwork::MaxFlow(int s, int t) {
   while (Levels(s, t)) {
     current_.assign(first_.begin(), first_.end() - 1);
     while (true) {
-      const double pushed = Push(s, t, 1e300);
+      const double pushed = Augment(s, t);
       if (pushed <= 0) break;
       total += pushed;
     }

@@ -40,7 +40,7 @@ class FlowNetwork {
   };
   void Build();
   bool Levels(int s, int t);
-  double Push(int u, int t, double limit);
+  double Augment(int s, int t);
 
   int n_ = 0;
   bool built_ = false;
@@ -48,6 +48,7 @@ class FlowNetwork {
   std::vector<Arc> arcs_;     // arc 2k is forward, 2k+1 its reverse
   std::vector<double> flow_;  // per forward arc
   std::vector<int> first_, order_, level_, current_;
+  std::vector<int> path_;  // Augment's walk: arc ids from s
   // The source of the last MaxFlow while its final BFS levels still
   // describe the residual network (-1 after any change): Reachable reuses them.
   int reachable_from_ = -1;

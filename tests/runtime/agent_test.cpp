@@ -84,15 +84,22 @@ TEST(AgentTest, ExecutesThePlanClockPerInstruction) {
   EXPECT_EQ(f.agent->mode(), Mode::kExecute);
   EXPECT_FALSE(f.agent->fallback_reason());
   const Stats s = f.agent->stats();
-  EXPECT_EQ(s.requested, 8u);
-  EXPECT_EQ(s.applied + s.skipped + s.coalesced, 8u);
+  EXPECT_EQ(s.requested, 10u);  // 8 instructions, 2 step ends (default clocks)
+  EXPECT_EQ(s.applied + s.restores + s.skipped + s.coalesced, 10u);
   EXPECT_EQ(s.step_begins, 2u);
   EXPECT_EQ(s.step_ends, 2u);
   EXPECT_EQ(s.instruction_begins, 8u);
   EXPECT_EQ(s.instruction_ends, 8u);
   for (const std::string& call : f.control->calls()) {
-    EXPECT_TRUE(call == "lock 2 1000 1000" || call == "lock 2 1200 1200") << call;
+    EXPECT_TRUE(call == "lock 2 1000 1000" || call == "lock 2 1200 1200" || call == "restore")
+        << call;
   }
+  EXPECT_EQ(f.control->calls().back(), "restore");  // the step end's
+  EXPECT_EQ(f.agent->stats().last_applied_mhz, 0);
+  f.agent->OnStepBegin();
+  f.agent->OnInstructionBegin(Kind::kForward, 0, 0);
+  ASSERT_TRUE(f.agent->WaitIdle());
+  EXPECT_EQ(f.agent->stats().last_applied_mhz, 1000);
   f.agent.reset();  // the destructor restores
   EXPECT_EQ(f.control->calls().back(), "restore");
 }
@@ -142,10 +149,11 @@ TEST(AgentTest, PowerLimitPlanSetsTheLimitOnceAndLocksNoClock) {
   EXPECT_EQ(f.control->calls().back(), "restore");
   // A clock plan afterwards locks clocks again.
   f.agent->SetPlan(plan);
-  RunStep(*f.agent, plan);
+  f.agent->OnStepBegin();
+  f.agent->OnInstructionBegin(Kind::kForward, 0, 0);
   ASSERT_TRUE(f.agent->WaitIdle());
   EXPECT_EQ(f.agent->stats().last_power_limit_w, 0.0);
-  EXPECT_NE(f.agent->stats().last_applied_mhz, 0);
+  EXPECT_EQ(f.agent->stats().last_applied_mhz, 1000);
 }
 
 TEST(AgentTest, IdleClockBetweenInstructions) {
@@ -162,10 +170,11 @@ TEST(AgentTest, IdleClockBetweenInstructions) {
   ASSERT_TRUE(f.agent->WaitIdle());
   EXPECT_EQ(f.agent->stats().last_applied_mhz, 1200);
   f.agent->OnInstructionEnd(Kind::kBackward, 0, 0);
+  ASSERT_TRUE(f.agent->WaitIdle());  // (else the step end's default coalesces with it)
   f.agent->OnStepEnd();
   ASSERT_TRUE(f.agent->WaitIdle());
-  EXPECT_EQ(f.control->calls(),
-            Calls({"lock 2 1000 1000", "lock 2 600 600", "lock 2 1200 1200", "lock 2 600 600"}));
+  EXPECT_EQ(f.control->calls(), Calls({"lock 2 1000 1000", "lock 2 600 600", "lock 2 1200 1200",
+                                       "lock 2 600 600", "restore"}));
 }
 
 // A plan with wait_frequency: the wait clock at the instruction's end, the
@@ -217,10 +226,12 @@ TEST(AgentTest, PlannedHeadWaitLowersTheClockAtTheStepsBeginning) {
   f.agent->OnInstructionBegin(Kind::kForward, 0, 0);   // 1000 already: skipped
   f.agent->OnInstructionEnd(Kind::kForward, 0, 0);
   f.agent->OnInstructionBegin(Kind::kBackward, 0, 0);
+  ASSERT_TRUE(f.agent->WaitIdle());  // (else the step end's default coalesces with it)
   f.agent->OnInstructionEnd(Kind::kBackward, 0, 0);
   f.agent->OnStepEnd();
   ASSERT_TRUE(f.agent->WaitIdle());
-  EXPECT_EQ(f.control->calls(), Calls({"lock 2 600 600", "lock 2 1000 1000", "lock 2 1200 1200"}));
+  EXPECT_EQ(f.control->calls(),
+            Calls({"lock 2 600 600", "lock 2 1000 1000", "lock 2 1200 1200", "restore"}));
   EXPECT_EQ(f.agent->stats().lowered_waits, 1u);
   EXPECT_EQ(f.agent->stats().timed_restores, 1u);
   // SetPlan without one clears it.
@@ -244,6 +255,62 @@ TEST(AgentTest, IdleClockAndNextClockCoalesceWhileTheControlIsBusy) {
   EXPECT_EQ(f.control->calls(), Calls({"lock 2 1000 1000"}));
   EXPECT_EQ(f.agent->stats().coalesced, 1u);
   EXPECT_EQ(f.agent->stats().skipped, 1u);
+}
+
+// Between steps the GPU runs at its default clocks, in execute and profile
+// mode: what runs there (the optimizer, a forward-only evaluation pass,
+// checkpointing) is not in the plan and is never slowed. A plan that lowers
+// the wait after the step's last instruction keeps it, then restores.
+TEST(AgentTest, StepEndGivesTheDefaultClocksBack) {
+  {
+    Fixture f;
+    f.agent->SetPlan(SimplePlan(1, 1000, 800));
+    f.agent->OnStepBegin();
+    f.agent->OnInstructionBegin(Kind::kForward, 0, 0);
+    f.agent->OnInstructionEnd(Kind::kForward, 0, 0);
+    f.agent->OnInstructionBegin(Kind::kBackward, 0, 0);
+    ASSERT_TRUE(f.agent->WaitIdle());
+    EXPECT_EQ(f.agent->stats().last_applied_mhz, 800);
+    f.agent->OnInstructionEnd(Kind::kBackward, 0, 0);
+    ASSERT_TRUE(f.agent->WaitIdle());
+    EXPECT_EQ(f.agent->stats().last_applied_mhz, 800);  // still inside the step
+    f.agent->OnStepEnd();
+    ASSERT_TRUE(f.agent->WaitIdle());
+    EXPECT_EQ(f.agent->stats().last_applied_mhz, 0);
+    EXPECT_EQ(f.control->calls().back(), "restore");
+    EXPECT_EQ(f.agent->mode(), Mode::kExecute);  // not a fallback
+    EXPECT_FALSE(f.agent->fallback_reason());
+  }
+  {
+    Fixture f;
+    auto source = std::make_shared<RecordingSource>();
+    f.agent->SetProfiler(source);
+    f.agent->OnStepBegin();
+    f.agent->OnInstructionBegin(Kind::kForward, 0, 0);
+    ASSERT_TRUE(f.agent->WaitIdle());
+    EXPECT_EQ(f.agent->stats().last_applied_mhz, 1200);
+    f.agent->OnInstructionEnd(Kind::kForward, 0, 0);
+    f.agent->OnStepEnd();
+    ASSERT_TRUE(f.agent->WaitIdle());
+    EXPECT_EQ(f.agent->stats().last_applied_mhz, 0);
+    EXPECT_EQ(f.agent->mode(), Mode::kProfile);
+  }
+  {
+    Fixture f;
+    std::vector<model::PlannedInstruction> plan = SimplePlan(1, 1000, 800);
+    plan[1].wait_mhz = 600;
+    plan[1].wait_restore_s = 0.03;
+    f.agent->SetPlan(plan);
+    RunStep(*f.agent, plan);
+    ASSERT_TRUE(f.agent->WaitIdle());
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the restore comes due
+    ASSERT_TRUE(f.agent->WaitIdle());
+    EXPECT_EQ(f.agent->stats().last_applied_mhz, 0);
+    const Calls calls = f.control->calls();
+    ASSERT_GE(calls.size(), 2u);
+    EXPECT_EQ(calls[calls.size() - 2], "lock 2 600 600");  // the lowered tail wait ran
+    EXPECT_EQ(calls.back(), "restore");
+  }
 }
 
 TEST(AgentTest, PlanMismatchFallsBackNamingBoth) {
@@ -345,7 +412,8 @@ TEST(AgentTest, ControlErrorRestoresLogsOnceAndTrainingGoesOn) {
   f.agent->SetPlan(SimplePlan(1, 800, 800));
   EXPECT_EQ(f.agent->mode(), Mode::kExecute);
   EXPECT_FALSE(f.agent->fallback_reason());
-  RunStep(*f.agent, SimplePlan(1, 800, 800));
+  f.agent->OnStepBegin();
+  f.agent->OnInstructionBegin(Kind::kForward, 0, 0);
   ASSERT_TRUE(f.agent->WaitIdle());
   EXPECT_EQ(f.control->calls().back(), "lock 2 800 800");
 }
@@ -369,8 +437,10 @@ TEST(AgentTest, DisableRestoresAndMakesHooksNoOps) {
   Fixture f;
   const auto plan = SimplePlan(1, 1000, 1200);
   f.agent->SetPlan(plan);
-  RunStep(*f.agent, plan);
+  f.agent->OnStepBegin();
+  f.agent->OnInstructionBegin(Kind::kForward, 0, 0);  // a clock locked, mid-step
   ASSERT_TRUE(f.agent->WaitIdle());
+  ASSERT_EQ(f.control->calls(), Calls({"lock 2 1000 1000"}));
   f.agent->Disable();
   EXPECT_EQ(f.agent->mode(), Mode::kOff);
   const Stats before = f.agent->stats();
@@ -435,7 +505,7 @@ TEST(AgentProfileTest, ClocksFromTheSourceAndMeasurementsBack) {
   EXPECT_FALSE(bwd.approximate);
   EXPECT_DOUBLE_EQ(bwd.joules, 5.0);
   EXPECT_EQ(source->step_ends, 1);
-  EXPECT_EQ(f.control->calls(), Calls({"lock 2 1200 1200", "lock 2 1000 1000"}));
+  EXPECT_EQ(f.control->calls(), Calls({"lock 2 1200 1200", "lock 2 1000 1000", "restore"}));
 
   // The gap between steps (optimizer step, data loading) is not a wait.
   f.agent->OnInstructionBegin(Kind::kForward, 1, 0);
@@ -477,10 +547,17 @@ TEST(AgentProfileTest, SwitchingToAPlanAfterProfiling) {
   const auto plan = SimplePlan(1, 800, 800);
   f.agent->SetPlan(plan);
   EXPECT_EQ(f.agent->mode(), Mode::kExecute);
-  RunStep(*f.agent, plan);
+  f.agent->OnStepBegin();
+  f.agent->OnInstructionBegin(Kind::kForward, 0, 0);
   ASSERT_TRUE(f.agent->WaitIdle());
   EXPECT_EQ(f.agent->stats().last_applied_mhz, 800);
-  EXPECT_EQ(source->instructions.size(), 2u);  // only from the profiling step
+  f.agent->OnInstructionEnd(Kind::kForward, 0, 0);
+  f.agent->OnInstructionBegin(Kind::kBackward, 0, 0);
+  f.agent->OnInstructionEnd(Kind::kBackward, 0, 0);
+  f.agent->OnStepEnd();
+  ASSERT_TRUE(f.agent->WaitIdle());
+  EXPECT_EQ(f.agent->stats().last_applied_mhz, 0);  // the step ended: default clocks
+  EXPECT_EQ(source->instructions.size(), 2u);       // only from the profiling step
 }
 
 }  // namespace

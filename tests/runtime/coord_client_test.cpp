@@ -1046,20 +1046,32 @@ TEST(CoordinatedPlanTest, NoPlanAtStartThenSwitchesAtIterationBoundariesAsVersio
   announced->store(1);
   EXPECT_TRUE(TrainUntil(f, coordinated, [&] { return coordinated.stats().running_version == 1; }));
   EXPECT_EQ(f.agent->mode(), Mode::kExecute);
-  // Back-to-back hooks coalesce, but the step's last request (a backward)
-  // always lands.
-  f.Step(coordinated);
-  ASSERT_TRUE(f.agent->WaitIdle());
-  EXPECT_EQ(f.agent->stats().last_applied_mhz, 1200);
+  // Back-to-back hooks coalesce (and each step end gives the default clocks
+  // back), so the clock is read inside the step's last instruction.
+  const auto last_clock = [&] {
+    const auto plan = SimplePlan(2, 0, 0);
+    int mhz = -1;
+    coordinated.OnStepBegin();
+    for (std::size_t i = 0; i < plan.size(); ++i) {
+      const model::Instruction& p = plan[i].instruction;
+      coordinated.OnInstructionBegin(p.kind, p.microbatch, p.chunk);
+      if (i + 1 == plan.size()) {
+        EXPECT_TRUE(f.agent->WaitIdle());
+        mhz = f.agent->stats().last_applied_mhz;
+      }
+      coordinated.OnInstructionEnd(p.kind, p.microbatch, p.chunk);
+    }
+    coordinated.OnStepEnd();
+    return mhz;
+  };
+  EXPECT_EQ(last_clock(), 1200);
   EXPECT_EQ(f.control->Count("lock 0 800 800") + f.control->Count("lock 0 600 600"), 0);
 
   // v2: the straggler plan lands at a boundary; the agent never sees a step
   // cut in two (no fallback) and runs the new clocks from the next step.
   announced->store(2);
   EXPECT_TRUE(TrainUntil(f, coordinated, [&] { return coordinated.stats().running_version == 2; }));
-  f.Step(coordinated);
-  ASSERT_TRUE(f.agent->WaitIdle());
-  EXPECT_EQ(f.agent->stats().last_applied_mhz, 600);
+  EXPECT_EQ(last_clock(), 600);
   EXPECT_FALSE(f.agent->fallback_reason()) << *f.agent->fallback_reason();
   EXPECT_EQ(f.agent->mode(), Mode::kExecute);
 

@@ -18,6 +18,7 @@
 #include "oracle/min_cut_lemon.hpp"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <cmath>
@@ -132,6 +133,39 @@ Category Check(const Named& solver, int n, int s, int t, const std::vector<CutAr
 
 void CheckAll(int n, int s, int t, const std::vector<CutArc>& arcs) {
   for (const Named& solver : Solvers()) Check(solver, n, s, t, arcs);
+}
+
+// Issue 41, 1: a 2-stage x 100,000-microbatch job crashed `joulepipe serve`'s
+// planner thread: the augmenting walk recursed once per node of a path, and
+// the solver's paths run the whole pipeline. A path of 400,000 nodes, solved
+// on a thread with a 256 KiB stack (the recursion needed ~25 MB), must give
+// the chain's bottleneck.
+TEST(MinCut, APathOfHundredsOfThousandsOfNodesNeedsNoStack) {
+  constexpr int kNodes = 400'000;
+  struct Work {
+    std::vector<CutArc> arcs;
+    CutResult result;
+  } work;
+  for (int v = 0; v + 1 < kNodes; ++v) {
+    work.arcs.push_back({v, v + 1, 0, v == kNodes / 2 ? 0.25 : 1.0 + (v % 7)});
+  }
+  pthread_attr_t attr;
+  ASSERT_EQ(pthread_attr_init(&attr), 0);
+  ASSERT_EQ(pthread_attr_setstacksize(&attr, 256 * 1024), 0);
+  pthread_t thread;
+  auto run = [](void* p) -> void* {
+    auto* w = static_cast<Work*>(p);
+    w->result = MinCutWithLowerBounds(kNodes, 0, kNodes - 1, w->arcs);
+    return nullptr;
+  };
+  ASSERT_EQ(pthread_create(&thread, &attr, run, &work), 0);
+  ASSERT_EQ(pthread_join(thread, nullptr), 0);
+  pthread_attr_destroy(&attr);
+  EXPECT_TRUE(work.result.feasible);
+  EXPECT_TRUE(work.result.finite);
+  EXPECT_DOUBLE_EQ(work.result.value, 0.25);
+  EXPECT_EQ(work.result.source_side[kNodes / 2], 1);
+  EXPECT_EQ(work.result.source_side[kNodes / 2 + 1], 0);
 }
 
 TEST(MinCut, SimplePath) {

@@ -160,7 +160,10 @@ class Agent {
   // GPU, no allocation (execute mode).
   void OnStepBegin() noexcept;
   // Execute mode: the whole plan must have run; a step that ended early
-  // falls back. Resets the plan position.
+  // falls back. Resets the plan position. In both modes the GPU then goes
+  // back to its default clocks (the plan's lowered wait after the step's
+  // last instruction, if it has one, first): whatever runs between steps —
+  // the optimizer, evaluation, checkpointing — runs untouched.
   void OnStepEnd() noexcept;
   void OnInstructionBegin(model::Kind kind, int microbatch, int chunk) noexcept;
   void OnInstructionEnd(model::Kind kind, int microbatch, int chunk) noexcept;

@@ -78,6 +78,19 @@ struct ServerOptions {
   double evict_check_period_s = 60;   // how often idleness is checked (> 0)
   int max_connections = 4096;         // open connections, parked ones included
   double connection_timeout_s = 120;  // an idle (not parked) connection is closed
+  // Connections from one address at once (0: max_connections / 2). Beyond
+  // it a new connection is closed at once.
+  int max_connections_per_client = 0;
+  // What no client can hold, with or without a token (slowloris):
+  //   * a request's headers must be complete within connection_timeout_s of
+  //     the connection becoming ready for them (accepted, or the previous
+  //     answer sent), however slowly they trickle in; a body within
+  //     connection_timeout_s plus its length at 64 KiB/s;
+  //   * when fewer than max_connections / 16 slots are left, each new
+  //     connection closes the one that has waited longest for a request's
+  //     headers (idle kept-alive connections and half-sent requests; never
+  //     a request being handled or a parked wait), so real clients always
+  //     find room.
   // What a rank costs the server is bounded by these, not by the job's size
   // (16,384-rank jobs with the defaults; docs/coordination.md, "Scale"):
   //   * at most max_waiting plan long polls are held at once (1..max_connections).

@@ -37,6 +37,7 @@ by name or position); tested with 0.16.1.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import sys
 from typing import Any, Callable, Dict, Optional
@@ -70,6 +71,7 @@ class _State:
 
 
 _state: Optional[_State] = None
+_exit_hook = False
 
 
 def enabled() -> bool:
@@ -144,6 +146,13 @@ def enable(mode: str = "measure", *, plan: Optional[str] = None,
         state.originals[name] = original
         setattr(schedules, name, wrap(original))
     _state = state
+    global _exit_hook
+    if not _exit_hook:
+        # A job that ends without disable() (Megatron's --exit-interval,
+        # sys.exit, an exception) still logs its last iteration and gives
+        # its clocks back (signals: joulepipe/_guard.py).
+        atexit.register(disable)
+        _exit_hook = True
 
 
 def enable_from_args(args: Any, **overrides: Any) -> None:
