@@ -115,15 +115,20 @@ class EmulatedKernels:
     """
 
     def __init__(self, device_index):
-        import pynvml
+        # joulepipe's own NVML (loaded at run time): no pynvml needed, so the
+        # documented `pip install .` is enough.
+        from joulepipe import _core
 
-        pynvml.nvmlInit()
-        self._nvml = pynvml
-        self._handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
-        self._max_mhz = pynvml.nvmlDeviceGetMaxClockInfo(self._handle, pynvml.NVML_CLOCK_SM)
+        self._core = _core
+        gpu = next((g for g in _core.gpus() if g["nvml_index"] == device_index), None)
+        if gpu is None:
+            raise SystemExit(f"--emulate-kernel-ms: no GPU with NVML index {device_index}; run "
+                             "with the simulated NVML library (docs/megatron.md)")
+        self._index = device_index
+        self._max_mhz = gpu["default_sm_mhz"]
 
     def wait(self, ms_at_max):
         import time
 
-        mhz = self._nvml.nvmlDeviceGetClockInfo(self._handle, self._nvml.NVML_CLOCK_SM)
+        mhz = self._core.sm_clock_mhz(self._index)
         time.sleep(ms_at_max / 1e3 * self._max_mhz / max(mhz, 1))

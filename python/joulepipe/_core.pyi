@@ -263,6 +263,13 @@ def gpus() -> List[Dict[str, Any]]:
     """The visible GPUs: index, nvml_index, name, uuid, architecture,
     mig_enabled, supported_sm_mhz, default_sm_mhz, has_energy_counter."""
 
+MAX_PLAN_SLOWDOWN: float
+"""The planner's largest slowdown, a fraction of the all-max-clock time."""
+
+def sm_clock_mhz(nvml_index: int) -> int:
+    """The SM clock the GPU runs now (MHz), as NVML reports it: under a
+    power or thermal cap, lower than the clock locked. Raises GpuError."""
+
 class Measurement:
     """One measured window."""
 

@@ -61,6 +61,16 @@ class Options:
     coordination_timeout_s: float = 120.0  # each side-group operation between the ranks
 
 
+def check_max_slowdown(value: float) -> None:
+    """The one rule on max_slowdown, the planner's own (PlanRequest::slowdown
+    = max_slowdown - 1 in 0.._core.MAX_PLAN_SLOWDOWN)."""
+    top = 1.0 + _core.MAX_PLAN_SLOWDOWN
+    if not isinstance(value, (int, float)) or not 1.0 <= value <= top:
+        raise ValueError(f"max_slowdown is the iteration time the plan may take, a multiple of "
+                         f"today's: 1 (no slower, the default) to {top:g}, e.g. 1.05 for 5 % "
+                         f"slower (got {value!r})")
+
+
 @dataclass
 class Topology:
     """Where this rank sits in the job."""
@@ -111,9 +121,7 @@ class Session:
                  log: Callable[[str], None], writer: Any = None) -> None:
         if options.mode not in MODES[1:]:
             raise ValueError(f"mode must be one of measure, profile, optimize (got {options.mode!r})")
-        if not 1.0 <= options.max_slowdown <= 2.0:
-            raise ValueError("max_slowdown must be in [1, 2], e.g. 1.05 for 5 % slower "
-                             f"(got {options.max_slowdown})")
+        check_max_slowdown(options.max_slowdown)
         self.options = options
         self.topo = topology
         from joulepipe._exchange import Link

@@ -342,3 +342,16 @@ def test_sigterm_to_torchrun_gives_the_clocks_back(tmp_path):
     _, last = last_calls(tmp_path)
     assert last == {0: "nvmlDeviceResetGpuLockedClocks", 1: "nvmlDeviceResetGpuLockedClocks"}, out
     assert "SIGTERM received" in out, out
+
+
+def test_cpu_emulation_needs_no_pynvml(tmp_path):
+    """--emulate-kernel-ms (docs/megatron.md) after `pip install .` alone:
+    the example reads the clock through joulepipe, not pynvml (issue 40, 7)."""
+    code = ("import sys, time; sys.modules['pynvml'] = None; "
+            f"sys.path.insert(0, {str(EXAMPLE.parent)!r}); import cpu_shims; "
+            "k = cpu_shims.EmulatedKernels(0); t = time.perf_counter(); k.wait(20); "
+            "print(time.perf_counter() - t)")
+    proc = subprocess.run([sys.executable, "-c", code], env=env_for(tmp_path),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert 0.015 < float(proc.stdout) < 2, proc.stdout  # 20 ms at the max clock, x max/current

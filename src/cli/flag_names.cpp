@@ -114,6 +114,10 @@ constexpr std::pair<std::string_view, std::string_view> kFlagNames[] = {
     {"ServerOptions::keep_alive_connections", "--keep-alive-connections"},
     {"ServerOptions::planners", "--planners"},
     {"ServerOptions::plan_time_limit_s", "--plan-time-limit"},
+    {"SpreadClocks::count", "--points"},
+    {"WaitCalibrationOptions::clocks_mhz", "--clocks"},
+    {"WaitCalibrationOptions::dwell_s", "--dwell-s"},
+    {"WaitCalibrationOptions::settle_s", "--settle-s"},
     {"ZeusDefaults::microbatches", "--microbatches"},
     {"ZeusDefaults::p_block_w", "--p-block"},
 };

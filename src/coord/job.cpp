@@ -322,41 +322,12 @@ std::optional<RankPlan> Job::PlanFor(int rank) const {
   plan.point = point_of_pipeline_[plan.pipeline];
   plan.reason = switches_.back().reason;
   const solver::FrontierPoint& q = frontier_.points[plan.point];
-  plan.predicted = {q.time_s, q.energy_j};
+  plan.predicted = model::Prediction{q.time_s, q.energy_j};
   for (int node : schedule_.stage_order[plan.stage]) {
     plan.instructions.push_back({schedule_.nodes[node], q.mhz[node]});
   }
+  plan.frequencies = protocol::ZeusFrequencies(plan.instructions);
   return plan;
-}
-
-bool IterationTimeOk(double time_s) {
-  return std::isfinite(time_s) && time_s > 0 && time_s <= kMaxIterationTimeS;
-}
-
-bool IterationEnergyOk(double energy_j) {
-  return std::isfinite(energy_j) && energy_j >= 0 && energy_j <= kMaxIterationEnergyJ;
-}
-
-void CheckIterationTime(double time_s, const std::string& field, const std::string& name) {
-  if (IterationTimeOk(time_s)) return;  // the message is built only for a refusal
-  const std::string& shown = name.empty() ? field : name;
-  throw InputError(field, Format("%s must be a time in seconds, > 0 and at most %g (got %g)",
-                                 shown.c_str(), kMaxIterationTimeS, time_s));
-}
-
-void CheckIterationEnergy(double energy_j, const std::string& field, const std::string& name) {
-  if (IterationEnergyOk(energy_j)) return;
-  const std::string& shown = name.empty() ? field : name;
-  throw InputError(field, Format("%s must be joules, 0..%g, or absent when not measured (got %g)",
-                                 shown.c_str(), kMaxIterationEnergyJ, energy_j));
-}
-
-void CheckIterationReport(const IterationReport& r) {
-  Require(r.iteration >= 0 && r.iteration <= kMaxIteration, "IterationReport::iteration",
-          Format("IterationReport::iteration counts from 0, at most %lld (got %lld)",
-                 static_cast<long long>(kMaxIteration), static_cast<long long>(r.iteration)));
-  CheckIterationTime(r.time_s, "IterationReport::time_s");
-  if (r.energy_j) CheckIterationEnergy(*r.energy_j, "IterationReport::energy_j");
 }
 
 std::optional<PlanSwitch> Job::ReportIteration(const IterationReport& r, double now_unix_s,

@@ -10,6 +10,7 @@
 #include "joulepipe/gpu/device.hpp"
 #include "joulepipe/gpu/error.hpp"
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/format.hpp"
 #include "joulepipe/monitor/monitor.hpp"
 
 namespace joulepipe::monitor {
@@ -66,27 +67,38 @@ double SwitchTo(gpu::ClockControl& control, const gpu::Device& device, int mhz,
 }
 
 void CheckOptions(const WaitCalibrationOptions& o, const std::vector<int>& supported) {
+  // Fields, not flags (docs/architecture.md, "Errors"): the CLI renames them.
   if (o.clocks_mhz.size() < 2)
-    throw model::InputError("calibrate-wait: at least 2 clocks are needed, got " +
-                            std::to_string(o.clocks_mhz.size()));
+    throw model::InputError("WaitCalibrationOptions::clocks_mhz",
+                            "WaitCalibrationOptions::clocks_mhz needs at least 2 clocks, got " +
+                                std::to_string(o.clocks_mhz.size()));
   for (int f : o.clocks_mhz)
     if (std::find(supported.begin(), supported.end(), f) == supported.end())
-      throw model::InputError("calibrate-wait: " + std::to_string(f) +
-                              " MHz is not a supported SM clock of GPU " +
-                              std::to_string(o.nvml_index) + " (joulepipe gpus lists them)");
+      throw model::InputError("WaitCalibrationOptions::clocks_mhz",
+                              "WaitCalibrationOptions::clocks_mhz: " + std::to_string(f) +
+                                  " MHz is not a supported SM clock of GPU " +
+                                  std::to_string(o.nvml_index) + " (joulepipe gpus lists them)");
   if (!(o.dwell_s >= 2 * o.counter_period_s))
+    throw model::InputError("WaitCalibrationOptions::dwell_s",
+                            model::Format("WaitCalibrationOptions::dwell_s must be at least two "
+                                          "energy-counter periods (%g s), got %g s",
+                                          2 * o.counter_period_s, o.dwell_s));
+  if (!(o.settle_s >= 0))
     throw model::InputError(
-        "calibrate-wait: the dwell must be at least two energy-counter "
-        "periods (" +
-        std::to_string(2 * o.counter_period_s) + " s)");
-  if (!(o.settle_s >= 0) || !(o.switch_timeout_s > 0) || !(o.poll_s > 0))
-    throw model::InputError("calibrate-wait: settle, switch timeout and poll must be >= 0 / > 0");
+        "WaitCalibrationOptions::settle_s",
+        model::Format("WaitCalibrationOptions::settle_s must be >= 0 s (got %g)", o.settle_s));
+  if (!(o.switch_timeout_s > 0) || !(o.poll_s > 0))
+    throw model::InputError("WaitCalibrationOptions::switch_timeout_s",
+                            "WaitCalibrationOptions::switch_timeout_s and poll_s must be > 0");
 }
 
 }  // namespace
 
 std::vector<int> SpreadClocks(const std::vector<int>& supported, int count) {
-  if (count < 2) throw model::InputError("calibrate-wait: --points must be at least 2");
+  if (count < 2) {
+    throw model::InputError("SpreadClocks::count", "SpreadClocks::count must be at least 2 (got " +
+                                                       std::to_string(count) + ")");
+  }
   if (static_cast<int>(supported.size()) <= count) return supported;
   std::vector<int> out;
   const double step = static_cast<double>(supported.size() - 1) / (count - 1);

@@ -82,8 +82,8 @@ class CoordJob {
     d["version"] = plan->version;
     d["point"] = plan->point;
     d["reason"] = plan->reason;
-    d["predicted_time_s"] = plan->predicted.time_s;
-    d["predicted_energy_j"] = plan->predicted.energy_j;
+    d["predicted_time_s"] = plan->predicted->time_s;  // coord::Job always predicts
+    d["predicted_energy_j"] = plan->predicted->energy_j;
     d["plan"] = StagePlanToList(plan->instructions);
     return d;
   }

@@ -35,6 +35,14 @@ void BindGpu(py::module_& m) {
   m.def("gpus", &Gpus,
         "The visible GPUs (CUDA_VISIBLE_DEVICES applies), as dicts. Raises GpuError when NVML "
         "cannot be loaded.");
+  m.def(
+      "sm_clock_mhz",
+      [](int nvml_index) {
+        return gpu::DeviceByNvmlIndex(nvml_index).CurrentClock(gpu::ClockDomain::kSm);
+      },
+      py::arg("nvml_index"),
+      "The SM clock the GPU with this NVML index runs now (MHz), as NVML reports it: under a "
+      "power or thermal cap it is lower than the clock locked. Raises GpuError.");
 }
 
 }  // namespace joulepipe::python

@@ -262,6 +262,9 @@ py::dict EvaluatePlanTask(const py::handle& profile_arg, const std::string& plan
 }  // namespace
 
 void BindPlan(py::module_& m) {
+  // The planner's range of PlanRequest::slowdown (a fraction): the Python
+  // package's max_slowdown (a factor) is checked against it, not a copy.
+  m.attr("MAX_PLAN_SLOWDOWN") = solver::kMaxSlowdown;
   py::enum_<model::Kind>(m, "Kind", "An instruction's kind: one forward or one backward.")
       .value("FORWARD", model::Kind::kForward)
       .value("BACKWARD", model::Kind::kBackward);

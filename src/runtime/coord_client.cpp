@@ -24,6 +24,8 @@
 #include "joulepipe/model/format.hpp"
 #include "joulepipe/model/json_input.hpp"
 #include "joulepipe/model/version.hpp"
+#include "joulepipe/protocol/answer_reader.hpp"
+#include "joulepipe/protocol/json.hpp"
 
 namespace joulepipe::runtime {
 
@@ -120,8 +122,9 @@ std::pair<std::string, std::string> ServerError(const http::Response& response) 
   return {"(answer body: " + model::ExcerptText(response.body, 200) + ")", ""};
 }
 
-// Checks one answer's JSON field by field; every failure is kBadResponse
-// naming the route and the field's path.
+// One answer of `context` (e.g. "POST http://.../jobs"): its JSON read with
+// the protocol's reader; every failure is kBadResponse naming the route and
+// the field's path.
 class AnswerReader {
  public:
   AnswerReader(std::string context, int status) : context_(std::move(context)), status_(status) {}
@@ -130,155 +133,32 @@ class AnswerReader {
     try {
       return model::ParseJsonBounded(body, "the answer");
     } catch (const model::InputError& e) {
-      throw CoordinatorError(CoordinatorError::Kind::kBadResponse, context_ + ": " + e.what(),
-                             status_);
+      throw Bad(e.what());
+    }
+  }
+
+  // f(const protocol::AnswerReader&), its InputError made kBadResponse.
+  template <typename F>
+  auto Read(F f) const {
+    try {
+      return f(protocol::AnswerReader());
+    } catch (const model::InputError& e) {
+      throw Bad(e.what());
     }
   }
 
   [[noreturn]] void Fail(const std::string& path, const std::string& problem) const {
-    throw CoordinatorError(CoordinatorError::Kind::kBadResponse,
-                           context_ + ": " + path + " " + problem, status_);
-  }
-
-  const json& Object(const json& value, const std::string& path) const {
-    if (!value.is_object()) Fail(path, "must be a JSON object, got " + Show(value));
-    return value;
-  }
-
-  const json& Require(const json& object, const char* key, const std::string& parent) const {
-    auto it = object.find(key);
-    if (it == object.end()) {
-      Fail(parent.empty() ? "the answer" : parent, std::string("has no field '") + key + "'");
-    }
-    return *it;
-  }
-
-  // Absent or null: nullptr.
-  const json* Optional(const json& object, const char* key) const {
-    auto it = object.find(key);
-    return it == object.end() || it->is_null() ? nullptr : &*it;
-  }
-
-  std::int64_t Integer(const json& value, const std::string& path, std::int64_t min,
-                       std::int64_t max = std::numeric_limits<int>::max()) const {
-    double number = 0;
-    if (value.is_number_integer()) {
-      number = value.is_number_unsigned() ? static_cast<double>(value.get<std::uint64_t>())
-                                          : static_cast<double>(value.get<std::int64_t>());
-    } else if (value.is_number_float() && std::isfinite(value.get<double>()) &&
-               value.get<double>() == std::floor(value.get<double>())) {
-      number = value.get<double>();
-    } else {
-      Fail(path, "must be an integer, got " + Show(value));
-    }
-    if (number < static_cast<double>(min) || number > static_cast<double>(max)) {
-      Fail(path, "must be an integer >= " + std::to_string(min) + ", got " + Show(value));
-    }
-    return static_cast<std::int64_t>(number);
-  }
-
-  double Finite(const json& value, const std::string& path) const {
-    if (!value.is_number() || !std::isfinite(value.get<double>())) {
-      Fail(path, "must be a finite number, got " + Show(value));
-    }
-    return value.get<double>();
-  }
-
-  const std::string& String(const json& value, const std::string& path) const {
-    if (!value.is_string()) Fail(path, "must be a string, got " + Show(value));
-    return value.get_ref<const std::string&>();
-  }
-
-  model::Kind KindOf(const json& value, const std::string& path) const {
-    model::Kind kind{};
-    if (!value.is_string() || !model::ParseKind(value.get_ref<const std::string&>(), &kind)) {
-      Fail(path, "must be \"forward\" or \"backward\", got " + Show(value));
-    }
-    return kind;
+    throw Bad(path + " " + problem);
   }
 
  private:
-  static std::string Show(const json& value) {
-    return value.type_name() + std::string(" ") + model::Excerpt(value, 60);
+  CoordinatorError Bad(const std::string& what) const {
+    return CoordinatorError(CoordinatorError::Kind::kBadResponse, context_ + ": " + what, status_);
   }
 
   std::string context_;
   int status_;
 };
-
-RankPlan ReadRankPlan(const AnswerReader& in, const json& root, int rank, int after_version) {
-  in.Object(root, "the answer");
-  RankPlan plan;
-  plan.rank = static_cast<int>(in.Integer(in.Require(root, "rank", ""), "rank", 0));
-  if (plan.rank != rank) {
-    in.Fail("rank", "is " + std::to_string(plan.rank) + " but the request asked for rank " +
-                        std::to_string(rank));
-  }
-  plan.pipeline = static_cast<int>(in.Integer(in.Require(root, "pipeline", ""), "pipeline", 0));
-  plan.stage = static_cast<int>(in.Integer(in.Require(root, "stage", ""), "stage", 0));
-  plan.version = static_cast<int>(in.Integer(in.Require(root, "version", ""), "version", 1));
-  if (plan.version <= after_version) {
-    in.Fail("version", "is " + std::to_string(plan.version) +
-                           " but the request asked for a plan newer than version " +
-                           std::to_string(after_version));
-  }
-  if (const json* reason = in.Optional(root, "reason")) plan.reason = in.String(*reason, "reason");
-  if (const json* predicted = in.Optional(root, "predicted")) {
-    in.Object(*predicted, "predicted");
-    model::Prediction p;
-    p.time_s = in.Finite(in.Require(*predicted, "time_s", "predicted"), "predicted.time_s");
-    p.energy_j = in.Finite(in.Require(*predicted, "energy_j", "predicted"), "predicted.energy_j");
-    plan.predicted = p;
-  }
-
-  const json& list = in.Require(root, "instructions", "");
-  if (!list.is_array() || list.empty()) {
-    in.Fail("instructions", "must be a non-empty array (this rank's stage, one iteration)");
-  }
-  plan.instructions.reserve(list.size());
-  for (std::size_t i = 0; i < list.size(); ++i) {
-    const std::string path = "instructions[" + std::to_string(i) + "]";
-    const json& entry = in.Object(list[i], path);
-    model::PlannedInstruction p;
-    p.instruction.stage = plan.stage;
-    p.instruction.kind = in.KindOf(in.Require(entry, "instruction", path), path + ".instruction");
-    p.instruction.microbatch = static_cast<int>(
-        in.Integer(in.Require(entry, "microbatch", path), path + ".microbatch", 0));
-    if (const json* chunk = in.Optional(entry, "chunk")) {
-      p.instruction.chunk = static_cast<int>(in.Integer(*chunk, path + ".chunk", 0));
-    }
-    p.mhz =
-        static_cast<int>(in.Integer(in.Require(entry, "frequency", path), path + ".frequency", 1));
-    plan.instructions.push_back(p);
-  }
-
-  // The Zeus shape must say the same thing as the instructions.
-  plan.frequencies.reserve(plan.instructions.size());
-  const json* frequencies = in.Optional(root, "frequencies");
-  if (frequencies != nullptr &&
-      (!frequencies->is_array() || frequencies->size() != plan.instructions.size())) {
-    in.Fail("frequencies", "must be an array of " + std::to_string(plan.instructions.size()) +
-                               " [kind, MHz] pairs, one per instruction");
-  }
-  for (std::size_t i = 0; i < plan.instructions.size(); ++i) {
-    const model::PlannedInstruction& p = plan.instructions[i];
-    if (frequencies != nullptr) {
-      const std::string path = "frequencies[" + std::to_string(i) + "]";
-      const json& pair = (*frequencies)[i];
-      if (!pair.is_array() || pair.size() != 2) in.Fail(path, "must be a [kind, MHz] pair");
-      const model::Kind kind = in.KindOf(pair[0], path + "[0]");
-      const int mhz = static_cast<int>(in.Integer(pair[1], path + "[1]", 1));
-      if (kind != p.instruction.kind || mhz != p.mhz) {
-        in.Fail(path, "is (" + std::string(model::KindName(kind)) + ", " + std::to_string(mhz) +
-                          ") but instructions[" + std::to_string(i) + "] is (" +
-                          std::string(model::KindName(p.instruction.kind)) + ", " +
-                          std::to_string(p.mhz) + "); the two lists must agree");
-      }
-    }
-    plan.frequencies.emplace_back(p.instruction.kind, p.mhz);
-  }
-  return plan;
-}
 
 }  // namespace
 
@@ -468,8 +348,10 @@ std::string CoordinatorClient::RegisterJob(const JobRegistration& job) {
                    "application/json", 0, random_);
   AnswerReader in(state_->Context("POST " + target), response.status);
   const json root = in.Parse(response.body);
-  in.Object(root, "the answer");
-  const std::string& id = in.String(in.Require(root, "job_id", ""), "job_id");
+  const std::string id = in.Read([&](const protocol::AnswerReader& r) {
+    r.Object(root, "the answer");
+    return r.String(r.Require(root, "job_id", ""), "job_id");
+  });
   if (id.empty()) in.Fail("job_id", "is empty");
   if (!job.job_id.empty() && id != job.job_id) {
     in.Fail("job_id", "is '" + model::ExcerptText(id) + "' but the request registered '" +
@@ -493,8 +375,10 @@ int CoordinatorClient::UploadProfile(const std::string& job_id, const std::strin
   const http::Response response = state_->Call("PUT", target, csv, "text/csv", 0, random_);
   AnswerReader in(state_->Context("PUT " + target), response.status);
   const json root = in.Parse(response.body);
-  in.Object(root, "the answer");
-  return static_cast<int>(in.Integer(in.Require(root, "rows", ""), "rows", 0));
+  return in.Read([&](const protocol::AnswerReader& r) {
+    r.Object(root, "the answer");
+    return static_cast<int>(r.Integer(r.Require(root, "rows", ""), "rows", 0));
+  });
 }
 
 std::optional<RankPlan> CoordinatorClient::WaitForPlan(const std::string& job_id, int rank,
@@ -545,7 +429,10 @@ std::optional<RankPlan> CoordinatorClient::WaitForPlan(const std::string& job_id
       in.Fail("the answer", "has status " + std::to_string(response.status) +
                                 "; a plan comes with 200, no newer plan with 204");
     }
-    return ReadRankPlan(in, in.Parse(response.body), rank, after_version);
+    const json root = in.Parse(response.body);
+    return in.Read([&](const protocol::AnswerReader&) {
+      return protocol::RankPlanFromJson(root, rank, after_version);
+    });
   }
 }
 
@@ -563,15 +450,16 @@ int CoordinatorClient::ReportIteration(const std::string& job_id, const Iteratio
                                  "when measured (got %g J); leave it unset when not measured",
                                  *report.energy_j));
   }
-  json body = {{"rank", report.rank}, {"iteration", report.iteration}, {"time_s", report.time_s}};
-  body["energy_j"] = report.energy_j ? json(*report.energy_j) : json(nullptr);
+  const json body = protocol::IterationReportToJson(report);
   const std::string target = "/jobs/" + http::PercentEncode(job_id) + "/iterations";
   const http::Response response =
       state_->Call("POST", target, body.dump(), "application/json", 0, random_);
   AnswerReader in(state_->Context("POST " + target), response.status);
   const json root = in.Parse(response.body);
-  in.Object(root, "the answer");
-  return static_cast<int>(in.Integer(in.Require(root, "plan_version", ""), "plan_version", 0));
+  return in.Read([&](const protocol::AnswerReader& r) {
+    r.Object(root, "the answer");
+    return static_cast<int>(r.Integer(r.Require(root, "plan_version", ""), "plan_version", 0));
+  });
 }
 
 }  // namespace joulepipe::runtime

@@ -21,6 +21,7 @@
 
 #include "joulepipe/coord/job.hpp"
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/protocol/json.hpp"
 
 namespace joulepipe::serve {
 
@@ -47,11 +48,11 @@ nlohmann::json JobConfigToJson(const coord::JobConfig& config);
 coord::RankInfo RankInfoFromJson(const nlohmann::json& j, bool strict);
 nlohmann::json RankInfoToJson(const coord::RankInfo& info);
 
-// POST /jobs/{id}/iterations: {"rank","iteration","time_s","energy_j"?}.
-// Checks the numbers as coord does (time in (0, kMaxIterationTimeS], energy
-// in [0, kMaxIterationEnergyJ]) so that a report before planning, which
-// coord ignores, is refused all the same.
-coord::IterationReport IterationReportFromJson(const nlohmann::json& j);
+// POST /jobs/{id}/iterations, GET /jobs/{id}/plan and Zeus's GET /schedule:
+// the protocol's messages, read and written by protocol/json.hpp.
+using protocol::FrequencyScheduleToJson;
+using protocol::IterationReportFromJson;
+using protocol::RankPlanToJson;
 
 // Zeus 0.16.0's JobInfo (zeus/optimizer/pipeline_frequency/common.py).
 struct ZeusJobInfo {
@@ -70,14 +71,6 @@ struct ZeusProfilingResult {
   std::vector<double> iter_energy;  // empty or iter_time.size() entries
 };
 ZeusProfilingResult ProfilingResultFromJson(const nlohmann::json& j);
-
-// The plan answer of GET /jobs/{id}/plan:
-//   {"job_id","rank","pipeline","stage","version","point","reason",
-//    "predicted":{"time_s","energy_j"},"frequencies":[["forward",MHz],...],
-//    "instructions":[{"instruction","microbatch","chunk","frequency"},...]}
-nlohmann::json RankPlanToJson(const coord::RankPlan& plan, const std::string& job_id);
-// Zeus's FrequencySchedule: {"rank","frequencies":[["forward",MHz],...]}.
-nlohmann::json FrequencyScheduleToJson(const coord::RankPlan& plan);
 
 // Zeus-style job ids: "YYYY-MM-DD-HH-MM-SS+dp<D>+pp<P>+tp<T>+joulepipe[+<metadata>]"
 // in local time, as zeus's JobInfo.set_job_id writes them; characters a job

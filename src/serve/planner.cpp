@@ -135,8 +135,8 @@ void Service::PlanOne(const std::string& id, std::unique_lock<std::mutex>& lock)
   if (timed_out) {
     metrics_.CountPlanTimeout();
     failure = Format(
-        "planning took longer than its time limit of %g s (ServerOptions::plan_time_limit_s, "
-        "joulepipe serve --plan-time-limit) and was cancelled; the job plans %lld instructions "
+        "planning took longer than its time limit of %g s (ServerOptions::plan_time_limit_s) "
+        "and was cancelled; the job plans %lld instructions "
         "per iteration: plan it with a coarser frontier grid (JobConfig::resolution_s) or fewer "
         "microbatches, or raise the limit",
         options_.plan_time_limit_s, static_cast<long long>(PlanInstructions(c)));

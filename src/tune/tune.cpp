@@ -288,7 +288,7 @@ void CheckTuneRequest(const TuneRequest& r) {
                Format("must be 1..%d (got %d)", physics::kMaxTp, r.gpus_per_node));
   RequireRange(c.tp <= r.gpus_per_node, "TuneRequest::current",
                Format("has TP %d over more than a node's %d GPUs; tensor parallelism across "
-                      "nodes is not modelled (raise --gpus-per-node if a node has more)",
+                      "nodes is not modelled (raise TuneRequest::gpus_per_node if a node has more)",
                       c.tp, r.gpus_per_node));
   RequireRange(r.max_chunks >= 2 && r.max_chunks <= kMaxTuneChunks, "TuneRequest::max_chunks",
                Format("must be 2..%d (got %d)", kMaxTuneChunks, r.max_chunks));

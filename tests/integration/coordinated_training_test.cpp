@@ -309,9 +309,5 @@ TEST(CoordinatedTraining, RanksOverTheServersHeldWaitsComeBackForTheirPlans) {
   }
 }
 
-TEST(CoordinationRules, TheClientsLongPollLimitIsTheServices) {
-  EXPECT_EQ(runtime::kMaxPlanWaitS, coord::kMaxPlanWaitS);
-}
-
 }  // namespace
 }  // namespace joulepipe

@@ -28,19 +28,6 @@ using testing::Connect;
 using testing::ReadResponse;
 using testing::SendAll;
 
-long ResidentKb() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-  }
-  return -1;
-}
-
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 // Whether the server closed `fd` (EOF or reset) within `seconds`.
 bool ClosedWithin(int fd, double seconds) {
   const auto deadline = std::chrono::steady_clock::now() +

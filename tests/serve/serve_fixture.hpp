@@ -1,6 +1,7 @@
 // The fixture of the serve part's tests: a Server on a free loopback port
 // with its log captured, and helpers to register jobs and check errors.
-// Included by one test file per idea (server_test.cpp, hardening_test.cpp).
+// Included by one test file per idea (server_test.cpp, hardening_test.cpp,
+// attack_test.cpp).
 #pragma once
 
 #include <dirent.h>
@@ -8,6 +9,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -42,6 +44,20 @@ inline int ThreadCount() {
     ::closedir(d);
   }
   return n;
+}
+
+// This process's resident memory (kB), from /proc/self/status; -1 if unknown.
+inline long ResidentKb() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+inline double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 inline bool WaitFor(const std::function<bool()>& done, double seconds) {

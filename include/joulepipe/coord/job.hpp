@@ -50,6 +50,7 @@
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/plan.hpp"
 #include "joulepipe/model/profile.hpp"
+#include "joulepipe/protocol/messages.hpp"
 #include "joulepipe/schedule/schedule.hpp"
 #include "joulepipe/solver/frontier.hpp"
 #include "joulepipe/solver/plan_pipeline.hpp"
@@ -61,14 +62,14 @@ inline constexpr int kMaxDegree = 100'000;  // each of pp/dp/tp
 inline constexpr std::int64_t kMaxWorldSize = 10'000'000;
 inline constexpr std::size_t kMaxJobIdLength = 256;
 inline constexpr std::size_t kMaxMetadataLength = 4096;
-inline constexpr std::size_t kMaxFrequencies = 4096;              // RankInfo::available_mhz
-inline constexpr double kMaxIterationTimeS = 86'400;              // IterationReport::time_s
-inline constexpr double kMaxIterationEnergyJ = 1e12;              // IterationReport::energy_j
-inline constexpr std::int64_t kMaxIteration = 1'000'000'000'000;  // IterationReport::iteration
-// A rank's long poll for its plan (the service's wait_s) is 0..this long,
-// kDefaultPlanWaitS when not given.
-inline constexpr double kMaxPlanWaitS = 300;
-inline constexpr double kDefaultPlanWaitS = 30;
+inline constexpr std::size_t kMaxFrequencies = 4096;  // RankInfo::available_mhz
+// An iteration report's ranges and a rank's plan wait: the protocol's
+// (protocol/messages.hpp), named here as well for coord's callers.
+using protocol::kDefaultPlanWaitS;
+using protocol::kMaxIteration;
+using protocol::kMaxIterationEnergyJ;
+using protocol::kMaxIterationTimeS;
+using protocol::kMaxPlanWaitS;
 // Instructions of one pipeline iteration (2 x stages x microbatches x
 // chunks) a coordinated job may have: planning more takes hours, and a
 // request must not make the service build it (pp 64 x 7,812 microbatches).
@@ -121,35 +122,16 @@ struct RankInfo {
   friend bool operator==(const RankInfo&, const RankInfo&) = default;
 };
 
-struct IterationReport {
-  int rank = -1;
-  std::int64_t iteration = 0;      // >= 0, counted by the rank from 0
-  double time_s = 0;               // its pipeline work in the iteration, (0, kMaxIterationTimeS]
-  std::optional<double> energy_j;  // its GPU's energy in the iteration, [0, kMaxIterationEnergyJ]
-};
-
-// The rules on a report's numbers, each once (the service's codecs, the
-// Zeus route and Job::ReportIteration call these): iteration
-// 0..kMaxIteration, time_s in (0, kMaxIterationTimeS], energy_j in
-// [0, kMaxIterationEnergyJ] when present. Throw model::InputError naming
-// `field` (or IterationReport::...); the message names `name` (e.g. a list
-// entry, "ProfilingResult::iter_time[3]") when given. The window around the job's current
-// iteration is Job's (it needs the job's state).
-void CheckIterationReport(const IterationReport& report);
-bool IterationTimeOk(double time_s);      // the rule CheckIterationTime enforces
-bool IterationEnergyOk(double energy_j);  // the rule CheckIterationEnergy enforces
-void CheckIterationTime(double time_s, const std::string& field, const std::string& name = "");
-void CheckIterationEnergy(double energy_j, const std::string& field, const std::string& name = "");
-
-// What one rank runs: its stage's instructions of one iteration, in order.
-struct RankPlan {
-  int rank = 0, pipeline = 0, stage = 0;
-  int version = 0;  // the job's plan version, from 1
-  int point = 0;    // frontier point index
-  std::string reason;
-  model::Prediction predicted;  // the pipeline's iteration under this point
-  std::vector<model::PlannedInstruction> instructions;
-};
+// The messages a job's ranks send and receive are the protocol's, one
+// definition each (protocol/messages.hpp): a rank's iteration report (and
+// the rules on its numbers) and its plan.
+using protocol::CheckIterationEnergy;
+using protocol::CheckIterationReport;
+using protocol::CheckIterationTime;
+using protocol::IterationEnergyOk;
+using protocol::IterationReport;
+using protocol::IterationTimeOk;
+using protocol::RankPlan;
 
 struct PlanSwitch {
   int version = 0;             // the plan version it created (1: the initial plan)

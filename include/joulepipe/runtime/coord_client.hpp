@@ -65,14 +65,14 @@
 
 #include "joulepipe/model/instruction.hpp"
 #include "joulepipe/model/plan.hpp"
+#include "joulepipe/protocol/messages.hpp"
 
 namespace joulepipe::runtime {
 
 // The coordinator's longest long poll: WaitForPlan's wait_s and
-// CoordinatedPlanOptions' waits are 0..this. The rule is coord's
-// (coord::kMaxPlanWaitS, which runtime cannot include: it sits beside coord,
-// not above it); tests/integration checks that the two agree.
-inline constexpr double kMaxPlanWaitS = 300;
+// CoordinatedPlanOptions' waits are 0..this (the protocol's limit, the one
+// coord answers by).
+using protocol::kMaxPlanWaitS;
 
 struct RetryPolicy {
   int max_attempts = 5;  // >= 1; 1 = no retries
@@ -134,32 +134,13 @@ struct RankRegistration {
 };
 
 // POST /jobs/{job_id}/iterations.
-struct IterationReport {
-  int rank = 0;
-  std::int64_t iteration = 0;
-  // From the iteration's start until this rank's pipeline work ended (before
-  // waiting on the gradient all-reduce). Finite, > 0.
-  double time_s = 0;
-  // This rank's GPU energy in the iteration; nullopt: not measured (sent as
-  // null). Finite, >= 0 when set.
-  std::optional<double> energy_j;
-};
-
-// GET /jobs/{job_id}/plan: one rank's plan.
-struct RankPlan {
-  int rank = 0;
-  int pipeline = 0;    // the rank's dp_rank
-  int stage = 0;       // the rank's pp_rank
-  int version = 0;     // >= 1, rises with each new plan of the job
-  std::string reason;  // "initial plan", "straggler pipeline 3 at 1.20x: ...", "recovered"
-  std::optional<model::Prediction> predicted;
-  // One iteration of this rank's stage in execution order, Zeus's
-  // FrequencySchedule shape: (kind, MHz).
-  std::vector<std::pair<model::Kind, int>> frequencies;
-  // The same order with full identity: model::Plan::stages[stage]'s shape,
-  // what Agent::SetPlan takes. instruction.stage is `stage`.
-  std::vector<model::PlannedInstruction> instructions;
-};
+// What a rank sends and receives: the protocol's messages, one definition
+// for both ends (protocol/messages.hpp). A report's time_s is from the
+// iteration's start until this rank's pipeline work ended; energy_j unset
+// is "not measured". A plan's `frequencies` (Zeus's shape) always agree
+// with its `instructions`.
+using protocol::IterationReport;
+using protocol::RankPlan;
 
 class CoordinatorError : public std::runtime_error {
  public:

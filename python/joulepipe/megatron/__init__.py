@@ -42,7 +42,8 @@ import functools
 import sys
 from typing import Any, Callable, Dict, Optional
 
-from joulepipe._session import MODES, IterationRecord, Options, Session, Topology
+from joulepipe._session import (MODES, IterationRecord, Options, Session, Topology,
+                                check_max_slowdown)
 from joulepipe.megatron.arguments import add_arguments, options_from_args  # noqa: F401
 
 __all__ = ["enable", "enable_from_args", "disable", "add_arguments", "session", "enabled",
@@ -125,8 +126,7 @@ def enable(mode: str = "measure", *, plan: Optional[str] = None,
                       job_id=job_id)
     if mode not in MODES:
         raise ValueError(f"joulepipe mode must be one of {', '.join(MODES)} (got {mode!r})")
-    if not 1.0 <= max_slowdown <= 2.0:
-        raise ValueError(f"max_slowdown must be in [1, 2], e.g. 1.05 (got {max_slowdown})")
+    check_max_slowdown(max_slowdown)
     if control not in ("auto", "nvml", "daemon"):
         raise ValueError(f"control must be auto, nvml or daemon (got {control!r})")
     if _state is not None:
