@@ -110,6 +110,7 @@ constexpr std::pair<std::string_view, std::string_view> kFlagNames[] = {
     {"ServerOptions::evict_after_s", "--evict-after"},
     {"ServerOptions::max_connections", "--max-connections"},
     {"ServerOptions::max_connections_per_client", "--max-connections-per-client"},
+    {"ServerOptions::max_jobs", "--max-jobs"},
     {"ServerOptions::max_waiting", "--max-waiting"},
     {"ServerOptions::keep_alive_connections", "--keep-alive-connections"},
     {"ServerOptions::planners", "--planners"},

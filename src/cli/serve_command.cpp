@@ -34,6 +34,7 @@ struct ServeFlags {
   int max_waiting = -1;                // -1: max_connections / 4, at most 1024
   int keep_alive_connections = -1;     // -1: max_connections / 2
   int max_connections_per_client = 0;  // 0: max_connections / 2
+  int max_jobs = 1024;
   int planners = 2;
   double plan_time_limit_s = 600;
   std::string profile;
@@ -139,6 +140,7 @@ int RunServe(const ServeFlags& f) {
   options.keep_alive_connections =
       f.keep_alive_connections >= 0 ? f.keep_alive_connections : f.max_connections / 2;
   options.max_connections_per_client = f.max_connections_per_client;
+  options.max_jobs = f.max_jobs;
   options.planners = f.planners;
   options.plan_time_limit_s = f.plan_time_limit_s;
 
@@ -241,6 +243,11 @@ ServeSubcommand::ServeSubcommand(CLI::App* app)
                 "(default: --max-connections / 2). Whatever a client sends, a request's headers "
                 "must arrive within 120 s and, when the server runs short of room, the "
                 "connection that has waited longest for a request is closed first")
+      ->type_name("N");
+  c->add_option("--max-jobs", f->max_jobs,
+                "Jobs held at once; registering one more is answered 503 until one is deleted "
+                "or evicted")
+      ->capture_default_str()
       ->type_name("N");
   c->add_option("--planners", f->planners,
                 "Threads solving frontiers, 1..64; one stays free for light jobs (lightest "

@@ -53,6 +53,16 @@ Service::EntryPtr Service::FindAndTouch(const std::string& id) {
 
 Service::EntryPtr Service::Insert(coord::JobConfig config, const model::Profile* profile,
                                   const std::string& csv) {
+  if (jobs_.size() >= static_cast<std::size_t>(options_.max_jobs)) {
+    // Every job costs memory (its profile above all) until it is deleted or
+    // evicted: the table is bounded (issue 41, 9).
+    throw HttpError(503,
+                    Format("the server holds %zu jobs, its limit (ServerOptions::max_jobs); "
+                           "delete finished ones (DELETE /jobs/{id}) or ask its operator to "
+                           "raise the limit",
+                           jobs_.size()),
+                    "ServerOptions::max_jobs");
+  }
   const double now = NowUnix();
   auto e = std::make_shared<Entry>(std::move(config));
   e->seq = next_seq_;

@@ -38,6 +38,9 @@ Service::Service(const ServerOptions& options) : options_(options), store_(optio
                  Format("ServerOptions::evict_check_period_s must be > 0 (got %g)",
                         options.evict_check_period_s));
   model::Require(
+      options.max_jobs >= 1 && options.max_jobs <= 1'000'000, "ServerOptions::max_jobs",
+      Format("ServerOptions::max_jobs must be 1..1000000 jobs (got %d)", options.max_jobs));
+  model::Require(
       options.planners >= 1 && options.planners <= 64, "ServerOptions::planners",
       Format("ServerOptions::planners must be 1..64 planning threads (got %d)", options.planners));
   model::Require(std::isfinite(options.plan_time_limit_s) && options.plan_time_limit_s > 0 &&

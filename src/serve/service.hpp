@@ -234,8 +234,10 @@ class Service {
   std::optional<Reply> AnswerWait(const Parked::Wait& wait);
   void Park(Parked* parked);  // mu_ held
   // 204 + Retry-After + Connection: close for a plan wait over
-  // ServerOptions::max_waiting (mu_ held).
-  Reply DeferWait(double wait_s);
+  // ServerOptions::max_waiting (mu_ held). A rank told to come back that
+  // asks again before its time is promised the same time: one rank holds
+  // one come-back slot, however often it asks.
+  Reply DeferWait(double wait_s, const std::string& job_id, int rank);
   // Claims `parked` (mu_ held): removes it from every registry. False if
   // it was not registered (someone else claimed it).
   bool Claim(Parked* parked, Parked::Outcome outcome, std::vector<Parked*>* claimed);
@@ -305,6 +307,10 @@ class Service {
   // The latest come-back time promised by a deferred wait: the next one is
   // promised 1/max_waiting s after it (and at least 1 s from now).
   SteadyClock::time_point last_comeback_{};
+  // The come-back time promised to each (job, rank) told to come back, until
+  // it passes (pruned as they do; at most the ranks promised a time ahead).
+  std::map<std::pair<std::string, int>, SteadyClock::time_point> comebacks_;
+  std::multimap<SteadyClock::time_point, std::pair<std::string, int>> comebacks_by_time_;
   std::multimap<SteadyClock::time_point, Parked*> deadlines_;
   int unanswered_ = 0;  // claimed and resumed, answer not yet sent
   std::condition_variable answered_cv_;

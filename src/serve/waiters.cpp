@@ -55,15 +55,31 @@ std::optional<Reply> Service::AnswerWait(const Parked::Wait& w) {
   return JsonReply(200, w.zeus ? FrequencyScheduleToJson(*plan) : RankPlanToJson(*plan, w.job_id));
 }
 
-Reply Service::DeferWait(double wait_s) {
+Reply Service::DeferWait(double wait_s, const std::string& job_id, int rank) {
   // Spread the come-backs: at most max_waiting per second, none sooner than
   // 1 s, so the ranks told to come back never arrive as one burst. Beyond
   // the wait's own end the rank would only hear 204 again: promise no later.
+  // A rank that asks again before its promised time keeps that time and
+  // takes no further slot, so no rank can push the others' times out by
+  // asking often (issue 41, 6): the schedule grows with the ranks waiting,
+  // not with their requests.
   const SteadyClock::time_point now = SteadyClock::now();
-  const auto gap = std::chrono::duration_cast<SteadyClock::duration>(
-      std::chrono::duration<double>(1.0 / options_.max_waiting));
-  last_comeback_ = std::max(now + std::chrono::seconds(1), last_comeback_ + gap);
-  const double in_s = std::chrono::duration<double>(last_comeback_ - now).count();
+  // Promises that came due are forgotten, oldest first (amortised O(log n)).
+  while (!comebacks_by_time_.empty() && comebacks_by_time_.begin()->first <= now) {
+    const auto due = comebacks_by_time_.begin();
+    const auto it = comebacks_.find(due->second);
+    if (it != comebacks_.end() && it->second == due->first) comebacks_.erase(it);
+    comebacks_by_time_.erase(due);
+  }
+  SteadyClock::time_point& promised = comebacks_[{job_id, rank}];
+  if (promised <= now) {
+    const auto gap = std::chrono::duration_cast<SteadyClock::duration>(
+        std::chrono::duration<double>(1.0 / options_.max_waiting));
+    last_comeback_ = std::max(now + std::chrono::seconds(1), last_comeback_ + gap);
+    promised = last_comeback_;
+    comebacks_by_time_.emplace(promised, std::make_pair(job_id, rank));
+  }
+  const double in_s = std::chrono::duration<double>(promised - now).count();
   const double after_s = std::clamp(std::ceil(in_s), 1.0, std::max(1.0, std::ceil(wait_s)));
   metrics_.CountDeferredWait();
   Reply r = Plain(204, "");
@@ -161,7 +177,8 @@ std::optional<Reply> Service::GetPlan(const Request& r, Parked* parked, bool zeu
     reply = AnswerWait(w);
     if (!reply && !zeus && wait_s == 0) reply = Plain(204, "");
     if (!reply && stopping_) reply = Unavailable();
-    if (!reply && !zeus && held_plan_waits_ >= options_.max_waiting) reply = DeferWait(wait_s);
+    if (!reply && !zeus && held_plan_waits_ >= options_.max_waiting)
+      reply = DeferWait(wait_s, id, rank);
     if (!reply) {
       parked->wait = w;
       Park(parked);

@@ -9,7 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
+#include <future>
 #include <string>
 #include <thread>
 #include <vector>
@@ -188,6 +188,55 @@ TEST_F(ServeTest, ATrickleCannotExtendTheHeaderDeadline) {
   EXPECT_TRUE(closed || ClosedWithin(fd, 1.0));
   EXPECT_LT(held_s, 5.0);
   ::close(fd);
+}
+
+// Issue 41, 6: holding every wait slot and sending 65,530 deferred waits in
+// 8 s moved a real rank's Retry-After from 1 to 30 s. A rank that asks
+// again before its promised time keeps that time and takes no new slot.
+TEST_F(ServeTest, OneRankAskingOftenCannotPushTheOthersComeBack) {
+  ServerOptions o = Options();
+  o.max_waiting = 2;
+  Start(o);
+  RegisterJob("big", 1, 4);  // no profile: no plan comes
+  std::vector<std::future<testing::HttpResponse>> held;
+  for (int rank = 0; rank < 2; ++rank) {
+    held.push_back(std::async(std::launch::async, [&, rank] {
+      return Get("/jobs/big/plan?rank=" + std::to_string(rank) + "&wait_s=3");
+    }));
+  }
+  ASSERT_TRUE(WaitFor([&] { return server_->waiting_requests() == 2; }, 10));
+  int first = 0;
+  for (int i = 0; i < 2000; ++i) {  // rank 2, over and over
+    const testing::HttpResponse r = Get("/jobs/big/plan?rank=2&wait_s=300");
+    ASSERT_EQ(r.status, 204) << r.body;
+    const int after = std::atoi(r.Header("retry-after").c_str());
+    if (i == 0) first = after;
+    EXPECT_LE(after, first) << "request " << i;  // the same promise, never later
+  }
+  const testing::HttpResponse other = Get("/jobs/big/plan?rank=3&wait_s=300");
+  ASSERT_EQ(other.status, 204);
+  std::printf("[attack] rank 2 asked 2,000 times; rank 3 is told to come back in %s s\n",
+              other.Header("retry-after").c_str());
+  EXPECT_LE(std::atoi(other.Header("retry-after").c_str()), 2);  // was 300 (1,000 s of slots)
+  for (auto& f : held) f.get();
+}
+
+// Issue 41, 9: no cap on jobs (3 jobs with 50 MB profiles took 696 MB).
+// ServerOptions::max_jobs bounds the table; a deleted job makes room.
+TEST_F(ServeTest, TheJobTableIsBounded) {
+  ServerOptions o = Options();
+  o.max_jobs = 3;
+  Start(o);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(Post("/jobs", JobBody("j" + std::to_string(i), 2, 1)).status, 200);
+  }
+  const testing::HttpResponse full = Post("/jobs", JobBody("j3", 2, 1));
+  ExpectError(full, 503, "the server holds 3 jobs, its limit", "ServerOptions::max_jobs");
+  // Registering a job that exists again is no new job: still answered.
+  EXPECT_EQ(Post("/jobs", JobBody("j1", 2, 1)).status, 200);
+  ASSERT_EQ(testing::Http(port(), "DELETE", "/jobs/j0").status, 200);
+  EXPECT_EQ(Post("/jobs", JobBody("j3", 2, 1)).status, 200);
+  EXPECT_EQ(Get("/jobs").Json().at("jobs").size(), 3u);
 }
 
 // A client's own connections are capped (ServerOptions::max_connections_per_client).

@@ -81,6 +81,9 @@ struct ServerOptions {
   // Connections from one address at once (0: max_connections / 2). Beyond
   // it a new connection is closed at once.
   int max_connections_per_client = 0;
+  // Jobs held at once (1..1,000,000): registering one more is answered 503
+  // until a job is deleted or evicted. Restored jobs count too.
+  int max_jobs = 1024;
   // What no client can hold, with or without a token (slowloris):
   //   * a request's headers must be complete within connection_timeout_s of
   //     the connection becoming ready for them (accepted, or the previous
