@@ -201,7 +201,7 @@ HttpServer::HttpServer(const ServerOptions& options, Service* service,
   header_timeout_ = std::chrono::duration_cast<SteadyClock::duration>(
       std::chrono::duration<double>(options.connection_timeout_s));
   max_connections_ = options.max_connections;
-  room_ = std::max(1, options.max_connections / 16);
+  room_ = FreeConnectionRoom(options.max_connections);
   const int per_client = options.max_connections_per_client > 0
                              ? options.max_connections_per_client
                              : std::max(1, options.max_connections / 2);

@@ -87,6 +87,19 @@ inline constexpr double kLightPlanWork = 2e7;
 // The largest body a route accepts: 64 MiB for PUT /jobs/{id}/profile,
 // 1 MiB for the other POST routes, 0 for routes that take none (GET,
 // DELETE, unknown paths): their bodies are refused before a byte is read.
+// The connection slots the transport keeps free for new clients (it closes
+// the longest-waiting idle connection below this many, http_server.hpp):
+// what waiting ranks may hold is max_connections less these.
+inline int FreeConnectionRoom(int max_connections) {
+  return max_connections / 16 > 1 ? max_connections / 16 : 1;
+}
+// Zeus's GET /schedule waits (its client cannot be told to come back: it
+// waits with no timeout, and anything but 200 fails the rank) may hold at
+// most this many connections at once.
+inline int ZeusWaitLimit(int max_connections) {
+  return max_connections - FreeConnectionRoom(max_connections);
+}
+
 inline constexpr std::size_t kMaxProfileBody = 64u << 20;
 inline constexpr std::size_t kMaxJsonBody = 1u << 20;
 // Profile uploads queued for the intake thread hold at most this many body
@@ -304,6 +317,7 @@ class Service {
   int restored_ = 0;
   std::set<Parked*> parked_;
   int held_plan_waits_ = 0;  // parked native plan long polls (ServerOptions::max_waiting)
+  int held_zeus_waits_ = 0;  // parked Zeus GET /schedule waits (ZeusWaitLimit)
   // The latest come-back time promised by a deferred wait: the next one is
   // promised 1/max_waiting s after it (and at least 1 s from now).
   SteadyClock::time_point last_comeback_{};

@@ -90,6 +90,7 @@ Reply Service::DeferWait(double wait_s, const std::string& job_id, int rank) {
 
 void Service::Park(Parked* p) {
   if (!p->wait.zeus && p->wait.intake == 0) ++held_plan_waits_;
+  if (p->wait.zeus) ++held_zeus_waits_;
   p->wait.registered = true;
   p->wait.outcome = Parked::Outcome::kNone;
   parked_.insert(p);
@@ -106,6 +107,7 @@ bool Service::Claim(Parked* p, Parked::Outcome outcome, std::vector<Parked*>* cl
   w.outcome = outcome;
   parked_.erase(p);
   if (!w.zeus && w.intake == 0) --held_plan_waits_;
+  if (w.zeus) --held_zeus_waits_;
   if (w.intake != 0) {
     intake_waiters_.erase(w.intake);
     // Its answer exists (a hang-up, a deletion, the server stopping): the
@@ -179,6 +181,18 @@ std::optional<Reply> Service::GetPlan(const Request& r, Parked* parked, bool zeu
     if (!reply && stopping_) reply = Unavailable();
     if (!reply && !zeus && held_plan_waits_ >= options_.max_waiting)
       reply = DeferWait(wait_s, id, rank);
+    if (!reply && zeus && held_zeus_waits_ >= ZeusWaitLimit(options_.max_connections)) {
+      // Holding one more would leave no connection for anyone else (the
+      // barrier may need more ranks than the server can hold): fail this
+      // rank now, with the reason, rather than hang every rank for good.
+      reply = ErrorReply(
+          503,
+          Format("this server already holds %d Zeus ranks waiting on GET /schedule, all the "
+                 "connections it keeps for waiting ranks (ServerOptions::max_connections %d); "
+                 "raise it above the job's world size",
+                 held_zeus_waits_, options_.max_connections),
+          "ServerOptions::max_connections");
+    }
     if (!reply) {
       parked->wait = w;
       Park(parked);

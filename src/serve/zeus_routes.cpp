@@ -93,6 +93,21 @@ Reply Service::ZeusRegisterJob(const Request& r) {
   c.p_block_w = z.p_block_w;
   c.metadata = info.metadata;
   const coord::Job probe(c);  // every check
+  // Every rank of a Zeus job waits on GET /schedule at once, holding a
+  // connection until the last one asks (Zeus's client cannot come back
+  // later): a job with more ranks than that can never start (issue 41, 7).
+  const int can_wait = ZeusWaitLimit(options_.max_connections);
+  if (c.world_size > can_wait) {
+    throw HttpError(400,
+                    Format("JobInfo::world_size %lld: every rank of a Zeus job waits on GET "
+                           "/schedule at once, each holding a connection, and this server keeps "
+                           "%d for waiting ranks (ServerOptions::max_connections %d): the job "
+                           "could never start; raise max_connections above %lld, or register "
+                           "the job with POST /jobs (its ranks wait without a connection)",
+                           static_cast<long long>(c.world_size), can_wait, options_.max_connections,
+                           static_cast<long long>(c.world_size + c.world_size / 15 + 1)),
+                    "JobInfo::world_size");
+  }
   if (z.profile) {
     // The default profile must fit this job's pipeline.
     solver::PlanRequest request = probe.PlanRequest();

@@ -239,6 +239,58 @@ TEST_F(ServeTest, TheJobTableIsBounded) {
   EXPECT_EQ(Get("/jobs").Json().at("jobs").size(), 3u);
 }
 
+// Issue 41, 7: --max-connections 16 and a Zeus job of 32 ranks on GET
+// /schedule: no rank was answered and /healthz timed out (Zeus's client
+// waits for good). A Zeus job that could never start is refused at
+// registration; Zeus waits beyond what the server can hold fail at once.
+TEST_F(ServeTest, ZeusWaitsNeverTakeEveryConnection) {
+  ServerOptions o = Options();
+  o.max_connections = 16;             // 15 for waiting ranks, 1 kept free
+  o.max_connections_per_client = 16;  // every client is this test
+  o.max_waiting = 4;
+  o.keep_alive_connections = 8;
+  o.zeus.microbatches = 4;
+  o.zeus.p_block_w = 60;
+  Start(o);
+  const auto job = [&](int pp, int dp) {
+    return Post("/register_job", {{"job_id", ""},
+                                  {"pp_degree", pp},
+                                  {"dp_degree", dp},
+                                  {"tp_degree", 1},
+                                  {"world_size", pp * dp}});
+  };
+  ExpectError(job(8, 4), 400, "the job could never start", "JobInfo::world_size");
+  // Two jobs of 12 ranks fit one at a time, not both at once.
+  std::vector<std::string> ids;
+  for (int j = 0; j < 2; ++j) {
+    const testing::HttpResponse r = job(2, 6);  // TinyProfileCsv's 2 stages
+    ASSERT_EQ(r.status, 200) << r.body;
+    ids.push_back(r.Json().get<std::string>());
+    for (int rank = 0; rank < 12; ++rank) {
+      ASSERT_EQ(Post("/register_rank/" + Encode(ids[j]), Rank(rank, rank / 2, rank % 2)).status,
+                200);
+    }
+  }
+  std::vector<std::future<testing::HttpResponse>> asks;
+  for (int k = 0; k < 15; ++k) {  // all of job 0's ranks and 3 of job 1's: the 15 slots
+    const std::string target =
+        "/schedule/" + Encode(ids[k / 12]) + "?rank=" + std::to_string(k % 12);
+    asks.push_back(std::async(std::launch::async,
+                              [&, target] { return testing::Http(port(), "GET", target); }));
+  }
+  ASSERT_TRUE(WaitFor([&] { return server_->waiting_requests() == 15; }, 20));
+  const testing::HttpResponse over =
+      testing::Http(port(), "GET", "/schedule/" + Encode(ids[1]) + "?rank=3", "", {}, 5);
+  ExpectError(over, 503, "already holds 15 Zeus ranks waiting", "ServerOptions::max_connections");
+  EXPECT_EQ(Get("/healthz").status, 200);
+  // Job 0's profile: its 12 ranks are answered, and their slots are free.
+  ASSERT_EQ(PutProfile(ids[0], TinyProfileCsv()).status, 200);
+  for (int k = 0; k < 12; ++k) EXPECT_EQ(asks[k].get().status, 200) << k;
+  ASSERT_TRUE(WaitFor([&] { return server_->waiting_requests() == 3; }, 20));
+  server_.reset();  // the rest are answered 503 at stop
+  for (int k = 12; k < 15; ++k) asks[k].get();
+}
+
 // A client's own connections are capped (ServerOptions::max_connections_per_client).
 TEST_F(ServeTest, OneClientsConnectionsAreCapped) {
   ServerOptions o = Options();
