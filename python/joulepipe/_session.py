@@ -158,6 +158,7 @@ class Session:
         self._phase = "measure"  # measure | profile | planning | execute
         self._coordinator: Any = None
         self._profiler: Any = None
+        self._sweep_clocks = 0  # clocks the profiler visits (profile phase)
         self._agent: Any = None
         self._monitor: Any = None
         self._last_applied = 0
@@ -251,6 +252,11 @@ class Session:
         self._phase = "profile"
         self._note(f"profiling stage {self.topo.pp_rank} at {len(clocks)} clocks "
                    f"({clocks[0]}..{clocks[-1]} MHz) through {control}")
+        self._sweep_clocks = len(clocks)
+        if self.options.mode == "profile" and not self.options.profile_out and self.topo.rank == 0:
+            self._note("profile mode without profile_out: the measured profile is planned and "
+                       "its saving logged, but not written; pass profile_out=PATH "
+                       "(--joulepipe-profile-out) to keep it")
 
     def _apply_plan_file(self, path: str) -> None:
         """optimize with a plan file: this rank's stage plan, from the first
@@ -642,8 +648,10 @@ class Session:
         if self.options.mode == "profile":
             # Profile mode plans and reports; the clocks stay default.
             if self._running_version == 1 or not self.applied_plans:
+                saving = (f"; predicted saving {self._predicted_saving * 100:.1f} % of GPU energy "
+                          f"per iteration" if self._predicted_saving is not None else "")
                 self._note(f"plan v{mine['version']} ready (not applied in profile mode): "
-                           f"{mine['reason']}")
+                           f"{mine['reason']}{saving}")
             self.applied_plans.append(mine)
             self._phase = "execute"
             return
@@ -717,6 +725,24 @@ class Session:
         except Exception:
             pass
 
+    def _say_unfinished_sweep(self) -> None:
+        """A job that ends while its profile sweep still runs gets no profile,
+        no plan and no saving: say so, with what it would have needed."""
+        profiler = self._profiler
+        if profiler is None or self.failure is not None or self._phase != "profile":
+            return
+        try:
+            if profiler.done:
+                return
+            ran = profiler.iterations
+        except Exception:
+            return
+        clocks = self._sweep_clocks
+        self._note(f"the profile sweep of stage {self.topo.pp_rank} had not finished when the job "
+                   f"ended ({ran} iterations ran; it visits {clocks} clocks, one per iteration, "
+                   f"and repeats noisy ones): no profile was written and nothing was planned; "
+                   f"run at least {clocks + 2} iterations, more on a noisy machine")
+
     def give_back(self, why: str) -> None:
         """Default clocks now and for the rest of this session (a signal, the
         process exiting). Safe between any two lines of training code: the
@@ -738,6 +764,7 @@ class Session:
         _guard.forget(self)
         if self._open:
             self.iteration_end()
+        self._say_unfinished_sweep()
         waits = sorted(self.coordination_wait_s)
         if waits:
             self._note(f"coordination took {waits[len(waits) // 2] * 1e6:.0f} us of the training "

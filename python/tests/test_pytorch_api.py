@@ -309,3 +309,42 @@ def test_example_profile_then_plan_then_optimize(tmp_path):
         it = iter(expected)
         assert all(f in it for f in got), (stage, got, expected)  # a subsequence
         assert len(got) >= len(expected) // 2, (stage, got, expected)
+
+
+def test_profile_mode_says_what_it_will_not_do(tmp_path):
+    """Issue 40, 5: profile mode without profile_out said nothing about not
+    writing the profile, and a sweep still running at the end left no word."""
+    r, stderr = run_child(tmp_path, """
+        lines = []
+        train(jp.Energy("profile", microbatches=2, log=lines.append), steps=2)
+        out(lines)
+    """)
+    text = "\n".join(r)
+    assert "profile mode without profile_out: the measured profile is planned" in text, text
+    assert "the profile sweep of stage 0 had not finished when the job ended (2 iterations ran" \
+        in text, text
+    assert "no profile was written and nothing was planned; run at least" in text, text
+
+
+def test_profile_mode_logs_the_predicted_saving(tmp_path):
+    """Issue 40, 5: the saving docs/python.md promises profile mode logs."""
+    r, _ = run_child(tmp_path, """
+        lines = []
+        energy = jp.Energy("profile", microbatches=2, log=lines.append, profile_stride_mhz=150,
+                           profile_out="profile.csv")
+        for step in range(24):  # waits between instructions: the profile's P_block
+            with energy.step():
+                for mb in range(2):
+                    with energy.forward(mb):
+                        time.sleep(0.02)
+                    time.sleep(0.03)
+                    with energy.backward(mb):
+                        time.sleep(0.04)
+                    time.sleep(0.03)
+        energy.close()
+        out(lines)
+    """)
+    ready = [l for l in r if "ready (not applied in profile mode)" in l]
+    assert len(ready) == 1, "\n".join(r)
+    assert "predicted saving" in ready[0] and "% of GPU energy per iteration" in ready[0], ready
+    assert (tmp_path / "profile.csv").exists()

@@ -66,6 +66,7 @@ class CoordJob {
     }
     std::lock_guard<std::mutex> lock(mutex_);
     job_.SetPlan(plan, UnixNow());
+    baseline_energy_j_ = plan.baseline.energy_j;
   }
 
   py::object PlanFor(int rank) const {
@@ -85,6 +86,9 @@ class CoordJob {
     d["predicted_time_s"] = plan->predicted->time_s;  // coord::Job always predicts
     d["predicted_energy_j"] = plan->predicted->energy_j;
     d["plan"] = StagePlanToList(plan->instructions);
+    // The pipeline's energy at all max clocks (today's job), when planned
+    // here: the predicted saving is 1 - predicted_energy_j / this.
+    if (baseline_energy_j_ > 0) d["baseline_energy_j"] = baseline_energy_j_;
     return d;
   }
 
@@ -127,6 +131,7 @@ class CoordJob {
  private:
   mutable std::mutex mutex_;
   coord::Job job_;
+  double baseline_energy_j_ = 0;  // of the plan solved by Plan() (all max clocks)
 };
 
 CoordJob* MakeCoordJob(const std::string& job_id, int dp, int pp, int tp,
