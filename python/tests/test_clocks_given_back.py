@@ -44,6 +44,12 @@ import os, signal, sys, time
 sys.modules["torch"] = None  # a loop without torch (see the module's docstring)
 import joulepipe.pytorch as jp
 
+# Python's own signal handling, as in a training script started from a
+# shell: a test runner started in the background (CI) passes SIGINT on as
+# ignored, and Python then keeps it ignored.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
 MODE, WAY, OPTIONS = sys.argv[1], sys.argv[2], eval(sys.argv[3])
 energy = jp.Energy(MODE.split("-")[0], microbatches=2, log=lambda line: print(line, flush=True),
                    **OPTIONS)
