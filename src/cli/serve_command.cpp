@@ -107,7 +107,7 @@ std::string ReadToken(const std::string& path) {
                        "printable ASCII on one line");
     }
   }
-  struct stat st {};
+  struct stat st{};
   if (::stat(path.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
     std::fprintf(stderr,
                  "joulepipe serve: warning: --token-file '%s' is readable by other users (mode "
