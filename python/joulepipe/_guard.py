@@ -12,8 +12,9 @@ from the moment its clock agent exists until it is closed:
 * SIGTERM and SIGINT (what torchrun, SLURM and Ctrl-C send): a handler gives
   the clocks back at once, then does what the signal did before joulepipe was
   there: the previous Python handler (Megatron's, ``KeyboardInterrupt`` for
-  SIGINT), nothing for an ignored signal, or the default action (the process
-  ends by that signal);
+  SIGINT) or the default action (the process ends by that signal). A signal
+  the process ignores (``nohup``, a job started with ``&`` from a script)
+  is left ignored: it ends nothing, so it gives nothing back either;
 * SIGKILL, a crash of the interpreter, ``os._exit``: nothing in the process
   runs. Only joulepiped covers these (``control="daemon"``, or ``"auto"``
   when its socket exists): it restores the GPU when the rank's connection
@@ -59,7 +60,10 @@ def watch(session: Any) -> None:
     for sig in _SIGNALS:
         try:
             current = signal.getsignal(sig)
-            if current is _on_signal:
+            # Ignored stays ignored: handling it would give the clocks back
+            # and let training go on at default clocks, for a signal the
+            # user's launcher chose to have no effect.
+            if current is _on_signal or current == signal.SIG_IGN:
                 continue
             signal.signal(sig, _on_signal)
             _previous[sig] = current
@@ -108,7 +112,7 @@ def _on_signal(signum: int, frame: Any) -> Any:
     previous = _previous.get(signum, signal.SIG_DFL)
     if callable(previous):
         return previous(signum, frame)
-    if previous == signal.SIG_IGN:
+    if previous == signal.SIG_IGN:  # ignored after watch() (it skips ignored ones)
         return None
     # The default action (or a handler set outside Python, which cannot be
     # called from here): end the process by this signal, as it would have.

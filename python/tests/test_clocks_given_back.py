@@ -220,3 +220,46 @@ def test_between_steps_the_gpu_runs_at_default_clocks(tmp_path, plan_and_profile
     assert "nvmlDeviceSetGpuLockedClocks" in functions
     assert functions[-1] == "nvmlDeviceResetGpuLockedClocks"
 
+
+
+IGNORED = """
+import os, signal, sys, time
+sys.modules["torch"] = None
+import joulepipe._guard as guard
+import joulepipe.pytorch as jp
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # as `nohup`, or `cmd &` in a script, leave it
+energy = jp.Energy("optimize", microbatches=2, plan=sys.argv[1])
+agent = energy._session._agent
+print("SIGINT", "ignored" if signal.getsignal(signal.SIGINT) == signal.SIG_IGN else "handled")
+print("SIGTERM", "joulepipe" if signal.getsignal(signal.SIGTERM) is guard._on_signal else "other")
+os.kill(os.getpid(), signal.SIGINT)
+time.sleep(0.1)
+with energy.step():
+    for mb in range(2):
+        with energy.forward(mb):
+            time.sleep(0.004)
+        with energy.backward(mb):
+            time.sleep(0.006)
+    energy.pipeline_done()
+    agent.wait_idle()
+print("CLOSED", agent.closed, flush=True)
+energy.close()
+"""
+
+
+def test_an_ignored_signal_stays_ignored(tmp_path, plan_and_profile):
+    # Handling an ignored SIGINT would give the clocks back and let training
+    # go on at default clocks, for a signal the launcher made harmless.
+    plan, _ = plan_and_profile
+    config = tmp_path / "sim.json"
+    config.write_text(json.dumps(dict(SIM, call_log=str(tmp_path / "calls.jsonl"))))
+    proc = subprocess.run([sys.executable, "-c", IGNORED, str(plan)], env=python_env(config),
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "SIGINT ignored" in lines and "SIGTERM joulepipe" in lines, proc.stdout + proc.stderr
+    assert "CLOSED False" in lines, proc.stdout + proc.stderr
+    assert "SIGINT received" not in proc.stdout + proc.stderr
+    functions = [c["function"] for c in calls(tmp_path)]
+    assert "nvmlDeviceSetGpuLockedClocks" in functions, functions
+    assert functions[-1] == "nvmlDeviceResetGpuLockedClocks"
