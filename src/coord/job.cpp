@@ -4,8 +4,6 @@
 #include <cmath>
 #include <utility>
 
-#include <nlohmann/json.hpp>
-
 #include "joulepipe/model/energy.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/format.hpp"
@@ -239,67 +237,40 @@ void Job::Install(PlanSwitch s) {
   switches_.push_back(std::move(s));
 }
 
-nlohmann::json Job::FrontierToJson() const {
+SolvedPlan Job::Solved() const {
   if (!planned_) throw JobStateError("job " + config_.job_id + " is not planned yet");
-  nlohmann::json points = nlohmann::json::array();
-  for (const solver::FrontierPoint& q : frontier_.points) {
-    points.push_back({{"time_s", q.time_s}, {"energy_j", q.energy_j}, {"mhz", q.mhz}});
-  }
-  return {{"version", 1},
-          {"intrinsic", intrinsic_},
-          {"baseline_time_s", baseline_time_s_},
-          {"p_block_w", p_block_w_},
-          {"max_clock",
-           {{"time_s", frontier_.max_clock.time_s},
-            {"energy_j", frontier_.max_clock.energy_j},
-            {"mhz", frontier_.max_clock.mhz}}},
-          {"points", std::move(points)}};
+  return {frontier_, intrinsic_, baseline_time_s_, p_block_w_};
 }
 
-void Job::RestorePlan(const nlohmann::json& j, const std::vector<PlanSwitch>& switches) {
+void Job::RestorePlan(SolvedPlan plan, const std::vector<PlanSwitch>& switches) {
   const std::string where = "the stored frontier of job " + config_.job_id;
-  try {
-    schedule::Schedule schedule = schedule::Build(config_.spec);
-    solver::Frontier frontier;
-    for (const nlohmann::json& p : j.at("points")) {
-      solver::FrontierPoint q;
-      q.time_s = p.at("time_s").get<double>();
-      q.energy_j = p.at("energy_j").get<double>();
-      q.mhz = p.at("mhz").get<std::vector<std::uint16_t>>();
-      if (static_cast<int>(q.mhz.size()) != schedule.num_nodes()) {
-        throw InputError("Job::RestorePlan",
-                         Format("%s has a point of %zu clocks for a schedule of %d "
-                                "instructions",
-                                where.c_str(), q.mhz.size(), schedule.num_nodes()));
-      }
-      frontier.points.push_back(std::move(q));
+  schedule::Schedule schedule = schedule::Build(config_.spec);
+  for (const solver::FrontierPoint& q : plan.frontier.points) {
+    if (static_cast<int>(q.mhz.size()) != schedule.num_nodes()) {
+      throw InputError("Job::RestorePlan",
+                       Format("%s has a point of %zu clocks for a schedule of %d "
+                              "instructions",
+                              where.c_str(), q.mhz.size(), schedule.num_nodes()));
     }
-    const nlohmann::json& m = j.at("max_clock");
-    frontier.max_clock.time_s = m.at("time_s").get<double>();
-    frontier.max_clock.energy_j = m.at("energy_j").get<double>();
-    frontier.max_clock.mhz = m.at("mhz").get<std::vector<std::uint16_t>>();
-    const int intrinsic = j.at("intrinsic").get<int>();
-    const int points = static_cast<int>(frontier.points.size());
-    if (switches.empty() || switches.front().version != 1) {
-      throw InputError("Job::RestorePlan", where + " comes without its initial plan (version 1)");
-    }
-    for (std::size_t k = 0; k < switches.size(); ++k) {
-      const PlanSwitch& s = switches[k];
-      if (s.version != static_cast<int>(k) + 1 ||
-          static_cast<int>(s.point_of_pipeline.size()) != config_.dp_degree ||
-          std::any_of(s.point_of_pipeline.begin(), s.point_of_pipeline.end(),
-                      [&](int q) { return q < 0 || q >= points; })) {
-        throw InputError("Job::RestorePlan",
-                         Format("%s: plan switch %zu does not fit the job (version %d, %zu "
-                                "pipelines)",
-                                where.c_str(), k + 1, s.version, s.point_of_pipeline.size()));
-      }
-    }
-    Adopt(std::move(schedule), std::move(frontier), intrinsic,
-          j.at("baseline_time_s").get<double>(), j.at("p_block_w").get<double>());
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError("Job::RestorePlan", where + " is not readable: " + e.what());
   }
+  const int points = static_cast<int>(plan.frontier.points.size());
+  if (switches.empty() || switches.front().version != 1) {
+    throw InputError("Job::RestorePlan", where + " comes without its initial plan (version 1)");
+  }
+  for (std::size_t k = 0; k < switches.size(); ++k) {
+    const PlanSwitch& s = switches[k];
+    if (s.version != static_cast<int>(k) + 1 ||
+        static_cast<int>(s.point_of_pipeline.size()) != config_.dp_degree ||
+        std::any_of(s.point_of_pipeline.begin(), s.point_of_pipeline.end(),
+                    [&](int q) { return q < 0 || q >= points; })) {
+      throw InputError("Job::RestorePlan",
+                       Format("%s: plan switch %zu does not fit the job (version %d, %zu "
+                              "pipelines)",
+                              where.c_str(), k + 1, s.version, s.point_of_pipeline.size()));
+    }
+  }
+  Adopt(std::move(schedule), std::move(plan.frontier), plan.intrinsic, plan.baseline_time_s,
+        plan.p_block_w);
   std::vector<double> slowdowns = switches.back().slowdowns;
   slowdowns.resize(config_.dp_degree, 1.0);
   detector_->Seed(slowdowns);
@@ -451,74 +422,29 @@ PlanSwitch Job::Decide(std::int64_t next_iteration, double now_unix_s) {
   return s;
 }
 
-nlohmann::json SwitchToJson(const PlanSwitch& s) {
-  return {{"version", s.version},
-          {"iteration", s.iteration},
-          {"time_unix_s", s.time_unix_s},
-          {"reason", s.reason},
-          {"slowdowns", s.slowdowns},
-          {"target_s", s.target_s},
-          {"point_of_pipeline", s.point_of_pipeline},
-          {"predicted_saving_j", s.predicted_saving_j}};
-}
-
-PlanSwitch SwitchFromJson(const nlohmann::json& j) {
-  try {
-    PlanSwitch s;
-    s.version = j.at("version").get<int>();
-    s.iteration = j.at("iteration").get<std::int64_t>();
-    s.time_unix_s = j.at("time_unix_s").get<double>();
-    s.reason = j.at("reason").get<std::string>();
-    s.slowdowns = j.at("slowdowns").get<std::vector<double>>();
-    s.target_s = j.at("target_s").get<double>();
-    s.point_of_pipeline = j.at("point_of_pipeline").get<std::vector<int>>();
-    s.predicted_saving_j = j.at("predicted_saving_j").get<double>();
-    return s;
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError("PlanSwitch",
-                     std::string("a stored plan switch is not readable: ") + e.what());
-  }
-}
-
-nlohmann::json Job::StatusJson() const {
-  const JobConfig& c = config_;
-  nlohmann::json j = {
-      {"job_id", c.job_id},
-      {"phase", JobPhaseName(phase())},
-      {"pp_degree", c.pp_degree},
-      {"dp_degree", c.dp_degree},
-      {"tp_degree", c.tp_degree},
-      {"world_size", c.world_size},
-      {"schedule", std::string(schedule::KindName(c.spec.kind))},
-      {"microbatches", c.spec.microbatches},
-      {"chunks", c.spec.chunks},
-      {"gpu", c.gpu},
-      {"metadata", c.metadata},
-      {"registered_ranks", registered_ranks()},
-      {"has_profile", has_profile()},
-      {"plan_version", plan_version()},
-      {"completed_iterations", completed_},
-      {"dropped_iterations", dropped_},
-  };
-  if (c.p_block_w) j["p_block_w"] = *c.p_block_w;
-  if (!failure_.empty()) j["failure"] = failure_;
+JobStatus Job::Status() const {
+  JobStatus s;
+  s.config = config_;
+  s.phase = JobPhaseName(phase());
+  s.registered_ranks = registered_ranks();
+  s.has_profile = has_profile();
+  s.plan_version = plan_version();
+  s.completed_iterations = completed_;
+  s.dropped_iterations = dropped_;
+  s.failure = failure_;
   if (planned_) {
-    nlohmann::json points = nlohmann::json::array();
-    for (const solver::FrontierPoint& q : frontier_.points) {
-      points.push_back({{"time_s", q.time_s}, {"energy_j", q.energy_j}});
-    }
-    j["frontier"] = {{"baseline_time_s", baseline_time_s_},
-                     {"max_clock_energy_j", frontier_.max_clock.energy_j},
-                     {"p_block_w", p_block_w_},
-                     {"intrinsic", intrinsic_},
-                     {"points", std::move(points)}};
-    j["point_of_pipeline"] = point_of_pipeline_;
-    j["slowdowns"] = detector_->slowdowns();
-    nlohmann::json history = nlohmann::json::array();
-    for (const PlanSwitch& s : switches_) history.push_back(SwitchToJson(s));
-    j["switches"] = std::move(history);
+    JobStatus::Frontier& f = s.frontier.emplace();
+    f.baseline_time_s = baseline_time_s_;
+    f.max_clock_energy_j = frontier_.max_clock.energy_j;
+    f.p_block_w = p_block_w_;
+    f.intrinsic = intrinsic_;
+    f.points.reserve(frontier_.points.size());
+    for (const solver::FrontierPoint& q : frontier_.points) f.points.push_back({q.time_s, q.energy_j});
+    s.point_of_pipeline = point_of_pipeline_;
+    s.slowdowns = detector_->slowdowns();
+    s.switches = switches_;
   }
-  return j;
+  return s;
 }
 
 }  // namespace joulepipe::coord

@@ -19,6 +19,7 @@
 #include "joulepipe/coord/job.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/profile.hpp"
+#include "joulepipe/protocol/json.hpp"
 #include "joulepipe/solver/plan_pipeline.hpp"
 #include "plan_inputs.hpp"
 
@@ -203,7 +204,7 @@ void BindCoord(py::module_& m) {
            py::arg("time_s"), py::arg("energy_j") = py::none(), py::arg("now") = py::none())
       .def("switches", &CoordJob::Switches)
       .def("status_json",
-           [](const CoordJob& j) { return j.Read([](auto& x) { return x.StatusJson().dump(); }); });
+           [](const CoordJob& j) { return j.Read([](auto& x) { return protocol::JobStatusToJson(x.Status()).dump(); }); });
 }
 
 }  // namespace joulepipe::python

@@ -12,7 +12,10 @@
 #include <pybind11/stl.h>
 
 #include "bindings.hpp"
+#include "joulepipe/model/error.hpp"
+#include "joulepipe/model/json_input.hpp"
 #include "joulepipe/runtime/coord_client.hpp"
+#include "joulepipe/schedule/schedule.hpp"
 
 namespace joulepipe::python {
 
@@ -35,18 +38,23 @@ class ClientBinding {
                           const std::string& schedule, int microbatches, int chunks,
                           std::optional<double> p_block_w, std::optional<double> slowdown,
                           std::optional<std::string> gpu) {
-    runtime::JobRegistration job;
+    runtime::JobConfig job;
     job.job_id = job_id;
     job.pp_degree = pp;
     job.dp_degree = dp;
     job.tp_degree = tp;
     job.world_size = world_size;
-    job.schedule = schedule;
-    job.microbatches = microbatches;
-    job.chunks = chunks;
+    if (!schedule::ParseKind(schedule, &job.spec.kind)) {
+      throw model::InputError("JobConfig::schedule",
+                              "JobConfig::schedule must be \"1f1b\", \"gpipe\" or "
+                              "\"interleaved\" (got \"" + model::ExcerptText(schedule) + "\")");
+    }
+    job.spec.stages = pp;
+    job.spec.microbatches = microbatches;
+    job.spec.chunks = chunks;
     job.p_block_w = p_block_w;
-    job.slowdown = slowdown;
-    job.gpu = gpu;
+    job.slowdown = slowdown.value_or(0);
+    job.gpu = gpu.value_or("");
     py::gil_scoped_release release;
     return client_->RegisterJob(job);
   }

@@ -23,10 +23,11 @@ namespace joulepipe::python {
 
 namespace {
 
-// The registration dict: keys as RankRegistration's fields; rank defaults
-// to the CoordinatedPlan's rank, available_frequencies to [].
-runtime::RankRegistration RegistrationFrom(const py::dict& d, int rank) {
-  runtime::RankRegistration r;
+// The registration dict: keys as the wire's RankInfo members (rank,
+// dp_rank, pp_rank, tp_rank, available_frequencies); rank defaults to the
+// CoordinatedPlan's rank, available_frequencies to [].
+runtime::RankInfo RegistrationFrom(const py::dict& d, int rank) {
+  runtime::RankInfo r;
   r.rank = rank;
   bool has[3] = {false, false, false};
   for (auto [key_handle, value] : d) {
@@ -45,10 +46,10 @@ runtime::RankRegistration RegistrationFrom(const py::dict& d, int rank) {
         r.tp_rank = value.cast<int>();
         has[2] = true;
       } else if (key == "available_frequencies") {
-        r.available_frequencies = value.cast<std::vector<int>>();
+        r.available_mhz = value.cast<std::vector<int>>();
       } else {
         throw model::InputError(field, field +
-                                           " is not a RankRegistration field (rank, dp_rank, "
+                                           " is not a RankInfo member (rank, dp_rank, "
                                            "pp_rank, tp_rank, available_frequencies)");
       }
     } catch (const py::cast_error&) {

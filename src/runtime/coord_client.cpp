@@ -319,29 +319,18 @@ const std::string& CoordinatorClient::url() const {
   return state_->options.url;
 }
 
-std::string CoordinatorClient::RegisterJob(const JobRegistration& job) {
+std::string CoordinatorClient::RegisterJob(const JobConfig& job) {
   if (job.p_block_w) {
-    model::Require(std::isfinite(*job.p_block_w) && *job.p_block_w > 0,
-                   "JobRegistration::p_block_w",
-                   model::Format("JobRegistration::p_block_w must be a positive number of watts "
+    model::Require(std::isfinite(*job.p_block_w) && *job.p_block_w > 0, "JobConfig::p_block_w",
+                   model::Format("JobConfig::p_block_w must be a positive number of watts "
                                  "when set (got %g W)",
                                  *job.p_block_w));
   }
-  if (job.slowdown) {
-    model::Require(std::isfinite(*job.slowdown) && *job.slowdown >= 0, "JobRegistration::slowdown",
-                   model::Format("JobRegistration::slowdown must be a fraction >= 0 when set (got "
-                                 "%g); 0.05 allows a plan 5 %% slower than all-max clocks",
-                                 *job.slowdown));
-  }
-  json body = {{"pp_degree", job.pp_degree}, {"dp_degree", job.dp_degree},
-               {"tp_degree", job.tp_degree}, {"world_size", job.world_size},
-               {"schedule", job.schedule},   {"microbatches", job.microbatches},
-               {"chunks", job.chunks}};
-  if (!job.job_id.empty()) body["job_id"] = job.job_id;
-  if (job.p_block_w) body["p_block_w"] = *job.p_block_w;
-  if (job.slowdown) body["slowdown"] = *job.slowdown;
-  if (job.gpu) body["gpu"] = *job.gpu;
-  if (job.metadata) body["metadata"] = *job.metadata;
+  model::Require(std::isfinite(job.slowdown) && job.slowdown >= 0, "JobConfig::slowdown",
+                 model::Format("JobConfig::slowdown must be a fraction >= 0 (got %g); 0.05 "
+                               "allows a plan 5 %% slower than all-max clocks",
+                               job.slowdown));
+  const json body = protocol::JobConfigToJson(job, protocol::Form::kRequest);
   const std::string target = "/jobs";
   const http::Response response =
       state_->Call("POST", target, body.dump(-1, ' ', false, json::error_handler_t::replace),
@@ -360,12 +349,8 @@ std::string CoordinatorClient::RegisterJob(const JobRegistration& job) {
   return id;
 }
 
-void CoordinatorClient::RegisterRank(const std::string& job_id, const RankRegistration& rank) {
-  const json body = {{"rank", rank.rank},
-                     {"dp_rank", rank.dp_rank},
-                     {"pp_rank", rank.pp_rank},
-                     {"tp_rank", rank.tp_rank},
-                     {"available_frequencies", rank.available_frequencies}};
+void CoordinatorClient::RegisterRank(const std::string& job_id, const RankInfo& rank) {
+  const json body = protocol::RankInfoToJson(rank);
   state_->Call("POST", "/jobs/" + http::PercentEncode(job_id) + "/ranks", body.dump(),
                "application/json", 0, random_);
 }

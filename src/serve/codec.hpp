@@ -1,6 +1,7 @@
-// The JSON of `joulepipe serve`'s routes (docs/coordination.md,
-// docs/openapi.yaml): request bodies read into coord's types and coord's
-// types written as answers. Private to the serve part.
+// What `joulepipe serve` adds to the protocol's JSON (docs/coordination.md,
+// docs/openapi.yaml): errors named as the API names fields, the request
+// body's parse, the stored frontier and Zeus-style job ids. Private to the
+// serve part.
 //
 // Every reader checks the whole body before returning (so a route changes
 // nothing on bad input) and throws model::InputError whose field() and
@@ -22,6 +23,7 @@
 #include "joulepipe/coord/job.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/protocol/json.hpp"
+#include "joulepipe/protocol/zeus.hpp"
 
 namespace joulepipe::serve {
 
@@ -37,40 +39,34 @@ std::string ForApi(const std::string& message, bool zeus);
 // syntax error ("the request body: not valid JSON at line 1, column 9: ...").
 nlohmann::json ParseBody(std::string_view body);
 
-// POST /jobs, and the form the store keeps (JobConfigToJson writes every
-// member, JobConfigFromJson reads it back exactly). job_id may be absent or
-// "" (the server assigns one). Does not run coord::CheckJobConfig.
-coord::JobConfig JobConfigFromJson(const nlohmann::json& j);
-nlohmann::json JobConfigToJson(const coord::JobConfig& config);
-
-// POST /jobs/{id}/ranks and Zeus's POST /register_rank/{id} (the same
-// members; `strict` refuses unknown ones). Ranges are coord's to check.
-coord::RankInfo RankInfoFromJson(const nlohmann::json& j, bool strict);
-nlohmann::json RankInfoToJson(const coord::RankInfo& info);
-
-// POST /jobs/{id}/iterations, GET /jobs/{id}/plan and Zeus's GET /schedule:
-// the protocol's messages, read and written by protocol/json.hpp.
+// The protocol's messages, read and written by protocol/json.hpp and
+// protocol/zeus.hpp, named here for serve's routes: POST /jobs and the form
+// the store keeps (JobConfig), POST /jobs/{id}/ranks and Zeus's
+// /register_rank (RankInfo), POST /jobs/{id}/iterations, GET
+// /jobs/{id}/plan, GET /jobs/{id}, Zeus's /register_job, /result and
+// /schedule.
 using protocol::FrequencyScheduleToJson;
 using protocol::IterationReportFromJson;
+using protocol::JobConfigFromJson;
+using protocol::JobConfigToJson;
+using protocol::JobInfoFromJson;
+using protocol::JobStatusToJson;
+using protocol::PlanSwitchFromJson;
+using protocol::PlanSwitchToJson;
+using protocol::ProfilingResultFromJson;
+using protocol::RankInfoFromJson;
+using protocol::RankInfoToJson;
 using protocol::RankPlanToJson;
+using protocol::ZeusJobInfo;
+using protocol::ZeusProfilingResult;
 
-// Zeus 0.16.0's JobInfo (zeus/optimizer/pipeline_frequency/common.py).
-struct ZeusJobInfo {
-  int pp_degree = 0, dp_degree = 0, tp_degree = 0;
-  std::int64_t world_size = 0;
-  std::string metadata;
-};
-// Checks job_id == "" and world_size == pp x dp x tp, naming JobInfo::...
-ZeusJobInfo JobInfoFromJson(const nlohmann::json& j);
-
-// Zeus's ProfilingResult: per-iteration times (and energies, when given one
-// per time) become IterationReports. Breakdowns are accepted and ignored.
-struct ZeusProfilingResult {
-  int rank = 0;
-  std::vector<double> iter_time;
-  std::vector<double> iter_energy;  // empty or iter_time.size() entries
-};
-ZeusProfilingResult ProfilingResultFromJson(const nlohmann::json& j);
+// A job's solved frontier as the store keeps it (coord::Job::Solved,
+// RestorePlan): {"version":1,"intrinsic","baseline_time_s","p_block_w",
+// "max_clock":{time_s,energy_j,mhz},"points":[{time_s,energy_j,mhz},...]}.
+// The reader throws InputError naming `what` when the document is not
+// readable; whether it fits the job is coord's to check.
+nlohmann::json SolvedPlanToJson(const coord::SolvedPlan& plan);
+coord::SolvedPlan SolvedPlanFromJson(const nlohmann::json& j, const std::string& what);
 
 // Zeus-style job ids: "YYYY-MM-DD-HH-MM-SS+dp<D>+pp<P>+tp<T>+joulepipe[+<metadata>]"
 // in local time, as zeus's JobInfo.set_job_id writes them; characters a job

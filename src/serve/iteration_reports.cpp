@@ -44,7 +44,7 @@ void Service::FeedReport(Entry& e, const coord::IterationReport& report,
 void Service::StoreSwitch(Entry& e, const coord::PlanSwitch& s) {
   const std::string& id = e.job.config().job_id;
   try {
-    store_.Write([&] { store_.PutSwitch(id, s.version, coord::SwitchToJson(s).dump()); });
+    store_.Write([&] { store_.PutSwitch(id, s.version, PlanSwitchToJson(s).dump()); });
   } catch (const StoreError&) {
     Reload(id);
     throw;

@@ -110,12 +110,12 @@ Service::EntryPtr Service::Replay(const StoredJob& stored) {
   if (stored.frontier_json) {
     std::vector<coord::PlanSwitch> switches;
     for (const std::string& s : stored.switches_json) {
-      switches.push_back(coord::SwitchFromJson(
+      switches.push_back(PlanSwitchFromJson(
           model::ParseJsonBounded(s, "a stored plan switch of job " + stored.id)));
     }
+    const std::string what = "the stored frontier of job " + stored.id;
     e->job.RestorePlan(
-        model::ParseJsonBounded(*stored.frontier_json, "the stored frontier of job " + stored.id),
-        switches);
+        SolvedPlanFromJson(model::ParseJsonBounded(*stored.frontier_json, what), what), switches);
   } else if (!stored.failure.empty()) {
     e->job.SetPlanFailed(stored.failure);
   }
@@ -229,7 +229,7 @@ Reply Service::GetJob(const Request& r) {
   std::lock_guard<std::mutex> lock(mu_);
   const EntryPtr e = FindAndTouch(r.match.job_id);
   const coord::Job& job = e->job;
-  json j = job.StatusJson();
+  json j = JobStatusToJson(job.Status());
   j["created_unix_s"] = e->created_unix_s;
   j["last_active_unix_s"] = e->last_active_unix_s;
   j["waiting_requests"] = e->waiters.size();

@@ -152,8 +152,8 @@ void Service::PlanOne(const std::string& id, std::unique_lock<std::mutex>& lock)
     if (plan) {
       e->job.SetPlan(*plan, NowUnix());
       store_.Write([&] {
-        store_.PutFrontier(id, e->job.FrontierToJson().dump());
-        store_.PutSwitch(id, 1, coord::SwitchToJson(e->job.switches().front()).dump());
+        store_.PutFrontier(id, SolvedPlanToJson(e->job.Solved()).dump());
+        store_.PutSwitch(id, 1, PlanSwitchToJson(e->job.switches().front()).dump());
         store_.SetFailure(id, "");
       });
       const solver::FrontierPoint& q = plan->chosen_point();

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/protocol/json.hpp"
 #include "joulepipe/solver/plan_pipeline.hpp"
 
 namespace joulepipe::coord {
@@ -284,15 +285,16 @@ TEST(Job, RestoredFromItsRecordIsTheSameJob) {
   for (std::int64_t i = 0; i < 6; ++i) Iterate(&job, i, {1, i >= 2 ? 1.2 : 1.0, 1});
   ASSERT_EQ(job.plan_version(), 2);
 
-  // Replay what a store recorded, through JSON.
+  // Replay what a store recorded (the switches through their JSON).
   Job restored(job.config());
   for (const auto& [rank, info] : job.ranks()) restored.RegisterRank(info);
   restored.SetProfile(model::ParseProfileCsv(job.profile_csv(), "stored"), job.profile_csv());
   std::vector<PlanSwitch> switches;
   for (const PlanSwitch& s : job.switches()) {
-    switches.push_back(SwitchFromJson(nlohmann::json::parse(SwitchToJson(s).dump())));
+    switches.push_back(
+        protocol::PlanSwitchFromJson(nlohmann::json::parse(protocol::PlanSwitchToJson(s).dump())));
   }
-  restored.RestorePlan(nlohmann::json::parse(job.FrontierToJson().dump()), switches);
+  restored.RestorePlan(job.Solved(), switches);
   EXPECT_EQ(restored.phase(), JobPhase::kPlanned);
   EXPECT_EQ(restored.plan_version(), 2);
   for (int rank = 0; rank < 6; ++rank) {
@@ -380,7 +382,7 @@ TEST(Job, RefusesBadConfigsRanksAndReportsByField) {
 TEST(Job, StatusShowsFrontierPlansAndHistory) {
   Job job = PlannedJob();
   for (std::int64_t i = 0; i < 4; ++i) Iterate(&job, i, {1, 1, 1.3});
-  const nlohmann::json s = job.StatusJson();
+  const nlohmann::json s = protocol::JobStatusToJson(job.Status());
   EXPECT_EQ(s["phase"], "planned");
   EXPECT_EQ(s["plan_version"], 2);
   EXPECT_EQ(s["switches"].size(), 2u);

@@ -88,13 +88,13 @@ runtime::CoordinatorOptions Client(const std::string& url) {
 }
 
 // The job the tests train: kPipelines x kStages, 1F1B, kMicrobatches.
-runtime::JobRegistration TestJob(const std::string& id) {
-  runtime::JobRegistration job;
+runtime::JobConfig TestJob(const std::string& id) {
+  runtime::JobConfig job;
   job.job_id = id;
   job.pp_degree = kStages;
   job.dp_degree = kPipelines;
   job.world_size = kPipelines * kStages;
-  job.microbatches = kMicrobatches;
+  job.spec = {schedule::Kind::k1F1B, kStages, kMicrobatches, 1};
   job.p_block_w = 80;
   return job;
 }
@@ -128,7 +128,7 @@ std::vector<RankRun> Train(const std::string& url, const std::string& job) {
       options.coordinator = Client(url);
       options.job_id = job;
       options.rank = rank;
-      options.registration = runtime::RankRegistration{rank, pipeline, stage, 0, kClocks};
+      options.registration = runtime::RankInfo{rank, pipeline, stage, 0, kClocks};
       options.start_wait_s = 30;
       options.start_timeout_s = 40;
       options.log = [](const std::string&) {};

@@ -384,14 +384,12 @@ TEST(CoordinatorClientTest, RegisterJobSendsTheFieldsAndTheToken) {
   CoordinatorOptions o = TestOptions(server.url(), recorded);
   o.token = "s3cret";
   CoordinatorClient client(o);
-  JobRegistration job;
+  JobConfig job;
   job.pp_degree = 4;
   job.dp_degree = 2;
   job.tp_degree = 8;
   job.world_size = 64;
-  job.schedule = "interleaved";
-  job.microbatches = 16;
-  job.chunks = 2;
+  job.spec = {schedule::Kind::kInterleaved, 4, 16, 2};
   job.p_block_w = 80.5;
   job.slowdown = 0.05;
   job.gpu = "A100-SXM4-80GB";
@@ -419,13 +417,13 @@ TEST(CoordinatorClientTest, RegisterJobRefusesANegativeSlowdownBeforeSending) {
   FakeServer server(Script({Reply(200, R"({"job_id": "job-7"})")}));
   Recorded recorded;
   CoordinatorClient client(TestOptions(server.url(), recorded));
-  JobRegistration job;
+  JobConfig job;
   job.slowdown = -0.1;
   try {
     client.RegisterJob(job);
     ADD_FAILURE() << "no error";
   } catch (const model::InputError& e) {
-    EXPECT_EQ(e.field(), "JobRegistration::slowdown");
+    EXPECT_EQ(e.field(), "JobConfig::slowdown");
   }
   EXPECT_TRUE(server.requests().empty());
 }
@@ -434,7 +432,7 @@ TEST(CoordinatorClientTest, RegisterJobWithAnIdChecksTheAnswer) {
   FakeServer server(Script({Reply(200, R"({"job_id": "other"})")}));
   Recorded recorded;
   CoordinatorClient client(TestOptions(server.url(), recorded));
-  JobRegistration job;
+  JobConfig job;
   job.job_id = "mine";
   const CoordinatorError e = CatchCoordinatorError([&] { client.RegisterJob(job); });
   EXPECT_EQ(e.kind(), CoordinatorError::Kind::kBadResponse);
@@ -450,12 +448,12 @@ TEST(CoordinatorClientTest, RegisterRankUploadProfileAndReportIteration) {
   });
   Recorded recorded;
   CoordinatorClient client(TestOptions(server.url() + "/coord/", recorded));
-  RankRegistration rank;
+  RankInfo rank;
   rank.rank = 3;
   rank.dp_rank = 1;
   rank.pp_rank = 2;
   rank.tp_rank = 0;
-  rank.available_frequencies = {1410, 1200, 1000};
+  rank.available_mhz = {1410, 1200, 1000};
   client.RegisterRank("job 1/x", rank);
   EXPECT_EQ(client.UploadProfile("job 1/x", "stage,instruction,frequency,time,energy\n"), 42);
   IterationReport report;
@@ -657,7 +655,7 @@ TEST(CoordinatorClientTest, ClientErrorsAreNotRetriedAndQuoteTheServer) {
                          "JobRegistration::pp_degree")}));
   Recorded recorded;
   CoordinatorClient client(TestOptions(server.url(), recorded));
-  JobRegistration job;
+  JobConfig job;
   job.job_id = "j";
   job.pp_degree = 8;
   const CoordinatorError e = CatchCoordinatorError([&] { client.RegisterJob(job); });
@@ -969,11 +967,12 @@ TEST(CoordinatedPlanTest, StartRegistersAndRunsThePlan) {
   CoordinatedPlanOptions o = f.Options(server.url());
   o.start_wait_s = 30;
   o.start_timeout_s = 40;
-  RankRegistration registration;
+  RankInfo registration;
   registration.rank = 3;
   registration.dp_rank = 1;
   registration.pp_rank = 2;
-  registration.available_frequencies = {1410, 1200, 1000};
+  registration.tp_rank = 0;
+  registration.available_mhz = {1410, 1200, 1000};
   o.registration = registration;
   auto meter = std::make_shared<FakeMeter>();
   o.meter = meter;

@@ -23,8 +23,8 @@
 // see it.
 //
 // Persistence is by replay: a store records the config, each rank, the
-// profile text, the solved frontier (FrontierToJson) and each switch; a new
-// Job fed the same calls (RestorePlan for the frontier and the switches)
+// profile text, the solved plan (Solved) and each switch; a new Job fed
+// the same calls (RestorePlan for the solved plan and the switches)
 // is in the same state, except the detector's window of recent iterations,
 // which refills.
 //
@@ -42,14 +42,13 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "joulepipe/coord/iteration_window.hpp"
 #include "joulepipe/coord/plan_choice.hpp"
 #include "joulepipe/coord/straggler.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/plan.hpp"
 #include "joulepipe/model/profile.hpp"
+#include "joulepipe/protocol/job.hpp"
 #include "joulepipe/protocol/messages.hpp"
 #include "joulepipe/schedule/schedule.hpp"
 #include "joulepipe/solver/frontier.hpp"
@@ -57,19 +56,18 @@
 
 namespace joulepipe::coord {
 
-// Ranges (docs/limits.md).
-inline constexpr int kMaxDegree = 100'000;  // each of pp/dp/tp
-inline constexpr std::int64_t kMaxWorldSize = 10'000'000;
-inline constexpr std::size_t kMaxJobIdLength = 256;
-inline constexpr std::size_t kMaxMetadataLength = 4096;
-inline constexpr std::size_t kMaxFrequencies = 4096;  // RankInfo::available_mhz
-// An iteration report's ranges and a rank's plan wait: the protocol's
-// (protocol/messages.hpp), named here as well for coord's callers.
+// The protocol's ranges (protocol/job.hpp, protocol/messages.hpp), named
+// here as well for coord's callers.
 using protocol::kDefaultPlanWaitS;
+using protocol::kMaxDegree;
+using protocol::kMaxFrequencies;
 using protocol::kMaxIteration;
 using protocol::kMaxIterationEnergyJ;
 using protocol::kMaxIterationTimeS;
+using protocol::kMaxJobIdLength;
+using protocol::kMaxMetadataLength;
 using protocol::kMaxPlanWaitS;
+using protocol::kMaxWorldSize;
 // Instructions of one pipeline iteration (2 x stages x microbatches x
 // chunks) a coordinated job may have: planning more takes hours, and a
 // request must not make the service build it (pp 64 x 7,812 microbatches).
@@ -90,60 +88,32 @@ class RankConflictError : public model::InputError {
   using model::InputError::InputError;
 };
 
-struct JobConfig {
-  std::string job_id;               // 1..kMaxJobIdLength printable ASCII characters, no '/'
-  int pp_degree = 1;                // pipeline stages, = spec.stages
-  int dp_degree = 1;                // data-parallel pipelines
-  int tp_degree = 1;                // GPUs per stage
-  std::int64_t world_size = 0;      // pp * dp * tp (0: computed)
-  schedule::Spec spec;              // spec.stages = pp_degree
-  std::optional<double> p_block_w;  // unset: the profile's metadata
-  double resolution_s = 5e-3;       // frontier grid
-  // Iteration time the intrinsic plan may add over the all-max-clock time T,
-  // a fraction (PlanRequest::slowdown): 0 plans for the same speed.
-  double slowdown = 0;
-  std::string gpu;       // informational, e.g. "A100-SXM4-80GB"
-  std::string metadata;  // free text (Zeus's job_metadata)
-  StragglerOptions straggler;
-
-  friend bool operator==(const JobConfig&, const JobConfig&) = default;
-};
-
-// Checks every field (and fills world_size when 0). Throws model::InputError.
-void CheckJobConfig(JobConfig* config);
-
-struct RankInfo {
-  int rank = -1;                   // 0..world_size-1
-  int dp_rank = -1;                // 0..dp_degree-1: the pipeline
-  int pp_rank = -1;                // 0..pp_degree-1: the stage
-  int tp_rank = -1;                // 0..tp_degree-1
-  std::vector<int> available_mhz;  // the GPU's SM clocks (informational), each 1..10000
-
-  friend bool operator==(const RankInfo&, const RankInfo&) = default;
-};
-
-// The messages a job's ranks send and receive are the protocol's, one
-// definition each (protocol/messages.hpp): a rank's iteration report (and
-// the rules on its numbers) and its plan.
+// The messages a job and its ranks send and receive are the protocol's, one
+// definition each (protocol/job.hpp, protocol/messages.hpp): the job's
+// config, a rank's registration, its iteration report (and the rules on its
+// numbers) and its plan, a plan switch, the job's status.
 using protocol::CheckIterationEnergy;
 using protocol::CheckIterationReport;
 using protocol::CheckIterationTime;
 using protocol::IterationEnergyOk;
 using protocol::IterationReport;
 using protocol::IterationTimeOk;
+using protocol::JobConfig;
+using protocol::JobStatus;
+using protocol::PlanSwitch;
+using protocol::RankInfo;
 using protocol::RankPlan;
 
-struct PlanSwitch {
-  int version = 0;             // the plan version it created (1: the initial plan)
-  std::int64_t iteration = 0;  // first iteration it is meant for
-  double time_unix_s = 0;
-  std::string reason;
-  std::vector<double> slowdowns;  // per pipeline, as estimated (1 = on time)
-  double target_s = 0;            // T'
-  std::vector<int> point_of_pipeline;
-  // Predicted GPU energy saved per iteration (J) against every pipeline
-  // running the intrinsic plan through the same T', all GPUs (x tp).
-  double predicted_saving_j = 0;
+// Checks every field (and fills world_size when 0). Throws model::InputError.
+void CheckJobConfig(JobConfig* config);
+
+// A solved plan as a store keeps it: the frontier (every point's clocks),
+// which point is the intrinsic plan, the all-max-clock time and P_block.
+struct SolvedPlan {
+  solver::Frontier frontier;
+  int intrinsic = 0;
+  double baseline_time_s = 0;
+  double p_block_w = 0;
 };
 
 enum class JobPhase { kWaitingForRanks, kWaitingForProfile, kReadyToPlan, kPlanned, kFailed };
@@ -193,11 +163,11 @@ class Job {
   void SetPlan(const solver::PipelinePlan& plan, double now_unix_s);
   void SetPlanFailed(std::string message);
 
-  // Restores a plan stored with FrontierToJson and the switches recorded
-  // since (in order; the first is version 1). Throws InputError on a
-  // document that does not match this job.
-  void RestorePlan(const nlohmann::json& frontier, const std::vector<PlanSwitch>& switches);
-  nlohmann::json FrontierToJson() const;  // JobStateError unless planned
+  // Restores a plan stored from Solved() and the switches recorded since
+  // (in order; the first is version 1). Throws InputError naming
+  // Job::RestorePlan for a plan or switches that do not fit this job.
+  void RestorePlan(SolvedPlan plan, const std::vector<PlanSwitch>& switches);
+  SolvedPlan Solved() const;  // JobStateError unless planned
 
   int plan_version() const { return switches_.empty() ? 0 : switches_.back().version; }
   // The rank's plan under the current version; nullopt before planning.
@@ -233,7 +203,7 @@ class Job {
   const std::vector<int>& point_of_pipeline() const { return point_of_pipeline_; }
 
   // Everything a status page shows (no frontier mhz vectors).
-  nlohmann::json StatusJson() const;
+  JobStatus Status() const;
 
  private:
   struct OpenIteration {
@@ -272,9 +242,5 @@ class Job {
   std::map<std::int64_t, OpenIteration> open_;
   std::int64_t completed_ = 0, dropped_ = 0, last_completed_ = -1;
 };
-
-// The JSON form of a switch (for stores and status pages), and back.
-nlohmann::json SwitchToJson(const PlanSwitch& s);
-PlanSwitch SwitchFromJson(const nlohmann::json& j);
 
 }  // namespace joulepipe::coord

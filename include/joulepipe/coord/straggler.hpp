@@ -24,16 +24,13 @@
 
 #include <vector>
 
+#include "joulepipe/protocol/job.hpp"
+
 namespace joulepipe::coord {
 
-struct StragglerOptions {
-  double threshold = 1.05;      // relative slowdown that counts as slow, (1, 100]
-  double recover_below = 1.03;  // relative slowdown that counts as recovered, [1, threshold]
-  int window = 2;               // consecutive iterations to switch either way, 1..100
-  double min_change = 0.05;     // relative estimate change that re-plans, [0, 10]
-
-  friend bool operator==(const StragglerOptions&, const StragglerOptions&) = default;
-};
+// The options are part of a job's config, a protocol message
+// (protocol/job.hpp): threshold, recover_below, window, min_change.
+using protocol::StragglerOptions;
 
 // Throws model::InputError naming StragglerOptions::<member>, its range and
 // the fix.

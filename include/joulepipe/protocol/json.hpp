@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "joulepipe/protocol/job.hpp"
 #include "joulepipe/protocol/messages.hpp"
 
 namespace joulepipe::protocol {
@@ -36,5 +37,41 @@ nlohmann::json FrequencyScheduleToJson(const RankPlan& plan);
 // Zeus "frequencies", when present, the same list. Throws model::InputError
 // whose message starts with the path ("version is 1 but ...").
 RankPlan RankPlanFromJson(const nlohmann::json& answer, int rank, int after_version);
+
+// POST /jobs, and the form a store keeps. JobConfigFromJson reads
+// "JobConfig::<key>": pp_degree, dp_degree, tp_degree, schedule
+// ("1f1b" | "gpipe" | "interleaved"), microbatches required; job_id
+// ("" or absent: the server assigns one), world_size (absent: computed),
+// chunks, p_block_w, resolution_s, slowdown, gpu, metadata and straggler
+// {threshold, recover_below, window, min_change} optional. It does not run
+// coord::CheckJobConfig (the ranges are the policy's). `Form::kComplete`
+// writes every member (what a store keeps, read back exactly);
+// `Form::kRequest` leaves out what the reader fills in the same way (an
+// empty job_id, world_size 0, an unset p_block_w, members at their
+// defaults), as a client sends it.
+enum class Form { kComplete, kRequest };
+JobConfig JobConfigFromJson(const nlohmann::json& j);
+nlohmann::json JobConfigToJson(const JobConfig& config, Form form = Form::kComplete);
+
+// POST /jobs/{id}/ranks (and Zeus's POST /register_rank/{id}, the same
+// members): {"rank","dp_rank","pp_rank","tp_rank","available_frequencies"}.
+// `strict` refuses unknown members. Ranges are coord's to check.
+RankInfo RankInfoFromJson(const nlohmann::json& j, bool strict);
+nlohmann::json RankInfoToJson(const RankInfo& info);
+
+// {"version","iteration","time_unix_s","reason","slowdowns","target_s",
+//  "point_of_pipeline","predicted_saving_j"}; the reader throws InputError
+// naming PlanSwitch when a member is missing or of the wrong type.
+nlohmann::json PlanSwitchToJson(const PlanSwitch& s);
+PlanSwitch PlanSwitchFromJson(const nlohmann::json& j);
+
+// GET /jobs/{id}: the config's members (as JobConfigToJson's kComplete form,
+// without straggler and resolution_s), "phase", "registered_ranks",
+// "has_profile", "plan_version", "completed_iterations",
+// "dropped_iterations", "failure" when set and, once planned, "frontier"
+// {baseline_time_s, max_clock_energy_j, p_block_w, intrinsic,
+// points:[{time_s, energy_j}]}, "point_of_pipeline", "slowdowns" and
+// "switches" (PlanSwitchToJson each).
+nlohmann::json JobStatusToJson(const JobStatus& status);
 
 }  // namespace joulepipe::protocol

@@ -3,8 +3,9 @@
 // protocol puts on them. Both ends use these types: the coordination policy
 // (coord::Job, which `joulepipe serve` and the embedded coordinator drive)
 // and each rank's client (runtime::CoordinatorClient, CoordinatedPlan).
-// Their JSON, both ways, is protocol/json.hpp. A part below coord and
-// runtime: it knows model's value types and nothing else.
+// Their JSON, both ways, is protocol/json.hpp; the job's messages are
+// protocol/job.hpp. A part below coord, runtime and serve: it knows model's
+// and schedule's value types and nothing else.
 //
 // Errors: the Check* functions throw model::InputError naming the field as
 // "IterationReport::<member>" with the range and what to send instead.

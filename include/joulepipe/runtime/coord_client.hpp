@@ -65,6 +65,7 @@
 
 #include "joulepipe/model/instruction.hpp"
 #include "joulepipe/model/plan.hpp"
+#include "joulepipe/protocol/job.hpp"
 #include "joulepipe/protocol/messages.hpp"
 
 namespace joulepipe::runtime {
@@ -106,40 +107,17 @@ struct CoordinatorOptions {
   std::function<bool()> cancelled;
 };
 
-// POST /jobs. Unset optionals are left out of the request.
-struct JobRegistration {
-  std::string job_id;  // "": the server assigns one
-  int pp_degree = 1;
-  int dp_degree = 1;
-  int tp_degree = 1;
-  int world_size = 1;
-  std::string schedule = "1f1b";  // "1f1b" | "gpipe" | "interleaved"
-  int microbatches = 1;
-  int chunks = 1;
-  std::optional<double> p_block_w;  // finite and > 0 when set
-  // Iteration time the plan may add over all-max clocks, a fraction >= 0
-  // (the service's JobConfig::slowdown); unset: the service's default, 0.
-  std::optional<double> slowdown;
-  std::optional<std::string> gpu;
-  std::optional<std::string> metadata;
-};
-
-// POST /jobs/{job_id}/ranks.
-struct RankRegistration {
-  int rank = 0;
-  int dp_rank = 0;
-  int pp_rank = 0;
-  int tp_rank = 0;
-  std::vector<int> available_frequencies;  // MHz
-};
-
-// POST /jobs/{job_id}/iterations.
-// What a rank sends and receives: the protocol's messages, one definition
-// for both ends (protocol/messages.hpp). A report's time_s is from the
+// What a job and its ranks send and receive: the protocol's messages, one
+// definition for both ends (protocol/job.hpp, protocol/messages.hpp).
+// POST /jobs sends a JobConfig (its request form: an empty job_id lets the
+// server assign one, members at their defaults are left out); POST
+// /jobs/{job_id}/ranks a RankInfo. A report's time_s is from the
 // iteration's start until this rank's pipeline work ended; energy_j unset
 // is "not measured". A plan's `frequencies` (Zeus's shape) always agree
 // with its `instructions`.
 using protocol::IterationReport;
+using protocol::JobConfig;
+using protocol::RankInfo;
 using protocol::RankPlan;
 
 class CoordinatorError : public std::runtime_error {
@@ -180,9 +158,12 @@ class CoordinatorClient {
   // "CoordinatorOptions::request_timeout_s", "RetryPolicy::max_attempts", ...
   explicit CoordinatorClient(CoordinatorOptions options);
 
-  // The job's id: `job.job_id`, or the one the server assigned.
-  std::string RegisterJob(const JobRegistration& job);
-  void RegisterRank(const std::string& job_id, const RankRegistration& rank);
+  // The job's id: `job.job_id`, or the one the server assigned. Refuses a
+  // p_block_w or slowdown JSON cannot carry, or out of range, before
+  // sending (InputError naming JobConfig::p_block_w, JobConfig::slowdown);
+  // the other ranges come back as the coordinator's 400.
+  std::string RegisterJob(const JobConfig& job);
+  void RegisterRank(const std::string& job_id, const RankInfo& rank);
   // The profile CSV, as is (Content-Type text/csv). Returns the rows the
   // server read.
   int UploadProfile(const std::string& job_id, const std::string& csv);

@@ -83,7 +83,7 @@ struct CoordinatedPlanOptions {
   int rank = 0;
   // Registered at Start() (and retried in the background until it
   // succeeds) when set; registering again is idempotent on the server.
-  std::optional<RankRegistration> registration;
+  std::optional<RankInfo> registration;
   // Start(): the plan's long poll waits at most this long (0..300 s)...
   double start_wait_s = 60;
   // ...and Start() as a whole (registration, retries, the long poll) gives
