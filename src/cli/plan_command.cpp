@@ -112,9 +112,10 @@ std::string FrontierCsv(const PlanOutcome& outcome) {
 }
 
 std::string WaitModelText(const PlanOutcome& outcome) {
-  return outcome.waits ? outcome.waits->waits.Describe()
-                       : model::FlatWaitModel(0).Describe() +
-                             "; waits priced at P_block (joulepipe calibrate-wait measures it)";
+  return outcome.plan.waits
+             ? outcome.plan.waits->waits.Describe()
+             : model::FlatWaitModel(0).Describe() +
+                   "; waits priced at P_block (joulepipe calibrate-wait measures it)";
 }
 
 std::string SummaryJson(const PlanOutcome& outcome) {
@@ -170,8 +171,8 @@ std::string SummaryJson(const PlanOutcome& outcome) {
                     {"counted_saving_pct", SavingPercent(counted, counted0)},
                     {"average_power_w", counted / chosen.time_s},
                     {"plan_file", PlanFileName(static_cast<std::size_t>(chosen_slot))}};
-  if (outcome.waits) {
-    const solver::WaitPricing& w = *outcome.waits;
+  if (outcome.plan.waits) {
+    const solver::WaitPricing& w = *outcome.plan.waits;
     const double e = w.energy_j[plan.chosen];
     root["chosen"]["energy_with_lowered_waits_j"] = e;
     root["chosen"]["saving_with_lowered_waits_pct"] = SavingPercent(e, e0);
@@ -223,14 +224,15 @@ void WritePlanOutputs(const PlanOutcome& outcome, StagedDirectory* staged,
     const solver::FrontierPoint& point = plan.frontier.points[outcome.written[j]];
     staged->WriteFile(
         PlanFileName(j),
-        model::PlanToJson(outcome.waits
-                              ? solver::PlanWithWaits(*outcome.profile, plan, outcome.waits->waits,
-                                                      outcome.written[j])
+        model::PlanToJson(outcome.plan.waits
+                              ? solver::PlanWithWaits(*outcome.profile, plan,
+                                                      outcome.plan.waits->waits, outcome.written[j])
                               : solver::ToPlan(plan.schedule, point)));
   }
   stop_if_cancelled();
-  const model::Plan chosen = outcome.waits ? outcome.waits->chosen_plan
-                                           : solver::ToPlan(plan.schedule, plan.chosen_point());
+  const model::Plan chosen = outcome.plan.waits
+                                 ? outcome.plan.waits->chosen_plan
+                                 : solver::ToPlan(plan.schedule, plan.chosen_point());
   staged->WriteFile("chosen.json", model::PlanToJson(chosen));
   staged->WriteFile("chosen.py", model::PlanToPointSolution(chosen) + "\n");
   staged->WriteFile("frontier.csv", FrontierCsv(outcome));
@@ -289,8 +291,8 @@ std::string FormatPlanSummary(const PlanOutcome& outcome, const std::string& out
                     chosen.time_s,
                 r.objective.power_budget_w);
   }
-  if (outcome.waits) {
-    const solver::WaitPricing& w = *outcome.waits;
+  if (outcome.plan.waits) {
+    const solver::WaitPricing& w = *outcome.plan.waits;
     s += Printf("  with waits  %.1f J GPU (saving %.2f%%): %d waits at %d MHz, %.6f s of %.6f s\n",
                 w.energy_j[plan.chosen], SavingPercent(w.energy_j[plan.chosen], e0),
                 w.lowered_waits, w.waits.wait_mhz(), w.lowered_wait_s, w.wait_s);
@@ -496,16 +498,45 @@ int PlanSubcommand::Run() const {
       throw model::InputError(std::string(flag) + " must be 1..5000 W, got " + Printf("%g", watts));
     }
   }
-  if (f.lever == "power-limit") CheckLimitObjective(request.objective);
+  if (f.lever == "power-limit") {
+    solver::PowerLimitRequest limits;  // its goal, before any file (the limits come later)
+    limits.plan = request;
+    solver::CheckPowerLimitRequest(limits);
+  }
   const model::Profile profile = model::ReadProfileCsv(f.profile);
-  std::optional<model::WaitModel> waits;
   if (!f.wait_model.empty()) {
     if (f.lever == "power-limit") {
       throw model::InputError(
           "--wait-model applies to --lever clocks only (a power limit sets no clock to wait "
           "at); leave it out or plan clocks");
     }
-    waits = model::ReadWaitModelFile(f.wait_model);
+    request.waits = model::ReadWaitModelFile(f.wait_model);
+  }
+  if (f.lever == "power-limit") {
+    // solver::PlanPowerLimits, in its two halves.
+    LimitPlanOutcome outcome;
+    outcome.range = ResolveLimitRange(profile.metadata, f.min_power_limit_w, f.max_power_limit_w);
+    outcome.profile_method = profile.metadata.method;
+    solver::PowerLimitRequest limits;
+    limits.plan = request;
+    limits.plan.progress = ProgressLines(stderr, "clock plan: ");
+    limits.min_limit_w = outcome.range.min_w;
+    limits.max_limit_w = outcome.range.max_w;
+    outcome.plan = solver::PreparePowerLimitPlan(profile, limits);
+    if (!f.out.empty()) StagedDirectory probe(f.out);  // as below
+    std::fprintf(stderr,
+                 "joulepipe: planning power limits for %d stages, then the clock plan of %d "
+                 "instructions (%s) to compare...\n",
+                 request.spec.stages, outcome.plan.clocks.schedule.num_nodes(),
+                 ShapeText(request.spec).c_str());
+    std::fflush(stderr);
+    solver::SolvePowerLimitPlan(profile, &outcome.plan);
+    if (!f.out.empty()) {
+      StagedDirectory staged(f.out);
+      WriteLimitOutputs(outcome, &staged, InterruptFlag());
+    }
+    std::fputs(FormatLimitSummary(outcome, f.out).c_str(), stdout);
+    return kExitOk;
   }
   // solver::PlanPipeline, in its two halves.
   solver::PipelinePlan plan = solver::PreparePipelinePlan(profile, request);
@@ -513,24 +544,6 @@ int PlanSubcommand::Run() const {
     // Throws now if --out may not be replaced; removes its (empty) staging
     // directory at the end of this block.
     StagedDirectory probe(f.out);
-  }
-  if (f.lever == "power-limit") {
-    const LimitRange range =
-        ResolveLimitRange(profile.metadata, f.min_power_limit_w, f.max_power_limit_w);
-    std::fprintf(stderr,
-                 "joulepipe: planning power limits for %d stages, then the clock plan of %d "
-                 "instructions (%s) to compare...\n",
-                 request.spec.stages, plan.schedule.num_nodes(), ShapeText(request.spec).c_str());
-    std::fflush(stderr);
-    plan.request.progress = ProgressLines(stderr, "clock plan: ");
-    LimitPlanOutcome outcome = PlanPowerLimits(profile, std::move(plan), range);
-    outcome.profile_method = profile.metadata.method;
-    if (!f.out.empty()) {
-      StagedDirectory staged(f.out);
-      WriteLimitOutputs(outcome, &staged, InterruptFlag());
-    }
-    std::fputs(FormatLimitSummary(outcome, f.out).c_str(), stdout);
-    return kExitOk;
   }
   if (f.min_power_limit_w > 0 || f.max_power_limit_w > 0) {
     throw model::InputError(
@@ -542,20 +555,8 @@ int PlanSubcommand::Run() const {
   std::fflush(stderr);
   plan.request.progress = ProgressLines(stderr, "");
   solver::SolvePipelinePlan(profile, &plan);
-  std::optional<solver::WaitPricing> pricing;
-  if (waits) {
-    if (!waits->gpu.empty() && !profile.metadata.gpu.empty() &&
-        waits->gpu != profile.metadata.gpu) {
-      plan.notes.push_back("the wait model " + f.wait_model + " was calibrated on " + waits->gpu +
-                           " but the profile is of " + profile.metadata.gpu +
-                           "; calibrate on the profile's GPU for figures that hold");
-    }
-    pricing = solver::PriceWaits(profile, plan, std::move(*waits));
-    plan.chosen = pricing->chosen;
-  }
   PlanOutcome outcome = ToPlanOutcome(std::move(plan), f.max_plans);
   outcome.profile_method = profile.metadata.method;
-  outcome.waits = std::move(pricing);
   outcome.profile = &profile;
   if (!f.out.empty()) {
     StagedDirectory staged(f.out);

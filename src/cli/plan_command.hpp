@@ -46,10 +46,8 @@ struct PlanOutcome {
   // The profile's metadata "method" line (how a simulated profile was made
   // and how well its framework profile is validated); "" when it has none.
   std::string profile_method;
-  // --wait-model: the frontier re-priced with lowered waits (plan.chosen is
-  // then waits->chosen); unset: waits at P_block (uncalibrated).
-  std::optional<solver::WaitPricing> waits;
-  const model::Profile* profile = nullptr;  // with waits: the profile planned from
+  // With plan.waits (--wait-model): the profile planned from.
+  const model::Profile* profile = nullptr;
 };
 
 // The solved plan with the points to write chosen by SelectPoints.

@@ -1,6 +1,5 @@
 #include "plan_power_limits.hpp"
 
-#include <chrono>
 #include <cmath>
 
 #include <nlohmann/json.hpp>
@@ -55,53 +54,9 @@ LimitRange ResolveLimitRange(const model::ProfileMetadata& metadata, double min_
   return range;
 }
 
-void CheckLimitObjective(const solver::Objective& objective) {
-  if (objective.goal == solver::Goal::kEnergyBudget ||
-      objective.goal == solver::Goal::kPowerBudget) {
-    throw model::InputError(
-        std::string(objective.goal == solver::Goal::kEnergyBudget ? "--energy-budget"
-                                                                  : "--power-budget") +
-        " is not supported with --lever power-limit; use --slowdown/--max-slowdown or "
-        "--least-energy");
-  }
-  if (solver::CountsHost(objective)) {
-    throw model::InputError(
-        "--host-power is not supported with --lever power-limit; leave it out (GPU energy only)");
-  }
-}
-
-LimitPlanOutcome PlanPowerLimits(const model::Profile& profile, solver::PipelinePlan prepared,
-                                 const LimitRange& range) {
-  const solver::Objective& objective = prepared.request.objective;
-  CheckLimitObjective(objective);
-  LimitPlanOutcome out;
-  out.range = range;
-  const auto started = std::chrono::steady_clock::now();
-  solver::LimitPlanOptions options;
-  options.p_block_w = prepared.p_block_w;
-  options.min_limit_w = range.min_w;
-  options.max_limit_w = range.max_w;
-  options.deadlines_s = {prepared.deadline_s};
-  options.cancel = prepared.request.cancel;
-  out.limits = solver::SolveLimitFrontier(prepared.schedule, profile, options);
-  out.solve_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  solver::SolvePipelinePlan(profile, &prepared);
-  out.clocks = std::move(prepared);
-  const auto& points = out.limits.points;
-  if (objective.goal == solver::Goal::kLeastEnergy) {
-    out.chosen = points.size() - 1;
-  } else {
-    const solver::LimitPoint* best = out.limits.BestWithin(out.clocks.deadline_s);
-    // The defaults are the baseline, whose time fixes the deadline.
-    out.chosen = best != nullptr ? static_cast<std::size_t>(best - points.data()) : 0;
-  }
-  return out;
-}
-
 std::string LimitFrontierCsv(const LimitPlanOutcome& outcome) {
   std::string s = "time_s,energy_j,power_limits_w\n";
-  for (const solver::LimitPoint& p : outcome.limits.points) {
+  for (const solver::LimitPoint& p : outcome.plan.limits.points) {
     s += Exact(p.time_s) + "," + Exact(p.energy_j) + "," + LimitsText(p.watts, ';') + "\n";
   }
   return s;
@@ -109,8 +64,8 @@ std::string LimitFrontierCsv(const LimitPlanOutcome& outcome) {
 
 std::string LimitSummaryJson(const LimitPlanOutcome& outcome) {
   using nlohmann::ordered_json;
-  const solver::PipelinePlan& clocks = outcome.clocks;
-  const solver::LimitPoint& chosen = outcome.limits.points[outcome.chosen];
+  const solver::PipelinePlan& clocks = outcome.plan.clocks;
+  const solver::LimitPoint& chosen = outcome.plan.limits.points[outcome.plan.chosen];
   const solver::FrontierPoint& clock_chosen = clocks.chosen_point();
   const double t0 = clocks.baseline.time_s, e0 = clocks.baseline.energy_j;
   ordered_json root;
@@ -140,17 +95,17 @@ std::string LimitSummaryJson(const LimitPlanOutcome& outcome) {
   root["clock_plan"] = {{"time_s", clock_chosen.time_s},
                         {"energy_j", clock_chosen.energy_j},
                         {"saving_pct", SavingPercent(clock_chosen.energy_j, e0)}};
-  root["frontier_points"] = outcome.limits.points.size();
-  root["evaluations"] = outcome.limits.evaluations;
-  root["solve_seconds"] = outcome.solve_seconds;
+  root["frontier_points"] = outcome.plan.limits.points.size();
+  root["evaluations"] = outcome.plan.limits.evaluations;
+  root["solve_seconds"] = outcome.plan.solve_seconds;
   return root.dump(2) + "\n";
 }
 
 std::string FormatLimitSummary(const LimitPlanOutcome& outcome, const std::string& out_dir) {
-  const solver::PipelinePlan& clocks = outcome.clocks;
+  const solver::PipelinePlan& clocks = outcome.plan.clocks;
   const solver::PlanRequest& r = clocks.request;
-  const solver::LimitFrontier& f = outcome.limits;
-  const solver::LimitPoint& chosen = f.points[outcome.chosen];
+  const solver::LimitFrontier& f = outcome.plan.limits;
+  const solver::LimitPoint& chosen = f.points[outcome.plan.chosen];
   const solver::FrontierPoint& clock_chosen = clocks.chosen_point();
   const double t0 = clocks.baseline.time_s, e0 = clocks.baseline.energy_j;
   std::string s;
@@ -211,7 +166,7 @@ std::string FormatLimitSummary(const LimitPlanOutcome& outcome, const std::strin
   s += "frontier (power-limit plans)\n";
   s += Printf("  points      %zu, %.6f s .. %.6f s; %ld plans evaluated in %.3f s\n",
               f.points.size(), f.points.front().time_s, f.points.back().time_s, f.evaluations,
-              outcome.solve_seconds);
+              outcome.plan.solve_seconds);
   s += "  model       each instruction runs at the highest profiled clock whose mean power\n"
        "              is within its GPU's limit (the board caps clocks by power)\n";
   if (!out_dir.empty()) {
@@ -224,9 +179,9 @@ std::string FormatLimitSummary(const LimitPlanOutcome& outcome, const std::strin
 
 void WriteLimitOutputs(const LimitPlanOutcome& outcome, StagedDirectory* staged,
                        const std::atomic<bool>* cancel) {
-  staged->WriteFile("chosen.json",
-                    model::PlanToJson(solver::ToPlan(outcome.clocks.schedule,
-                                                     outcome.limits.points[outcome.chosen])));
+  staged->WriteFile("chosen.json", model::PlanToJson(solver::ToPlan(
+                                       outcome.plan.clocks.schedule,
+                                       outcome.plan.limits.points[outcome.plan.chosen])));
   staged->WriteFile("frontier.csv", LimitFrontierCsv(outcome));
   staged->WriteFile("summary.json", LimitSummaryJson(outcome));
   staged->Commit(cancel);

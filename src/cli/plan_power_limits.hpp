@@ -32,22 +32,14 @@ struct LimitRange {
 LimitRange ResolveLimitRange(const model::ProfileMetadata& metadata, double min_flag_w,
                              double max_flag_w);
 
+// What the command prints and writes: the task's result
+// (solver::PlanPowerLimits, with the clock plan to compare), the range it
+// planned within and where that came from.
 struct LimitPlanOutcome {
-  solver::PipelinePlan clocks;  // the clock plan, solved, for comparison
-  solver::LimitFrontier limits;
-  std::size_t chosen = 0;  // into limits.points
+  solver::PowerLimitPlan plan;
   LimitRange range;
-  double solve_seconds = 0;
   std::string profile_method;
 };
-
-// Solves both on a prepared clock plan (PreparePipelinePlan) and chooses the
-// limit plan its objective asks for: the least energy within the deadline,
-// or the least energy at any speed (--least-energy). Throws InputError for
-// the other objectives (budgets, --host-power), naming the flag.
-void CheckLimitObjective(const solver::Objective& objective);
-LimitPlanOutcome PlanPowerLimits(const model::Profile& profile, solver::PipelinePlan prepared,
-                                 const LimitRange& range);
 
 std::string LimitFrontierCsv(const LimitPlanOutcome& outcome);
 std::string LimitSummaryJson(const LimitPlanOutcome& outcome);

@@ -439,7 +439,8 @@ JobStatus Job::Status() const {
     f.p_block_w = p_block_w_;
     f.intrinsic = intrinsic_;
     f.points.reserve(frontier_.points.size());
-    for (const solver::FrontierPoint& q : frontier_.points) f.points.push_back({q.time_s, q.energy_j});
+    for (const solver::FrontierPoint& q : frontier_.points)
+      f.points.push_back({q.time_s, q.energy_j});
     s.point_of_pipeline = point_of_pipeline_;
     s.slowdowns = detector_->slowdowns();
     s.switches = switches_;

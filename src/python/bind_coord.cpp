@@ -203,8 +203,9 @@ void BindCoord(py::module_& m) {
       .def("report_iteration", &CoordJob::ReportIteration, py::arg("rank"), py::arg("iteration"),
            py::arg("time_s"), py::arg("energy_j") = py::none(), py::arg("now") = py::none())
       .def("switches", &CoordJob::Switches)
-      .def("status_json",
-           [](const CoordJob& j) { return j.Read([](auto& x) { return protocol::JobStatusToJson(x.Status()).dump(); }); });
+      .def("status_json", [](const CoordJob& j) {
+        return j.Read([](auto& x) { return protocol::JobStatusToJson(x.Status()).dump(); });
+      });
 }
 
 }  // namespace joulepipe::python

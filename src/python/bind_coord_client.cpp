@@ -47,7 +47,8 @@ class ClientBinding {
     if (!schedule::ParseKind(schedule, &job.spec.kind)) {
       throw model::InputError("JobConfig::schedule",
                               "JobConfig::schedule must be \"1f1b\", \"gpipe\" or "
-                              "\"interleaved\" (got \"" + model::ExcerptText(schedule) + "\")");
+                              "\"interleaved\" (got \"" +
+                                  model::ExcerptText(schedule) + "\")");
     }
     job.spec.stages = pp;
     job.spec.microbatches = microbatches;

@@ -134,7 +134,6 @@ std::optional<std::pair<int, double>> HeadWaitOf(const model::Plan& p, int stage
 struct PlanResult {
   solver::PipelinePlan plan;
   model::Plan chosen;  // solver::ToPlan of the chosen point (its waits annotated with a wait model)
-  std::optional<solver::WaitPricing> waits;  // wait_model given: the re-priced frontier
 };
 
 // The frontier as a read-only (n, 2) buffer of doubles, (time_s, energy_j)
@@ -194,9 +193,8 @@ std::shared_ptr<PlanResult> PlanPipelineTask(
   request.resolution_s = resolution_s;
   solver::CheckPlanRequest(request);  // numbers before the profile, as the CLI
   request.profile_name = profile_name ? *profile_name : ProfileName(profile_arg);
-  std::optional<model::WaitModel> waits;
   if (!wait_model.is_none())
-    waits = model::ReadWaitModelFile(py::str(wait_model).cast<std::string>());
+    request.waits = model::ReadWaitModelFile(py::str(wait_model).cast<std::string>());
   model::Profile storage;
   const model::Profile& profile = ProfileFrom(profile_arg, &storage);
   auto result = std::make_shared<PlanResult>();
@@ -210,13 +208,9 @@ std::shared_ptr<PlanResult> PlanPipelineTask(
       progress);
   result->plan.request.progress = nullptr;  // the callback's state ends with the call
   result->plan.request.cancel = nullptr;
-  if (waits) {
-    // As plan --wait-model: the frontier re-priced with lowered waits, the
-    // objective's choice made again, the chosen plan's waits annotated.
-    py::gil_scoped_release release;
-    result->waits = solver::PriceWaits(profile, result->plan, std::move(*waits));
-    result->plan.chosen = result->waits->chosen;
-    result->chosen = result->waits->chosen_plan;
+  if (result->plan.waits) {
+    // With a wait model, the chosen plan's waits annotated.
+    result->chosen = result->plan.waits->chosen_plan;
   } else {
     result->chosen = solver::ToPlan(result->plan.schedule, result->plan.chosen_point());
   }
@@ -383,18 +377,20 @@ void BindPlan(py::module_& m) {
       .def_property_readonly("chosen_index", [](const R& r) { return r.plan.chosen; })
       .def_property_readonly("wait_model",
                              [](const R& r) {
-                               return r.waits ? r.waits->waits.Describe()
-                                              : model::FlatWaitModel(0).Describe();
+                               return r.plan.waits ? r.plan.waits->waits.Describe()
+                                                   : model::FlatWaitModel(0).Describe();
                              })
       .def_property_readonly("energy_with_lowered_waits_j",
                              [](const R& r) {
-                               return r.waits ? r.waits->energy_j[r.plan.chosen]
-                                              : r.plan.chosen_point().energy_j;
+                               return r.plan.waits ? r.plan.waits->energy_j[r.plan.chosen]
+                                                   : r.plan.chosen_point().energy_j;
                              })
-      .def_property_readonly("lowered_waits",
-                             [](const R& r) { return r.waits ? r.waits->lowered_waits : 0; })
-      .def_property_readonly("lowered_wait_s",
-                             [](const R& r) { return r.waits ? r.waits->lowered_wait_s : 0.0; })
+      .def_property_readonly(
+          "lowered_waits",
+          [](const R& r) { return r.plan.waits ? r.plan.waits->lowered_waits : 0; })
+      .def_property_readonly(
+          "lowered_wait_s",
+          [](const R& r) { return r.plan.waits ? r.plan.waits->lowered_wait_s : 0.0; })
       .def_property_readonly("p_block_w", [](const R& r) { return r.plan.p_block_w; })
       .def_property_readonly("p_block_source", [](const R& r) { return r.plan.p_block_source; })
       .def_property_readonly("solve_seconds", [](const R& r) { return r.plan.solve_seconds; })

@@ -1,5 +1,6 @@
-// plan_power_limits: solver::SolveLimitFrontier, as `joulepipe plan --lever
-// power-limit` without the clock comparison (plan_pipeline gives that).
+// plan_power_limits: the task solver::PlanPowerLimits, as `joulepipe plan
+// --lever power-limit`, without the clock comparison (plan_pipeline gives
+// that).
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,23 +34,27 @@ py::dict PlanPowerLimitsTask(const py::handle& profile_arg, int stages, int micr
   request.profile_name = ProfileName(profile_arg);
   model::Profile storage;
   const model::Profile& profile = ProfileFrom(profile_arg, &storage);
-  // The baseline, the deadline and P_block, with every input check.
-  const solver::PipelinePlan prepared = solver::PreparePipelinePlan(profile, request);
-  solver::LimitPlanOptions options;
-  options.p_block_w = prepared.p_block_w;
-  options.min_limit_w = min_power_limit_w.value_or(0);
-  options.max_limit_w = max_power_limit_w.value_or(0);
-  options.deadlines_s = {prepared.deadline_s};
-  const solver::LimitFrontier f = RunCancellable<solver::LimitFrontier>(
+  if (least_energy) request.objective.goal = solver::Goal::kLeastEnergy;
+  solver::PowerLimitRequest limits;
+  limits.plan = request;
+  limits.min_limit_w = min_power_limit_w.value_or(0);
+  limits.max_limit_w = max_power_limit_w.value_or(0);
+  limits.compare_clocks = false;  // the clock plan is plan_pipeline's
+  // Every input check, the baseline, the deadline and P_block first; then
+  // the solve, cancellable.
+  solver::PowerLimitPlan plan = solver::PreparePowerLimitPlan(profile, limits);
+  plan = RunCancellable<solver::PowerLimitPlan>(
       [&](const std::atomic<bool>* cancel, ProgressFn) {
-        solver::LimitPlanOptions o = options;
-        o.cancel = cancel;
-        return solver::SolveLimitFrontier(prepared.schedule, profile, o);
+        solver::PowerLimitPlan p = plan;
+        p.request.plan.cancel = cancel;
+        solver::SolvePowerLimitPlan(profile, &p);
+        p.request.plan.cancel = nullptr;
+        return p;
       },
       py::none());
-  const solver::LimitPoint* chosen =
-      least_energy ? &f.points.back() : f.BestWithin(prepared.deadline_s);
-  if (chosen == nullptr) chosen = &f.points.front();
+  const solver::PipelinePlan& prepared = plan.clocks;
+  const solver::LimitFrontier& f = plan.limits;
+  const solver::LimitPoint* chosen = &f.points[plan.chosen];
   py::dict out;
   out["baseline_time_s"] = prepared.baseline.time_s;
   out["baseline_energy_j"] = prepared.baseline.energy_j;

@@ -1,4 +1,5 @@
 #include "joulepipe/solver/plan_pipeline.hpp"
+#include "joulepipe/solver/wait_plan.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -284,6 +285,16 @@ void SolvePipelinePlan(const model::Profile& profile, PipelinePlan* plan) {
   plan->chosen = ChooseOperatingPoint(plan->frontier, objective, plan->deadline_s,
                                       request.spec.stages, request.objective_scale);
   plan->bound_energy_j = plan->frontier.BoundAt(plan->baseline.time_s);
+  if (request.waits) {
+    const model::WaitModel& w = *request.waits;
+    if (!w.gpu.empty() && !profile.metadata.gpu.empty() && w.gpu != profile.metadata.gpu) {
+      plan->notes.push_back("the wait model " + w.source + " was calibrated on " + w.gpu +
+                            " but the profile is of " + profile.metadata.gpu +
+                            "; calibrate on the profile's GPU for figures that hold");
+    }
+    plan->waits = PriceWaits(profile, *plan, w);
+    plan->chosen = plan->waits->chosen;
+  }
 }
 
 PipelinePlan PlanPipeline(const model::Profile& profile, const PlanRequest& request) {

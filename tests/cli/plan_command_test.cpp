@@ -255,7 +255,7 @@ TEST_F(PlanCommandTest, PowerLimitLeverPlansOneLimitPerStage) {
                           "--schedule 1f1b --stages 4 --microbatches 6 --lever "
                           "power-limit --energy-budget 5 --out " +
                               Quote(root_ / "x")),
-                 {"--energy-budget is not supported with --lever power-limit"});
+                 {"--energy-budget is not supported by power-limit plans"});
   ExpectRejected(PlanArgs(profile_,
                           "--schedule 1f1b --stages 4 --microbatches 6 "
                           "--min-power-limit 100 --out " +

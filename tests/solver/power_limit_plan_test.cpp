@@ -174,5 +174,55 @@ TEST(SolveLimitFrontier, TheFloorAndBadOptions) {
   EXPECT_THROW(SolveLimitFrontier(c.schedule, c.profile, options), model::InputError);
 }
 
+// The task: the limit plan the goal asks for on the frontier the solver
+// gives, the clock plan of the same request beside it, and the goals a
+// limit plan cannot meet refused by name before anything is solved.
+TEST(PlanPowerLimits, ChoosesTheGoalsPointAndComparesWithClocks) {
+  std::mt19937 rng(5);
+  for (int i = 0; i < 12; ++i) {
+    const Case c = RandomCase(rng, static_cast<schedule::Kind>(i % 3));
+    PowerLimitRequest request;
+    request.plan.spec = c.schedule.spec;
+    request.plan.p_block_w = c.p_block_w;
+    request.plan.slowdown = 0.1;
+    request.plan.resolution_s = 1e-3;
+    const PowerLimitPlan plan = PlanPowerLimits(c.profile, request);
+    const PipelinePlan clocks = PlanPipeline(c.profile, request.plan);
+    EXPECT_EQ(plan.clocks.chosen, clocks.chosen) << c.name;
+    EXPECT_NEAR(plan.clocks.deadline_s, 1.1 * clocks.baseline.time_s, 1e-12) << c.name;
+    const LimitPoint* best = plan.limits.BestWithin(plan.clocks.deadline_s);
+    ASSERT_NE(best, nullptr) << c.name;
+    EXPECT_EQ(&plan.limits.points[plan.chosen], best) << c.name;
+
+    request.plan.slowdown = 0;
+    request.plan.objective.goal = Goal::kLeastEnergy;
+    request.compare_clocks = false;
+    const PowerLimitPlan least = PlanPowerLimits(c.profile, request);
+    EXPECT_EQ(least.chosen, least.limits.points.size() - 1) << c.name;
+    EXPECT_TRUE(least.clocks.frontier.points.empty()) << c.name;  // not solved
+  }
+  auto field = [](const PowerLimitRequest& r) {
+    try {
+      CheckPowerLimitRequest(r);
+    } catch (const model::InputError& e) {
+      return e.field();
+    }
+    return std::string("none");
+  };
+  PowerLimitRequest r;
+  r.plan.p_block_w = 60;
+  EXPECT_EQ(field(r), "none");
+  r.plan.objective.goal = Goal::kEnergyBudget;
+  r.plan.objective.energy_budget_j = 10;
+  EXPECT_EQ(field(r), "Objective::energy_budget_j");
+  r.plan.objective = {};
+  r.plan.objective.host_power_w = 150;
+  EXPECT_EQ(field(r), "Objective::host_power_w");
+  r.plan.objective = {};
+  r.min_limit_w = 300;
+  r.max_limit_w = 200;
+  EXPECT_EQ(field(r), "PowerLimitRequest::min_limit_w");
+}
+
 }  // namespace
 }  // namespace joulepipe::solver

@@ -94,5 +94,39 @@ TEST(PriceWaits, CalibratedNeverCostsMoreAndAnnotatesWhatItCounts) {
   EXPECT_EQ(model::PlanToJson(again), model::PlanToJson(pricing.chosen_plan));
 }
 
+// The plan task prices the waits itself when its request names a model: the
+// same prices and choice as PriceWaits on the plan solved without one, and a
+// note when the model was calibrated on another GPU than the profile's.
+TEST(PriceWaits, IsAnOptionOfThePlanTask) {
+  model::Profile profile = Unbalanced(4);
+  profile.metadata.gpu = "A100-SXM4-80GB";
+  const PipelinePlan flat = Solved(profile);
+  model::WaitModel waits;
+  waits.points = {{1410, 90}, {800, 65}};
+  waits.switch_latency_s = 0.002;
+  waits.margin_s = 0.001;
+  waits.gpu = "H100-SXM5-80GB";
+  waits.source = "h100-waits.json";
+  const WaitPricing expected = PriceWaits(profile, flat, waits);
+
+  PlanRequest request = flat.request;
+  request.waits = waits;
+  const PipelinePlan priced = PlanPipeline(profile, request);
+  ASSERT_TRUE(priced.waits.has_value());
+  EXPECT_FALSE(flat.waits.has_value());
+  EXPECT_EQ(priced.chosen, expected.chosen);
+  EXPECT_EQ(priced.waits->chosen, expected.chosen);
+  EXPECT_EQ(priced.waits->energy_j, expected.energy_j);
+  EXPECT_EQ(priced.waits->lowered_waits, expected.lowered_waits);
+  EXPECT_EQ(model::PlanToJson(priced.waits->chosen_plan), model::PlanToJson(expected.chosen_plan));
+  bool noted = false;
+  for (const std::string& note : priced.notes) {
+    noted |= note.find(
+                 "h100-waits.json was calibrated on H100-SXM5-80GB but the profile is of "
+                 "A100-SXM4-80GB") != std::string::npos;
+  }
+  EXPECT_TRUE(noted);
+}
+
 }  // namespace
 }  // namespace joulepipe::solver

@@ -55,8 +55,8 @@ class StragglerDetector {
 
  private:
   StragglerOptions options_;
-  std::vector<double> slowdown_;  // 1 = on time
-  std::vector<int> slow_run_, fast_run_;  // consecutive slow / recovered iterations
+  std::vector<double> slowdown_;             // 1 = on time
+  std::vector<int> slow_run_, fast_run_;     // consecutive slow / recovered iterations
   std::vector<std::vector<double>> recent_;  // last `window` relative slowdowns
 };
 

@@ -22,7 +22,9 @@
 #include <string>
 #include <vector>
 
+#include "joulepipe/model/plan.hpp"
 #include "joulepipe/model/profile.hpp"
+#include "joulepipe/model/wait_model.hpp"
 #include "joulepipe/schedule/schedule.hpp"
 #include "joulepipe/solver/frontier.hpp"
 #include "joulepipe/solver/operating_point.hpp"
@@ -45,6 +47,11 @@ struct PlanRequest {
   double resolution_s = 1e-3;  // spacing of the frontier's deadline grid (s), > 0
   // Multiples of T to plan exactly as well, e.g. a straggler's T'/T. Each > 0.
   std::vector<double> extra_deadline_factors;
+  // Clocks while waiting (a calibrate-wait output): the solved frontier is
+  // re-priced with its long waits lowered and the objective chooses on
+  // those prices (wait_plan.hpp); PipelinePlan::waits holds the result.
+  // Unset: every wait at P_block, as the solver prices it.
+  std::optional<model::WaitModel> waits;
   // Called from the solving thread: phase ("relaxation", "rounding") and the
   // fraction of it done. Optional; keep it cheap.
   std::function<void(const char* phase, double fraction)> progress;
@@ -52,6 +59,18 @@ struct PlanRequest {
   const std::atomic<bool>* cancel = nullptr;
   // Names the profile in messages (its path, or a name).
   std::string profile_name = "the profile";
+};
+
+// The frontier re-priced with a wait model (wait_plan.hpp's PriceWaits).
+struct WaitPricing {
+  model::WaitModel waits;        // as used: p_block_w is the plan's P_block
+  std::vector<double> energy_j;  // [frontier point]: GPU energy with lowered waits
+  double baseline_energy_j = 0;  // every instruction at its highest clock, lowered waits
+  std::size_t chosen = 0;        // the objective's point at these energies
+  double wait_s = 0;             // all waits of the chosen plan, all stages
+  double lowered_wait_s = 0;     // of which at the wait clock
+  int lowered_waits = 0;         // waits the chosen plan lowers
+  model::Plan chosen_plan;       // the chosen point's plan, its waits annotated
 };
 
 struct PipelinePlan {
@@ -72,6 +91,9 @@ struct PipelinePlan {
   double p_block_w = 0;            // the P_block planned with (W)
   std::string p_block_source;      // "request" or "profile" (its metadata)
   std::vector<std::string> notes;  // for people, e.g. two different P_block values
+  // Set when request.waits is: the frontier's prices with lowered waits;
+  // `chosen` is then waits->chosen.
+  std::optional<WaitPricing> waits;
 
   const FrontierPoint& chosen_point() const { return frontier.points[chosen]; }
 };
@@ -121,7 +143,9 @@ void CheckProfileRows(const model::Profile& profile, const std::string& profile_
 PipelinePlan PreparePipelinePlan(const model::Profile& profile, const PlanRequest& request);
 
 // The expensive second half, on a prepared plan (the same profile): solves the
-// frontier and chooses the objective's point. Throws model::Cancelled if the
+// frontier and chooses the objective's point (on the prices with lowered
+// waits when the request names a wait model; a note when that model was
+// calibrated on another GPU than the profile's). Throws model::Cancelled if the
 // request's cancel flag is raised, model::InputError when no point meets the
 // objective's budget (the message says the least the frontier reaches).
 void SolvePipelinePlan(const model::Profile& profile, PipelinePlan* plan);

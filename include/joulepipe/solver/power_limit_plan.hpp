@@ -42,6 +42,7 @@
 #include "joulepipe/model/plan.hpp"
 #include "joulepipe/model/profile.hpp"
 #include "joulepipe/schedule/schedule.hpp"
+#include "joulepipe/solver/plan_pipeline.hpp"
 
 namespace joulepipe::solver {
 
@@ -104,5 +105,43 @@ LimitFrontier SolveLimitFrontier(const schedule::Schedule& schedule, const model
 // instruction's "frequency" the clock its limit is predicted to give,
 // predicted = the point's exact figures.
 model::Plan ToPlan(const schedule::Schedule& schedule, const LimitPoint& point);
+
+// The task "plan power limits", one call for every front end (`joulepipe
+// plan --lever power-limit`, Python's plan_power_limits): the request's
+// schedule, P_block and goal; the GPU's accepted range of limits; the limit
+// plan the goal asks for, and, to compare, the clock plan of the same
+// request. Goals: the least energy within the deadline (1 + slowdown) x T,
+// or the least energy at any speed (Goal::kLeastEnergy); budgets and host
+// power are refused (Objective::energy_budget_j, Objective::power_budget_w,
+// Objective::host_power_w).
+struct PowerLimitRequest {
+  PlanRequest plan;
+  double min_limit_w = 0;      // LimitPlanOptions::min_limit_w: 0 = no floor
+  double max_limit_w = 0;      // LimitPlanOptions::max_limit_w: 0 = no ceiling
+  bool compare_clocks = true;  // also solve the clock plan (PipelinePlan) of `plan`
+};
+
+struct PowerLimitPlan {
+  PowerLimitRequest request;
+  // The clock plan of request.plan: prepared (baseline, deadline, P_block,
+  // schedule) always, solved (frontier, chosen) when compare_clocks.
+  PipelinePlan clocks;
+  LimitFrontier limits;      // empty until solved
+  std::size_t chosen = 0;    // into limits.points; the defaults (0) when nothing else fits
+  double solve_seconds = 0;  // the limit frontier's
+};
+
+// Throws model::InputError naming the field: the objective (above), the
+// limits (finite, >= 0, min <= max when both are set), and what
+// CheckPlanRequest checks.
+void CheckPowerLimitRequest(const PowerLimitRequest& request);
+
+// The cheap first half (every input error, before any output is created)
+// and the expensive second, as PreparePipelinePlan / SolvePipelinePlan;
+// request.plan.cancel stops both solves (model::Cancelled).
+PowerLimitPlan PreparePowerLimitPlan(const model::Profile& profile,
+                                     const PowerLimitRequest& request);
+void SolvePowerLimitPlan(const model::Profile& profile, PowerLimitPlan* plan);
+PowerLimitPlan PlanPowerLimits(const model::Profile& profile, const PowerLimitRequest& request);
 
 }  // namespace joulepipe::solver

@@ -1,6 +1,8 @@
-// Clocks while waiting in the planner (issue 15 item 3): the frontier's
-// points re-priced with a wait model (model/wait_model.hpp) and the
-// objective's choice made again on those prices.
+// Clocks while waiting in the planner: the frontier's points re-priced with
+// a wait model (model/wait_model.hpp) and the objective's choice made again
+// on those prices. The plan task does this itself when its request names a
+// wait model (PlanRequest::waits, PipelinePlan::waits); front ends call
+// PlanPipeline, not PriceWaits.
 //
 // The frontier is solved with the flat P_block accounting (the solver's
 // exact cost model); each point is then replayed (schedule::Replay) with the
@@ -21,17 +23,6 @@
 #include "joulepipe/solver/plan_pipeline.hpp"
 
 namespace joulepipe::solver {
-
-struct WaitPricing {
-  model::WaitModel waits;        // as used: p_block_w is the plan's P_block
-  std::vector<double> energy_j;  // [frontier point]: GPU energy with lowered waits
-  double baseline_energy_j = 0;  // every instruction at its highest clock, lowered waits
-  std::size_t chosen = 0;        // the objective's point at these energies
-  double wait_s = 0;             // all waits of the chosen plan, all stages
-  double lowered_wait_s = 0;     // of which at the wait clock
-  int lowered_waits = 0;         // waits the chosen plan lowers
-  model::Plan chosen_plan;       // the chosen point's plan, its waits annotated
-};
 
 // `plan` must be solved (SolvePipelinePlan) from `profile`. Throws
 // model::InputError when no point meets the objective (as
