@@ -2,7 +2,7 @@
 // finishes within a time, cheap enough to compute for every candidate
 // before any frontier is solved (tune.hpp's pruning).
 //
-// A plan's energy at its time tau is (DESIGN.md's accounting)
+// A plan's energy at its time tau is (the energy rule, model/energy.hpp)
 //   sum over stages s of [ sum over s's instructions i of (e_i - P_block t_i) ]
 //   + stages x P_block x tau.
 // Stage s runs its instructions one after another, and cannot start its

@@ -13,7 +13,7 @@
 // instances, and the relaxation bound must not exceed the optimum. At 1.05*T0
 // (deadline grid only) and 1.1*T0 (an extra deadline) the same, >= 90%.
 //
-// Energy is DESIGN.md's: sum_i e_i + P_block * sum_stages (T - busy_s), GPU
+// Energy is the rule of model/energy.hpp: sum_i e_i + P_block * sum_stages (T - busy_s), GPU
 // only, simulated from the synthetic profiles.
 
 #include <gtest/gtest.h>
@@ -118,7 +118,7 @@ struct Exact {
 // is a partial assignment of the first k instructions, kept as its cost so
 // far and the finish times of the assigned instructions that later ones (or
 // the makespan) still depend on. Energy = sum of costs + S * P_block * T with
-// cost_i = e_i - P_block * t_i, i.e. DESIGN.md's
+// cost_i = e_i - P_block * t_i, i.e. model/energy.hpp's rule
 // sum_i e_i + P_block * sum_stages (T - busy). A label is dropped only when
 //   * another label of the same level dominates it (no higher cost and no
 //     later finish anywhere): each completion of the dropped label is at
@@ -554,7 +554,7 @@ class ExactSearch {
   std::vector<std::pair<double, double>> segments_;  // scratch: (slope, length)
 };
 
-// Independent plain evaluation of a clock assignment (DESIGN.md energy).
+// Independent plain evaluation of a clock assignment (the energy rule, model/energy.hpp).
 Evaluation Evaluate(const schedule::Schedule& schedule, const model::Profile& profile,
                     double p_block_w, const std::vector<std::uint16_t>& mhz) {
   std::vector<double> finish(schedule.num_nodes(), 0);

@@ -6,7 +6,7 @@
 // 12 microbatches) reaches the paper's 15.2%. Also EvaluateClocks against
 // Replay, extra deadlines, and input errors.
 //
-// All energies are GPU energy simulated from the profiles (DESIGN.md).
+// All energies are GPU energy simulated from the profiles (model/energy.hpp).
 
 #include "joulepipe/solver/frontier.hpp"
 

@@ -1,4 +1,4 @@
-// The energy rule (DESIGN.md, "Energy accounting"), defined once for the
+// The energy rule (docs/architecture.md, "Energy accounting"), defined once for the
 // planner and the simulator:
 //
 //   E = sum_i e_i(f_i) + P_block * (G * T - sum_i t_i(f_i))
@@ -25,8 +25,8 @@ inline double BlockingEnergyJ(double busy_s, double gpus, double iteration_s, do
 // instructions took `busy_s` seconds and `busy_energy_j` joules in all:
 // busy_energy_j + BlockingEnergyJ(...). The arithmetic order is part of the
 // contract: planner and simulator figures are reproducible bit for bit.
-inline double IterationEnergyJ(double busy_energy_j, double busy_s, double gpus,
-                               double iteration_s, double p_block_w) {
+inline double IterationEnergyJ(double busy_energy_j, double busy_s, double gpus, double iteration_s,
+                               double p_block_w) {
   return busy_energy_j + BlockingEnergyJ(busy_s, gpus, iteration_s, p_block_w);
 }
 

@@ -1,7 +1,7 @@
 // Plan: one SM clock for every instruction of one pipeline iteration, listed
 // per physical stage in that stage's execution order.
 //
-// JSON (version 1, see DESIGN.md):
+// JSON (version 1, see docs/formats.md):
 //   {"version":1, "schedule":"1f1b", "num_stages":S, "num_microbatches":M,
 //    "num_chunks":V, "stages":[[{"instruction":"forward","microbatch":0,
 //    "chunk":0,"frequency":1410}, ...], ...],

@@ -3,7 +3,7 @@
 // saves. Issue 15 item 3, "clocks while waiting".
 //
 // The model. A wait of g seconds at the default clock costs P_block x g (the
-// accounting of DESIGN.md). A calibrated model (`joulepipe calibrate-wait`
+// accounting of docs/architecture.md). A calibrated model (`joulepipe calibrate-wait`
 // measured it on the GPU: the blocked power at each locked SM clock and the
 // clock-switch latency L) lowers the clock to the calibrated clock with the
 // least power, f_w, when the wait is long enough to switch down and back:

@@ -34,7 +34,7 @@
 // wanted clock to the ClockController (controller.hpp), whose thread applies
 // it through gpu::ClockControl (direct NVML or the joulepiped daemon).
 //
-// Fail-safe (DESIGN.md): any error — the executed instruction sequence does
+// Fail-safe (docs/architecture.md): any error — the executed instruction sequence does
 // not match the plan, the daemon is gone, an NVML error, a clock rejected, a
 // ClockSource that throws, a null control — makes the agent fall back: the
 // default clocks are restored (off the training thread), the reason is

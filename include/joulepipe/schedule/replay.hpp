@@ -3,7 +3,7 @@
 // This is the reference evaluator; it is deliberately independent of the
 // solver's critical-path code.
 //
-// Energy accounting (DESIGN.md): for each physical stage s,
+// Energy accounting (model/energy.hpp): for each physical stage s,
 //   E_s = sum_i e_i(f_i) + P_block * (T - sum_i t_i(f_i)),
 // where T is the iteration time (the last instruction's end). GPU only.
 //

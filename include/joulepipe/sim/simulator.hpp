@@ -13,7 +13,7 @@
 //   * the iteration ends when the slowest pipeline's last instruction ends,
 //     plus the all-reduce time. The next iteration starts there.
 //
-// Energy accounting (DESIGN.md), for one GPU in an iteration of length T:
+// Energy accounting (model/energy.hpp), for one GPU in an iteration of length T:
 //     E = sum_i [ e_i(f_i) + P_block * (d_i - t_i(f_i)) ] + P_block * (T - sum_i d_i)
 //       = sum_i e_i(f_i) + P_block * (T - sum_i t_i(f_i)).
 // A slowed instruction (straggler, slow GPU) does the same work; its extra

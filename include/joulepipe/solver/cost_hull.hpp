@@ -2,7 +2,7 @@
 // as a time -> effective-energy tradeoff.
 //
 // Effective energy of a point is e - P_block * t: what running the instruction
-// costs beyond what the GPU would burn anyway while blocked (DESIGN.md). With
+// costs beyond what the GPU would burn anyway while blocked (model/energy.hpp). With
 // it, iteration energy = sum of effective energies + S * P_block * T.
 //
 //   pareto    every measured clock that no other clock beats on both time and

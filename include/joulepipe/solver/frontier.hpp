@@ -4,7 +4,7 @@
 // energy) and P_block. Output: for every achievable iteration time, on a grid
 // of `resolution_s`, a plan (one real clock per instruction) of least energy
 // found, with its EXACT time and energy (critical path over real, unquantised
-// times; energy as DESIGN.md defines it). Dominated points are dropped.
+// times; energy as docs/architecture.md defines it). Dominated points are dropped.
 //
 // How (docs/solver.md has the details):
 //   1. Each (stage, kind)'s clocks become a convex cost hull (cost_hull.hpp).

@@ -20,7 +20,7 @@
 // row at its highest clock, the profile as measured.
 //
 // The search (exact figures throughout: the critical path over the rows'
-// times and DESIGN.md's energy, as EvaluateClocks):
+// times and the energy rule of model/energy.hpp, as EvaluateClocks):
 //   * a ratio path: from every stage at option 0, the move (one stage to a
 //     lower limit) that saves the most energy per second added, moves that
 //     add no time first;
