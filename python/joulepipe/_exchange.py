@@ -21,10 +21,13 @@ inline; there is nobody to wait for.
 from __future__ import annotations
 
 import collections
+import logging
 import queue
 import threading
 from datetime import timedelta
 from typing import Any, Callable, Deque, List, Optional, Sequence, Tuple
+
+_logger = logging.getLogger("joulepipe")  # errors ignored on purpose, at debug
 
 ROW_LENGTH = 6  # iteration, time_s, profile_done, running_version, announced, planning_failed
 
@@ -171,4 +174,4 @@ class Link:
         try:
             self.exchange.close()
         except Exception:
-            pass
+            _logger.debug("close: error ignored", exc_info=True)

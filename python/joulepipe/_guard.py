@@ -31,11 +31,14 @@ started elsewhere is covered by the ``atexit`` handler alone.
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import signal
 import threading
 import weakref
 from typing import Any, Dict
+
+_logger = logging.getLogger("joulepipe")  # errors ignored on purpose, at debug
 
 _SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -89,7 +92,7 @@ def _give_back_all(why: str) -> None:
         try:
             session.give_back(why)
         except Exception:  # one session's failure never stops the others
-            pass
+            _logger.debug("_give_back_all: error ignored", exc_info=True)
 
 
 def _at_exit() -> None:
@@ -100,7 +103,7 @@ def _at_exit() -> None:
         try:
             session.close()
         except Exception:
-            pass
+            _logger.debug("_at_exit: error ignored", exc_info=True)
 
 
 def _on_signal(signum: int, frame: Any) -> Any:

@@ -29,6 +29,7 @@ one call into the native agent (no I/O, no lock; bench/python_hooks.py).
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from dataclasses import dataclass, field
@@ -36,6 +37,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from joulepipe import _core, _guard
 from joulepipe._coordinator import EmbeddedCoordinator, JobShape, RankInfo
+
+_logger = logging.getLogger("joulepipe")  # errors ignored on purpose, at debug
 
 MODES = ("off", "measure", "profile", "optimize")
 _FORWARD, _BACKWARD = _core.Kind.FORWARD, _core.Kind.BACKWARD
@@ -188,7 +191,7 @@ class Session:
         try:
             self._log_fn(f"joulepipe [rank {self.topo.rank}]: {line}")
         except Exception:
-            pass
+            _logger.debug("_note: error ignored", exc_info=True)
 
     def _find_gpu(self) -> Optional[Dict[str, Any]]:
         try:
@@ -205,7 +208,7 @@ class Session:
             if torch.cuda.is_available():
                 index = torch.cuda.current_device()
         except Exception:
-            pass
+            _logger.debug("_find_gpu: error ignored", exc_info=True)
         for device in devices:
             if device["index"] == index:
                 return device
@@ -321,7 +324,7 @@ class Session:
             try:
                 self._agent.disable()
             except Exception:
-                pass
+                _logger.debug("_fail: error ignored", exc_info=True)
 
     # ---- hooks ---------------------------------------------------------------
 
@@ -349,7 +352,7 @@ class Session:
             try:
                 self._monitor.begin("joulepipe.iteration")
             except Exception:
-                pass
+                _logger.debug("iteration_begin: error ignored", exc_info=True)
         self._t0 = time.perf_counter()
         if self._coordinated is not None:
             self._coordinated.on_step_begin()  # a waiting plan first, then the agent's
@@ -409,7 +412,7 @@ class Session:
                 m = self._monitor.end("joulepipe.iteration")
                 energy, approximate = m.gpu_energy_j, m.approximate
             except Exception:
-                pass
+                _logger.debug("iteration_end: error ignored", exc_info=True)
         tokens = self.options.tokens_per_iteration
         stats = self._agent.stats() if self._agent is not None else {}
         applied = stats.get("applied", 0)
@@ -696,7 +699,7 @@ class Session:
                         r.tokens_per_s, r.j_per_token, int(r.approximate), r.plan_version,
                         r.clocks_applied)) + "\n")
             except Exception:
-                pass
+                _logger.debug("f: error ignored", exc_info=True)
         if self._writer is not None and r.energy_j is not None:
             try:  # Megatron's --log-energy names, plus joulepipe's own
                 self._writer.add_scalar("iter-energy/gpu", r.energy_j, r.iteration)
@@ -705,7 +708,7 @@ class Session:
                     self._writer.add_scalar("joulepipe/saving", r.predicted_saving, r.iteration)
                 self._writer.add_scalar("joulepipe/plan", r.plan_version, r.iteration)
             except Exception:
-                pass
+                _logger.debug("f: error ignored", exc_info=True)
 
     def _drain_agent_log(self) -> None:
         if self._agent is None:
@@ -723,7 +726,7 @@ class Session:
                 if kind == "note":
                     self._note(value)
         except Exception:
-            pass
+            _logger.debug("_take_actions_quietly: error ignored", exc_info=True)
 
     def _say_unfinished_sweep(self) -> None:
         """A job that ends while its profile sweep still runs gets no profile,
@@ -754,7 +757,7 @@ class Session:
         try:
             agent.close()  # default clocks back (synchronously), controller joined
         except Exception:
-            pass
+            _logger.debug("give_back: error ignored", exc_info=True)
         if self.failure is None:
             self.failure = f"{why}: default clocks restored"
         gpu = self._gpu["index"] if self._gpu else "?"
@@ -773,25 +776,25 @@ class Session:
         try:
             self._link.close()  # the posted rounds first: they may still use the coordinator
         except Exception:
-            pass
+            _logger.debug("close: error ignored", exc_info=True)
         self._take_actions_quietly()
         if self._coordinator is not None:
             try:
                 self._coordinator.close()
             except Exception:
-                pass
+                _logger.debug("close: error ignored", exc_info=True)
         if self._coordinated is not None:
             try:
                 self._drain_coordinated_log()
                 self._coordinated.close()
             except Exception:
-                pass
+                _logger.debug("close: error ignored", exc_info=True)
             self._coordinated = None
         if self._agent is not None:
             try:
                 self._agent.close()  # default clocks back, controller joined
             except Exception:
-                pass
+                _logger.debug("close: error ignored", exc_info=True)
             self._agent = None
         if self._file is not None:
             self._file.close()

@@ -39,12 +39,15 @@ from __future__ import annotations
 
 import atexit
 import functools
+import logging
 import sys
 from typing import Any, Callable, Dict, Optional
 
 from joulepipe._session import (MODES, IterationRecord, Options, Session, Topology,
                                 check_max_slowdown)
 from joulepipe.megatron.arguments import add_arguments, options_from_args  # noqa: F401
+
+_logger = logging.getLogger("joulepipe")  # errors ignored on purpose, at debug
 
 __all__ = ["enable", "enable_from_args", "disable", "add_arguments", "session", "enabled",
            "last_iteration_summary", "iteration_end"]
@@ -324,7 +327,7 @@ def _topology() -> Topology:
             topology.rank = dist.get_rank()
             topology.world_size = dist.get_world_size()
     except Exception:
-        pass
+        _logger.debug("_topology: error ignored", exc_info=True)
     try:
         from megatron.core import parallel_state as ps
 
@@ -336,7 +339,7 @@ def _topology() -> Topology:
             topology.dp = topology.world_size // (topology.pp * topology.tp)
             topology.dp_rank = ps.get_data_parallel_rank(with_context_parallel=True)
     except Exception:
-        pass
+        _logger.debug("_topology: error ignored", exc_info=True)
     return topology
 
 
