@@ -79,6 +79,8 @@ class EmbeddedCoordinator:
         for r in ranks:
             job.register_rank(r.rank, r.dp_rank, r.pp_rank, r.tp_rank, r.available_mhz)
         job.set_profile(profile_csv)
+        for note in job.profile_notes():  # rows left out of planning, in words
+            self._log(note)
         self._job = job
         self._ranks = [r.rank for r in ranks]
 

@@ -503,7 +503,9 @@ int PlanSubcommand::Run() const {
     limits.plan = request;
     solver::CheckPowerLimitRequest(limits);
   }
-  const model::Profile profile = model::ReadProfileCsv(f.profile);
+  std::vector<std::string> profile_notes;
+  const model::Profile profile =
+      solver::NoRowFasterThanTheTopClock(model::ReadProfileCsv(f.profile), &profile_notes);
   if (!f.wait_model.empty()) {
     if (f.lever == "power-limit") {
       throw model::InputError(
@@ -540,6 +542,7 @@ int PlanSubcommand::Run() const {
   }
   // solver::PlanPipeline, in its two halves.
   solver::PipelinePlan plan = solver::PreparePipelinePlan(profile, request);
+  plan.notes.insert(plan.notes.end(), profile_notes.begin(), profile_notes.end());
   if (!f.out.empty()) {
     // Throws now if --out may not be replaced; removes its (empty) staging
     // directory at the end of this block.

@@ -163,10 +163,16 @@ void Job::CheckProfileMayChange() const {
   }
 }
 
+model::Profile PlannableProfile(const model::Profile& profile, std::vector<std::string>* notes) {
+  return solver::NoRowFasterThanTheTopClock(solver::LeaveOutImplausibleRows(profile, notes), notes);
+}
+
 void Job::SetProfile(model::Profile profile, std::string csv) {
   CheckProfileMayChange();
   profile_csv_ = csv.empty() ? model::ProfileToCsv(profile) : std::move(csv);
-  profile_ = std::make_shared<const model::Profile>(std::move(profile));
+  std::vector<std::string> notes;
+  profile_ = std::make_shared<const model::Profile>(PlannableProfile(profile, &notes));
+  profile_notes_ = std::move(notes);
   failure_.clear();  // a new profile is a new attempt
 }
 
@@ -432,6 +438,7 @@ JobStatus Job::Status() const {
   s.completed_iterations = completed_;
   s.dropped_iterations = dropped_;
   s.failure = failure_;
+  s.profile_notes = profile_notes_;
   if (planned_) {
     JobStatus::Frontier& f = s.frontier.emplace();
     f.baseline_time_s = baseline_time_s_;

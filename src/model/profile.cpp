@@ -608,6 +608,23 @@ void AppendRow(int stage, Kind kind, const ClockPoint& p, const std::array<bool,
 
 }  // namespace
 
+void Profile::RemovePoint(int stage, Kind kind, std::size_t index) {
+  std::vector<ClockPoint>& points = points_.at({stage, kind});
+  if (index >= points.size()) throw std::out_of_range("Profile::RemovePoint: no such row");
+  points.erase(points.begin() + static_cast<std::ptrdiff_t>(index));
+}
+
+void Profile::SetTime(int stage, Kind kind, std::size_t index, double time_s) {
+  std::vector<ClockPoint>& points = points_.at({stage, kind});
+  if (index >= points.size()) throw std::out_of_range("Profile::SetTime: no such row");
+  if (!(std::isfinite(time_s) && time_s > 0 && time_s <= kMaxInstructionSeconds)) {
+    throw InputError("ClockPoint::time_s",
+                     "Profile::SetTime: ClockPoint::time_s must be finite, > 0 and at most an "
+                     "hour");
+  }
+  points[index].time_s = time_s;
+}
+
 void Profile::Add(int stage, Kind kind, ClockPoint point, const std::string& where) {
   const std::string what = "stage " + std::to_string(stage) + " " + std::string(KindName(kind)) +
                            " at " + std::to_string(point.mhz) + " MHz";

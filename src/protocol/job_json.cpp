@@ -160,6 +160,7 @@ json JobStatusToJson(const JobStatus& s) {
   };
   if (c.p_block_w) j["p_block_w"] = *c.p_block_w;
   if (!s.failure.empty()) j["failure"] = s.failure;
+  if (!s.profile_notes.empty()) j["profile_notes"] = s.profile_notes;
   if (s.frontier) {
     json points = json::array();
     for (const model::Prediction& q : s.frontier->points) {

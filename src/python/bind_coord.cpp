@@ -172,6 +172,8 @@ void BindCoord(py::module_& m) {
       .def("register_rank", &CoordJob::RegisterRank, py::arg("rank"), py::arg("dp_rank"),
            py::arg("pp_rank"), py::arg("tp_rank"), py::arg("available_mhz"))
       .def("set_profile", &CoordJob::SetProfile, py::arg("csv"))
+      .def("profile_notes",
+           [](const CoordJob& j) { return j.Read([](auto& x) { return x.profile_notes(); }); })
       .def_property_readonly(
           "ready_to_plan",
           [](const CoordJob& j) { return j.Read([](auto& x) { return x.ready_to_plan(); }); })

@@ -196,7 +196,9 @@ std::shared_ptr<PlanResult> PlanPipelineTask(
   if (!wait_model.is_none())
     request.waits = model::ReadWaitModelFile(py::str(wait_model).cast<std::string>());
   model::Profile storage;
-  const model::Profile& profile = ProfileFrom(profile_arg, &storage);
+  std::vector<std::string> profile_notes;  // as `joulepipe plan`
+  const model::Profile profile =
+      solver::NoRowFasterThanTheTopClock(ProfileFrom(profile_arg, &storage), &profile_notes);
   auto result = std::make_shared<PlanResult>();
   result->plan = RunCancellable<solver::PipelinePlan>(
       [&profile, request](const std::atomic<bool>* cancel, ProgressFn report) {
@@ -208,6 +210,7 @@ std::shared_ptr<PlanResult> PlanPipelineTask(
       progress);
   result->plan.request.progress = nullptr;  // the callback's state ends with the call
   result->plan.request.cancel = nullptr;
+  result->plan.notes.insert(result->plan.notes.end(), profile_notes.begin(), profile_notes.end());
   if (result->plan.waits) {
     // With a wait model, the chosen plan's waits annotated.
     result->chosen = result->plan.waits->chosen_plan;

@@ -69,7 +69,7 @@ Service::EntryPtr Service::Insert(coord::JobConfig config, const model::Profile*
   e->created_unix_s = e->last_active_unix_s = e->stored_last_active_unix_s = now;
   if (profile != nullptr) {
     e->job.SetProfile(*profile, csv);
-    e->plan_work = EstimatePlanWork(*profile, e->job.PlanRequest());
+    e->plan_work = EstimatePlanWork(*e->job.profile(), e->job.PlanRequest());
   }
   const std::string& id = e->job.config().job_id;
   store_.Write([&] {

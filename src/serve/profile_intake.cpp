@@ -111,7 +111,10 @@ Reply Service::ApplyProfile(const Intake& item, std::string body) {
   // Parsing and the profile's checks (the cheap half of planning) run
   // outside the lock, on the intake thread.
   model::Profile profile = model::ParseProfileCsv(body, "the uploaded profile");
-  const double work = PlanWork(solver::PreparePipelinePlan(profile, item.request));
+  // The checks on what the job will plan with (coord::Job::SetProfile
+  // leaves out the same rows).
+  const double work = PlanWork(
+      solver::PreparePipelinePlan(coord::PlannableProfile(profile, nullptr), item.request));
   const int rows = profile.num_rows();
   const int stages = profile.num_stages();
 

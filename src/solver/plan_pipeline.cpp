@@ -87,10 +87,14 @@ std::string LineText(const model::ClockPoint& point) {
 // check stays linear in the number of rows.
 constexpr std::size_t kReferenceCandidates = 16;
 
-void CheckRows(const std::vector<model::ClockPoint>& points, int stage, model::Kind kind,
-               const std::string& profile_name) {
+// The rows of one (stage, kind) that disagree with its reference row (the
+// one that agrees with the most others), each with why.
+struct OddRow {
+  std::size_t index = 0;
+  std::string why;
+};
+std::size_t ReferenceRow(const std::vector<model::ClockPoint>& points) {
   const std::size_t n = points.size();
-  if (n < 2) return;
   const std::size_t candidates = std::min(n, kReferenceCandidates);
   std::size_t reference = 0, best_agreements = 0;
   for (std::size_t c = 0; c < candidates; ++c) {
@@ -105,22 +109,36 @@ void CheckRows(const std::vector<model::ClockPoint>& points, int stage, model::K
       reference = index;
     }
   }
-  const model::ClockPoint& ref = points[reference];
-  for (const model::ClockPoint& row : points) {
-    if (&row == &ref) continue;
-    const std::string why = Disagreement(row, ref);
-    if (why.empty()) continue;
-    const std::string where = row.line > 0 ? Format(" line %d", row.line) : std::string();
-    throw InputError(Format("%s%s: stage %d %s at %d MHz takes %.6g s and %.6g J, against %.6g s "
-                            "and %.6g J at %d MHz%s: ",
-                            profile_name.c_str(), where.c_str(), stage,
-                            std::string(model::KindName(kind)).c_str(), row.mhz, row.time_s,
-                            row.energy_j, ref.time_s, ref.energy_j, ref.mhz,
-                            LineText(ref).c_str()) +
-                     why +
-                     ". The row is not a plausible measurement: re-measure this clock or "
-                     "delete the row");
+  return reference;
+}
+
+std::vector<OddRow> OddRows(const std::vector<model::ClockPoint>& points, std::size_t reference) {
+  std::vector<OddRow> out;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    if (i == reference) continue;
+    std::string why = Disagreement(points[i], points[reference]);
+    if (!why.empty()) out.push_back({i, std::move(why)});
   }
+  return out;
+}
+
+void CheckRows(const std::vector<model::ClockPoint>& points, int stage, model::Kind kind,
+               const std::string& profile_name) {
+  if (points.size() < 2) return;
+  const std::size_t reference = ReferenceRow(points);
+  const std::vector<OddRow> odd = OddRows(points, reference);
+  if (odd.empty()) return;
+  const model::ClockPoint& ref = points[reference];
+  const model::ClockPoint& row = points[odd.front().index];
+  const std::string where = row.line > 0 ? Format(" line %d", row.line) : std::string();
+  throw InputError(Format("%s%s: stage %d %s at %d MHz takes %.6g s and %.6g J, against %.6g s "
+                          "and %.6g J at %d MHz%s: ",
+                          profile_name.c_str(), where.c_str(), stage,
+                          std::string(model::KindName(kind)).c_str(), row.mhz, row.time_s,
+                          row.energy_j, ref.time_s, ref.energy_j, ref.mhz, LineText(ref).c_str()) +
+                   odd.front().why +
+                   ". The row is not a plausible measurement: re-measure this clock or "
+                   "delete the row");
 }
 
 // ---- The grid's real span ------------------------------------------------------
@@ -217,6 +235,65 @@ void CheckProfileRows(const model::Profile& profile, const std::string& profile_
       CheckRows(profile.Points(s, kind), s, kind, profile_name);
     }
   }
+}
+
+model::Profile LeaveOutImplausibleRows(const model::Profile& profile,
+                                       std::vector<std::string>* notes) {
+  model::Profile out = profile;
+  for (int s : profile.stages()) {
+    for (model::Kind kind : {model::Kind::kForward, model::Kind::kBackward}) {
+      const std::vector<model::ClockPoint>& points = profile.Points(s, kind);
+      if (points.size() < 2) continue;
+      const std::size_t reference = ReferenceRow(points);
+      const std::vector<OddRow> odd = OddRows(points, reference);
+      const model::ClockPoint& ref = points[reference];
+      // Highest index first, so the indices left to remove stay valid.
+      for (auto it = odd.rbegin(); it != odd.rend(); ++it) {
+        const model::ClockPoint& row = points[it->index];
+        if (notes != nullptr) {
+          notes->push_back(Format(
+              "stage %d %s at %d MHz was measured at %.6g s and %.6g J, against %.6g s and "
+              "%.6g J at %d MHz: %s; that clock is left out of the plan (a noisy measurement "
+              "or a throttled GPU)",
+              s, std::string(model::KindName(kind)).c_str(), row.mhz, row.time_s, row.energy_j,
+              ref.time_s, ref.energy_j, ref.mhz, it->why.c_str()));
+        }
+        out.RemovePoint(s, kind, it->index);
+      }
+    }
+  }
+  return out;
+}
+
+model::Profile NoRowFasterThanTheTopClock(const model::Profile& profile,
+                                          std::vector<std::string>* notes) {
+  model::Profile out = profile;
+  if (profile.has_knobs() || profile.metadata.source != "measured") return out;
+  for (int s : profile.stages()) {
+    for (model::Kind kind : {model::Kind::kForward, model::Kind::kBackward}) {
+      const std::vector<model::ClockPoint>& points = profile.Points(s, kind);
+      if (points.size() < 2) continue;
+      const model::ClockPoint& top = points.front();  // highest clock first
+      std::string clocks;
+      int faster = 0;
+      double most = 0;  // the largest relative difference
+      for (std::size_t i = 1; i < points.size(); ++i) {
+        if (points[i].time_s >= top.time_s) continue;
+        clocks += Format("%s%d", faster++ ? ", " : "", points[i].mhz);
+        most = std::max(most, 1 - points[i].time_s / top.time_s);
+        out.SetTime(s, kind, i, top.time_s);
+      }
+      if (faster > 0 && notes != nullptr) {
+        notes->push_back(Format(
+            "stage %d %s: %d lower clock%s (%s MHz) measured faster than its highest clock, "
+            "%d MHz (by up to %.2f %%): planned as taking as long as at %d MHz, %.6g s, "
+            "since a lower clock does not make an instruction faster (noise or a throttled GPU)",
+            s, std::string(model::KindName(kind)).c_str(), faster, faster > 1 ? "s" : "",
+            clocks.c_str(), top.mhz, 100 * most, top.mhz, top.time_s));
+      }
+    }
+  }
+  return out;
 }
 
 void CheckGridSize(double fastest_s, double slowest_s, double resolution_s,

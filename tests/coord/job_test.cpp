@@ -113,6 +113,43 @@ TEST(Job, WalksFromRegistrationToPlans) {
   EXPECT_THROW(job.SetProfile(SmallProfile()), JobStateError);
 }
 
+// A row the job's own measurement got wrong (noise, a throttled GPU) is
+// left out of planning and said, not the whole plan: the job plans, no rank
+// is told to run that clock, and the status shows why.
+TEST(Job, ANoisyRowIsLeftOutNotThePlan) {
+  const model::Profile small = SmallProfile();
+  model::Profile noisy;
+  for (int stage : {0, 1}) {
+    for (model::Kind kind : {model::Kind::kForward, model::Kind::kBackward}) {
+      for (const model::ClockPoint& q : small.Points(stage, kind)) {
+        model::ClockPoint p = q;
+        // Stage 1's forward at 1300 MHz timed 3x too slow.
+        if (stage == 1 && kind == model::Kind::kForward && q.mhz == 1300) {
+          p.time_s *= 3;
+          p.energy_j *= 3;
+        }
+        noisy.Add(stage, kind, p);
+      }
+    }
+  }
+  EXPECT_THROW(solver::CheckProfileRows(noisy, "noisy"), model::InputError);
+  Job job(Config());
+  RegisterAll(&job);
+  job.SetProfile(noisy);
+  ASSERT_EQ(job.profile_notes().size(), 1u);
+  EXPECT_NE(job.profile_notes()[0].find("stage 1 forward at 1300 MHz"), std::string::npos)
+      << job.profile_notes()[0];
+  job.SetPlan(solver::PlanPipeline(*job.profile(), job.PlanRequest()), 1000);
+  for (int rank : {1, 3, 5}) {
+    for (const model::PlannedInstruction& i : job.PlanFor(rank)->instructions) {
+      if (i.instruction.kind == model::Kind::kForward) EXPECT_NE(i.mhz, 1300);
+    }
+  }
+  const nlohmann::json status = protocol::JobStatusToJson(job.Status());
+  EXPECT_EQ(status["profile_notes"].size(), 1u);
+  EXPECT_FALSE(protocol::JobStatusToJson(PlannedJob().Status()).contains("profile_notes"));
+}
+
 // A job that allows a slowdown gets a slower, cheaper intrinsic plan within
 // (1 + slowdown) T; a bad slowdown is refused by name.
 TEST(Job, SlowdownTradesTimeForEnergyWithinItsBudget) {

@@ -9,11 +9,11 @@
 
 #include <gtest/gtest.h>
 
+#include "../test_support/profiles.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/profile.hpp"
-#include "joulepipe/solver/plan_pipeline.hpp"
-#include "../test_support/profiles.hpp"
 #include "joulepipe/schedule/schedule.hpp"
+#include "joulepipe/solver/plan_pipeline.hpp"
 
 namespace joulepipe::solver {
 namespace {
@@ -68,7 +68,9 @@ std::string LadderCsv(int row = -1, double override_time = 0, double override_en
 }
 
 // Line of row k's forward in LadderCsv.
-int LineOf(int k) { return 2 + 2 * k; }
+int LineOf(int k) {
+  return 2 + 2 * k;
+}
 
 TEST(ProfileRows, EveryBundledProfilePasses) {
   for (const char* name : kRealProfiles) {
@@ -101,6 +103,73 @@ TEST(ProfileRows, AnOddTopClockIsBlamedNotTheRowsThatAgree) {
   const std::string message = ErrorOf([&] { CheckProfileRows(profile, "L.csv"); });
   ExpectContains(message, {"L.csv line 2: stage 0 forward at 1400 MHz", "takes 5 s",
                            "a higher clock does not make an instruction slower"});
+}
+
+// A profile measured inside a job cannot be re-measured by hand: the rows
+// the check refuses are left out instead, each said in words about the job
+// (no file line), and what is left passes the check.
+TEST(ProfileRows, LeftOutForAJobsOwnMeasurementEachSaid) {
+  const model::Profile clean = model::ParseProfileCsv(LadderCsv(), "L.csv");
+  std::vector<std::string> notes;
+  const model::Profile same = LeaveOutImplausibleRows(clean, &notes);
+  EXPECT_TRUE(notes.empty());
+  EXPECT_EQ(same.num_rows(), clean.num_rows());
+
+  const model::Profile slow = model::ParseProfileCsv(LadderCsv(2, 10.0), "L.csv");
+  const model::Profile kept = LeaveOutImplausibleRows(slow, &notes);
+  EXPECT_NO_THROW(CheckProfileRows(kept, "kept"));
+  EXPECT_EQ(kept.num_rows(), slow.num_rows() - 2);  // 1200 MHz, forward and backward
+  EXPECT_EQ(kept.Find(0, Kind::kForward, 1200), nullptr);
+  EXPECT_NE(kept.Find(0, Kind::kForward, 1100), nullptr);
+  ASSERT_EQ(notes.size(), 2u);
+  ExpectContains(notes[0], {"stage 0 forward at 1200 MHz was measured at 10 s", "at 1400 MHz",
+                            "left out of the plan"});
+  EXPECT_EQ(notes[0].find("line"), std::string::npos) << notes[0];
+  EXPECT_NE(notes[1].find("stage 0 backward at 1200 MHz"), std::string::npos) << notes[1];
+
+  // An odd top clock goes, and the next one is the highest left.
+  notes.clear();
+  const model::Profile top =
+      LeaveOutImplausibleRows(model::ParseProfileCsv(LadderCsv(0, 5.0), "L.csv"), &notes);
+  EXPECT_EQ(top.MaxClock(0, Kind::kForward).mhz, 1300);
+  EXPECT_EQ(notes.size(), 2u);
+  EXPECT_NO_THROW(CheckProfileRows(top, "top"));
+}
+
+// A lower clock measured faster than the highest one (noise, throttling) in
+// a profile joulepipe measured: planned at the highest clock's time, said
+// once per instruction, so no plan is faster than the baseline and no
+// saving beats the bound. Imported measurements stay as they are.
+TEST(ProfileRows, NoRowOfAMeasuredProfileIsFasterThanItsTopClock) {
+  model::Profile fast = model::ParseProfileCsv(LadderCsv(3, 0.09), "L.csv");  // 1100 MHz
+  EXPECT_NO_THROW(CheckProfileRows(fast, "L.csv"));  // within the noise allowance
+  std::vector<std::string> notes;
+  EXPECT_EQ(NoRowFasterThanTheTopClock(fast, &notes).Find(0, Kind::kForward, 1100)->time_s, 0.09);
+  EXPECT_TRUE(notes.empty());  // not measured by joulepipe: as it is
+
+  fast.metadata.source = "measured";
+  const model::Profile planned = NoRowFasterThanTheTopClock(fast, &notes);
+  EXPECT_EQ(planned.Find(0, Kind::kForward, 1100)->time_s, 0.1);
+  EXPECT_EQ(planned.Find(0, Kind::kForward, 1100)->energy_j,
+            fast.Find(0, Kind::kForward, 1100)->energy_j);
+  ASSERT_EQ(notes.size(), 2u);  // forward and backward
+  ExpectContains(notes[0], {"stage 0 forward: 1 lower clock (1100 MHz) measured faster than its "
+                            "highest clock, 1400 MHz (by up to 10.00 %)",
+                            "planned as taking as long as at 1400 MHz"});
+
+  PlanRequest request;
+  request.spec = {schedule::Kind::k1F1B, 1, 4, 1};
+  request.p_block_w = 60;
+  request.objective.goal = Goal::kLeastEnergy;
+  for (const model::Profile* p : {&planned}) {
+    const PipelinePlan plan = PlanPipeline(*p, request);
+    for (const FrontierPoint& q : plan.frontier.points) {
+      EXPECT_GE(q.time_s, plan.baseline.time_s * (1 - 1e-12));
+      if (q.time_s <= plan.baseline.time_s * (1 + 1e-12)) {
+        EXPECT_GE(q.energy_j, plan.bound_energy_j * (1 - 1e-9));
+      }
+    }
+  }
 }
 
 TEST(ProfileRows, AnEnergyImplyingAnImplausiblePowerIsNamed) {
@@ -153,8 +222,7 @@ TEST(ProfileRows, ThePlanCallRefusesTheRowBeforeAnythingElse) {
   request.p_block_w = 70.38;
   request.profile_name = "a40.csv";
   ExpectContains(ErrorOf([&] { PreparePipelinePlan(broken, request); }),
-                 {"a40.csv line ", ": stage 3 backward at 1200 MHz takes 1000 s",
-                  "times as long"});
+                 {"a40.csv line ", ": stage 3 backward at 1200 MHz takes 1000 s", "times as long"});
   EXPECT_NO_THROW(PreparePipelinePlan(real, request));
 }
 
@@ -232,8 +300,7 @@ TEST(PlanRequestRanges, EachNumberHasAPlausibleRange) {
     }
   };
   refused([](PlanRequest& r) { r.spec.stages = 1025; }, "Spec::stages", "1..1024 (got 1025)");
-  refused([](PlanRequest& r) { r.spec.microbatches = 100001; }, "Spec::microbatches",
-          "1..100000");
+  refused([](PlanRequest& r) { r.spec.microbatches = 100001; }, "Spec::microbatches", "1..100000");
   refused([](PlanRequest& r) { r.slowdown = 1e308; }, "PlanRequest::slowdown", "0..99");
   refused([](PlanRequest& r) { r.resolution_s = 3601; }, "PlanRequest::resolution_s",
           "at most an hour");

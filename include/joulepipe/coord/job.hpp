@@ -107,6 +107,15 @@ using protocol::RankPlan;
 // Checks every field (and fills world_size when 0). Throws model::InputError.
 void CheckJobConfig(JobConfig* config);
 
+// The profile a coordinated job plans with. A job's profile is usually
+// measured in the job itself (the in-situ profiler), where a noisy sample or
+// a GPU throttled by its power cap makes a row implausible and nobody can
+// re-measure it: such rows are left out, not the whole plan
+// (solver::LeaveOutImplausibleRows), and rows measured faster than their
+// highest clock are planned at its time (solver::NoRowFasterThanTheTopClock),
+// each said in `notes` when given.
+model::Profile PlannableProfile(const model::Profile& profile, std::vector<std::string>* notes);
+
 // A solved plan as a store keeps it: the frontier (every point's clocks),
 // which point is the intrinsic plan, the all-max-clock time and P_block.
 struct SolvedPlan {
@@ -140,9 +149,15 @@ class Job {
   bool all_ranks_registered() const { return registered_ranks() == config_.world_size; }
   const std::map<int, RankInfo>& ranks() const { return ranks_; }
 
-  // The profile to plan with (replaces an earlier one). JobStateError once
-  // planned. `csv` is kept for persistence (model::ProfileToCsv if empty).
+  // The profile to plan with (replaces an earlier one), less the rows a
+  // measurement inside the job cannot make plausible (PlannableProfile):
+  // profile() and profile_notes() say what was kept and what was left out.
+  // JobStateError once planned. `csv` is kept for persistence as given
+  // (model::ProfileToCsv if empty): a replay leaves out the same rows.
   void SetProfile(model::Profile profile, std::string csv = "");
+  // One line per row left out, in words about the job (stage, instruction,
+  // clock, what was measured); empty when every row was kept.
+  const std::vector<std::string>& profile_notes() const { return profile_notes_; }
   // SetProfile's state rule alone (JobStateError once planned), for a caller
   // that checks before the profile is parsed.
   void CheckProfileMayChange() const;
@@ -225,6 +240,7 @@ class Job {
   std::map<std::int64_t, int> coordinate_owner_;   // (dp, pp, tp) key -> rank
   std::shared_ptr<const model::Profile> profile_;  // never changed once set
   std::string profile_csv_;
+  std::vector<std::string> profile_notes_;
   std::string failure_;
 
   bool planned_ = false;

@@ -120,6 +120,13 @@ class Profile {
 
   // Points of (stage, kind), highest clock first. Empty if absent.
   const std::vector<ClockPoint>& Points(int stage, Kind kind) const;
+  // Removes Points(stage, kind)[index] (e.g. a measurement left out as
+  // implausible); the (stage, kind) keeps its other rows. std::out_of_range
+  // for a row that is not there.
+  void RemovePoint(int stage, Kind kind, std::size_t index);
+  // Sets Points(stage, kind)[index].time_s (finite, > 0; InputError
+  // otherwise); the row keeps its clock, energy and statistics.
+  void SetTime(int stage, Kind kind, std::size_t index, double time_s);
 
   // The point at exactly `mhz` with knob setting `knob` (an index into
   // knob_settings()), or nullptr. knob 0 = the row without knobs at `mhz`,

@@ -97,6 +97,9 @@ struct JobStatus {
   std::int64_t completed_iterations = 0;
   std::int64_t dropped_iterations = 0;
   std::string failure;  // "" unless planning failed
+  // The profile's rows left out of planning, one line each
+  // (coord::Job::profile_notes).
+  std::vector<std::string> profile_notes;
 
   // Once planned: the frontier's points (time, energy), which of them is
   // the intrinsic plan, what each pipeline runs and why.

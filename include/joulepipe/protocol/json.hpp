@@ -68,7 +68,8 @@ PlanSwitch PlanSwitchFromJson(const nlohmann::json& j);
 // GET /jobs/{id}: the config's members (as JobConfigToJson's kComplete form,
 // without straggler and resolution_s), "phase", "registered_ranks",
 // "has_profile", "plan_version", "completed_iterations",
-// "dropped_iterations", "failure" when set and, once planned, "frontier"
+// "dropped_iterations", "failure" and "profile_notes" when set and, once
+// planned, "frontier"
 // {baseline_time_s, max_clock_energy_j, p_block_w, intrinsic,
 // points:[{time_s, energy_j}]}, "point_of_pipeline", "slowdowns" and
 // "switches" (PlanSwitchToJson each).

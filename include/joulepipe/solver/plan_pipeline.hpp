@@ -133,6 +133,32 @@ inline constexpr double kRowMargin = 1.5;
 inline constexpr double kMaxPowerRatio = 20;
 void CheckProfileRows(const model::Profile& profile, const std::string& profile_name);
 
+// For a profile measured inside a running job, where nobody can re-measure
+// a row (noise, a GPU throttled by its power or thermal cap): the profile
+// without the rows CheckProfileRows would refuse, each said in `notes` (when
+// given) in words about the job: which stage, instruction and clock, what
+// was measured against which reference, and that the clock is left out.
+// Every (stage, kind) keeps its reference row, so the result passes
+// CheckProfileRows and still fits every schedule the input fitted.
+model::Profile LeaveOutImplausibleRows(const model::Profile& profile,
+                                       std::vector<std::string>* notes);
+
+// The one rule for a profile whose highest clock is not its fastest (noise,
+// throttling): the baseline is what the job runs today, every instruction at
+// its highest clock, and a lower clock does not make an instruction faster,
+// so a row measured faster than its (stage, kind)'s highest clock is
+// planned as taking as long as that clock (its energy as measured), each
+// said in `notes` (when given). No plan is then faster than the baseline:
+// every saving is at the baseline's time or slower, within the relaxation's
+// bound, and no slowdown is negative. The rule is for profiles joulepipe
+// measured in a running job (metadata source "measured"); others (imported
+// measurements such as Perseus's, simulated ones) and profiles with knob
+// settings (another setting may be faster by design) are returned as they
+// are. Every front end that plans a profile applies it (coord's
+// PlannableProfile, `joulepipe plan`, Python's plan_pipeline).
+model::Profile NoRowFasterThanTheTopClock(const model::Profile& profile,
+                                          std::vector<std::string>* notes);
+
 // The cheap first half: checks the request, resolves P_block, builds the
 // schedule, checks that the profile fits it and that its rows are plausible
 // (CheckProfileRows), evaluates the all-max-clock baseline, which fixes the
