@@ -85,6 +85,9 @@ class Profile:
     def validate(self, stages: int, source: str = "profile") -> None: ...
 
 def read_profile(path: PathLike) -> Profile: ...
+def catalog_gpu(name: str) -> Optional[Dict[str, Any]]:
+    """The catalogue's {"id", "name", "p_block_w"} for a GPU named by its NVML
+    name, id or an alias (case-insensitive); None when it is not known."""
 def simulate_profile(model: str, gpu: str, *, tp: int, pp: int, dp: int = 1,
                      microbatch_size: int = 1, seq_length: int = 0, recompute: str = "none",
                      layer_split: Union[str, Sequence[int], None] = "even",

@@ -432,7 +432,34 @@ class Session:
         self._write(record)
         self._drain_agent_log()
         self._drain_coordinated_log()
+        self._say_sweep_progress()
         return record
+
+    # Iterations between two progress lines of a running profile sweep.
+    SWEEP_PROGRESS_EVERY = 10
+
+    def _say_sweep_progress(self) -> None:
+        """Every SWEEP_PROGRESS_EVERY iterations of a sweep, one line per stage
+        (its first pipeline's rank): how far it is, so a long sweep is not
+        silence."""
+        profiler = self._profiler
+        if (profiler is None or self._phase != "profile" or self.failure is not None
+                or self.topo.dp_rank != 0 or self.topo.tp_rank != 0):
+            return
+        try:
+            if profiler.done:
+                return
+            ran = profiler.iterations
+        except Exception:
+            _logger.debug("_say_sweep_progress: error ignored", exc_info=True)
+            return
+        if ran == 0 or ran % self.SWEEP_PROGRESS_EVERY:
+            return
+        clocks = self._sweep_clocks
+        self._note(f"profiling stage {self.topo.pp_rank}: {ran} iterations so far; the sweep "
+                   f"visits up to {clocks} clocks, one per iteration (fewer when lower clocks "
+                   f"stop paying, more when a noisy clock is repeated), about {clocks + 2} "
+                   f"iterations in all")
 
     # ---- coordination (at the iteration boundary) -----------------------------
     #
@@ -552,7 +579,8 @@ class Session:
         job = JobShape(job_id=self.options.job_id or f"joulepipe-{os.getpid()}-{int(time.time())}",
                        dp=self.topo.dp, pp=self.topo.pp, tp=self.topo.tp,
                        schedule=shape["schedule"], microbatches=shape["microbatches"],
-                       chunks=shape["chunks"], max_slowdown=self.options.max_slowdown)
+                       chunks=shape["chunks"], max_slowdown=self.options.max_slowdown,
+                       p_block_w=None if self.options.profile else self._unmeasured_p_block(merged))
         ranks = [RankInfo(e["rank"], e["dp_rank"], e["pp_rank"], e["tp_rank"], e["available_mhz"])
                  for e in everyone]
         if self.options.coordinator:
@@ -570,6 +598,21 @@ class Session:
             return
         self._coordinator = coordinator
 
+    def _unmeasured_p_block(self, merged: Any) -> Optional[float]:
+        """P_block when no wait of the job was long enough to measure it (a
+        pipeline of one stage has no bubbles): the catalogue's figure for
+        this GPU, said; None when it was measured or the GPU is unknown (the
+        planner then says what is missing)."""
+        if merged.p_block_samples > 0 or self._gpu is None:
+            return None
+        gpu = _core.catalog_gpu(self._gpu["name"])
+        if gpu is None:
+            return None
+        self._link.note(f"no wait in this job was long enough to measure the GPU's power while "
+                        f"blocked (P_block; a pipeline of one stage has no bubbles): planning "
+                        f"with {gpu['p_block_w']:g} W, the catalogue's figure for {gpu['name']}")
+        return float(gpu["p_block_w"])
+
     def _register_remote(self, job: JobShape, csv: str) -> None:
         """Rank 0, on the Link's thread: the job and its profile to `joulepipe
         serve`, through the runtime's client (timeouts, retries). Each rank
@@ -581,7 +624,7 @@ class Session:
                 job.job_id, pp=job.pp, dp=job.dp, tp=job.tp, world_size=self.topo.world_size,
                 schedule=job.schedule, microbatches=job.microbatches, chunks=job.chunks,
                 slowdown=job.max_slowdown - 1.0 if job.max_slowdown != 1.0 else None,
-                gpu=self._gpu["name"] if self._gpu else None)
+                p_block_w=job.p_block_w, gpu=self._gpu["name"] if self._gpu else None)
             rows = client.upload_profile(job_id, csv)
         except Exception as error:  # unreachable, refused (409: another job of that id), ...
             self._start_failure = f"{type(error).__name__}: {error}"
@@ -741,10 +784,33 @@ class Session:
         except Exception:
             return
         clocks = self._sweep_clocks
+        partial = self._write_partial_profile(profiler)
+        kept = (f"; the clocks this rank measured so far are in {partial} (stage "
+                f"{self.topo.pp_rank} only, not a profile to plan with)" if partial else "")
         self._note(f"the profile sweep of stage {self.topo.pp_rank} had not finished when the job "
                    f"ended ({ran} iterations ran; it visits {clocks} clocks, one per iteration, "
                    f"and repeats noisy ones): no profile was written and nothing was planned; "
-                   f"run at least {clocks + 2} iterations, more on a noisy machine")
+                   f"run at least {clocks + 2} iterations, more on a noisy machine{kept}")
+
+    def _write_partial_profile(self, profiler: Any) -> Optional[str]:
+        """With profile_out, what an unfinished sweep measured, beside it:
+        PROFILE.stage<S>.partial.csv (never the profile_out file itself).
+        Returns the path written, or None (nothing measured, not asked for,
+        not writable)."""
+        if not self.options.profile_out:
+            return None
+        base, ext = os.path.splitext(self.options.profile_out)
+        path = f"{base}.stage{self.topo.pp_rank}.partial{ext or '.csv'}"
+        try:
+            csv = profiler.report().to_csv()
+            profile = _core.Profile.parse(csv, "the partial profile")
+            if profile.stages == 0:
+                return None
+            profile.write(path, overwrite=True)
+        except Exception:
+            _logger.debug("_write_partial_profile: nothing written", exc_info=True)
+            return None
+        return path
 
     def give_back(self, why: str) -> None:
         """Default clocks now and for the rest of this session (a signal, the

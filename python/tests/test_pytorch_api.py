@@ -326,6 +326,27 @@ def test_profile_mode_says_what_it_will_not_do(tmp_path):
     assert "no profile was written and nothing was planned; run at least" in text, text
 
 
+def test_an_unfinished_sweep_keeps_what_it_measured_and_says_its_progress(tmp_path):
+    """Issue 40, 3 and 5: a progress line during the sweep, and with
+    profile_out a sweep cut short leaves what it measured beside it (never
+    in the profile_out file itself, which stays absent: it is no profile)."""
+    r, _ = run_child(tmp_path, """
+        lines = []
+        energy = jp.Energy("profile", microbatches=2, log=lines.append, profile_out="prof.csv")
+        energy._session.SWEEP_PROGRESS_EVERY = 2  # a line every 10 iterations in real jobs
+        train(energy, steps=4)  # a sweep of 38 clocks: far from done
+        out(lines)
+    """)
+    text = "\n".join(r)
+    assert "profiling stage 0: 2 iterations so far; the sweep visits up to 38 clocks" in text, text
+    partial = tmp_path / "prof.stage0.partial.csv"
+    assert f"the clocks this rank measured so far are in prof.stage0.partial.csv" in text, text
+    assert not (tmp_path / "prof.csv").exists()
+    rows = [l for l in partial.read_text().splitlines() if l and not l.startswith("#")]
+    assert rows[0].startswith("stage,instruction,frequency,time,energy"), rows
+    assert len(rows) > 3 and all(l.startswith("0,") for l in rows[1:]), rows
+
+
 def test_profile_mode_logs_the_predicted_saving(tmp_path):
     """Issue 40, 5: the saving docs/python.md promises profile mode logs."""
     r, _ = run_child(tmp_path, """
@@ -348,3 +369,21 @@ def test_profile_mode_logs_the_predicted_saving(tmp_path):
     assert len(ready) == 1, "\n".join(r)
     assert "predicted saving" in ready[0] and "% of GPU energy per iteration" in ready[0], ready
     assert (tmp_path / "profile.csv").exists()
+
+
+def test_a_job_without_waits_plans_with_the_catalogues_p_block(tmp_path):
+    """Issue 40, 3: a loop of one stage has no bubbles, so no wait measures
+    P_block; planning failed naming PlanRequest::p_block_w and a job id the
+    user never saw. It now plans with the catalogue's figure for the GPU,
+    and says so."""
+    r, _ = run_child(tmp_path, """
+        lines = []
+        energy = jp.Energy("profile", microbatches=2, log=lines.append, profile_stride_mhz=150)
+        train(energy, steps=14)
+        out(lines)
+    """)
+    text = "\n".join(r)
+    assert ("planning with 83.64 W, the catalogue's figure for NVIDIA A100-SXM4-80GB"
+            in text), text
+    assert "planning failed" not in text and "PlanRequest::" not in text, text
+    assert any("ready (not applied in profile mode)" in l for l in r), text

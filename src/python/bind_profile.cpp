@@ -1,6 +1,7 @@
 // Profiles: Profile (model::Profile with its metadata), read/parse/write,
 // and simulate_profile (physics::SimulateWorkload, what `joulepipe profile
 // --simulate` computes).
+#include <cctype>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -237,6 +238,30 @@ void BindProfile(py::module_& m) {
         return model::ReadProfileCsv(path.string());
       },
       py::arg("path"));
+  // The catalogue's entry for a GPU named as NVML names it ("NVIDIA
+  // A100-SXM4-80GB"), by its id or an alias; None when the catalogue does
+  // not know it. Case-insensitive.
+  m.def(
+      "catalog_gpu",
+      [](const std::string& name) -> std::optional<py::dict> {
+        auto lower = [](std::string s) {
+          for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+          return s;
+        };
+        const std::string wanted = lower(name);
+        for (const physics::GpuSpec& gpu : physics::GpuCatalog()) {
+          bool match = lower(gpu.id) == wanted || lower(gpu.name) == wanted;
+          for (const std::string& alias : gpu.aliases) match = match || lower(alias) == wanted;
+          if (!match) continue;
+          py::dict out;
+          out["id"] = gpu.id;
+          out["name"] = gpu.name;
+          out["p_block_w"] = gpu.p_block_w;
+          return out;
+        }
+        return std::nullopt;
+      },
+      py::arg("name"));
   m.def("simulate_profile", &SimulateProfileTask, py::arg("model"), py::arg("gpu"), py::kw_only(),
         py::arg("tp"), py::arg("pp"), py::arg("dp") = 1, py::arg("microbatch_size") = 1,
         py::arg("seq_length") = 0, py::arg("recompute") = "none", py::arg("layer_split") = "even",
