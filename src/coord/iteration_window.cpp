@@ -6,7 +6,7 @@ namespace joulepipe::coord {
 
 bool IterationWindow::Offer(int rank, std::int64_t iteration) {
   std::int64_t& latest = latest_[static_cast<std::size_t>(rank)];
-  if (iteration > latest) {
+  if (iteration != latest) {
     if (latest >= 0) Erase(latest);
     Insert(iteration);
     latest = iteration;

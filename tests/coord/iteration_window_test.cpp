@@ -31,7 +31,7 @@ TEST(IterationWindow, MedianMatchesSortingOverRandomReports) {
       std::int64_t it = step / ranks + static_cast<std::int64_t>(rng() % 5);
       if (rng() % 50 == 0) it = static_cast<std::int64_t>(rng() % 1'000'000'000'000LL);
       if (rng() % 10 == 0 && latest[rank] >= 0) it = latest[rank];
-      latest[rank] = std::max(latest[rank], it);
+      latest[rank] = it;  // where the rank says it is now
       const std::int64_t m = BruteMedian(latest);
       const bool admitted = w.Offer(rank, it);
       ASSERT_EQ(w.median(), m) << "ranks " << ranks << " step " << step;
@@ -61,6 +61,21 @@ TEST(IterationWindow, RanksThatFellSilentComeBackTogether) {
   EXPECT_TRUE(w.Offer(1, 100));  // the median is now 99
   EXPECT_TRUE(w.Offer(0, 100));
   EXPECT_EQ(w.median(), 100);
+}
+
+// Issue 41, finding 10: a job's first report at 10^12 anchored the window
+// there, and the same rank's real iteration 0 was refused until another
+// rank reported.
+TEST(IterationWindow, AFirstNonsenseReportDoesNotLockItsRankOut) {
+  IterationWindow w(2);
+  EXPECT_TRUE(w.Offer(0, 1'000'000'000'000LL));  // the only report: it anchors
+  EXPECT_TRUE(w.Offer(0, 0));                    // the rank's real iteration
+  EXPECT_EQ(w.median(), 0);
+  EXPECT_TRUE(w.Offer(1, 0));
+  EXPECT_TRUE(w.Offer(0, 1));
+  EXPECT_FALSE(w.Offer(1, 1'000'000'000'000LL));  // now a minority of one
+  EXPECT_EQ(w.median(), 1);
+  EXPECT_TRUE(w.Offer(1, 1));
 }
 
 TEST(IterationWindow, TheFirstReportsAnchorItWhereverTheRanksAre) {

@@ -1,14 +1,17 @@
 // IterationWindow: which iteration numbers a job takes reports for. Each
-// rank's latest reported iteration is kept (it only moves forward); the
-// job's current iteration is their lower median over the ranks that have
-// reported. A report is admitted when its iteration is within
+// rank's latest report is kept (where the rank says it is now, forward or
+// back: a rank whose first report was nonsense, 10^12, is not locked out of
+// its real iteration 0 by it); the job's current iteration is their lower
+// median over the ranks that have reported. A report is admitted when its iteration is within
 // kIterationWindow of that median, the report itself counted. So one rank,
 // or any minority, that reports nonsense (10^12, or 0 long after the start)
 // moves neither the median nor what the others may report, while the first
 // reports of a job (or of a restarted service) anchor it wherever the ranks
 // really are. A refused report still moves its rank's latest: ranks that
 // fell silent and come back, all at the same new iteration, out-vote their
-// own stale entries instead of being locked out by them.
+// own stale entries instead of being locked out by them. A late report (a
+// retry of an earlier iteration) moves its rank back by an iteration or
+// two, which moves the median by at most as much.
 //
 // Cost: O(log ranks) per report (the latest values in two sorted halves).
 #pragma once
