@@ -442,18 +442,10 @@ class Session:
         """Every SWEEP_PROGRESS_EVERY iterations of a sweep, one line per stage
         (its first pipeline's rank): how far it is, so a long sweep is not
         silence."""
-        profiler = self._profiler
-        if (profiler is None or self._phase != "profile" or self.failure is not None
-                or self.topo.dp_rank != 0 or self.topo.tp_rank != 0):
+        ran = self._unfinished_sweep_iterations()
+        if self.topo.dp_rank != 0 or self.topo.tp_rank != 0 or not ran:
             return
-        try:
-            if profiler.done:
-                return
-            ran = profiler.iterations
-        except Exception:
-            _logger.debug("_say_sweep_progress: error ignored", exc_info=True)
-            return
-        if ran == 0 or ran % self.SWEEP_PROGRESS_EVERY:
+        if ran % self.SWEEP_PROGRESS_EVERY:
             return
         clocks = self._sweep_clocks
         self._note(f"profiling stage {self.topo.pp_rank}: {ran} iterations so far; the sweep "
@@ -771,20 +763,26 @@ class Session:
         except Exception:
             _logger.debug("_take_actions_quietly: error ignored", exc_info=True)
 
+    def _unfinished_sweep_iterations(self) -> Optional[int]:
+        """The iterations a sweep still running on this rank has seen; None
+        when there is none (no profiler, done, failed, past profiling)."""
+        profiler = self._profiler
+        if profiler is None or self.failure is not None or self._phase != "profile":
+            return None
+        try:
+            return None if profiler.done else int(profiler.iterations)
+        except Exception:
+            _logger.debug("_unfinished_sweep_iterations: error ignored", exc_info=True)
+            return None
+
     def _say_unfinished_sweep(self) -> None:
         """A job that ends while its profile sweep still runs gets no profile,
         no plan and no saving: say so, with what it would have needed."""
-        profiler = self._profiler
-        if profiler is None or self.failure is not None or self._phase != "profile":
-            return
-        try:
-            if profiler.done:
-                return
-            ran = profiler.iterations
-        except Exception:
+        ran = self._unfinished_sweep_iterations()
+        if ran is None:
             return
         clocks = self._sweep_clocks
-        partial = self._write_partial_profile(profiler)
+        partial = self._write_partial_profile(self._profiler)
         kept = (f"; the clocks this rank measured so far are in {partial} (stage "
                 f"{self.topo.pp_rank} only, not a profile to plan with)" if partial else "")
         self._note(f"the profile sweep of stage {self.topo.pp_rank} had not finished when the job "

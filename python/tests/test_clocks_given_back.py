@@ -14,7 +14,6 @@ The child is a plain loop of joulepipe.pytorch (torch itself is kept out so
 a run takes a second, not the ten an import of torch costs here).
 """
 
-import json
 import signal
 import subprocess
 import sys
@@ -23,14 +22,11 @@ import time
 import pytest
 
 from build_paths import CLI, package_built, python_env
+from sim_gpu import calls, run_child, write_config
 
 if not package_built():
     pytest.skip("joulepipe._core not built (pip install pybind11; cmake --build build)",
                 allow_module_level=True)
-
-SIM = {"gpu": "a100-sxm4-80gb", "count": 1, "power_reading": "instant",
-       "energy_update_period_ms": 100, "permissions": {"clocks": True},
-       "load": [{"start_s": -1e9, "end_s": 1e9, "utilization": 1.0, "compute_fraction": 0.8}]}
 
 MODES = ["measure", "profile", "optimize-plan", "optimize-embedded", "optimize-service"]
 WAYS = ["end", "exit", "raise", "sigterm", "sigint"]
@@ -125,14 +121,8 @@ def server(tmp_path_factory):
     s.stop()
 
 
-def calls(tmp_path):
-    path = tmp_path / "calls.jsonl"
-    return [json.loads(l) for l in path.read_text().splitlines()] if path.exists() else []
-
-
 def run(tmp_path, mode, way, options):
-    config = tmp_path / "sim.json"
-    config.write_text(json.dumps(dict(SIM, call_log=str(tmp_path / "calls.jsonl"))))
+    config = write_config(tmp_path)
     proc = subprocess.Popen([sys.executable, "-c", CHILD, mode, way, repr(options)],
                             env=python_env(config), cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
@@ -184,32 +174,19 @@ def test_every_way_out_ends_with_a_reset(tmp_path, mode, way, plan_and_profile, 
 
 
 EVAL = """
-import sys, time
-sys.modules["torch"] = None
-import joulepipe.pytorch as jp
 energy = jp.Energy("optimize", microbatches=2, plan=sys.argv[1])
 agent = energy._session._agent
-for step in range(3):
-    with energy.step():
-        for mb in range(2):
-            with energy.forward(mb):
-                time.sleep(0.004)
-            with energy.backward(mb):
-                time.sleep(0.006)
-        energy.pipeline_done()
-        agent.wait_idle()
-        # The optimizer, an evaluation pass: not in the plan.
-        print("BETWEEN", agent.stats()["last_applied_mhz"], flush=True)
+for _ in range(3):
+    step(energy)
+    # The optimizer, an evaluation pass: not in the plan.
+    print("BETWEEN", agent.stats()["last_applied_mhz"], flush=True)
 energy.close()
 """
 
 
 def test_between_steps_the_gpu_runs_at_default_clocks(tmp_path, plan_and_profile):
     plan, _ = plan_and_profile
-    config = tmp_path / "sim.json"
-    config.write_text(json.dumps(dict(SIM, call_log=str(tmp_path / "calls.jsonl"))))
-    proc = subprocess.run([sys.executable, "-c", EVAL, str(plan)], env=python_env(config),
-                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    proc = run_child(tmp_path, EVAL, plan)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     between = [l for l in proc.stdout.splitlines() if l.startswith("BETWEEN")]
     assert between == ["BETWEEN 0"] * 3, proc.stdout + proc.stderr
@@ -221,12 +198,9 @@ def test_between_steps_the_gpu_runs_at_default_clocks(tmp_path, plan_and_profile
     assert functions[-1] == "nvmlDeviceResetGpuLockedClocks"
 
 
-
 IGNORED = """
-import os, signal, sys, time
-sys.modules["torch"] = None
+import os, signal
 import joulepipe._guard as guard
-import joulepipe.pytorch as jp
 signal.signal(signal.SIGINT, signal.SIG_IGN)  # as `nohup`, or `cmd &` in a script, leave it
 energy = jp.Energy("optimize", microbatches=2, plan=sys.argv[1])
 agent = energy._session._agent
@@ -234,14 +208,7 @@ print("SIGINT", "ignored" if signal.getsignal(signal.SIGINT) == signal.SIG_IGN e
 print("SIGTERM", "joulepipe" if signal.getsignal(signal.SIGTERM) is guard._on_signal else "other")
 os.kill(os.getpid(), signal.SIGINT)
 time.sleep(0.1)
-with energy.step():
-    for mb in range(2):
-        with energy.forward(mb):
-            time.sleep(0.004)
-        with energy.backward(mb):
-            time.sleep(0.006)
-    energy.pipeline_done()
-    agent.wait_idle()
+step(energy)
 print("CLOSED", agent.closed, flush=True)
 energy.close()
 """
@@ -251,10 +218,7 @@ def test_an_ignored_signal_stays_ignored(tmp_path, plan_and_profile):
     # Handling an ignored SIGINT would give the clocks back and let training
     # go on at default clocks, for a signal the launcher made harmless.
     plan, _ = plan_and_profile
-    config = tmp_path / "sim.json"
-    config.write_text(json.dumps(dict(SIM, call_log=str(tmp_path / "calls.jsonl"))))
-    proc = subprocess.run([sys.executable, "-c", IGNORED, str(plan)], env=python_env(config),
-                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    proc = run_child(tmp_path, IGNORED, plan)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert "SIGINT ignored" in lines and "SIGTERM joulepipe" in lines, proc.stdout + proc.stderr

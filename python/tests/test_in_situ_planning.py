@@ -5,45 +5,29 @@ and the job runs its plan. Before, the whole plan failed ("planning failed:
 the profile of job joulepipe-... line 24: ... re-measure this clock or
 delete the row; every rank keeps default clocks")."""
 
-import json
 import subprocess
-import sys
 
 import pytest
 
-from build_paths import CLI, package_built, python_env
+from build_paths import CLI, package_built
+from sim_gpu import calls, run_child
 
 if not package_built():
     pytest.skip("joulepipe._core not built (pip install pybind11; cmake --build build)",
                 allow_module_level=True)
 
-SIM = {"gpu": "a100-sxm4-80gb", "count": 1, "power_reading": "instant",
-       "energy_update_period_ms": 100, "permissions": {"clocks": True},
-       "load": [{"start_s": -1e9, "end_s": 1e9, "utilization": 1.0, "compute_fraction": 0.8}]}
-
 # Embedded optimize from a given profile: rank 0 plans it in the process
 # (one stage has no bubble: a 30 % slowdown makes the plan lower clocks).
 CHILD = """
-import sys, time
-sys.modules["torch"] = None
-import joulepipe.pytorch as jp
 energy = jp.Energy("optimize", microbatches=2, profile=sys.argv[1], max_slowdown=1.3,
                    log=lambda line: print(line, flush=True))
-agent = energy._session._agent
 after = 0  # steps run under the plan
-for step in range(40):
-    with energy.step():
-        for mb in range(2):
-            with energy.forward(mb):
-                time.sleep(0.002)
-            with energy.backward(mb):
-                time.sleep(0.003)
-        energy.pipeline_done()
-    if energy._session._running_version:
-        after += 1
+for _ in range(40):
+    step(energy, 0.002, 0.003)
+    after += bool(energy._session._running_version)
     if after == 3:
-        agent.wait_idle()
-        print("RUNNING", energy._session._running_version, agent.stats()["applied"], flush=True)
+        print("RUNNING", energy._session._running_version,
+              energy._session._agent.stats()["applied"], flush=True)
         break
 energy.close()
 """
@@ -71,10 +55,7 @@ def test_a_noisy_row_is_left_out_and_the_job_plans(tmp_path):
                              timeout=120)
     assert refused.returncode != 0 and "re-measure this clock" in refused.stderr, refused.stderr
 
-    config = tmp_path / "sim.json"
-    config.write_text(json.dumps(dict(SIM, call_log=str(tmp_path / "calls.jsonl"))))
-    run = subprocess.run([sys.executable, "-c", CHILD, str(profile)], env=python_env(config),
-                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    run = run_child(tmp_path, CHILD, profile, timeout=120)
     out = run.stdout + run.stderr
     assert run.returncode == 0, out
     said = [l for l in out.splitlines() if "left out of the plan" in l]
@@ -83,7 +64,6 @@ def test_a_noisy_row_is_left_out_and_the_job_plans(tmp_path):
     assert "line" not in said[0] and "joulepipe-" not in said[0], said  # no hidden file
     assert "planning failed" not in out, out
     assert any(l.startswith("RUNNING 1") for l in run.stdout.splitlines()), out
-    locked = [c["args"]["max_mhz"] for c in
-              (json.loads(l) for l in (tmp_path / "calls.jsonl").read_text().splitlines())
+    locked = [c["args"]["max_mhz"] for c in calls(tmp_path)
               if c["function"] == "nvmlDeviceSetGpuLockedClocks"]
     assert locked and int(mhz) not in locked, (mhz, locked)
