@@ -3,14 +3,13 @@
 #include "calibrate_wait_command.hpp"
 
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <system_error>
 #include <thread>
 
 #include <CLI/CLI.hpp>
@@ -22,11 +21,10 @@
 #include "joulepipe/gpu/nvml.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/output_files.hpp"
+#include "joulepipe/monitor/background_command.hpp"
 #include "joulepipe/monitor/wait_calibration.hpp"
 #include "measure_command.hpp"
 #include "signals.hpp"
-
-extern char** environ;
 
 namespace joulepipe::cli {
 
@@ -95,63 +93,27 @@ std::vector<int> ParseClocks(const std::string& text) {
   return out;
 }
 
-// The load command: started in its own process group with default signal
-// handling, stopped (the whole group) on every way out.
-class LoadCommand {
- public:
-  explicit LoadCommand(const std::vector<std::string>& command) {
-    std::vector<char*> argv;
-    for (const std::string& word : command) argv.push_back(const_cast<char*>(word.c_str()));
-    argv.push_back(nullptr);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t none, defaults;
-    sigemptyset(&none);
-    sigemptyset(&defaults);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&defaults, sig);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &defaults);
-    posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setflags(
-        &attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
-    const int error = posix_spawnp(&pid_, argv[0], nullptr, &attr, argv.data(), environ);
-    posix_spawnattr_destroy(&attr);
-    if (error != 0)
-      throw InputError("cannot start the wait-load command '" + command[0] +
-                       "': " + std::strerror(error));
+// The load command (monitor::BackgroundCommand: its own process group,
+// stopped on every way out), started with the flag's words.
+std::unique_ptr<monitor::BackgroundCommand> StartLoad(const std::vector<std::string>& command) {
+  try {
+    return std::make_unique<monitor::BackgroundCommand>(command);
+  } catch (const std::system_error& e) {
+    throw InputError("cannot start the wait-load command '" + command[0] +
+                     "': " + std::strerror(e.code().value()));
   }
-  ~LoadCommand() {
-    if (pid_ <= 0) return;
-    ::kill(-pid_, SIGTERM);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (::waitpid(pid_, nullptr, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        ::kill(-pid_, SIGKILL);
-        ::waitpid(pid_, nullptr, 0);
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  }
-  LoadCommand(const LoadCommand&) = delete;
-  LoadCommand& operator=(const LoadCommand&) = delete;
+}
 
-  // Throws if the command has ended: the GPU is no longer kept waiting.
-  void CheckRunning() {
-    int status = 0;
-    if (::waitpid(pid_, &status, WNOHANG) != pid_) return;
-    pid_ = -1;
-    const std::string how = WIFEXITED(status)
-                                ? "exited with code " + std::to_string(WEXITSTATUS(status))
-                                : "was killed by " + SignalName(WTERMSIG(status));
-    throw InputError("the wait-load command " + how +
-                     " during the calibration; it must keep the GPU waiting until it is "
-                     "stopped (nothing was written)");
-  }
-
- private:
-  pid_t pid_ = -1;
-};
+// Throws if the load command has ended: the GPU is no longer kept waiting.
+void CheckLoadRunning(monitor::BackgroundCommand& load) {
+  const std::optional<monitor::BackgroundCommand::Exit> exit = load.Ended();
+  if (!exit) return;
+  const std::string how = exit->signaled ? "was killed by " + SignalName(exit->signal)
+                                         : "exited with code " + std::to_string(exit->code);
+  throw InputError("the wait-load command " + how +
+                   " during the calibration; it must keep the GPU waiting until it is "
+                   "stopped (nothing was written)");
+}
 
 int RunCalibrateWait(const CalibrateWaitFlags& f) {
   if (f.out.empty()) throw InputError("--out is required (the wait-model JSON to write)");
@@ -195,12 +157,12 @@ int RunCalibrateWait(const CalibrateWaitFlags& f) {
                o.clocks_mhz.size(), f.settle_s + f.dwell_s);
   std::fprintf(stdout, "  load: %s\n", o.load.c_str());
   std::fflush(stdout);
-  std::unique_ptr<LoadCommand> load;
-  if (!f.command.empty()) load = std::make_unique<LoadCommand>(f.command);
+  std::unique_ptr<monitor::BackgroundCommand> load;
+  if (!f.command.empty()) load = StartLoad(f.command);
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(warmup);
   while (std::chrono::steady_clock::now() < end) {
     if (InterruptFlag()->load()) throw model::Cancelled("calibrate-wait: interrupted");
-    if (load) load->CheckRunning();
+    if (load) CheckLoadRunning(*load);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   monitor::WaitCalibration c;
@@ -210,7 +172,7 @@ int RunCalibrateWait(const CalibrateWaitFlags& f) {
     throw InputError(std::string(e.what()) +
                      "; calibrate-wait --daemon SOCKET locks clocks through joulepiped");
   }
-  if (load) load->CheckRunning();
+  if (load) CheckLoadRunning(*load);
   load.reset();
   control->Restore();
 

@@ -2,6 +2,8 @@
 // terminal hand-over, signal forwarding and the wait on a pidfd.
 #include "joulepipe/monitor/command_window.hpp"
 
+#include "spawn.hpp"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -72,44 +74,6 @@ class Terminal {
   pid_t given_to_ = 0;
 };
 
-// Starts `command` (PATH lookup) in a new process group of its own, with the
-// signal mask joulepipe had before TakenSignals and SIGCHLD at its default
-// (handlers are reset by exec; ignored signals stay ignored, as they were
-// when joulepipe started). With `tty_fd` >= 0 the new group also becomes the
-// terminal's foreground group before exec. Returns the pid, or -1 with
-// *error set.
-pid_t Spawn(const std::vector<std::string>& command, const sigset_t& mask, int tty_fd, int* error) {
-  std::vector<char*> argv;
-  for (const std::string& word : command) argv.push_back(const_cast<char*>(word.c_str()));
-  argv.push_back(nullptr);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t defaults;
-  sigemptyset(&defaults);
-  sigaddset(&defaults, SIGCHLD);
-  posix_spawnattr_setsigmask(&attr, &mask);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))
-  // The child sets the terminal's group itself, before exec, so it never
-  // reads the terminal as a background process.
-  if (tty_fd >= 0) posix_spawn_file_actions_addtcsetpgrp_np(&actions, tty_fd);
-#endif
-  pid_t pid = -1;
-  *error = posix_spawnp(&pid, argv[0], &actions, &attr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (*error != 0) return -1;
-#if !(defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35)))
-  if (tty_fd >= 0) ::tcsetpgrp(tty_fd, pid);  // older C library: from here, racing exec
-#endif
-  return pid;
-}
-
 // A descriptor that becomes readable when `pid` exits (pidfd_open, Linux
 // 5.3), or -1: then SIGCHLD (taken through the signalfd) tells instead.
 int OpenPidfd(pid_t pid) {
@@ -119,6 +83,14 @@ int OpenPidfd(pid_t pid) {
   (void)pid;
   return -1;
 #endif
+}
+
+// SIGCHLD at its default action in the command (joulepipe takes it).
+sigset_t SigchldOnly() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGCHLD);
+  return set;
 }
 
 // Sends `sig` to the command's process group (the command and everything it
@@ -195,8 +167,8 @@ CommandRun RunInWindow(Monitor& monitor, const std::vector<std::string>& command
     return r;
   }
   int error = 0;
-  const pid_t pid =
-      Spawn(command, signals.old_mask(), terminal.foreground() ? terminal.fd() : -1, &error);
+  const pid_t pid = Spawn(command, signals.old_mask(), SigchldOnly(),
+                          terminal.foreground() ? terminal.fd() : -1, &error);
   if (pid < 0) {
     monitor.End("command");
     r.not_run = "cannot run " + command[0] + ": " + std::strerror(error);
