@@ -329,6 +329,8 @@ class ProfileReport:
     iterations: int
     max_confidence: float
     max_time_spread: float
+    # Requests that ran at another clock (a throttled GPU), in words.
+    notes: List[str]
     def to_dict(self) -> Dict[str, Any]: ...
     @staticmethod
     def from_dict(d: Dict[str, Any]) -> ProfileReport: ...

@@ -562,6 +562,8 @@ class Session:
             merged = _core.merge_reports(
                 [_core.ProfileReport.from_dict(e["report"]) for e in everyone if e["report"]])
             csv = merged.to_csv()
+            for line in merged.notes:  # requests a throttled GPU did not run
+                note(line)
             if self.options.profile_out:
                 # model::WriteProfileCsv: atomic, as every profile joulepipe writes.
                 _core.Profile.parse(csv, "the merged profile").write(self.options.profile_out,

@@ -387,3 +387,34 @@ def test_a_job_without_waits_plans_with_the_catalogues_p_block(tmp_path):
             in text), text
     assert "planning failed" not in text and "PlanRequest::" not in text, text
     assert any("ready (not applied in profile mode)" in l for l in r), text
+
+
+def test_a_throttled_gpu_is_profiled_at_the_clocks_it_runs(tmp_path):
+    """Issue 40, 6: under examples/pytorch/sim-gpu.json's load every lock at
+    or above 1290 MHz runs at 1275 MHz (its power cap). The sweep recorded
+    them as distinct rows and plans asked for clocks the GPU never ran. The
+    rows are now the clocks that ran, and the log says what was asked."""
+    config = json.loads((REPO / "examples" / "pytorch" / "sim-gpu.json").read_text())
+    config["count"] = 1
+    r, _ = run_child(tmp_path, """
+        lines = []
+        energy = jp.Energy("profile", microbatches=2, log=lines.append, profile_stride_mhz=45,
+                           profile_out="prof.csv")
+        for step in range(30):
+            with energy.step():
+                for mb in range(2):
+                    with energy.forward(mb):
+                        time.sleep(0.01)
+                    time.sleep(0.003)
+                    with energy.backward(mb):
+                        time.sleep(0.02)
+        energy.close()
+        out(lines)
+    """, config=config)
+    text = "\n".join(r)
+    assert "requested, the GPU ran 1275 MHz (throttled by its power or thermal cap)" in text, text
+    rows = [l.split(",") for l in (tmp_path / "prof.csv").read_text().splitlines()
+            if l and l[0].isdigit()]
+    clocks = sorted({int(row[2]) for row in rows}, reverse=True)
+    assert clocks[0] == 1275, clocks  # requested 1410, 1365, 1320 ... ran 1275
+    assert len(clocks) >= 2, clocks

@@ -35,6 +35,13 @@ class NvmlGpuMeter final : public GpuMeter {
     return r->millijoules;
   }
   double ReadPowerW() const override { return device_.InstantPower().watts(); }
+  int ReadSmClockMhz() const override {
+    try {
+      return device_.CurrentClock(gpu::ClockDomain::kSm);
+    } catch (const std::exception&) {
+      return 0;
+    }
+  }
 
  private:
   gpu::Device device_;

@@ -23,6 +23,7 @@ py::dict RowToDict(const ProfileRow& r) {
   d["stage"] = r.stage;
   d["kind"] = std::string(model::KindName(r.kind));
   d["mhz"] = r.mhz;
+  d["requested_mhz"] = r.requested_mhz;
   d["time_s"] = r.time_s;
   d["energy_j"] = r.energy_j;
   d["samples"] = r.samples;
@@ -49,6 +50,7 @@ py::dict ReportToDict(const ProfileReport& r) {
   d["max_time_spread"] = r.max_time_spread;
   d["approximate_rows"] = r.approximate_rows;
   d["gpu"] = r.gpu;
+  d["notes"] = r.notes;
   return d;
 }
 
@@ -75,6 +77,7 @@ ProfileReport ReportFromDict(const py::dict& d) {
   r.max_time_spread = Get<double>(d, "max_time_spread", "");
   r.approximate_rows = Get<int>(d, "approximate_rows", "");
   r.gpu = Get<std::string>(d, "gpu", "");
+  if (d.contains("notes")) r.notes = Get<std::vector<std::string>>(d, "notes", "");
   const py::list rows = Get<py::list>(d, "rows", "");
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const std::string where = "rows[" + std::to_string(i) + "].";
@@ -95,6 +98,9 @@ ProfileReport ReportFromDict(const py::dict& d) {
                                   kind + "')");
     }
     p.mhz = Get<int>(row, "mhz", where);
+    p.requested_mhz = row.contains("requested_mhz")
+                          ? Get<std::vector<int>>(row, "requested_mhz", where)
+                          : std::vector<int>{p.mhz};
     p.time_s = Get<double>(row, "time_s", where);
     p.energy_j = Get<double>(row, "energy_j", where);
     p.samples = Get<int>(row, "samples", where);
@@ -135,6 +141,7 @@ void BindProfiler(py::module_& m) {
       .def_readonly("max_time_spread", &ProfileReport::max_time_spread)
       .def_readonly("approximate_rows", &ProfileReport::approximate_rows)
       .def_readonly("gpu", &ProfileReport::gpu)
+      .def_readonly("notes", &ProfileReport::notes)
       .def_property_readonly("rows", &RowsToList)
       .def("to_dict", &ReportToDict)
       .def_static("from_dict", &ReportFromDict, py::arg("d"))

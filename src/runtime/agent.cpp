@@ -37,6 +37,7 @@ class SharedMeter final : public monitor::GpuMeter {
   std::string name() const override { return meter_->name(); }
   std::optional<std::uint64_t> ReadEnergyMj() const override { return meter_->ReadEnergyMj(); }
   double ReadPowerW() const override { return meter_->ReadPowerW(); }
+  int ReadSmClockMhz() const override { return meter_->ReadSmClockMhz(); }
 
  private:
   std::shared_ptr<monitor::GpuMeter> meter_;
@@ -92,6 +93,9 @@ struct Agent::State {
   // previous instruction's end, or the step's begin).
   std::shared_ptr<ClockSource> source;
   std::unique_ptr<monitor::Monitor> monitor;
+  // Profile mode: the meter the monitor measures through, also read for the
+  // clock each instruction really ran at.
+  std::shared_ptr<monitor::GpuMeter> clock_meter;
   monitor::Measurement measurement;  // reused: no allocation once warm
   int current_mhz = 0;
   bool waiting = false;  // kWaitWindow is open
@@ -186,8 +190,11 @@ struct Agent::State {
 
   void ProfileEnd(model::Kind kind) {
     monitor->End(kInstructionWindow, &measurement);
+    // The clock the GPU really ran (a power or thermal cap throttles it
+    // below the one requested), read as the instruction ends.
+    const int actual_mhz = clock_meter ? clock_meter->ReadSmClockMhz() : 0;
     source->OnInstruction(kind, current_mhz, measurement.duration_s, measurement.gpu_energy_j,
-                          measurement.approximate());
+                          measurement.approximate(), actual_mhz);
     BeginWait();
   }
 };
@@ -266,11 +273,10 @@ void Agent::SetProfiler(std::shared_ptr<ClockSource> source) {
   if (!s.monitor) {
     try {
       std::vector<std::unique_ptr<monitor::GpuMeter>> meters;
-      if (s.options.meter) {
-        meters.push_back(std::make_unique<SharedMeter>(s.options.meter));
-      } else {
-        meters.push_back(monitor::NvmlGpuMeterByNvmlIndex(s.options.nvml_index));
-      }
+      s.clock_meter = s.options.meter ? s.options.meter
+                                      : std::shared_ptr<monitor::GpuMeter>(
+                                            monitor::NvmlGpuMeterByNvmlIndex(s.options.nvml_index));
+      meters.push_back(std::make_unique<SharedMeter>(s.clock_meter));
       monitor::MonitorOptions options;
       options.cpu = monitor::CpuMode::kOff;
       options.counter_period_s = s.options.counter_period_s;

@@ -56,6 +56,46 @@ void SortRows(std::vector<ProfileRow>& rows) {
   });
 }
 
+// Rows of one (stage, kind, clock): sample-weighted means; spreads and
+// confidence from the worst (conservative); the requests of all of them.
+ProfileRow CombineRows(const std::vector<const ProfileRow*>& rows) {
+  ProfileRow m = *rows.front();
+  if (rows.size() == 1) return m;
+  double n = 0, t = 0, e = 0;
+  m.time_spread = m.energy_spread = m.confidence = 0;
+  m.approximate = false;
+  m.requested_mhz.clear();
+  for (const ProfileRow* row : rows) {
+    const double w = std::max(1, row->samples);
+    n += w;
+    t += w * row->time_s;
+    e += w * row->energy_j;
+    m.time_spread = std::max(m.time_spread, row->time_spread);
+    m.energy_spread = std::max(m.energy_spread, row->energy_spread);
+    m.confidence = std::max(m.confidence, row->confidence);
+    m.approximate = m.approximate || row->approximate;
+    m.requested_mhz.insert(m.requested_mhz.end(), row->requested_mhz.begin(),
+                           row->requested_mhz.end());
+  }
+  std::sort(m.requested_mhz.begin(), m.requested_mhz.end(), std::greater<>());
+  m.requested_mhz.erase(std::unique(m.requested_mhz.begin(), m.requested_mhz.end()),
+                        m.requested_mhz.end());
+  m.samples = static_cast<int>(n);
+  m.time_s = t / n;
+  m.energy_j = e / n;
+  return m;
+}
+
+// Rows grouped by (stage, kind, mhz), each group combined, sorted.
+std::vector<ProfileRow> CombineByClock(const std::vector<const ProfileRow*>& rows) {
+  std::map<std::tuple<int, model::Kind, int>, std::vector<const ProfileRow*>> by_key;
+  for (const ProfileRow* row : rows) by_key[{row->stage, row->kind, row->mhz}].push_back(row);
+  std::vector<ProfileRow> out;
+  for (const auto& [key, group] : by_key) out.push_back(CombineRows(group));
+  SortRows(out);
+  return out;
+}
+
 void Summarise(ProfileReport& report) {
   report.max_confidence = report.max_time_spread = 0;
   report.approximate_rows = 0;
@@ -103,6 +143,7 @@ InSituProfiler::InSituProfiler(ProfilerOptions options) : options_(std::move(opt
   for (KindState& k : kinds_) {
     k.times.reserve(capacity);
     k.energies.reserve(capacity);
+    k.actual_mhz.reserve(capacity);
   }
   wait_powers_.reserve(kWaitCapacity);
   scratch_.reserve(capacity);
@@ -115,7 +156,7 @@ int InSituProfiler::ClockFor(model::Kind kind) {
 }
 
 void InSituProfiler::OnInstruction(model::Kind kind, int mhz, double seconds, double joules,
-                                   bool approximate) {
+                                   bool approximate, int actual_mhz) {
   KindState& k = kinds_[static_cast<size_t>(kind)];
   if (iterations_ < options_.warmup_iterations || k.finished) return;
   // A sample at another clock (the agent fell back, or a request was
@@ -134,6 +175,7 @@ void InSituProfiler::OnInstruction(model::Kind kind, int mhz, double seconds, do
   if (k.times.size() == k.times.capacity()) return;  // enough; never reallocate here
   k.times.push_back(seconds);
   k.energies.push_back(joules);
+  if (actual_mhz > 0) k.actual_mhz.push_back(actual_mhz);
   k.approximate = k.approximate || approximate;
 }
 
@@ -154,6 +196,13 @@ void InSituProfiler::FinishClock(model::Kind kind, KindState& k) {
   row.stage = options_.stage;
   row.kind = kind;
   row.mhz = options_.clocks[k.clock_index];
+  row.requested_mhz = {row.mhz};
+  if (!k.actual_mhz.empty()) {
+    // The clock it ran at: the median report (a lock is a ceiling, so a
+    // reading above the request is the reading's noise, not a faster run).
+    std::sort(k.actual_mhz.begin(), k.actual_mhz.end());
+    row.mhz = std::min(row.mhz, k.actual_mhz[k.actual_mhz.size() / 2]);
+  }
   row.samples = static_cast<int>(k.times.size());
   row.approximate = k.approximate;
   row.time_spread = RelativeSpread(k.times, scratch_);  // sorts
@@ -173,6 +222,7 @@ void InSituProfiler::FinishClock(model::Kind kind, KindState& k) {
   }
   k.times.clear();
   k.energies.clear();
+  k.actual_mhz.clear();
   k.approximate = false;
   k.dropped = 0;
   k.repeats = 0;
@@ -209,8 +259,22 @@ void InSituProfiler::OnStepEnd() {
 
 ProfileReport InSituProfiler::Report() const {
   ProfileReport report;
-  report.rows = rows_;
-  SortRows(report.rows);
+  std::vector<const ProfileRow*> rows;
+  for (const ProfileRow& row : rows_) rows.push_back(&row);
+  report.rows = CombineByClock(rows);
+  for (const ProfileRow& row : report.rows) {
+    if (row.requested_mhz.size() == 1 && row.requested_mhz.front() == row.mhz) continue;
+    const std::vector<int>& asked = row.requested_mhz;
+    const std::string clocks = asked.size() == 1 ? std::to_string(asked.front()) + " MHz"
+                                                 : std::to_string(asked.size()) + " clocks from " +
+                                                       std::to_string(asked.front()) + " to " +
+                                                       std::to_string(asked.back()) + " MHz";
+    report.notes.push_back(
+        "stage " + std::to_string(row.stage) + " " + std::string(model::KindName(row.kind)) + ": " +
+        clocks + " requested, the GPU ran " + std::to_string(row.mhz) +
+        " MHz (throttled by its power or thermal cap): one row at " + std::to_string(row.mhz) +
+        " MHz, so no plan asks for a clock it " + "does not run");
+  }
   std::vector<double> powers = wait_powers_;
   report.p_block_samples = static_cast<int>(powers.size());
   report.p_block_w = MedianInPlace(powers);
@@ -222,12 +286,16 @@ ProfileReport InSituProfiler::Report() const {
 
 ProfileReport MergeReports(const std::vector<ProfileReport>& reports) {
   ProfileReport merged;
-  // (stage, kind, mhz) -> the rows reported for it.
-  std::map<std::tuple<int, model::Kind, int>, std::vector<const ProfileRow*>> by_key;
+  std::vector<const ProfileRow*> rows;
   std::vector<double> p_blocks;
   std::vector<std::string> gpus;  // distinct, in order of appearance
   for (const ProfileReport& r : reports) {
-    for (const ProfileRow& row : r.rows) by_key[{row.stage, row.kind, row.mhz}].push_back(&row);
+    for (const ProfileRow& row : r.rows) rows.push_back(&row);
+    for (const std::string& note : r.notes) {
+      if (std::find(merged.notes.begin(), merged.notes.end(), note) == merged.notes.end()) {
+        merged.notes.push_back(note);
+      }
+    }
     if (r.p_block_samples > 0) p_blocks.push_back(r.p_block_w);
     merged.p_block_samples += r.p_block_samples;
     merged.iterations = std::max(merged.iterations, r.iterations);
@@ -237,33 +305,8 @@ ProfileReport MergeReports(const std::vector<ProfileReport>& reports) {
   }
   // Ranks of one job normally share a GPU type; a mixed job names them all.
   for (const std::string& name : gpus) merged.gpu += (merged.gpu.empty() ? "" : ", ") + name;
-  for (const auto& [key, rows] : by_key) {
-    if (rows.size() == 1) {
-      merged.rows.push_back(*rows.front());
-      continue;
-    }
-    // Replicas of one stage: sample-weighted means; spreads and confidence
-    // from the worst replica (conservative).
-    ProfileRow m = *rows.front();
-    double n = 0, t = 0, e = 0;
-    m.time_spread = m.energy_spread = m.confidence = 0;
-    m.approximate = false;
-    for (const ProfileRow* row : rows) {
-      const double w = std::max(1, row->samples);
-      n += w;
-      t += w * row->time_s;
-      e += w * row->energy_j;
-      m.time_spread = std::max(m.time_spread, row->time_spread);
-      m.energy_spread = std::max(m.energy_spread, row->energy_spread);
-      m.confidence = std::max(m.confidence, row->confidence);
-      m.approximate = m.approximate || row->approximate;
-    }
-    m.samples = static_cast<int>(n);
-    m.time_s = t / n;
-    m.energy_j = e / n;
-    merged.rows.push_back(m);
-  }
-  SortRows(merged.rows);
+  // Replicas of one stage (data-parallel ranks): combined per clock.
+  merged.rows = CombineByClock(rows);
   merged.p_block_w = MedianInPlace(p_blocks);
   Summarise(merged);
   return merged;

@@ -276,3 +276,55 @@ TEST(InSituProfilerTest, MergedReportNamesEveryDistinctGpu) {
 
 }  // namespace
 }  // namespace joulepipe::runtime
+
+namespace joulepipe::runtime {
+namespace {
+
+// Issue 40, 6: a GPU throttled by its power cap runs every request at or
+// above 1365 MHz at 1365 MHz. The rows are named by the clock that ran, the
+// requests that ran at one clock are one row, and the report says so: no
+// plan can ask for a clock the GPU does not run.
+TEST(InSituProfilerTest, RequestsAThrottledGpuDidNotRunAreOneRowAtTheClockItRan) {
+  ProfilerOptions o;
+  o.clocks = {1410, 1395, 1380, 1365, 1350, 1335};
+  o.stop_after_rises = 0;
+  o.gpu = "NVIDIA A100-SXM4-80GB";
+  InSituProfiler p(o);
+  for (int it = 0; it < 12 && !p.done(); ++it) {
+    for (int i = 0; i < 4; ++i) {
+      for (Kind kind : {Kind::kForward, Kind::kBackward}) {
+        p.OnWait(0.002, 0.002 * 80.0);
+        const int mhz = p.ClockFor(kind);
+        const int ran = std::min(mhz, 1365);
+        const double t = 0.01 * 1410.0 / ran;
+        p.OnInstruction(kind, mhz, t, t * 390, /*approximate=*/false, ran);
+      }
+    }
+    p.OnStepEnd();
+  }
+  ASSERT_TRUE(p.done());
+  const ProfileReport r = p.Report();
+  std::vector<int> forward;
+  for (const ProfileRow& row : r.rows) {
+    if (row.kind == Kind::kForward) forward.push_back(row.mhz);
+  }
+  EXPECT_EQ(forward, (std::vector<int>{1365, 1350, 1335}));
+  const ProfileRow& top = r.rows.front();
+  EXPECT_EQ(top.mhz, 1365);
+  EXPECT_EQ(top.requested_mhz, (std::vector<int>{1410, 1395, 1380, 1365}));
+  ASSERT_EQ(r.notes.size(), 2u);  // forward and backward
+  EXPECT_NE(r.notes[0].find("stage 0 forward: 4 clocks from 1410 to 1365 MHz requested, the GPU "
+                            "ran 1365 MHz"),
+            std::string::npos)
+      << r.notes[0];
+  // The profile a plan is made from names only clocks the GPU ran.
+  const model::Profile profile = ToProfile(r);
+  EXPECT_EQ(profile.MaxClock(0, Kind::kForward).mhz, 1365);
+  // Replicas of the stage merge the same way, and the notes travel.
+  const ProfileReport merged = MergeReports({r, r});
+  EXPECT_EQ(merged.rows.size(), r.rows.size());
+  EXPECT_EQ(merged.notes, r.notes);
+}
+
+}  // namespace
+}  // namespace joulepipe::runtime

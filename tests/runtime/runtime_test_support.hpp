@@ -124,13 +124,15 @@ class RecordingSource : public ClockSource {
     if (throw_in_clock_for) throw std::runtime_error("profiler broke");
     return kind == model::Kind::kForward ? forward_mhz : backward_mhz;
   }
-  void OnInstruction(model::Kind kind, int mhz, double seconds, double joules,
-                     bool approximate) override {
+  void OnInstruction(model::Kind kind, int mhz, double seconds, double joules, bool approximate,
+                     int actual_mhz = 0) override {
     instructions.push_back({kind, mhz, seconds, joules, approximate});
+    actual.push_back(actual_mhz);
   }
   void OnWait(double seconds, double joules) override { waits.push_back({seconds, joules}); }
   void OnStepEnd() override { ++step_ends; }
 
+  std::vector<int> actual;  // actual_mhz per instruction, as instructions
   int forward_mhz = 1200;
   int backward_mhz = 1000;
   bool throw_in_clock_for = false;

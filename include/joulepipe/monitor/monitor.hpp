@@ -77,6 +77,8 @@ class GpuMeter {
   // The total energy counter in mJ; nullopt when the GPU has none.
   virtual std::optional<uint64_t> ReadEnergyMj() const = 0;
   virtual double ReadPowerW() const = 0;  // instantaneous power
+  // The SM clock the GPU runs at now (MHz); 0 when not known. Never throws.
+  virtual int ReadSmClockMhz() const { return 0; }
 };
 
 // The visible GPUs `indices` (nullopt: all visible) as meters over NVML.

@@ -19,13 +19,15 @@ class ClockSource {
   // at instruction begin. 0 or less: leave the clock as it is.
   virtual int ClockFor(model::Kind kind) = 0;
 
-  // One instruction ended: it ran (was requested to run) at `mhz`, took
+  // One instruction ended: it was requested to run at `mhz`, took
   // `seconds` (host steady_clock, begin hook to end hook) and used `joules`
   // on this rank's GPU. `approximate` is true when the energy is instant
   // power x duration (the instruction was shorter than the energy counter's
-  // update period) rather than a counter delta.
+  // update period) rather than a counter delta. `actual_mhz` is the SM clock
+  // the GPU reported at the instruction's end (below `mhz` when a power or
+  // thermal cap throttles it); 0 when not known.
   virtual void OnInstruction(model::Kind kind, int mhz, double seconds, double joules,
-                             bool approximate) = 0;
+                             bool approximate, int actual_mhz = 0) = 0;
 
   // The gap before an instruction (from the previous instruction's end, or
   // the step's begin, to this instruction's begin): time and energy spent

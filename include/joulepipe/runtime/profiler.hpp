@@ -85,21 +85,30 @@ std::vector<int> CandidateClocks(const std::vector<int>& supported, double floor
 struct ProfileRow {
   int stage = 0;
   model::Kind kind = model::Kind::kForward;
+  // The clock the row stands for: the one the GPU ran (the median of the
+  // clocks it reported at each sample's end) when known, else the one
+  // requested. A GPU that throttles below what it is asked (its power or
+  // thermal cap) runs no plan's request above that clock, so requests that
+  // ran at one clock are one row (InSituProfiler::Report).
   int mhz = 0;
-  double time_s = 0;         // trimmed mean per instruction
-  double energy_j = 0;       // trimmed mean per instruction (GPU only)
-  int samples = 0;           // samples kept
-  double time_spread = 0;    // relative robust standard deviation (1.4826 MAD / median)
-  double energy_spread = 0;  // same for energy
-  double confidence = 0;     // 95 % half-width of the energy mean, relative
-  bool approximate = false;  // some energy samples were instant power x time
+  std::vector<int> requested_mhz;  // the clocks requested for it, highest first
+  double time_s = 0;               // trimmed mean per instruction
+  double energy_j = 0;             // trimmed mean per instruction (GPU only)
+  int samples = 0;                 // samples kept
+  double time_spread = 0;          // relative robust standard deviation (1.4826 MAD / median)
+  double energy_spread = 0;        // same for energy
+  double confidence = 0;           // 95 % half-width of the energy mean, relative
+  bool approximate = false;        // some energy samples were instant power x time
 };
 
 struct ProfileReport {
   std::vector<ProfileRow> rows;  // by stage, kind, clock descending
-  double p_block_w = 0;          // median wait power; 0 when no wait qualified
-  int p_block_samples = 0;       // waits behind p_block_w
-  int iterations = 0;            // iterations seen (max over merged ranks)
+  // Per (stage, kind) whose requests ran at other clocks: what was asked,
+  // what ran, and the rows that became one, in words.
+  std::vector<std::string> notes;
+  double p_block_w = 0;     // median wait power; 0 when no wait qualified
+  int p_block_samples = 0;  // waits behind p_block_w
+  int iterations = 0;       // iterations seen (max over merged ranks)
   // Worst row confidence (relative 95 % half-width of energy) and worst
   // relative time spread: the profile's overall confidence.
   double max_confidence = 0;
@@ -116,8 +125,8 @@ class InSituProfiler : public ClockSource {
 
   // ClockSource (agent hooks; never throw).
   int ClockFor(model::Kind kind) override;
-  void OnInstruction(model::Kind kind, int mhz, double seconds, double joules,
-                     bool approximate) override;
+  void OnInstruction(model::Kind kind, int mhz, double seconds, double joules, bool approximate,
+                     int actual_mhz = 0) override;
   void OnWait(double seconds, double joules) override;
   void OnStepEnd() override;
 
@@ -125,7 +134,10 @@ class InSituProfiler : public ClockSource {
   bool done() const { return done_.load(std::memory_order_acquire); }
   int iterations() const { return iterations_; }
 
-  // The rows measured so far (finished clocks only) and P_block.
+  // The rows measured so far (finished clocks only) and P_block. Rows
+  // whose requests ran at another clock are named by the clock that ran,
+  // and requests that ran at one clock are merged into one row
+  // (sample-weighted, as MergeReports), each case said in `notes`.
   ProfileReport Report() const;
 
  private:
@@ -139,6 +151,7 @@ class InSituProfiler : public ClockSource {
     double lowest_energy_j = 0;   // lowest robust energy so far (0: none yet)
     bool approximate = false;     // at the current clock
     std::vector<double> times, energies;
+    std::vector<int> actual_mhz;  // the clock the GPU reported, per sample (when known)
   };
 
   void FinishClock(model::Kind kind, KindState& k);
