@@ -6,8 +6,8 @@
 //              failure, whether Zeus's schedule barrier has opened
 //   ranks      one RankInfo JSON per registered rank
 //   profiles   the profile CSV text the job plans with
-//   frontiers  coord::Job::FrontierToJson, once planned
-//   switches   coord::SwitchToJson per plan version (1: the initial plan)
+//   frontiers  coord::Job::Solved() as SolvedPlanToJson, once planned
+//   switches   protocol::PlanSwitchToJson per plan version (1: the initial plan)
 //
 // and a new coord::Job fed the same calls (ranks in rank order, the profile,
 // RestorePlan) is in the same state. Nothing else is stored: iteration
