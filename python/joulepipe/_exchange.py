@@ -97,7 +97,13 @@ class TorchExchange:
         return box[0]
 
     def close(self) -> None:
-        pass
+        """Destroys the side group while the interpreter is alive: left to
+        the interpreter's teardown, a gloo group whose peers already exited
+        can abort the process at exit (SIGABRT, "terminate called without an
+        active exception"), after training and its clocks were done."""
+        group, self._group = self._group, None
+        if group is not None:
+            self._dist.destroy_process_group(group)
 
 
 Action = Tuple[str, Any]
@@ -171,6 +177,8 @@ class Link:
         if self._thread is not None:
             self._inbox.put(None)
             self._thread.join(timeout=timeout_s)
+            if self._thread.is_alive():
+                return  # a round still uses the exchange: leave it to the process's end
         try:
             self.exchange.close()
         except Exception:
