@@ -256,7 +256,7 @@ const GpuSpec& FindGpu(std::string_view id_or_alias) {
   const std::string wanted = Lower(id_or_alias);
   const std::vector<GpuSpec>& catalog = GpuCatalog();
   for (const GpuSpec& gpu : catalog) {
-    if (Lower(gpu.id) == wanted) return gpu;
+    if (Lower(gpu.id) == wanted || Lower(gpu.name) == wanted) return gpu;
     for (const std::string& alias : gpu.aliases) {
       if (Lower(alias) == wanted) return gpu;
     }

@@ -1,7 +1,6 @@
 // Profiles: Profile (model::Profile with its metadata), read/parse/write,
 // and simulate_profile (physics::SimulateWorkload, what `joulepipe profile
 // --simulate` computes).
-#include <cctype>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -244,22 +243,16 @@ void BindProfile(py::module_& m) {
   m.def(
       "catalog_gpu",
       [](const std::string& name) -> std::optional<py::dict> {
-        auto lower = [](std::string s) {
-          for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-          return s;
-        };
-        const std::string wanted = lower(name);
-        for (const physics::GpuSpec& gpu : physics::GpuCatalog()) {
-          bool match = lower(gpu.id) == wanted || lower(gpu.name) == wanted;
-          for (const std::string& alias : gpu.aliases) match = match || lower(alias) == wanted;
-          if (!match) continue;
+        try {
+          const physics::GpuSpec& gpu = physics::FindGpu(name);
           py::dict out;
           out["id"] = gpu.id;
           out["name"] = gpu.name;
           out["p_block_w"] = gpu.p_block_w;
           return out;
+        } catch (const model::InputError&) {
+          return std::nullopt;  // not in the catalogue
         }
-        return std::nullopt;
       },
       py::arg("name"));
   m.def("simulate_profile", &SimulateProfileTask, py::arg("model"), py::arg("gpu"), py::kw_only(),

@@ -103,8 +103,9 @@ GpuSpec ParseGpuSpec(const std::string& json_text, const std::string& source);
 // The GPU types built into the binary (data/gpus/*.json), sorted by id.
 const std::vector<GpuSpec>& GpuCatalog();
 
-// Looks up an id or alias (case-insensitive). Throws model::InputError that
-// lists the known ids when there is none.
+// Looks up an id, an alias or the name NVML gives ("NVIDIA A100-SXM4-80GB"),
+// case-insensitive. Throws model::InputError that lists the known ids when
+// there is none.
 const GpuSpec& FindGpu(std::string_view id_or_alias);
 
 }  // namespace joulepipe::physics
