@@ -47,14 +47,20 @@ constexpr std::pair<std::string_view, std::string_view> kZeusNames[] = {
 
 }  // namespace
 
-InputError ForApi(const InputError& error, bool zeus) {
-  InputError out = model::RenameFields(error, kApiNames);
-  return zeus ? model::RenameFields(out, kZeusNames) : out;
+InputError ForApi(const InputError& error) {
+  return model::RenameFields(error, kApiNames);
 }
 
-std::string ForApi(const std::string& message, bool zeus) {
-  std::string out = model::RenameFields(message, kApiNames);
-  return zeus ? model::RenameFields(out, kZeusNames) : out;
+std::string ForApi(const std::string& message) {
+  return model::RenameFields(message, kApiNames);
+}
+
+InputError ForZeus(const InputError& error) {
+  return model::RenameFields(ForApi(error), kZeusNames);
+}
+
+std::string ForZeus(const std::string& message) {
+  return model::RenameFields(ForApi(message), kZeusNames);
 }
 
 json ParseBody(std::string_view body) {

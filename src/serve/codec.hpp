@@ -30,10 +30,12 @@ namespace joulepipe::serve {
 // coord's and the solver's field tokens as the HTTP API names them (its JSON
 // keys): "Spec::microbatches" -> "JobConfig::microbatches",
 // "RankInfo::available_mhz" -> "RankInfo::available_frequencies", ...
-// With `zeus`, also JobConfig's members as Zeus's JobInfo names them and
+model::InputError ForApi(const model::InputError& error);
+std::string ForApi(const std::string& message);
+// ForApi, then JobConfig's members as Zeus's JobInfo names them and
 // IterationReport's as ProfilingResult's.
-model::InputError ForApi(const model::InputError& error, bool zeus);
-std::string ForApi(const std::string& message, bool zeus);
+model::InputError ForZeus(const model::InputError& error);
+std::string ForZeus(const std::string& message);
 
 // The request body as JSON; InputError naming the line and column of a
 // syntax error ("the request body: not valid JSON at line 1, column 9: ...").

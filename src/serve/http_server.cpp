@@ -429,7 +429,7 @@ MHD_Result HttpServer::OnRequest(void* cls, MHD_Connection* connection, const ch
       segments.erase(segments.begin(), segments.begin() + 2);
     }
     c->request.match = RouteOf(c->request.method, segments);
-    c->limit = BodyLimit(c->request.match.route);
+    c->limit = BodyLimit(c->request.match);
     c->body_deadline =
         now + self->header_timeout_ +
         std::chrono::duration_cast<SteadyClock::duration>(
@@ -445,7 +445,7 @@ MHD_Result HttpServer::OnRequest(void* cls, MHD_Connection* connection, const ch
       return self->Answer(c, *framing);
     }
     Reply refusal;
-    if (c->request.match.route != Route::kHealthz &&
+    if (NeedsToken(c->request.match) &&
         !self->Authorized(connection, path_token, has_path_token, &refusal)) {
       return self->Answer(c, refusal);
     }

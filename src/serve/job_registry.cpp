@@ -1,23 +1,18 @@
-// The job registry: lookup, insertion with its store write, replay from
-// the store and reload after a failed write, removal and eviction, and the
-// routes that list, create, show, delete jobs and register ranks.
+// Jobs, the registry: lookup, insertion with its store write,
+// replay from the store and reload after a failed write, removal and
+// eviction, and the work of the routes that list, create, show and delete
+// jobs and register ranks.
 #include <algorithm>
-#include <cerrno>
-#include <cmath>
-#include <cstdlib>
-#include <limits>
-#include <new>
+#include <chrono>
 #include <utility>
 
 #include <nlohmann/json.hpp>
 
 #include "codec.hpp"
-#include "joulepipe/model/error.hpp"
+#include "jobs.hpp"
+#include "joulepipe/coord/plan_task.hpp"
 #include "joulepipe/model/format.hpp"
 #include "joulepipe/model/json_input.hpp"
-#include "joulepipe/model/version.hpp"
-#include "joulepipe/solver/plan_pipeline.hpp"
-#include "service.hpp"
 #include "service_support.hpp"
 
 namespace joulepipe::serve {
@@ -26,9 +21,27 @@ using model::Format;
 using model::InputError;
 using nlohmann::json;
 
-// ---- Jobs --------------------------------------------------------------------
+namespace {
 
-Service::EntryPtr Service::Find(const std::string& id) {
+// Instructions of one pipeline iteration.
+std::int64_t PlanInstructions(const coord::JobConfig& c) {
+  return 2LL * c.spec.stages * c.spec.microbatches * c.spec.chunks;
+}
+
+// The work of a job's own profile; -1 if it cannot be planned.
+double EstimatePlanWork(const coord::Job& job) {
+  try {
+    return coord::PlanWork(*job.profile(), job.PlanRequest());
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+}  // namespace
+
+// ---- The registry ------------------------------------------------------------
+
+Jobs::EntryPtr Jobs::Find(const std::string& id) const {
   const auto it = jobs_.find(id);
   if (it != jobs_.end()) return it->second;
   const auto broken = broken_.find(id);
@@ -41,18 +54,14 @@ Service::EntryPtr Service::Find(const std::string& id) {
       404, Format("no job '%s' (GET /jobs lists the jobs)", model::ExcerptText(id, 300).c_str()));
 }
 
-void Service::Touch(Entry& e) {
-  e.last_active_unix_s = NowUnix();
-}
-
-Service::EntryPtr Service::FindAndTouch(const std::string& id) {
+Jobs::EntryPtr Jobs::FindAndTouch(const std::string& id) {
   EntryPtr e = Find(id);
-  Touch(*e);
+  e->last_active_unix_s = NowUnix();
   return e;
 }
 
-Service::EntryPtr Service::Insert(coord::JobConfig config, const model::Profile* profile,
-                                  const std::string& csv) {
+Jobs::EntryPtr Jobs::Insert(coord::JobConfig config, const model::Profile* profile,
+                            const std::string& csv) {
   if (jobs_.size() >= static_cast<std::size_t>(options_.max_jobs)) {
     // Every job costs memory (its profile above all) until it is deleted or
     // evicted: the table is bounded (issue 41, 9).
@@ -69,7 +78,7 @@ Service::EntryPtr Service::Insert(coord::JobConfig config, const model::Profile*
   e->created_unix_s = e->last_active_unix_s = e->stored_last_active_unix_s = now;
   if (profile != nullptr) {
     e->job.SetProfile(*profile, csv);
-    e->plan_work = EstimatePlanWork(*e->job.profile(), e->job.PlanRequest());
+    e->plan_work = EstimatePlanWork(e->job);
   }
   const std::string& id = e->job.config().job_id;
   store_.Write([&] {
@@ -79,15 +88,15 @@ Service::EntryPtr Service::Insert(coord::JobConfig config, const model::Profile*
   ++next_seq_;
   jobs_[id] = e;
   const coord::JobConfig& c = e->job.config();
-  Log(Format("job %s: registered (pp %d x dp %d x tp %d = %lld ranks; %s, %d microbatches%s)",
-             id.c_str(), c.pp_degree, c.dp_degree, c.tp_degree,
-             static_cast<long long>(c.world_size),
-             std::string(schedule::KindName(c.spec.kind)).c_str(), c.spec.microbatches,
-             profile != nullptr ? "; default profile attached" : ""));
+  log_(Format("job %s: registered (pp %d x dp %d x tp %d = %lld ranks; %s, %d microbatches%s)",
+              id.c_str(), c.pp_degree, c.dp_degree, c.tp_degree,
+              static_cast<long long>(c.world_size),
+              std::string(schedule::KindName(c.spec.kind)).c_str(), c.spec.microbatches,
+              profile != nullptr ? "; default profile attached" : ""));
   return e;
 }
 
-Service::EntryPtr Service::Replay(const StoredJob& stored) {
+Jobs::EntryPtr Jobs::Replay(const StoredJob& stored) const {
   const std::string what = "the stored config of job " + stored.id;
   coord::JobConfig config = JobConfigFromJson(model::ParseJsonBounded(stored.config_json, what));
   if (config.job_id != stored.id) {
@@ -103,9 +112,7 @@ Service::EntryPtr Service::Replay(const StoredJob& stored) {
     e->job.SetProfile(
         model::ParseProfileCsv(*stored.profile_csv, "the stored profile of job " + stored.id),
         *stored.profile_csv);
-    if (!stored.frontier_json && stored.failure.empty()) {
-      e->plan_work = EstimatePlanWork(*e->job.profile(), e->job.PlanRequest());
-    }
+    if (!stored.frontier_json && stored.failure.empty()) e->plan_work = EstimatePlanWork(e->job);
   }
   if (stored.frontier_json) {
     std::vector<coord::PlanSwitch> switches;
@@ -126,13 +133,13 @@ Service::EntryPtr Service::Replay(const StoredJob& stored) {
   return e;
 }
 
-void Service::Reload(const std::string& id) {
+void Jobs::Reload(const std::string& id) {
   const auto it = jobs_.find(id);
   if (it == jobs_.end()) return;
   try {
     std::optional<StoredJob> stored = store_.Load(id);
     if (!stored) {
-      Log(
+      log_(
           Format("error: job %s is missing from the state database; it lives on in memory "
                  "until the server stops",
                  id.c_str()));
@@ -143,26 +150,60 @@ void Service::Reload(const std::string& id) {
     it->second->schedule_released = fresh->schedule_released;
     ++it->second->profile_generation;
   } catch (const std::exception& e) {
-    Log(
+    log_(
         Format("error: job %s could not be reloaded after a failed write (%s); its state in "
                "memory may be ahead of the database until restart",
                id.c_str(), e.what()));
   }
 }
 
-void Service::Remove(const std::string& id, const std::string& reason,
-                     std::vector<Parked*>* claimed) {
+void Jobs::Remove(const std::string& id, const std::string& reason, Wakeups* wakeups) {
   const auto it = jobs_.find(id);
   if (it == jobs_.end()) return;
-  for (Parked* p : std::vector<Parked*>(it->second->waiters.begin(), it->second->waiters.end())) {
-    p->wait.gone_reason = reason;
-    Claim(p, Parked::Outcome::kJobGone, claimed);
-  }
+  waiters_->JobGone(id, reason, wakeups);
   jobs_.erase(it);
   plan_queue_.erase(std::remove(plan_queue_.begin(), plan_queue_.end(), id), plan_queue_.end());
 }
 
-Reply Service::ListJobs() {
+std::string Jobs::UniqueId(const std::string& base) const {
+  auto taken = [&](const std::string& id) {
+    return jobs_.count(id) != 0 || broken_.count(id) != 0;
+  };
+  if (!taken(base)) return base;
+  for (int k = 2;; ++k) {
+    const std::string suffix = Format("+%d", k);
+    std::string id = base.substr(0, coord::kMaxJobIdLength - suffix.size()) + suffix;
+    if (!taken(id)) return id;
+  }
+}
+
+void Jobs::EvictAndFlush(Wakeups* wakeups) {
+  const double now = NowUnix();
+  if (options_.evict_after_s > 0) {
+    std::vector<std::string> idle;
+    for (const auto& [id, e] : jobs_) {
+      if (now - e->last_active_unix_s > options_.evict_after_s && waiters_->waiting_on(id) == 0) {
+        idle.push_back(id);
+      }
+    }
+    for (const std::string& id : idle) {
+      const double idle_s = now - jobs_.at(id)->last_active_unix_s;
+      try {
+        store_.Write([&] { store_.DeleteJob(id); });
+      } catch (const StoreError& error) {
+        log_(Format("error: job %s could not be evicted: %s", id.c_str(), error.what()));
+        continue;
+      }
+      Remove(id, "evicted", wakeups);
+      log_(Format("job %s: evicted after %.0f s without a request", id.c_str(), idle_s));
+    }
+  }
+  SaveLastActive();
+}
+
+// ---- The routes' work --------------------------------------------------------
+
+json Jobs::List() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<EntryPtr> entries;
   for (const auto& [id, e] : jobs_) entries.push_back(e);
@@ -179,11 +220,10 @@ Reply Service::ListJobs() {
                     {"created_unix_s", e->created_unix_s},
                     {"last_active_unix_s", e->last_active_unix_s}});
   }
-  return JsonReply(200, {{"jobs", std::move(list)}});
+  return list;
 }
 
-Reply Service::CreateJob(const Request& r) {
-  coord::JobConfig config = JobConfigFromJson(ParseBody(r.body));
+std::string Jobs::Create(coord::JobConfig config) {
   const bool assigned = config.job_id.empty();
   if (assigned) {
     config.job_id = ZeusStyleJobId(config.dp_degree, config.pp_degree, config.tp_degree,
@@ -194,10 +234,8 @@ Reply Service::CreateJob(const Request& r) {
   if (!assigned) {
     const auto it = jobs_.find(config.job_id);
     if (it != jobs_.end()) {
-      Touch(*it->second);
-      if (it->second->job.config() == config) {
-        return JsonReply(200, {{"job_id", config.job_id}});
-      }
+      it->second->last_active_unix_s = NowUnix();
+      if (it->second->job.config() == config) return config.job_id;
       const auto [field, difference] = FirstDifference(it->second->job.config(), config);
       throw HttpError(409,
                       Format("job %s is already registered with another configuration (%s); "
@@ -209,30 +247,24 @@ Reply Service::CreateJob(const Request& r) {
   } else {
     config.job_id = UniqueId(config.job_id);
   }
-  const EntryPtr e = Insert(std::move(config), nullptr, "");
-  return JsonReply(200, {{"job_id", e->job.config().job_id}});
+  return Insert(std::move(config), nullptr, "")->job.config().job_id;
 }
 
-std::string Service::UniqueId(const std::string& base) const {
-  auto taken = [&](const std::string& id) {
-    return jobs_.count(id) != 0 || broken_.count(id) != 0;
-  };
-  if (!taken(base)) return base;
-  for (int k = 2;; ++k) {
-    const std::string suffix = Format("+%d", k);
-    std::string id = base.substr(0, coord::kMaxJobIdLength - suffix.size()) + suffix;
-    if (!taken(id)) return id;
-  }
-}
-
-Reply Service::GetJob(const Request& r) {
+std::string Jobs::CreateUnique(coord::JobConfig config, const model::Profile* profile,
+                               const std::string& csv) {
   std::lock_guard<std::mutex> lock(mu_);
-  const EntryPtr e = FindAndTouch(r.match.job_id);
+  config.job_id = UniqueId(config.job_id);
+  return Insert(std::move(config), profile, csv)->job.config().job_id;
+}
+
+json Jobs::Status(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const EntryPtr e = FindAndTouch(id);
   const coord::Job& job = e->job;
   json j = JobStatusToJson(job.Status());
   j["created_unix_s"] = e->created_unix_s;
   j["last_active_unix_s"] = e->last_active_unix_s;
-  j["waiting_requests"] = e->waiters.size();
+  j["waiting_requests"] = waiters_->waiting_on(job.config().job_id);
   if (const solver::Frontier* f = job.frontier()) {
     json pipelines = json::array();
     const std::vector<double>* slow = job.detector() ? &job.detector()->slowdowns() : nullptr;
@@ -246,94 +278,60 @@ Reply Service::GetJob(const Request& r) {
     }
     j["pipelines"] = std::move(pipelines);
   }
-  {
-    const auto running = planning_.find(e->job.config().job_id);
-    const bool queued = std::find(plan_queue_.begin(), plan_queue_.end(), e->job.config().job_id) !=
-                        plan_queue_.end();
-    j["planning"] = {{"state", running != planning_.end() ? "running"
-                               : queued                   ? "queued"
-                                                          : "idle"},
-                     {"running_s", running != planning_.end()
-                                       ? json(std::chrono::duration<double>(SteadyClock::now() -
-                                                                            running->second.started)
-                                                  .count())
-                                       : json(nullptr)},
-                     {"time_limit_s", options_.plan_time_limit_s},
-                     {"instructions", PlanInstructions(e->job.config())},
-                     {"work", e->plan_work >= 0 ? json(e->plan_work) : json(nullptr)},
-                     {"heavy", Heavy(e->plan_work)}};
-  }
+  const auto running = planning_.find(job.config().job_id);
+  const bool queued =
+      std::find(plan_queue_.begin(), plan_queue_.end(), job.config().job_id) != plan_queue_.end();
+  j["planning"] = {{"state", running != planning_.end() ? "running"
+                             : queued                   ? "queued"
+                                                        : "idle"},
+                   {"running_s", running != planning_.end()
+                                     ? json(std::chrono::duration<double>(SteadyClock::now() -
+                                                                          running->second.started)
+                                                .count())
+                                     : json(nullptr)},
+                   {"time_limit_s", options_.plan_time_limit_s},
+                   {"instructions", PlanInstructions(job.config())},
+                   {"work", e->plan_work >= 0 ? json(e->plan_work) : json(nullptr)},
+                   {"heavy", e->plan_work < 0 || e->plan_work > kLightPlanWork}};
   j["zeus"] = {{"schedule_asked", e->schedule_asked.size()},
                {"schedule_released", e->schedule_released}};
-  return JsonReply(200, j);
+  return j;
 }
 
-Reply Service::DeleteJob(const Request& r) {
-  std::vector<Parked*> claimed;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    const std::string& id = r.match.job_id;
-    if (broken_.count(id) != 0) {
-      store_.Write([&] { store_.DeleteJob(id); });
-      broken_.erase(id);
-      Log(Format("job %s: deleted (it could not be restored)", id.c_str()));
-      return JsonReply(200, {{"deleted", id}});
-    }
-    Find(id);
-    store_.Write([&] { store_.DeleteJob(id); });
-    Remove(id, "deleted", &claimed);
-    Log(Format("job %s: deleted", id.c_str()));
-  }
-  ResumeAll(claimed);
-  return JsonReply(200, {{"deleted", r.match.job_id}});
-}
-
-Reply Service::RegisterRank(const Request& r, bool zeus) {
-  const coord::RankInfo info = RankInfoFromJson(ParseBody(r.body), /*strict=*/!zeus);
+void Jobs::Delete(const std::string& id) {
+  Wakeups wake;
   std::lock_guard<std::mutex> lock(mu_);
-  const EntryPtr e = FindAndTouch(r.match.job_id);
+  if (broken_.count(id) != 0) {
+    store_.Write([&] { store_.DeleteJob(id); });
+    broken_.erase(id);
+    log_(Format("job %s: deleted (it could not be restored)", id.c_str()));
+    return;
+  }
+  Find(id);
+  store_.Write([&] { store_.DeleteJob(id); });
+  Remove(id, "deleted", &wake);
+  log_(Format("job %s: deleted", id.c_str()));
+}
+
+void Jobs::RegisterRank(const std::string& job_id, const coord::RankInfo& info) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const EntryPtr e = FindAndTouch(job_id);
   coord::Job& job = e->job;
   const std::string& id = job.config().job_id;
   // A conflict with what is registered is a coord::RankConflictError: 409.
-  if (job.RegisterRank(info)) {
-    try {
-      store_.Write([&] { store_.PutRank(id, info.rank, RankInfoToJson(info).dump()); });
-    } catch (const StoreError&) {
-      Reload(id);
-      throw;
-    }
-    if (job.all_ranks_registered()) {
-      Log(Format("job %s: all %lld ranks registered%s", id.c_str(),
-                 static_cast<long long>(job.config().world_size),
-                 job.has_profile() ? "" : "; waiting for a profile (PUT /jobs/{id}/profile)"));
-    }
-    if (job.ready_to_plan()) QueuePlan(id);
+  if (!job.RegisterRank(info)) return;
+  try {
+    store_.Write([&] { store_.PutRank(id, info.rank, RankInfoToJson(info).dump()); });
+  } catch (const StoreError&) {
+    Reload(id);
+    throw;
   }
-  return zeus ? Plain(200, "null") : JsonReply(200, json::object());
-}
-
-void Service::EvictAndFlush(std::vector<Parked*>* claimed) {
-  const double now = NowUnix();
-  if (options_.evict_after_s > 0) {
-    std::vector<std::string> idle;
-    for (const auto& [id, e] : jobs_) {
-      if (e->waiters.empty() && now - e->last_active_unix_s > options_.evict_after_s) {
-        idle.push_back(id);
-      }
-    }
-    for (const std::string& id : idle) {
-      const double idle_s = now - jobs_.at(id)->last_active_unix_s;
-      try {
-        store_.Write([&] { store_.DeleteJob(id); });
-      } catch (const StoreError& error) {
-        Log(Format("error: job %s could not be evicted: %s", id.c_str(), error.what()));
-        continue;
-      }
-      Remove(id, "evicted", claimed);
-      Log(Format("job %s: evicted after %.0f s without a request", id.c_str(), idle_s));
-    }
+  if (job.all_ranks_registered()) {
+    log_(Format("job %s: all %lld ranks registered%s", id.c_str(),
+                static_cast<long long>(job.config().world_size),
+                job.has_profile() ? "" : "; waiting for a profile (PUT /jobs/{id}/profile)"));
   }
-  SaveLastActive();
+  if (job.ready_to_plan()) QueuePlan(id);
 }
 
 }  // namespace joulepipe::serve

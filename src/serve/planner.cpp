@@ -1,40 +1,40 @@
-// The planner threads: the queue (lightest first, one planner kept for
-// light jobs) and one solve under its time limit.
+// Jobs: the planner threads (the queue: lightest first, one planner kept
+// for light jobs; one solve under its time limit, through coord) and the
+// timer (solve time limits, eviction).
 #include <algorithm>
-#include <cerrno>
-#include <cmath>
-#include <cstdlib>
+#include <chrono>
 #include <limits>
 #include <new>
-#include <utility>
 
 #include <nlohmann/json.hpp>
 
 #include "codec.hpp"
-#include "joulepipe/model/error.hpp"
+#include "jobs.hpp"
+#include "joulepipe/coord/plan_task.hpp"
 #include "joulepipe/model/format.hpp"
-#include "joulepipe/model/json_input.hpp"
-#include "joulepipe/model/version.hpp"
-#include "joulepipe/solver/plan_pipeline.hpp"
-#include "service.hpp"
 #include "service_support.hpp"
 
 namespace joulepipe::serve {
 
 using model::Format;
 using model::InputError;
-using nlohmann::json;
 
-void Service::QueuePlan(const std::string& id) {
+namespace {
+
+bool Heavy(double plan_work) {
+  return plan_work < 0 || plan_work > kLightPlanWork;
+}
+
+}  // namespace
+
+void Jobs::QueuePlan(const std::string& id) {
   if (std::find(plan_queue_.begin(), plan_queue_.end(), id) == plan_queue_.end()) {
     plan_queue_.push_back(id);
   }
   planner_cv_.notify_all();
 }
 
-// ---- Background threads --------------------------------------------------------
-
-std::optional<std::string> Service::TakeNextPlan() {
+std::optional<std::string> Jobs::TakeNextPlan() {
   // Ids of jobs gone or no longer ready leave the queue here.
   plan_queue_.erase(std::remove_if(plan_queue_.begin(), plan_queue_.end(),
                                    [&](const std::string& id) {
@@ -61,7 +61,7 @@ std::optional<std::string> Service::TakeNextPlan() {
   return id;
 }
 
-void Service::PlannerLoop() {
+void Jobs::PlannerLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     std::optional<std::string> next;
@@ -76,14 +76,12 @@ void Service::PlannerLoop() {
   }
 }
 
-// Solves job `id`'s frontier with mu_ released, under its time limit, and
-// installs the plan or the failure. Called and returns with mu_ held.
-void Service::PlanOne(const std::string& id, std::unique_lock<std::mutex>& lock) {
+void Jobs::PlanOne(const std::string& id, std::unique_lock<std::mutex>& lock) {
   const EntryPtr e = jobs_.at(id);
-  const std::shared_ptr<const model::Profile> profile = e->job.shared_profile();
-  solver::PlanRequest request = e->job.PlanRequest();
+  const coord::PlanTask task = coord::PlanTaskOf(e->job);
   const std::uint64_t generation = e->profile_generation;
   const coord::JobConfig& c = e->job.config();
+  const std::int64_t instructions = 2LL * c.spec.stages * c.spec.microbatches * c.spec.chunks;
   const bool heavy = Heavy(e->plan_work);
   Planning& planning = planning_[id];
   planning.started = SteadyClock::now();
@@ -95,17 +93,16 @@ void Service::PlanOne(const std::string& id, std::unique_lock<std::mutex>& lock)
   if (heavy) ++heavy_planning_;
   const std::shared_ptr<std::atomic<bool>> cancel = planning.cancel;
   timer_cv_.notify_one();  // it watches the deadline
-  Log(Format("job %s: planning (%s, %d stages, %d microbatches%s; time limit %g s)", id.c_str(),
-             std::string(schedule::KindName(c.spec.kind)).c_str(), c.spec.stages,
-             c.spec.microbatches, heavy ? "; a heavy job" : "", options_.plan_time_limit_s));
+  log_(Format("job %s: planning (%s, %d stages, %d microbatches%s; time limit %g s)", id.c_str(),
+              std::string(schedule::KindName(c.spec.kind)).c_str(), c.spec.stages,
+              c.spec.microbatches, heavy ? "; a heavy job" : "", options_.plan_time_limit_s));
   lock.unlock();
 
-  request.cancel = cancel.get();
   std::string phase;
-  request.progress = [&](const char* now, double) {
+  auto progress = [&](const char* now, double) {
     if (phase != now) {
       phase = now;
-      Log(Format("job %s: planning: %s", id.c_str(), now));
+      log_(Format("job %s: planning: %s", id.c_str(), now));
     }
   };
   std::optional<solver::PipelinePlan> plan;
@@ -113,11 +110,11 @@ void Service::PlanOne(const std::string& id, std::unique_lock<std::mutex>& lock)
   bool cancelled = false;
   const SteadyClock::time_point start = SteadyClock::now();
   try {
-    plan = solver::PlanPipeline(*profile, request);
+    plan = task.Run(cancel.get(), progress);
   } catch (const model::Cancelled&) {
     cancelled = true;
   } catch (const InputError& error) {
-    failure = ForApi(error.what(), false);
+    failure = ForApi(error.what());
   } catch (const std::bad_alloc&) {
     failure = "out of memory while solving the frontier";
   } catch (const std::exception& error) {
@@ -129,25 +126,25 @@ void Service::PlanOne(const std::string& id, std::unique_lock<std::mutex>& lock)
   planning_.erase(id);
   if (heavy) --heavy_planning_;
   if (cancelled && !timed_out) {
-    Log(Format("job %s: planning cancelled; it is planned again at the next start", id.c_str()));
+    log_(Format("job %s: planning cancelled; it is planned again at the next start", id.c_str()));
     return;
   }
   if (timed_out) {
-    metrics_.CountPlanTimeout();
+    metrics_->CountPlanTimeout();
     failure = Format(
         "planning took longer than its time limit of %g s (ServerOptions::plan_time_limit_s) "
         "and was cancelled; the job plans %lld instructions "
         "per iteration: plan it with a coarser frontier grid (JobConfig::resolution_s) or fewer "
         "microbatches, or raise the limit",
-        options_.plan_time_limit_s, static_cast<long long>(PlanInstructions(c)));
+        options_.plan_time_limit_s, static_cast<long long>(instructions));
   }
-  metrics_.ObserveSolve(seconds, plan.has_value());
+  metrics_->ObserveSolve(seconds, plan.has_value());
   const auto still = jobs_.find(id);
   if (still == jobs_.end() || still->second != e || e->profile_generation != generation) {
-    Log(Format("job %s: plan discarded: the job changed while it was solved", id.c_str()));
+    log_(Format("job %s: plan discarded: the job changed while it was solved", id.c_str()));
     return;
   }
-  std::vector<Parked*> claimed;
+  Wakeups wake;
   try {
     if (plan) {
       e->job.SetPlan(*plan, NowUnix());
@@ -157,7 +154,7 @@ void Service::PlanOne(const std::string& id, std::unique_lock<std::mutex>& lock)
         store_.SetFailure(id, "");
       });
       const solver::FrontierPoint& q = plan->chosen_point();
-      Log(
+      log_(
           Format("job %s: planned in %.2f s: %zu frontier points; every pipeline runs %.4f s, "
                  "%.1f J per iteration (all max clocks: %.4f s, %.1f J)",
                  id.c_str(), seconds, plan->frontier.points.size(), q.time_s, q.energy_j,
@@ -165,20 +162,51 @@ void Service::PlanOne(const std::string& id, std::unique_lock<std::mutex>& lock)
     } else {
       e->job.SetPlanFailed(failure);
       store_.Write([&] { store_.SetFailure(id, failure); });
-      Log(Format("job %s: planning failed: %s", id.c_str(), failure.c_str()));
+      log_(Format("job %s: planning failed: %s", id.c_str(), failure.c_str()));
     }
   } catch (const std::exception& error) {
-    Log(
+    log_(
         Format("error: job %s: the plan could not be stored (%s); the job is planned again at "
                "the next start",
                id.c_str(), error.what()));
     Reload(id);
   }
-  WakeReady(*e, &claimed);
-  MaybeReleaseSchedule(*e, &claimed);
+  MaybeReleaseSchedule(*e, &wake);  // wakes the ready waits too
   lock.unlock();
-  ResumeAll(claimed);
+  wake.ResumeNow();
   lock.lock();
+}
+
+void Jobs::TimerLoop() {
+  const auto period = std::chrono::duration_cast<SteadyClock::duration>(
+      std::chrono::duration<double>(options_.evict_check_period_s));
+  std::unique_lock<std::mutex> lock(mu_);
+  SteadyClock::time_point next_evict = SteadyClock::now() + period;
+  while (!stopping_) {
+    SteadyClock::time_point wake_at = next_evict;
+    for (const auto& [id, planning] : planning_) {
+      if (!planning.timed_out) wake_at = std::min(wake_at, planning.deadline);
+    }
+    timer_cv_.wait_until(lock, wake_at);
+    if (stopping_) break;
+    const SteadyClock::time_point now = SteadyClock::now();
+    for (auto& [id, planning] : planning_) {
+      if (!planning.timed_out && planning.deadline <= now) {
+        planning.timed_out = true;
+        planning.cancel->store(true);
+        log_(Format("job %s: planning reached its time limit (%g s); cancelling it", id.c_str(),
+                    options_.plan_time_limit_s));
+      }
+    }
+    if (now >= next_evict) {
+      Wakeups wake;
+      EvictAndFlush(&wake);
+      next_evict = now + period;
+      lock.unlock();
+      wake.ResumeNow();
+      lock.lock();
+    }
+  }
 }
 
 }  // namespace joulepipe::serve

@@ -1,22 +1,12 @@
-// Profile uploads: parked on the HTTP thread, parsed and checked on the
-// intake thread, applied (memory and store) under the lock.
-#include <algorithm>
-#include <cerrno>
-#include <cmath>
-#include <cstdlib>
-#include <limits>
-#include <new>
-#include <utility>
-
+// Jobs: profile uploads, parked on the HTTP thread, parsed and checked on
+// the intake thread, applied (memory and store) under the jobs' lock.
 #include <nlohmann/json.hpp>
 
 #include "codec.hpp"
-#include "joulepipe/model/error.hpp"
+#include "jobs.hpp"
+#include "joulepipe/coord/plan_task.hpp"
 #include "joulepipe/model/format.hpp"
-#include "joulepipe/model/json_input.hpp"
-#include "joulepipe/model/version.hpp"
-#include "joulepipe/solver/plan_pipeline.hpp"
-#include "service.hpp"
+#include "router.hpp"
 #include "service_support.hpp"
 
 namespace joulepipe::serve {
@@ -28,76 +18,54 @@ using nlohmann::json;
 // A profile upload is parsed and checked on the intake thread, not on the
 // HTTP thread: the request is parked (its connection suspended) until its
 // answer exists, so a 64 MiB upload stalls no other request.
-std::optional<Reply> Service::PutProfile(Request& r, Parked* parked) {
+std::optional<Reply> Jobs::QueueProfile(const std::string& job_id, std::string body,
+                                        Parked* parked) {
   std::lock_guard<std::mutex> lock(mu_);
-  const EntryPtr e = FindAndTouch(r.match.job_id);
+  const EntryPtr e = FindAndTouch(job_id);
   e->job.CheckProfileMayChange();
   if (stopping_) return Unavailable();
-  if (intake_bytes_ + r.body.size() > kMaxIntakeBytes) {
-    Reply busy = ErrorReply(
-        503, Format("the server is checking %s of profile uploads already (at most %zu MiB "
-                    "queued); nothing was changed; retry in a moment",
-                    intake_bytes_ >= (1u << 20) ? Format("%zu MiB", intake_bytes_ >> 20).c_str()
-                                                : Format("%zu bytes", intake_bytes_).c_str(),
-                    kMaxIntakeBytes >> 20));
-    busy.headers.emplace_back("Retry-After", "2");
-    return busy;
+  Upload item;
+  {
+    // The body's bytes are reserved before the request parks and the item
+    // is queued after: the intake thread never sees an upload whose
+    // request is not parked yet.
+    std::lock_guard<std::mutex> intake(intake_mu_);
+    if (intake_bytes_ + body.size() > kMaxIntakeBytes) {
+      Reply busy = ErrorReply(
+          503, Format("the server is checking %s of profile uploads already (at most %zu MiB "
+                      "queued); nothing was changed; retry in a moment",
+                      intake_bytes_ >= (1u << 20) ? Format("%zu MiB", intake_bytes_ >> 20).c_str()
+                                                  : Format("%zu bytes", intake_bytes_).c_str(),
+                      kMaxIntakeBytes >> 20));
+      busy.headers.emplace_back("Retry-After", "2");
+      return busy;
+    }
+    intake_bytes_ += body.size();
+    item.id = next_upload_++;
   }
-  Intake item;
-  item.id = next_intake_++;
   item.job_id = e->job.config().job_id;
   item.entry = e;
   item.request = e->job.PlanRequest();
-  item.body = std::move(r.body);
+  item.body = std::move(body);
   Parked::Wait w;
+  w.what = Parked::Wait::For::kUpload;
   w.job_id = item.job_id;
-  w.intake = item.id;
-  parked->wait = w;
-  Park(parked);
-  intake_waiters_[item.id] = parked;
-  intake_bytes_ += item.body.size();
+  w.upload = item.id;
+  std::optional<Reply> refused = waiters_->Park(parked, std::move(w), 0);
+  std::lock_guard<std::mutex> intake(intake_mu_);
+  if (refused) {
+    intake_bytes_ -= item.body.size();
+    return refused;
+  }
   intake_queue_.push_back(std::move(item));
   intake_cv_.notify_one();
   return std::nullopt;
 }
 
-void Service::IntakeLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  for (;;) {
-    intake_cv_.wait(lock, [&] { return stopping_ || !intake_queue_.empty(); });
-    if (stopping_) return;
-    Intake item = std::move(intake_queue_.front());
-    intake_queue_.pop_front();
-    intake_bytes_ -= item.body.size();
-    // A request already answered (its client hung up, the job was deleted,
-    // the server is stopping) is dropped unparsed: DropIntake took it out
-    // of the queue already unless it was claimed in between.
-    if (!intake_waiters_.count(item.id)) continue;
-    lock.unlock();
-    Reply reply;
-    try {
-      reply = ApplyProfile(item, std::move(item.body));
-    } catch (...) {
-      reply = ErrorFor(std::current_exception(), false);
-    }
-    lock.lock();
-    // The request may be gone (its client hung up, the job was deleted,
-    // the server is stopping): then whoever claimed it answered it.
-    const auto waiter = intake_waiters_.find(item.id);
-    if (waiter == intake_waiters_.end()) continue;
-    Parked* p = waiter->second;
-    std::vector<Parked*> claimed;
-    p->wait.reply = std::move(reply);
-    Claim(p, Parked::Outcome::kReady, &claimed);
-    lock.unlock();
-    ResumeAll(claimed);
-    lock.lock();
-  }
-}
-
-void Service::DropIntake(std::uint64_t id) {
+void Jobs::DropUpload(std::uint64_t upload) {
+  std::lock_guard<std::mutex> lock(intake_mu_);
   for (auto it = intake_queue_.begin(); it != intake_queue_.end(); ++it) {
-    if (it->id == id) {
+    if (it->id == upload) {
       intake_bytes_ -= it->body.size();
       intake_queue_.erase(it);
       return;
@@ -105,16 +73,38 @@ void Service::DropIntake(std::uint64_t id) {
   }
 }
 
-Reply Service::ApplyProfile(const Intake& item, std::string body) {
+void Jobs::IntakeLoop() {
+  for (;;) {
+    Upload item;
+    {
+      std::unique_lock<std::mutex> lock(intake_mu_);
+      intake_cv_.wait(lock, [&] { return intake_stopping_ || !intake_queue_.empty(); });
+      if (intake_stopping_) return;
+      item = std::move(intake_queue_.front());
+      intake_queue_.pop_front();
+      intake_bytes_ -= item.body.size();
+    }
+    // A request already answered (its client hung up, the job was deleted,
+    // the server is stopping) is dropped unparsed.
+    if (!waiters_->UploadWaiting(item.id)) continue;
+    Reply reply;
+    try {
+      reply = ApplyProfile(item);
+    } catch (...) {
+      reply = ErrorFor(std::current_exception(), NativeApi(), log_);
+    }
+    waiters_->AnswerUpload(item.id, std::move(reply));
+  }
+}
+
+Reply Jobs::ApplyProfile(Upload& item) {
   const std::string& job_id = item.job_id;
   const EntryPtr& e = item.entry;
   // Parsing and the profile's checks (the cheap half of planning) run
-  // outside the lock, on the intake thread.
-  model::Profile profile = model::ParseProfileCsv(body, "the uploaded profile");
-  // The checks on what the job will plan with (coord::Job::SetProfile
-  // leaves out the same rows).
-  const double work = PlanWork(
-      solver::PreparePipelinePlan(coord::PlannableProfile(profile, nullptr), item.request));
+  // outside the lock, on the intake thread; coord::Job::SetProfile leaves
+  // out the rows coord::PlanWork does.
+  model::Profile profile = model::ParseProfileCsv(item.body, "the uploaded profile");
+  const double work = coord::PlanWork(profile, item.request);
   const int rows = profile.num_rows();
   const int stages = profile.num_stages();
 
@@ -123,7 +113,7 @@ Reply Service::ApplyProfile(const Intake& item, std::string body) {
   const EntryPtr now = Find(job_id);
   if (now != e) throw HttpError(404, "job " + job_id + " was deleted during the upload");
   const std::string& id = e->job.config().job_id;
-  e->job.SetProfile(std::move(profile), std::move(body));  // JobStateError once planned
+  e->job.SetProfile(std::move(profile), std::move(item.body));  // JobStateError once planned
   ++e->profile_generation;
   e->plan_work = work;
   try {
@@ -135,12 +125,12 @@ Reply Service::ApplyProfile(const Intake& item, std::string body) {
     Reload(id);
     throw;
   }
-  Log(Format("job %s: profile set (%d rows, %d stages)%s", id.c_str(), rows, stages,
-             e->job.ready_to_plan()
-                 ? ""
-                 : Format("; waiting for ranks (%d of %lld registered)", e->job.registered_ranks(),
-                          static_cast<long long>(e->job.config().world_size))
-                       .c_str()));
+  log_(Format("job %s: profile set (%d rows, %d stages)%s", id.c_str(), rows, stages,
+              e->job.ready_to_plan()
+                  ? ""
+                  : Format("; waiting for ranks (%d of %lld registered)", e->job.registered_ranks(),
+                           static_cast<long long>(e->job.config().world_size))
+                        .c_str()));
   if (e->job.ready_to_plan()) QueuePlan(id);
   return JsonReply(200, {{"rows", rows}});
 }

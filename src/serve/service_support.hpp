@@ -1,5 +1,5 @@
 // Helpers the service's files share (private to the serve part): the
-// answers a route builds, query parameters, and the planners' cost model.
+// answers a route builds and query parameters.
 #pragma once
 
 #include <chrono>
@@ -10,11 +10,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api.hpp"
+#include "codec.hpp"
 #include "joulepipe/coord/job.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/format.hpp"
-#include "joulepipe/solver/plan_pipeline.hpp"
-#include "service.hpp"
+#include "joulepipe/model/json_input.hpp"
 
 namespace joulepipe::serve {
 
@@ -55,12 +56,6 @@ inline Reply Unavailable() {
   Reply r = ErrorReply(503, "the server is stopping; retry in a moment");
   r.headers.emplace_back("Retry-After", "1");
   return r;
-}
-
-inline bool IsZeus(Route route) {
-  return route == Route::kZeusInfo || route == Route::kZeusRegisterJob ||
-         route == Route::kZeusRegisterRank || route == Route::kZeusSchedule ||
-         route == Route::kZeusResult;
 }
 
 inline const std::string* QueryValue(const Request& r, const char* key) {
@@ -124,37 +119,6 @@ inline std::pair<std::string, std::string> FirstDifference(const coord::JobConfi
     }
   }
   return {"", ""};
-}
-
-// Instructions of one pipeline iteration.
-inline std::int64_t PlanInstructions(const coord::JobConfig& c) {
-  return 2LL * c.spec.stages * c.spec.microbatches * c.spec.chunks;
-}
-
-// What a solve costs, roughly (each deadline of the grid is a pass over
-// the instructions): from a PreparePipelinePlan result.
-inline double PlanWork(const solver::PipelinePlan& prepared) {
-  const double deadlines = std::max(
-      1.0, (prepared.slowest_s - prepared.baseline.time_s) / prepared.request.resolution_s);
-  return static_cast<double>(prepared.schedule.num_nodes()) * deadlines;
-}
-
-// PlanWork for `profile` planned as `request`; -1 if it cannot be planned.
-inline double EstimatePlanWork(const model::Profile& profile, const solver::PlanRequest& request) {
-  try {
-    return PlanWork(solver::PreparePipelinePlan(profile, request));
-  } catch (const std::exception&) {
-    return -1;
-  }
-}
-
-inline bool Heavy(double plan_work) {
-  return plan_work < 0 || plan_work > kLightPlanWork;
-}
-
-// The predicted saving per iteration (J) of the plan switch in force; 0 unplanned.
-inline double SavingInForce(const coord::Job& job) {
-  return job.switches().empty() ? 0 : job.switches().back().predicted_saving_j;
 }
 
 }  // namespace joulepipe::serve

@@ -1,52 +1,23 @@
 // Zeus 0.16.0's PFO routes over the same jobs: /info, /register_job,
-// the schedule barrier and /result.
-#include <algorithm>
-#include <cerrno>
-#include <cmath>
-#include <cstdlib>
+// /register_rank, the schedule barrier and /result. What differs from the
+// native API is said here and in the Zeus table (router.cpp), not in flags.
 #include <limits>
-#include <new>
-#include <utility>
 
 #include <nlohmann/json.hpp>
 
 #include "codec.hpp"
-#include "joulepipe/model/error.hpp"
+#include "joulepipe/coord/plan_task.hpp"
 #include "joulepipe/model/format.hpp"
-#include "joulepipe/model/json_input.hpp"
 #include "joulepipe/model/version.hpp"
-#include "joulepipe/solver/plan_pipeline.hpp"
 #include "service.hpp"
 #include "service_support.hpp"
 
 namespace joulepipe::serve {
 
 using model::Format;
-using model::InputError;
 using nlohmann::json;
 
-void Service::MaybeReleaseSchedule(Entry& e, std::vector<Parked*>* claimed) {
-  const coord::Job& job = e.job;
-  if (!e.schedule_released &&
-      static_cast<std::int64_t>(e.schedule_asked.size()) == job.config().world_size) {
-    const std::string& id = job.config().job_id;
-    try {
-      store_.Write([&] { store_.SetScheduleReleased(id); });
-    } catch (const StoreError& error) {
-      // The barrier stays closed (memory follows the store); the next rank
-      // to ask tries again.
-      Log(Format("error: job %s: opening the schedule barrier failed: %s", id.c_str(),
-                 error.what()));
-      return;
-    }
-    e.schedule_released = true;
-    Log(Format("job %s: every rank asked for its schedule%s", id.c_str(),
-               job.frontier() != nullptr ? "; answering all" : "; they wait for the plan"));
-  }
-  WakeReady(e, claimed);
-}
-
-Reply Service::ZeusInfo() {
+std::optional<Reply> Service::ZeusInfo(Request&, Parked*) {
   const ZeusDefaults& z = options_.zeus;
   json defaults = nullptr;
   if (z.microbatches > 0) {
@@ -57,18 +28,17 @@ Reply Service::ZeusInfo() {
                 {"profile", z.profile ? json(z.profile_name) : json(nullptr)},
                 {"profile_stages", z.profile ? json(z.profile->num_stages()) : json(nullptr)}};
   }
-  std::lock_guard<std::mutex> lock(mu_);
   return JsonReply(200,
                    {{"service", "joulepipe serve"},
                     {"version", std::string(model::Version())},
                     {"scheduler", "joulepipe"},
                     {"compatible_with", "zeus 0.16.0 pipeline frequency optimizer (PFO) server"},
                     {"zeus_defaults", defaults},
-                    {"jobs", jobs_.size()},
+                    {"jobs", jobs_.counts().jobs},
                     {"docs", "docs/coordination.md"}});
 }
 
-Reply Service::ZeusRegisterJob(const Request& r) {
+std::optional<Reply> Service::ZeusRegisterJob(Request& r, Parked*) {
   const ZeusJobInfo info = JobInfoFromJson(ParseBody(r.body));
   const ZeusDefaults& z = options_.zeus;
   if (z.microbatches <= 0) {
@@ -80,8 +50,11 @@ Reply Service::ZeusRegisterJob(const Request& r) {
                     "ZeusDefaults::microbatches");
   }
   coord::JobConfig c;
-  c.job_id = ZeusStyleJobId(info.dp_degree, info.pp_degree, info.tp_degree, info.metadata,
-                            static_cast<std::int64_t>(NowUnix()));
+  c.job_id = ZeusStyleJobId(
+      info.dp_degree, info.pp_degree, info.tp_degree, info.metadata,
+      static_cast<std::int64_t>(
+          std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+              .count()));
   c.pp_degree = info.pp_degree;
   c.dp_degree = info.dp_degree;
   c.tp_degree = info.tp_degree;
@@ -112,38 +85,39 @@ Reply Service::ZeusRegisterJob(const Request& r) {
     // The default profile must fit this job's pipeline.
     solver::PlanRequest request = probe.PlanRequest();
     request.profile_name = z.profile_name;
-    solver::PreparePipelinePlan(*z.profile, request);
+    coord::PlanWork(*z.profile, request);
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  c.job_id = UniqueId(c.job_id);
-  const EntryPtr e = Insert(std::move(c), z.profile ? &*z.profile : nullptr, z.profile_csv);
-  return Plain(200, json(e->job.config().job_id).dump());
+  const std::string id =
+      jobs_.CreateUnique(std::move(c), z.profile ? &*z.profile : nullptr, z.profile_csv);
+  return Plain(200, json(id).dump());
 }
 
-Reply Service::ZeusResult(const Request& r) {
+std::optional<Reply> Service::ZeusRegisterRank(Request& r, Parked*) {
+  // Zeus's RankInfo has members of its own: ignored, as its pydantic model does.
+  jobs_.RegisterRank(r.match.job_id, RankInfoFromJson(ParseBody(r.body), /*strict=*/false));
+  return Plain(200, "null");
+}
+
+std::optional<Reply> Service::ZeusSchedule(Request& r, Parked* parked) {
+  PlanAsk ask;
+  ask.what = Parked::Wait::For::kSchedule;
+  ask.rank_field = "ScheduleQuery::rank";
+  ask.register_hint = "POST /register_rank/{job_id}";
+  ask.rank = static_cast<int>(QueryInt(r, "rank", ask.rank_field, std::nullopt, 0,
+                                       std::numeric_limits<int>::max(),
+                                       "ask GET /schedule/{job_id}?rank=R"));
+  return jobs_.AskPlan(r.match.job_id, ask, parked);
+}
+
+std::optional<Reply> Service::ZeusResult(Request& r, Parked*) {
   const ZeusProfilingResult result = ProfilingResultFromJson(ParseBody(r.body));
-  std::vector<Parked*> claimed;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    const EntryPtr e = FindAndTouch(r.match.job_id);
-    coord::Job& job = e->job;
-    if (job.ranks().count(result.rank) == 0) {
-      throw InputError("ProfilingResult::rank",
-                       Format("rank %d is not registered with job %s; register it first (POST "
-                              "/register_rank/{job_id})",
-                              result.rank, job.config().job_id.c_str()));
-    }
-    std::int64_t& next = e->zeus_iteration[result.rank];
-    for (std::size_t k = 0; k < result.iter_time.size(); ++k) {
-      coord::IterationReport report;
-      report.rank = result.rank;
-      report.iteration = next++;
-      report.time_s = result.iter_time[k];
-      if (!result.iter_energy.empty()) report.energy_j = result.iter_energy[k];
-      FeedReport(*e, report, &claimed, coord::Job::Numbering::kByServer);
-    }
+  std::vector<coord::IterationReport> reports(result.iter_time.size());
+  for (std::size_t k = 0; k < reports.size(); ++k) {
+    reports[k].time_s = result.iter_time[k];
+    if (!result.iter_energy.empty()) reports[k].energy_j = result.iter_energy[k];
   }
-  ResumeAll(claimed);
+  jobs_.ReportNumbered(r.match.job_id, result.rank, reports, "ProfilingResult::rank",
+                       "POST /register_rank/{job_id}");
   return Plain(200, "null");
 }
 

@@ -116,36 +116,119 @@ std::vector<std::string> Seeds() {
 // int64 and double, the routes' own limits and their neighbours, integral
 // floats, strings a job id may not hold, escapes, invalid UTF-8.
 const std::vector<std::string> kJsonValues = {
-    "null", "true", "false", "0", "-1", "1", "2", "3", "4", "8", "1.0", "0.5", "-0.0", "1e-300",
-    "2147483647", "2147483648", "-2147483648", "-2147483649", "4294967296", "4294967295",
-    "9223372036854775807", "9223372036854775808", "-9223372036854775808",
-    "18446744073709551615", "18446744071562067968", "18446744073709551616", "1e308", "-1e308",
-    "1e309", "4.9e-324", "NaN", "Infinity", "1024", "1025", "100000", "100001", "10000000",
-    "10000001", "4096", "4097", "10000", "10001", "86400", "86400.00000000001", "1e12",
-    "1000000000000.0001", "3600", "3600.0000001", "0.005", "1.05", "1.03", "100", "101", "70",
-    "\"\"", "\"1\"", "\"1f1b\"", "\"gpipe\"", "\"interleaved\"", "\"1F1B\"", "\"job/1\"",
-    "\"a b\"", "\"\\u0000\"", "\"\\u001f\"", "\"\\ud800\"", "\"\\ud83d\\ude00\"", "\"\xff\"",
-    "\"\xe2\x82\xac\"", "[]", "[1]", "[[]]", "{}", "[1410, 1410]", "[0]", "[10001]", "[-1]",
-    "[18446744073709551615]", "[18446744071562067968]", "[9223372036854775808]",
-    "[-2147483649]", "[2147483647]", "[1.5]", "[1410.0]", "[null]", "[\"1410\"]",
-    "[0.1, 86400.5]", "[1e308]", "[-0.0]", "[1, 2, 3]",
+    "null",
+    "true",
+    "false",
+    "0",
+    "-1",
+    "1",
+    "2",
+    "3",
+    "4",
+    "8",
+    "1.0",
+    "0.5",
+    "-0.0",
+    "1e-300",
+    "2147483647",
+    "2147483648",
+    "-2147483648",
+    "-2147483649",
+    "4294967296",
+    "4294967295",
+    "9223372036854775807",
+    "9223372036854775808",
+    "-9223372036854775808",
+    "18446744073709551615",
+    "18446744071562067968",
+    "18446744073709551616",
+    "1e308",
+    "-1e308",
+    "1e309",
+    "4.9e-324",
+    "NaN",
+    "Infinity",
+    "1024",
+    "1025",
+    "100000",
+    "100001",
+    "10000000",
+    "10000001",
+    "4096",
+    "4097",
+    "10000",
+    "10001",
+    "86400",
+    "86400.00000000001",
+    "1e12",
+    "1000000000000.0001",
+    "3600",
+    "3600.0000001",
+    "0.005",
+    "1.05",
+    "1.03",
+    "100",
+    "101",
+    "70",
+    "\"\"",
+    "\"1\"",
+    "\"1f1b\"",
+    "\"gpipe\"",
+    "\"interleaved\"",
+    "\"1F1B\"",
+    "\"job/1\"",
+    "\"a b\"",
+    "\"\\u0000\"",
+    "\"\\u001f\"",
+    "\"\\ud800\"",
+    "\"\\ud83d\\ude00\"",
+    "\"\xff\"",
+    "\"\xe2\x82\xac\"",
+    "[]",
+    "[1]",
+    "[[]]",
+    "{}",
+    "[1410, 1410]",
+    "[0]",
+    "[10001]",
+    "[-1]",
+    "[18446744073709551615]",
+    "[18446744071562067968]",
+    "[9223372036854775808]",
+    "[-2147483649]",
+    "[2147483647]",
+    "[1.5]",
+    "[1410.0]",
+    "[null]",
+    "[\"1410\"]",
+    "[0.1, 86400.5]",
+    "[1e308]",
+    "[-0.0]",
+    "[1, 2, 3]",
     "{\"threshold\": 1.05, \"recover_below\": 1.03, \"window\": 2, \"min_change\": 0.05}",
     "{\"threshold\": 100, \"recover_below\": 100, \"window\": 1, \"min_change\": 10}",
-    "{\"window\": 0}", "{\"x\": 1}"};
+    "{\"window\": 0}",
+    "{\"x\": 1}"};
 
-const std::vector<std::string> kKeys = {
-    "\"job_id\"",      "\"pp_degree\"",   "\"dp_degree\"",     "\"tp_degree\"",
-    "\"world_size\"",  "\"schedule\"",    "\"microbatches\"",  "\"chunks\"",
-    "\"p_block_w\"",   "\"resolution_s\"", "\"gpu\"",          "\"metadata\"",
-    "\"straggler\"",   "\"threshold\"",   "\"recover_below\"", "\"window\"",
-    "\"min_change\"",  "\"rank\"",        "\"dp_rank\"",       "\"pp_rank\"",
-    "\"tp_rank\"",     "\"available_frequencies\"", "\"iteration\"", "\"time_s\"",
-    "\"energy_j\"",    "\"job_metadata\"", "\"iter_time\"",    "\"iter_energy\""};
+const std::vector<std::string> kKeys = {"\"job_id\"",        "\"pp_degree\"",
+                                        "\"dp_degree\"",     "\"tp_degree\"",
+                                        "\"world_size\"",    "\"schedule\"",
+                                        "\"microbatches\"",  "\"chunks\"",
+                                        "\"p_block_w\"",     "\"resolution_s\"",
+                                        "\"gpu\"",           "\"metadata\"",
+                                        "\"straggler\"",     "\"threshold\"",
+                                        "\"recover_below\"", "\"window\"",
+                                        "\"min_change\"",    "\"rank\"",
+                                        "\"dp_rank\"",       "\"pp_rank\"",
+                                        "\"tp_rank\"",       "\"available_frequencies\"",
+                                        "\"iteration\"",     "\"time_s\"",
+                                        "\"energy_j\"",      "\"job_metadata\"",
+                                        "\"iter_time\"",     "\"iter_energy\""};
 
 // Unknown members: near misses of real ones, empty, control and high bytes.
 const std::vector<std::string> kUnknownKeys = {
-    "\"x\"", "\"Job_id\"", "\"rank \"", "\"\"", "\"\\u0000\"", "\"\xff\xfe\"",
-    "\"available_mhz\"", "\"stages\"", "\"--pp-degree\""};
+    "\"x\"",        "\"Job_id\"",        "\"rank \"",  "\"\"",           "\"\\u0000\"",
+    "\"\xff\xfe\"", "\"available_mhz\"", "\"stages\"", "\"--pp-degree\""};
 
 // A list of `n` JSON numbers made by `entry`.
 template <typename F>
@@ -225,9 +308,9 @@ std::string Extreme(Generator& g) {
       const int tp = 1 + static_cast<int>(g.Below(200));
       const long long world = static_cast<long long>(pp) * dp * tp;
       return "{\"pp_degree\": " + std::to_string(pp) + ", \"dp_degree\": " + std::to_string(dp) +
-             ", \"tp_degree\": " + std::to_string(tp) + ", \"world_size\": " +
-             std::to_string(world) + ", \"schedule\": \"1f1b\", \"microbatches\": " +
-             std::to_string(1 + g.Below(64)) + "}";
+             ", \"tp_degree\": " + std::to_string(tp) +
+             ", \"world_size\": " + std::to_string(world) +
+             ", \"schedule\": \"1f1b\", \"microbatches\": " + std::to_string(1 + g.Below(64)) + "}";
     }
     default: {  // schedules at the edge of what a job may plan
       const int pp = 1 + static_cast<int>(g.Below(1100));
@@ -266,8 +349,7 @@ bool FieldToken(const std::string& field) {
 // Whether `text` holds `token` ("Options::") as a whole word: not the end of
 // another struct's name ("StragglerOptions::").
 bool NamesStruct(std::string_view text, std::string_view token) {
-  for (std::size_t p = text.find(token); p != std::string_view::npos;
-       p = text.find(token, p + 1)) {
+  for (std::size_t p = text.find(token); p != std::string_view::npos; p = text.find(token, p + 1)) {
     const char before = p == 0 ? ' ' : text[p - 1];
     if (!((before >= 'A' && before <= 'Z') || (before >= 'a' && before <= 'z'))) return true;
   }
@@ -280,7 +362,7 @@ std::string CheckRejection(const InputError& e, bool zeus) {
   if (!FieldToken(e.field())) {
     return "the error's field is not a field token: \"" + e.field().substr(0, 80) + "\"";
   }
-  const InputError api = serve::ForApi(e, zeus);
+  const InputError api = zeus ? serve::ForZeus(e) : serve::ForApi(e);
   if (std::string broken = CheckMessage(api.what()); !broken.empty()) {
     return "after ForApi: " + broken;
   }
@@ -331,7 +413,7 @@ class Checker {
       return CheckRejection(e, false);
     }
     for (auto check : {&Checker::JobConfig, &Checker::RankInfo, &Checker::IterationReport,
-                        &Checker::JobInfo, &Checker::ProfilingResult}) {
+                       &Checker::JobInfo, &Checker::ProfilingResult}) {
       if (std::string broken = (this->*check)(body); !broken.empty()) return broken;
     }
     if (accepted_) {
@@ -440,8 +522,8 @@ class Checker {
         }
       }
       try {
-        if (!(serve::RankInfoFromJson(serve::ParseBody(serve::RankInfoToJson(info).dump()),
-                                      true) == info)) {
+        if (!(serve::RankInfoFromJson(serve::ParseBody(serve::RankInfoToJson(info).dump()), true) ==
+              info)) {
           return "RankInfo round trip: the info differs";
         }
       } catch (const InputError& e) {
@@ -509,8 +591,8 @@ class Checker {
     // What POST /register_job does next, with Zeus defaults of 1f1b and 4
     // microbatches.
     coord::JobConfig c;
-    c.job_id = serve::ZeusStyleJobId(info.dp_degree, info.pp_degree, info.tp_degree,
-                                     info.metadata, kNowUnix);
+    c.job_id = serve::ZeusStyleJobId(info.dp_degree, info.pp_degree, info.tp_degree, info.metadata,
+                                     kNowUnix);
     if (c.job_id.size() > coord::kMaxJobIdLength) return "ZeusStyleJobId wrote a long id";
     c.pp_degree = c.spec.stages = info.pp_degree;
     c.dp_degree = info.dp_degree;
@@ -571,6 +653,5 @@ int main(int argc, char** argv) {
       joulepipe::fuzz::ParseOptions(argc, argv, "fuzz_serve_codec");
   joulepipe::fuzz::Driver driver("fuzz_serve_codec", options);
   Checker checker(driver);
-  return driver.Run(
-      Next, [&](const std::string& text) { return checker.Check(text); }, Seeds());
+  return driver.Run(Next, [&](const std::string& text) { return checker.Check(text); }, Seeds());
 }

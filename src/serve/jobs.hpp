@@ -1,0 +1,222 @@
+// Jobs: the service's job manager. The registry (each job a coord::Job with
+// what serving it adds: ids, activity, Zeus's schedule barrier), the store
+// every change is written to first, replay at start, eviction of idle
+// jobs, the planner queue and its threads, and profile intake (uploads
+// parsed and checked off the HTTP thread). Planning goes through coord
+// only (coord/plan_task.hpp). Private to the serve part.
+//
+// Threads: the caller's (the routes), `planners` planner threads, a timer
+// (solve time limits, eviction) and the intake thread.
+//
+// Locking: one mutex (mu_) over the jobs, the store, the planner queue and
+// the solves in progress, held for in-memory changes and their store write
+// only (parsing, profile checks and solving happen outside it). It is taken
+// before the waiters' lock (waiters.hpp): a job's waits are parked and
+// woken under it. The intake queue has a lock of its own, taken last.
+//
+// Every method takes the locks it needs; none is called with one held.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "api.hpp"
+#include "joulepipe/coord/job.hpp"
+#include "joulepipe/serve/server.hpp"
+#include "joulepipe/serve/store.hpp"
+#include "metrics.hpp"
+#include "waiters.hpp"
+
+namespace joulepipe::serve {
+
+// A solve's work (coord::PlanWork). A job over this is heavy (on a 2-core
+// machine, about a second of solving): at most ServerOptions::planners - 1
+// heavy jobs plan at once. One of unknown work counts as heavy.
+inline constexpr double kLightPlanWork = 2e7;
+
+// Who asks for a rank's plan, as its route words the refusals: the wait
+// (a plan newer than `after`, or Zeus's schedule barrier), the field that
+// names the rank and how a client registers one.
+struct PlanAsk {
+  Parked::Wait::For what = Parked::Wait::For::kPlan;
+  int rank = 0;
+  int after = 0;
+  // How long a plan wait may be held; 0: answer now (204 if no plan).
+  // Zeus's schedule waits have none: they wait until the barrier opens.
+  std::optional<double> wait_s;
+  std::string rank_field;     // "PlanQuery::rank"
+  std::string register_hint;  // "POST /jobs/{id}/ranks"
+};
+
+class Jobs {
+ public:
+  // Opens the store (ServerOptions::db_path) and restores its jobs; a job
+  // that cannot be restored keeps its rows and its id (409 until deleted).
+  // Throws StoreError.
+  Jobs(const ServerOptions& options, Waiters* waiters, Metrics* metrics,
+       std::function<void(const std::string&)> log);
+  ~Jobs();
+  void Start();      // the planners, the timer and the intake thread
+  void BeginStop();  // cancels every solve; the threads end their loops
+  void Finish();     // joins the threads, writes the last-active times
+
+  int restored() const { return restored_; }
+  bool persistent() const { return store_.persistent(); }
+  struct Counts {
+    int jobs = 0, plan_queue = 0, planning = 0;
+  };
+  Counts counts() const;
+  // The jobs by phase, their ranks and saving, the planners' state.
+  void FillGauges(Gauges* gauges) const;
+
+  // The routes' work. Each throws what ErrorFor maps: InputError,
+  // HttpError (404 no such job, 409 ...), coord's errors, StoreError (the
+  // store and memory unchanged).
+  nlohmann::json List() const;
+  // A new job (an id is assigned when config.job_id is empty); the same
+  // config under a registered id is answered with it (409 for another).
+  std::string Create(coord::JobConfig config);
+  // A Zeus job: its id made unique, the server's default profile attached.
+  std::string CreateUnique(coord::JobConfig config, const model::Profile* profile,
+                           const std::string& csv);
+  nlohmann::json Status(const std::string& id);
+  void Delete(const std::string& id);
+  void RegisterRank(const std::string& id, const coord::RankInfo& info);
+  // Parks the upload until the intake thread has checked and applied it
+  // (nullopt), or answers 503 when the intake is full or the server stops.
+  std::optional<Reply> QueueProfile(const std::string& id, std::string body, Parked* parked);
+  // The rank's plan now, or parks `parked` until it exists (nullopt).
+  std::optional<Reply> AskPlan(const std::string& id, const PlanAsk& ask, Parked* parked);
+  // An iteration report; returns the plan version after it.
+  int Report(const std::string& id, const coord::IterationReport& report);
+  // Zeus's reports: the rank's next iterations, numbered by the server.
+  void ReportNumbered(const std::string& id, int rank,
+                      const std::vector<coord::IterationReport>& reports,
+                      const std::string& rank_field, const std::string& register_hint);
+
+  // Frees upload `upload`'s queued body (only the intake's lock).
+  void DropUpload(std::uint64_t upload);
+
+ private:
+  struct Entry {
+    explicit Entry(coord::JobConfig config) : job(std::move(config)) {}
+    coord::Job job;
+    std::int64_t seq = 0;
+    double created_unix_s = 0;
+    double last_active_unix_s = 0;
+    double stored_last_active_unix_s = 0;
+    std::uint64_t profile_generation = 0;  // bumped by every profile change
+    double plan_work = -1;                 // coord::PlanWork of the profile; -1: unknown
+    // Zeus: ranks that asked GET /schedule, and whether all have (persisted).
+    std::set<int> schedule_asked;
+    bool schedule_released = false;
+    std::map<int, std::int64_t> zeus_iteration;  // rank -> its next iteration
+  };
+  using EntryPtr = std::shared_ptr<Entry>;
+
+  // A solve in progress (guarded by mu_).
+  struct Planning {
+    SteadyClock::time_point started, deadline;
+    std::shared_ptr<std::atomic<bool>> cancel;  // raised by Stop or at the deadline
+    bool heavy = false;
+    bool timed_out = false;
+  };
+  // A profile upload waiting for the intake thread.
+  struct Upload {
+    std::uint64_t id = 0;
+    std::string job_id, body;
+    EntryPtr entry;               // the job when it was queued (gone if deleted since)
+    solver::PlanRequest request;  // its plan request, for the profile's checks
+  };
+
+  // ---- The registry (mu_ held) ----
+  EntryPtr Find(const std::string& id) const;  // 404 (or 409 for a broken one)
+  EntryPtr FindAndTouch(const std::string& id);
+  // Registers a job. Throws StoreError (nothing changed).
+  EntryPtr Insert(coord::JobConfig config, const model::Profile* profile, const std::string& csv);
+  // `base`, or base+"+2", "+3", ... : an id no job has.
+  std::string UniqueId(const std::string& base) const;
+  EntryPtr Replay(const StoredJob& stored) const;
+  // Rebuilds a job from the store after a failed write.
+  void Reload(const std::string& id);
+  void Remove(const std::string& id, const std::string& reason, Wakeups* wakeups);
+  // Deletes idle jobs and writes changed last-active times.
+  void EvictAndFlush(Wakeups* wakeups);
+  void SaveLastActive();
+
+  // ---- Answers (mu_ held) ----
+  // The answer to `wait` if it has one now.
+  std::optional<Reply> Answer(const Entry& entry, const Parked::Wait& wait) const;
+  void WakeReady(const Entry& entry, Wakeups* wakeups);
+  // Zeus: opens the schedule barrier once every rank asked.
+  void MaybeReleaseSchedule(Entry& entry, Wakeups* wakeups);
+  // One report into the job; a switch it causes is stored and wakes waits.
+  void FeedReport(Entry& entry, const coord::IterationReport& report, Wakeups* wakeups,
+                  coord::Job::Numbering numbering = coord::Job::Numbering::kByRank);
+  void StoreSwitch(Entry& entry, const coord::PlanSwitch& s);
+
+  // ---- Planning ----
+  void QueuePlan(const std::string& id);  // mu_ held
+  // The next job to plan, lightest first (a heavy one only while a planner
+  // stays free for light ones), taken off the queue; nullopt if none may
+  // start now (mu_ held).
+  std::optional<std::string> TakeNextPlan();
+  // Solves with mu_ released; called and returns with it held.
+  void PlanOne(const std::string& id, std::unique_lock<std::mutex>& lock);
+  void PlannerLoop();
+  void TimerLoop();
+
+  // ---- Intake ----
+  void IntakeLoop();
+  // Parses and checks an upload (no lock), then applies it (mu_).
+  Reply ApplyProfile(Upload& upload);
+
+  static double NowUnix();
+  // The predicted saving per iteration (J) of the plan switch in force; 0 unplanned.
+  static double SavingInForce(const coord::Job& job);
+
+  const ServerOptions& options_;
+  Waiters* waiters_;
+  Metrics* metrics_;
+  std::function<void(const std::string&)> log_;
+  Store store_;
+
+  mutable std::mutex mu_;
+  bool stopping_ = false;
+  std::map<std::string, EntryPtr> jobs_;
+  // Jobs in the store that could not be replayed: id -> why. Their rows are
+  // kept until DELETE; their ids stay taken.
+  std::map<std::string, std::string> broken_;
+  std::int64_t next_seq_ = 1;
+  int restored_ = 0;
+  std::deque<std::string> plan_queue_;
+  std::map<std::string, Planning> planning_;  // by job id
+  int heavy_planning_ = 0;
+  std::condition_variable planner_cv_;
+  std::condition_variable timer_cv_;
+
+  std::mutex intake_mu_;  // over what follows, to intake_cv_
+  bool intake_stopping_ = false;
+  std::deque<Upload> intake_queue_;
+  std::size_t intake_bytes_ = 0;  // queued and reserved bodies, at most kMaxIntakeBytes
+  std::uint64_t next_upload_ = 1;
+  std::condition_variable intake_cv_;
+
+  std::vector<std::thread> planners_;
+  std::thread timer_, intake_;
+};
+
+}  // namespace joulepipe::serve
