@@ -13,6 +13,7 @@
 #include "frontier_chart.hpp"
 #include "joulepipe/model/plan.hpp"
 #include "joulepipe/report/line_chart.hpp"
+#include "joulepipe/report/plan_report.hpp"
 #include "report_command.hpp"
 #include "simulate_command.hpp"
 
@@ -160,7 +161,7 @@ std::string FormatDemoReport(const sim::SimulateOutcome& o, const std::string& o
 }
 
 std::string DemoReportHtml(const sim::SimulateOutcome& o, const model::Profile& profile) {
-  ReportInputs in;
+  report::PlanReportInputs in;
   in.frontier_dir = "the demo's frontier";
   in.summary = {{"inputs",
                  {{"p_block_w", o.request.job.p_block_w},
@@ -175,7 +176,7 @@ std::string DemoReportHtml(const sim::SimulateOutcome& o, const model::Profile& 
   in.profile = profile;
   in.sim = nlohmann::json::parse(SimulationJson(o));
   in.sim_name = "the demo's simulation";
-  return RenderReport(in);
+  return report::RenderPlanReport(in);
 }
 
 void WriteDemoOutputs(const sim::SimulateOutcome& o, const model::Profile& profile,

@@ -23,29 +23,6 @@ std::string Exact(double value) {
   return Printf("%.17g", value);
 }
 
-namespace {
-// Round-off (|x| < 1e-9 %) is reported as 0, so equal figures never print "-0.00%".
-double Clean(double percent) {
-  return std::abs(percent) < 1e-9 ? 0.0 : percent;
-}
-}  // namespace
-
-double SavingPercent(double value, double reference) {
-  return Clean(100.0 * (1.0 - value / reference));
-}
-
-double SlowdownPercent(double value, double reference) {
-  return Clean(100.0 * (value / reference - 1.0));
-}
-
-std::string ShapeText(const schedule::Spec& spec) {
-  std::string text = std::string(schedule::KindName(spec.kind)) + ", " +
-                     std::to_string(spec.stages) + " stages x " +
-                     std::to_string(spec.microbatches) + " microbatches";
-  if (spec.chunks > 1) text += " x " + std::to_string(spec.chunks) + " chunks";
-  return text;
-}
-
 std::string PBlockOrigin(const std::string& p_block_source) {
   return p_block_source == "profile" ? "from the profile" : "from --p-block";
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "joulepipe/model/format.hpp"
 #include "joulepipe/schedule/schedule.hpp"
 
 namespace joulepipe::cli {
@@ -24,15 +25,11 @@ std::string Exact(double value);
 // [A-Za-z0-9-_./=:,+@%] in single quotes.
 std::string CommandLine(const std::vector<std::string>& command);
 
-// 100 * (1 - value / reference): the saving of `value` over `reference`, in %.
-double SavingPercent(double value, double reference);
-
-// 100 * (value / reference - 1): how much longer `value` is, in %.
-double SlowdownPercent(double value, double reference);
-
-// The schedule's shape for people: "1f1b, 8 stages x 12 microbatches", with
-// " x V chunks" appended when there are several chunks.
-std::string ShapeText(const schedule::Spec& spec);
+// Savings and slowdowns in % (model/format.hpp), the schedule's shape for
+// people (schedule/schedule.hpp).
+using model::SavingPercent;
+using model::SlowdownPercent;
+using schedule::ShapeText;
 
 // "from the profile" or "from --p-block": where P_block came from, given a
 // library result's p_block_source ("profile" or "request").

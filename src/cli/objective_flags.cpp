@@ -4,6 +4,7 @@
 
 #include "format.hpp"
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/field_names.hpp"
 #include "joulepipe/solver/plan_pipeline.hpp"
 
 namespace joulepipe::cli {
@@ -32,26 +33,31 @@ void AddObjectiveFlags(CLI::App* c, ObjectiveFlags* f, const std::string& what) 
 
 solver::Objective ObjectiveFromFlags(const ObjectiveFlags& f, double slowdown,
                                      double* slowdown_out) {
-  int goals = 0;
-  std::string given;
-  auto count = [&](bool on, const char* flag) {
-    if (!on) return;
-    ++goals;
-    given += given.empty() ? flag : std::string(", ") + flag;
-  };
-  count(f.slowdown_option != nullptr && f.slowdown_option->count() > 0, "--slowdown");
-  count(f.max_slowdown_option->count() > 0, "--max-slowdown");
-  count(f.least_energy, "--least-energy");
-  count(f.energy_budget_option->count() > 0, "--energy-budget");
-  count(f.power_budget_option->count() > 0, "--power-budget");
-  if (goals > 1) {
-    throw model::InputError("choose one goal; got " + given +
-                            " (each picks a different point of the frontier)");
+  const bool old_slowdown = f.slowdown_option != nullptr && f.slowdown_option->count() > 0;
+  const bool max_slowdown = f.max_slowdown_option->count() > 0;
+  if (old_slowdown && max_slowdown) {
+    throw model::InputError("--slowdown and --max-slowdown name the same goal; give one");
   }
+  solver::GoalChoice choice;
+  if (old_slowdown) choice.slowdown = slowdown;
+  if (max_slowdown) choice.slowdown = f.max_slowdown - 1;
+  choice.least_energy = f.least_energy;
+  if (f.energy_budget_option->count() > 0) choice.energy_budget_j = f.energy_budget_j;
+  if (f.power_budget_option->count() > 0) choice.power_budget_w = f.power_budget_w;
   solver::Objective o;
+  try {
+    o = solver::ChooseGoal(choice, slowdown_out);
+  } catch (const model::InputError& e) {
+    // The flags as given: the slowdown's is whichever the user typed.
+    const std::pair<std::string_view, std::string_view> names[] = {
+        {"PlanRequest::slowdown", max_slowdown ? "--max-slowdown" : "--slowdown"},
+        {"Objective::least_energy", "--least-energy"},
+        {"Objective::energy_budget_j", "--energy-budget"},
+        {"Objective::power_budget_w", "--power-budget"},
+    };
+    throw model::RenameFields(e, names);
+  }
   o.host_power_w = f.host_power_w;
-  *slowdown_out = 0;
-  if (f.slowdown_option != nullptr && f.slowdown_option->count() > 0) *slowdown_out = slowdown;
   if (f.max_slowdown_option->count() > 0) {
     if (!(f.max_slowdown >= 1 && f.max_slowdown <= 1 + solver::kMaxSlowdown)) {
       throw model::InputError(Printf(
@@ -59,16 +65,6 @@ solver::Objective ObjectiveFromFlags(const ObjectiveFlags& f, double slowdown,
           "than with every clock at maximum, 1 keeps the same time",
           1 + solver::kMaxSlowdown, f.max_slowdown));
     }
-    *slowdown_out = f.max_slowdown - 1;
-  }
-  if (f.least_energy) o.goal = solver::Goal::kLeastEnergy;
-  if (f.energy_budget_option->count() > 0) {
-    o.goal = solver::Goal::kEnergyBudget;
-    o.energy_budget_j = f.energy_budget_j;
-  }
-  if (f.power_budget_option->count() > 0) {
-    o.goal = solver::Goal::kPowerBudget;
-    o.power_budget_w = f.power_budget_w;
   }
   return o;
 }

@@ -1,5 +1,6 @@
 #include "joulepipe/model/format.hpp"
 
+#include <cmath>
 #include <cstdio>
 
 namespace joulepipe::model {
@@ -24,6 +25,20 @@ std::string Format(const char* format, ...) {
   std::string out = FormatV(format, args);
   va_end(args);
   return out;
+}
+
+namespace {
+double Clean(double percent) {
+  return std::abs(percent) < 1e-9 ? 0.0 : percent;
+}
+}  // namespace
+
+double SavingPercent(double value, double reference) {
+  return Clean(100.0 * (1.0 - value / reference));
+}
+
+double SlowdownPercent(double value, double reference) {
+  return Clean(100.0 * (value / reference - 1.0));
 }
 
 }  // namespace joulepipe::model

@@ -16,6 +16,7 @@
 #include "bindings.hpp"
 #include "cancellable.hpp"
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/field_names.hpp"
 #include "joulepipe/model/plan.hpp"
 #include "joulepipe/model/profile.hpp"
 #include "joulepipe/model/wait_model.hpp"
@@ -173,23 +174,13 @@ std::shared_ptr<PlanResult> PlanPipelineTask(
   request.spec = SpecFrom(schedule, stages, microbatches, chunks);
   request.p_block_w = p_block_w;
   request.slowdown = slowdown;
-  const int goals =
-      (slowdown != 0) + least_energy + energy_budget_j.has_value() + power_budget_w.has_value();
-  if (goals > 1) {
-    throw model::InputError(
-        "choose one goal: slowdown, least_energy, energy_budget_j or power_budget_w "
-        "(each picks a different point of the frontier)");
-  }
+  solver::GoalChoice choice;
+  if (slowdown != 0) choice.slowdown = slowdown;
+  choice.least_energy = least_energy;
+  choice.energy_budget_j = energy_budget_j;
+  choice.power_budget_w = power_budget_w;
+  request.objective = ChooseGoalAsKeywords(choice, &request.slowdown);
   request.objective.host_power_w = host_power_w;
-  if (least_energy) request.objective.goal = solver::Goal::kLeastEnergy;
-  if (energy_budget_j) {
-    request.objective.goal = solver::Goal::kEnergyBudget;
-    request.objective.energy_budget_j = *energy_budget_j;
-  }
-  if (power_budget_w) {
-    request.objective.goal = solver::Goal::kPowerBudget;
-    request.objective.power_budget_w = *power_budget_w;
-  }
   request.resolution_s = resolution_s;
   solver::CheckPlanRequest(request);  // numbers before the profile, as the CLI
   request.profile_name = profile_name ? *profile_name : ProfileName(profile_arg);
@@ -449,6 +440,20 @@ void BindPlan(py::module_& m) {
         py::arg("host_power_w") = 0.0, py::arg("wait_model") = py::none());
   m.def("evaluate_plan", &EvaluatePlanTask, py::arg("profile"), py::arg("plan_json"), py::kw_only(),
         py::arg("p_block_w") = py::none(), py::arg("plan_name") = "plan");
+}
+
+solver::Objective ChooseGoalAsKeywords(const solver::GoalChoice& choice, double* slowdown) {
+  try {
+    return solver::ChooseGoal(choice, slowdown);
+  } catch (const model::InputError& e) {
+    static constexpr std::pair<std::string_view, std::string_view> kKeywords[] = {
+        {"PlanRequest::slowdown", "slowdown"},
+        {"Objective::least_energy", "least_energy"},
+        {"Objective::energy_budget_j", "energy_budget_j"},
+        {"Objective::power_budget_w", "power_budget_w"},
+    };
+    throw model::RenameFields(e, kKeywords);
+  }
 }
 
 }  // namespace joulepipe::python

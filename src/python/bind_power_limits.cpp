@@ -23,9 +23,11 @@ py::dict PlanPowerLimitsTask(const py::handle& profile_arg, int stages, int micr
                              std::optional<double> p_block_w, double slowdown, bool least_energy,
                              std::optional<double> min_power_limit_w,
                              std::optional<double> max_power_limit_w) {
-  if (least_energy && slowdown != 0) {
-    throw model::InputError("choose one goal: slowdown or least_energy");
-  }
+  solver::GoalChoice choice;
+  if (slowdown != 0) choice.slowdown = slowdown;
+  choice.least_energy = least_energy;
+  double chosen_slowdown = 0;
+  const solver::Objective objective = ChooseGoalAsKeywords(choice, &chosen_slowdown);
   solver::PlanRequest request;
   request.spec = SpecFrom(schedule, stages, microbatches, chunks);
   request.p_block_w = p_block_w;
@@ -34,7 +36,7 @@ py::dict PlanPowerLimitsTask(const py::handle& profile_arg, int stages, int micr
   request.profile_name = ProfileName(profile_arg);
   model::Profile storage;
   const model::Profile& profile = ProfileFrom(profile_arg, &storage);
-  if (least_energy) request.objective.goal = solver::Goal::kLeastEnergy;
+  request.objective = objective;
   solver::PowerLimitRequest limits;
   limits.plan = request;
   limits.min_limit_w = min_power_limit_w.value_or(0);

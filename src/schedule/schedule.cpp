@@ -252,6 +252,13 @@ std::string_view KindName(Kind kind) {
   return "";
 }
 
+std::string ShapeText(const Spec& spec) {
+  std::string text = std::string(KindName(spec.kind)) + ", " + std::to_string(spec.stages) +
+                     " stages x " + std::to_string(spec.microbatches) + " microbatches";
+  if (spec.chunks > 1) text += " x " + std::to_string(spec.chunks) + " chunks";
+  return text;
+}
+
 bool ParseKind(std::string_view text, Kind* kind) {
   for (Kind candidate : {Kind::kGPipe, Kind::k1F1B, Kind::kInterleaved}) {
     if (text == KindName(candidate)) {
@@ -291,7 +298,9 @@ void CheckStagesAndMicrobatches(const Spec& spec) {
   }
 }
 
-void CheckSpec(const Spec& spec) { CheckSpecShape(spec); }
+void CheckSpec(const Spec& spec) {
+  CheckSpecShape(spec);
+}
 
 Schedule Build(const Spec& spec) {
   CheckSpec(spec);

@@ -292,7 +292,7 @@ json Jobs::Status(const std::string& id) {
                    {"time_limit_s", options_.plan_time_limit_s},
                    {"instructions", PlanInstructions(job.config())},
                    {"work", e->plan_work >= 0 ? json(e->plan_work) : json(nullptr)},
-                   {"heavy", e->plan_work < 0 || e->plan_work > kLightPlanWork}};
+                   {"heavy", e->heavy()}};
   j["zeus"] = {{"schedule_asked", e->schedule_asked.size()},
                {"schedule_released", e->schedule_released}};
   return j;

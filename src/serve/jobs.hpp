@@ -35,6 +35,7 @@
 
 #include "api.hpp"
 #include "joulepipe/coord/job.hpp"
+#include "joulepipe/coord/plan_task.hpp"
 #include "joulepipe/serve/server.hpp"
 #include "joulepipe/serve/store.hpp"
 #include "metrics.hpp"
@@ -42,10 +43,15 @@
 
 namespace joulepipe::serve {
 
-// A solve's work (coord::PlanWork). A job over this is heavy (on a 2-core
-// machine, about a second of solving): at most ServerOptions::planners - 1
-// heavy jobs plan at once. One of unknown work counts as heavy.
-inline constexpr double kLightPlanWork = 2e7;
+// A job whose solve's work (coord::PlanWork) is over coord::kLightPlanWork
+// is heavy (about a second of solving on a 2-core machine): at most
+// ServerOptions::planners - 1 heavy jobs plan at once. One of unknown work
+// counts as heavy. A light job's solve that runs longer than
+// ServerOptions::light_solve_budget_s while another job waits for a planner
+// yields: it is cancelled and queued again as heavy (its estimate was
+// wrong), so the planner kept for light jobs is free again within that long
+// whatever the estimate said.
+using coord::kLightPlanWork;
 
 // Who asks for a rank's plan, as its route words the refusals: the wait
 // (a plan newer than `after`, or Zeus's schedule barrier), the field that
@@ -120,6 +126,10 @@ class Jobs {
     double stored_last_active_unix_s = 0;
     std::uint64_t profile_generation = 0;  // bumped by every profile change
     double plan_work = -1;                 // coord::PlanWork of the profile; -1: unknown
+    // Its solve outran ServerOptions::light_solve_budget_s: heavy, whatever plan_work says,
+    // until its profile changes.
+    bool solve_overran = false;
+    bool heavy() const { return plan_work < 0 || plan_work > kLightPlanWork || solve_overran; }
     // Zeus: ranks that asked GET /schedule, and whether all have (persisted).
     std::set<int> schedule_asked;
     bool schedule_released = false;
@@ -133,6 +143,7 @@ class Jobs {
     std::shared_ptr<std::atomic<bool>> cancel;  // raised by Stop or at the deadline
     bool heavy = false;
     bool timed_out = false;
+    bool yielded = false;  // a light solve over its budget, cancelled for others
   };
   // A profile upload waiting for the intake thread.
   struct Upload {
@@ -174,6 +185,9 @@ class Jobs {
   // stays free for light ones), taken off the queue; nullopt if none may
   // start now (mu_ held).
   std::optional<std::string> TakeNextPlan();
+  // Whether a queued job other than `solving` could start on a free
+  // planner (a light one, or a heavy one while a heavy slot is free).
+  bool AnotherCouldStart(const std::string& solving) const;
   // Solves with mu_ released; called and returns with it held.
   void PlanOne(const std::string& id, std::unique_lock<std::mutex>& lock);
   void PlannerLoop();

@@ -19,19 +19,12 @@ namespace joulepipe::serve {
 using model::Format;
 using model::InputError;
 
-namespace {
-
-bool Heavy(double plan_work) {
-  return plan_work < 0 || plan_work > kLightPlanWork;
-}
-
-}  // namespace
-
 void Jobs::QueuePlan(const std::string& id) {
   if (std::find(plan_queue_.begin(), plan_queue_.end(), id) == plan_queue_.end()) {
     plan_queue_.push_back(id);
   }
   planner_cv_.notify_all();
+  timer_cv_.notify_one();  // a light solve over its budget now yields to it
 }
 
 std::optional<std::string> Jobs::TakeNextPlan() {
@@ -47,9 +40,10 @@ std::optional<std::string> Jobs::TakeNextPlan() {
   double best_cost = 0;
   for (auto it = plan_queue_.begin(); it != plan_queue_.end(); ++it) {
     if (planning_.count(*it) != 0) continue;  // solving an older profile; queued again after
-    const double work = jobs_.at(*it)->plan_work;
-    if (Heavy(work) && !heavy_may_start) continue;
-    const double cost = work < 0 ? std::numeric_limits<double>::infinity() : work;
+    const Entry& e = *jobs_.at(*it);
+    if (e.heavy() && !heavy_may_start) continue;
+    const double cost =
+        e.plan_work < 0 || e.solve_overran ? std::numeric_limits<double>::infinity() : e.plan_work;
     if (best == plan_queue_.end() || cost < best_cost) {
       best = it;
       best_cost = cost;
@@ -59,6 +53,17 @@ std::optional<std::string> Jobs::TakeNextPlan() {
   std::string id = *best;
   plan_queue_.erase(best);
   return id;
+}
+
+bool Jobs::AnotherCouldStart(const std::string& solving) const {
+  const bool heavy_may_start = heavy_planning_ < std::max(1, options_.planners - 1);
+  for (const std::string& id : plan_queue_) {
+    if (id == solving) continue;
+    const auto it = jobs_.find(id);
+    if (it == jobs_.end() || !it->second->job.ready_to_plan()) continue;
+    if (!it->second->heavy() || heavy_may_start) return true;
+  }
+  return false;
 }
 
 void Jobs::PlannerLoop() {
@@ -82,7 +87,7 @@ void Jobs::PlanOne(const std::string& id, std::unique_lock<std::mutex>& lock) {
   const std::uint64_t generation = e->profile_generation;
   const coord::JobConfig& c = e->job.config();
   const std::int64_t instructions = 2LL * c.spec.stages * c.spec.microbatches * c.spec.chunks;
-  const bool heavy = Heavy(e->plan_work);
+  const bool heavy = e->heavy();
   Planning& planning = planning_[id];
   planning.started = SteadyClock::now();
   planning.deadline =
@@ -123,8 +128,21 @@ void Jobs::PlanOne(const std::string& id, std::unique_lock<std::mutex>& lock) {
   const double seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
   lock.lock();
   const bool timed_out = planning_.at(id).timed_out;
+  const bool yielded = planning_.at(id).yielded;
   planning_.erase(id);
   if (heavy) --heavy_planning_;
+  if (cancelled && yielded && !timed_out) {
+    const auto still = jobs_.find(id);
+    if (still != jobs_.end() && still->second == e && e->profile_generation == generation) {
+      e->solve_overran = true;
+      QueuePlan(id);
+    }
+    log_(
+        Format("job %s: planning ran %.1f s, longer than a light job's budget (%g s), while "
+               "other jobs waited: cancelled and queued again as a heavy job",
+               id.c_str(), seconds, options_.light_solve_budget_s));
+    return;
+  }
   if (cancelled && !timed_out) {
     log_(Format("job %s: planning cancelled; it is planned again at the next start", id.c_str()));
     return;
@@ -180,12 +198,20 @@ void Jobs::PlanOne(const std::string& id, std::unique_lock<std::mutex>& lock) {
 void Jobs::TimerLoop() {
   const auto period = std::chrono::duration_cast<SteadyClock::duration>(
       std::chrono::duration<double>(options_.evict_check_period_s));
+  const auto light_budget = std::chrono::duration_cast<SteadyClock::duration>(
+      std::chrono::duration<double>(options_.light_solve_budget_s));
   std::unique_lock<std::mutex> lock(mu_);
   SteadyClock::time_point next_evict = SteadyClock::now() + period;
   while (!stopping_) {
     SteadyClock::time_point wake_at = next_evict;
     for (const auto& [id, planning] : planning_) {
       if (!planning.timed_out) wake_at = std::min(wake_at, planning.deadline);
+      // A light solve's budget, while it is ahead (past it, QueuePlan's
+      // notification brings the timer back when a job starts to wait).
+      const SteadyClock::time_point budget_end = planning.started + light_budget;
+      if (!planning.heavy && !planning.yielded && budget_end > SteadyClock::now()) {
+        wake_at = std::min(wake_at, budget_end);
+      }
     }
     timer_cv_.wait_until(lock, wake_at);
     if (stopping_) break;
@@ -196,6 +222,12 @@ void Jobs::TimerLoop() {
         planning.cancel->store(true);
         log_(Format("job %s: planning reached its time limit (%g s); cancelling it", id.c_str(),
                     options_.plan_time_limit_s));
+      } else if (!planning.heavy && !planning.yielded && !planning.timed_out &&
+                 now - planning.started >= light_budget && AnotherCouldStart(id)) {
+        // Its estimate was wrong and others wait: it yields (PlanOne
+        // queues it again as heavy).
+        planning.yielded = true;
+        planning.cancel->store(true);
       }
     }
     if (now >= next_evict) {

@@ -116,6 +116,7 @@ Reply Jobs::ApplyProfile(Upload& item) {
   e->job.SetProfile(std::move(profile), std::move(item.body));  // JobStateError once planned
   ++e->profile_generation;
   e->plan_work = work;
+  e->solve_overran = false;
   try {
     store_.Write([&] {
       store_.PutProfile(id, e->job.profile_csv());

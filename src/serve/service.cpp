@@ -31,6 +31,10 @@ ServerOptions Checked(ServerOptions options) {
   model::Require(
       options.planners >= 1 && options.planners <= 64, "ServerOptions::planners",
       Format("ServerOptions::planners must be 1..64 planning threads (got %d)", options.planners));
+  model::Require(std::isfinite(options.light_solve_budget_s) && options.light_solve_budget_s > 0,
+                 "ServerOptions::light_solve_budget_s",
+                 Format("ServerOptions::light_solve_budget_s must be > 0 seconds (got %g)",
+                        options.light_solve_budget_s));
   model::Require(std::isfinite(options.plan_time_limit_s) && options.plan_time_limit_s > 0 &&
                      options.plan_time_limit_s <= 7 * 86400,
                  "ServerOptions::plan_time_limit_s",

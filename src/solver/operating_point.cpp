@@ -40,6 +40,37 @@ std::string_view GoalName(Goal goal) {
   return "?";
 }
 
+Objective ChooseGoal(const GoalChoice& choice, double* slowdown) {
+  std::string given;
+  int goals = 0;
+  auto count = [&](bool on, const char* field) {
+    if (!on) return;
+    ++goals;
+    given += given.empty() ? field : std::string(", ") + field;
+  };
+  count(choice.slowdown.has_value(), "PlanRequest::slowdown");
+  count(choice.least_energy, "Objective::least_energy");
+  count(choice.energy_budget_j.has_value(), "Objective::energy_budget_j");
+  count(choice.power_budget_w.has_value(), "Objective::power_budget_w");
+  if (goals > 1) {
+    throw model::InputError("Objective::goal", "choose one goal; got " + given +
+                                                   " (each picks a different point of the "
+                                                   "frontier)");
+  }
+  Objective o;
+  *slowdown = choice.slowdown.value_or(0);
+  if (choice.least_energy) o.goal = Goal::kLeastEnergy;
+  if (choice.energy_budget_j) {
+    o.goal = Goal::kEnergyBudget;
+    o.energy_budget_j = *choice.energy_budget_j;
+  }
+  if (choice.power_budget_w) {
+    o.goal = Goal::kPowerBudget;
+    o.power_budget_w = *choice.power_budget_w;
+  }
+  return o;
+}
+
 void CheckObjective(const Objective& o) {
   CheckBudget("Objective::energy_budget_j", o.energy_budget_j, o.goal == Goal::kEnergyBudget, "J",
               "the energy per iteration the plan may use at most");

@@ -353,6 +353,96 @@ TEST_F(ServeTest, ALightJobIsPlannedWhileAHeavyOneIs) {
   std::printf("[hardening] light job planned in %.3f s while the heavy one was planning\n", took);
 }
 
+// Registers a job of `stages` stages x `microbatches` on a grid of
+// `resolution_s`, with its ranks and a profile measured at `settings`
+// clocks (WideProfileCsv): queued for planning at once.
+void RegisterWide(int port, const std::string& id, int stages, int microbatches, int settings,
+                  double resolution_s) {
+  json body = JobBody(id, stages, 1);
+  body["microbatches"] = microbatches;
+  body["resolution_s"] = resolution_s;
+  ASSERT_EQ(Http(port, "POST", "/jobs", body.dump()).status, 200);
+  for (int p = 0; p < stages; ++p) {
+    ASSERT_EQ(Http(port, "POST", "/jobs/" + id + "/ranks", Rank(p, 0, p).dump()).status, 200);
+  }
+  const HttpResponse r = Http(port, "PUT", "/jobs/" + id + "/profile",
+                              WideProfileCsv(stages, settings), {{"Content-Type", "text/csv"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+}
+
+// Issue 41, 5: two jobs of few instructions but profiles of 400 clock
+// settings were rated light (instructions x deadlines), took both planners
+// for minutes, and a normal light job waited 26 s. The estimate now counts
+// the clock settings: they are heavy, and one planner stays free.
+TEST_F(ServeTest, ClockSettingsMakeAJobHeavy) {
+  ServerOptions o = Options();
+  o.plan_time_limit_s = 120;
+  Start(std::move(o));
+  RegisterWide(port(), "wide1", 8, 4, 400, 0.001);
+  RegisterWide(port(), "wide2", 8, 4, 400, 0.001);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return PlanningState(port(), "wide1") == "running" ||
+               PlanningState(port(), "wide2") == "running";
+      },
+      10));
+  for (const char* id : {"wide1", "wide2"}) {
+    const json status = Get(std::string("/jobs/") + id).Json().at("planning");
+    EXPECT_EQ(status.at("heavy"), true) << id << ": " << status.dump();
+  }
+  const auto start = std::chrono::steady_clock::now();
+  RegisterPlannable(this, port(), "light", 4);
+  const HttpResponse plan = Get("/jobs/light/plan?rank=0&wait_s=60");
+  const double took = SecondsSince(start);
+  ASSERT_EQ(plan.status, 200) << plan.body;
+  EXPECT_LT(took, 3.0) << "the light job's plan took " << took << " s";
+  // At most one of the wide jobs was solving (the other waited for the heavy slot).
+  const int running =
+      (PlanningState(port(), "wide1") == "running") + (PlanningState(port(), "wide2") == "running");
+  EXPECT_LE(running, 1);
+  std::printf("[hardening] light job planned in %.3f s beside two jobs of 400 clock settings\n",
+              took);
+}
+
+// Fairness when the estimate is wrong: a job rated light whose solve
+// outruns ServerOptions::light_solve_budget_s while another job waits
+// yields (cancelled, queued again as heavy); the waiting job is planned,
+// then the yielded one.
+TEST_F(ServeTest, ALightSolveOverItsBudgetYieldsToAWaitingJob) {
+  ServerOptions o = Options();
+  o.planners = 1;
+  o.light_solve_budget_s = 0.05;
+  o.plan_time_limit_s = 120;
+  Start(std::move(o));
+  // The light job's ranks first: its upload is then the one request
+  // between the slow job's solve starting and the light job's queueing.
+  ASSERT_EQ(Post("/jobs", JobBody("light", 2, 1)).status, 200);
+  for (int p = 0; p < 2; ++p) ASSERT_EQ(Post("/jobs/light/ranks", Rank(p, 0, p)).status, 200);
+  // Rated light (about 0.6 s of solving on a 2-core machine): over the
+  // budget, not over the threshold.
+  RegisterWide(port(), "slow", 8, 16, 32, 0.004);
+  ASSERT_TRUE(WaitFor([&] { return PlanningState(port(), "slow") == "running"; }, 10));
+  EXPECT_EQ(Get("/jobs/slow").Json().at("planning").at("heavy"), false);
+  ASSERT_EQ(PutProfile("light", TinyProfileCsv()).status, 200);
+  const HttpResponse light = Get("/jobs/light/plan?rank=0&wait_s=60");
+  ASSERT_EQ(light.status, 200) << light.body;
+  EXPECT_TRUE(Logged("job slow: planning ran")) << "the slow job did not yield";
+  EXPECT_EQ(Get("/jobs/slow").Json().at("planning").at("heavy"), true);
+  const HttpResponse slow = Get("/jobs/slow/plan?rank=0&wait_s=120");
+  EXPECT_EQ(slow.status, 200) << slow.body;
+}
+
+TEST_F(ServeTest, TheLightSolveBudgetIsChecked) {
+  ServerOptions o = Options();
+  o.light_solve_budget_s = 0;
+  try {
+    Start(o);
+    ADD_FAILURE() << "light_solve_budget_s = 0 was taken";
+  } catch (const model::InputError& e) {
+    EXPECT_EQ(e.field(), "ServerOptions::light_solve_budget_s");
+  }
+}
+
 // A solve over its time limit is cancelled; the job fails with a message
 // saying how to plan faster, the failure is counted, and a restart does not
 // plan it again (it is stored).

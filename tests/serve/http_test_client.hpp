@@ -12,6 +12,8 @@
 
 #include <cctype>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -173,6 +175,29 @@ inline std::string TinyProfileCsv() {
       csv += std::to_string(stage) + ",backward," + std::to_string(clocks[k]) + "," +
              std::to_string(2 * forward_s[k] * scale) + "," +
              std::to_string(2 * forward_j[k] * scale) + "\n";
+    }
+  }
+  return csv;
+}
+
+// A profile of `stages` stages measured at `settings` clocks from 600 to
+// 1980 MHz (a plausible GPU curve: every clock on the cost hull), for jobs
+// whose solve cost grows with the clock settings.
+inline std::string WideProfileCsv(int stages, int settings) {
+  std::string csv = "stage,instruction,frequency,time,energy\n";
+  char line[160];
+  for (int stage = 0; stage < stages; ++stage) {
+    for (int backward = 0; backward < 2; ++backward) {
+      const double t_top = (backward ? 0.020 : 0.010) * (1 + 0.03 * stage);
+      for (int k = 0; k < settings; ++k) {
+        const int mhz = 600 + static_cast<int>(1380.0 * k / (settings - 1) + 0.5);
+        const double x = mhz / 1980.0;
+        const double time_s = t_top * (0.35 + 0.65 / x);
+        const double energy_j = (90 + 300 * std::pow(x, 2.4)) * time_s;
+        std::snprintf(line, sizeof line, "%d,%s,%d,%.9g,%.9g\n", stage,
+                      backward ? "backward" : "forward", mhz, time_s, energy_j);
+        csv += line;
+      }
     }
   }
   return csv;

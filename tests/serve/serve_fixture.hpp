@@ -36,6 +36,7 @@ using testing::HttpResponse;
 using testing::ReadResponse;
 using testing::SendRequest;
 using testing::TinyProfileCsv;
+using testing::WideProfileCsv;
 
 inline int ThreadCount() {
   int n = 0;

@@ -16,12 +16,25 @@
 
 namespace joulepipe::coord {
 
-// What a solve costs, roughly: the pipeline's instructions per iteration x
-// the deadlines of the frontier grid (each deadline is a pass over the
-// instructions). Checks that `profile`, as a job keeps it
+// What a solve costs, in units of about 0.1 to 0.5 us on a 2-core machine:
+// the instructions of one iteration x the options each is weighed with
+// (the clocks of its (stage, kind) on the cost hull's Pareto list, to the
+// power 1.3) x the passes over them (the grid's deadlines rounded, a sample
+// of them refined). bench_plan_work measures it against solve times: over
+// 32 jobs (2-8 stages, 4-16 microbatches, 8-512 clocks, two grids) seconds
+// per unit vary 4.4-fold, against 9,500-fold for instructions x deadlines.
+// Checks that `profile`, as a job keeps it
 // (PlannableProfile), fits `request` (its stages, instructions and grid):
 // throws model::InputError naming the field or the profile otherwise.
 double PlanWork(const model::Profile& profile, const solver::PlanRequest& request);
+// The clock settings alone: over the instructions of one iteration, the
+// options each is planned with (the same checks).
+double PlanOptions(const model::Profile& profile, const solver::PlanRequest& request);
+
+// A solve of more work than this is heavy: about a second on a 2-core
+// machine (bench_plan_work). `joulepipe serve` keeps a planner free of
+// heavy jobs.
+inline constexpr double kLightPlanWork = 3e6;
 
 // One solve of one job: its profile (shared with the job) and its request.
 struct PlanTask {

@@ -10,4 +10,11 @@ namespace joulepipe::model {
 std::string Format(const char* format, ...) __attribute__((format(printf, 1, 2)));
 std::string FormatV(const char* format, va_list args);
 
+// 100 * (1 - value / reference): the saving of `value` over `reference`, in
+// %; round-off (|x| < 1e-9 %) is 0, so equal figures never print "-0.00%".
+double SavingPercent(double value, double reference);
+// 100 * (value / reference - 1): how much longer `value` is, in %; the same
+// rounding.
+double SlowdownPercent(double value, double reference);
+
 }  // namespace joulepipe::model

@@ -33,6 +33,10 @@ struct Spec {
   friend bool operator==(const Spec&, const Spec&) = default;
 };
 
+// The schedule's shape for people: "1f1b, 8 stages x 12 microbatches", with
+// " x V chunks" appended when there are several chunks.
+std::string ShapeText(const Spec& spec);
+
 struct Schedule {
   Spec spec;
   std::vector<model::Instruction> nodes;       // node id -> instruction

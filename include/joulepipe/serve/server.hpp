@@ -111,8 +111,14 @@ struct ServerOptions {
   // light jobs (at most planners - 1 heavy ones at once, one if planners
   // is 1), and the queue is served lightest first, so a heavy job never
   // starves a light one. A heavy job's solve is estimated at more than
-  // about a second (instructions x frontier deadlines, serve/service.hpp).
+  // about a second (coord::PlanWork: the clock settings the solver weighs
+  // per iteration x frontier deadlines).
   int planners = 2;
+  // A job rated light whose solve runs longer than this (seconds, > 0)
+  // while another job waits for a planner yields: it is cancelled and
+  // queued again as heavy. So a wrong estimate delays light jobs by this
+  // long at most.
+  double light_solve_budget_s = 3;
   // Each job's solve may take this long (seconds, > 0); then it is
   // cancelled and the job fails with a message saying how to plan faster.
   // The failure is stored: a restart does not plan it again.

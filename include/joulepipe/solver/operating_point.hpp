@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -51,6 +52,23 @@ inline constexpr double kMaxHostPowerW = 10'000;
 // Checks the budgets (finite, > 0, only for their goal) and host_power_w
 // (0..kMaxHostPowerW). Throws model::InputError naming Objective::<field>.
 void CheckObjective(const Objective& objective);
+
+// The goals a front end was given, each optional. Each picks a different
+// point of the frontier, so at most one may be set: the one rule, which
+// every front end calls (the CLI's flags, the Python keywords).
+struct GoalChoice {
+  std::optional<double> slowdown;  // PlanRequest::slowdown: least energy within (1 + s) T
+  bool least_energy = false;
+  std::optional<double> energy_budget_j;
+  std::optional<double> power_budget_w;
+};
+
+// The objective for `choice` (host_power_w 0) and the request's slowdown
+// (0 unless given). Throws model::InputError "choose one goal; got
+// PlanRequest::slowdown, Objective::energy_budget_j (each picks a different
+// point of the frontier)", naming the fields given; a front end renames them
+// (model::RenameFields) as its users know them.
+Objective ChooseGoal(const GoalChoice& choice, double* slowdown);
 
 // Whether the figures an objective counts are GPU-only or GPU + host.
 inline bool CountsHost(const Objective& objective) {
