@@ -27,7 +27,7 @@ import threading
 from datetime import timedelta
 from typing import Any, Callable, Deque, List, Optional, Sequence, Tuple
 
-_logger = logging.getLogger("joulepipe")  # errors ignored on purpose, at debug
+from joulepipe._log import logger as _logger  # errors ignored on purpose, at debug
 
 ROW_LENGTH = 6  # iteration, time_s, profile_done, running_version, announced, planning_failed
 

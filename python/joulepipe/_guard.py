@@ -38,7 +38,7 @@ import threading
 import weakref
 from typing import Any, Dict
 
-_logger = logging.getLogger("joulepipe")  # errors ignored on purpose, at debug
+from joulepipe._log import logger as _logger  # errors ignored on purpose, at debug
 
 _SIGNALS = (signal.SIGTERM, signal.SIGINT)
 

@@ -38,7 +38,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from joulepipe import _core, _guard
 from joulepipe._coordinator import EmbeddedCoordinator, JobShape, RankInfo
 
-_logger = logging.getLogger("joulepipe")  # errors ignored on purpose, at debug
+from joulepipe._log import logger as _logger  # errors ignored on purpose, at debug
 
 MODES = ("off", "measure", "profile", "optimize")
 _FORWARD, _BACKWARD = _core.Kind.FORWARD, _core.Kind.BACKWARD

@@ -54,20 +54,7 @@ from joulepipe._session import IterationRecord, Options, Session, Topology
 
 __all__ = ["Energy", "IterationRecord", "logger"]
 
-logger = logging.getLogger("joulepipe")
-
-
-def _default_log() -> Callable[[str], None]:
-    """INFO lines on the "joulepipe" logger. When the program configured no
-    logging at all, joulepipe's lines go to stderr (so a plain script sees
-    its energy); with any configuration, they follow it."""
-    if not logging.getLogger().handlers and not logger.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-        logger.propagate = False
-    return logger.info
+from joulepipe._log import default_log as _default_log, logger  # noqa: E402
 
 
 class _Instruction:

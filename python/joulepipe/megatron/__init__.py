@@ -47,7 +47,7 @@ from joulepipe._session import (MODES, IterationRecord, Options, Session, Topolo
                                 check_max_slowdown)
 from joulepipe.megatron.arguments import add_arguments, options_from_args  # noqa: F401
 
-_logger = logging.getLogger("joulepipe")  # errors ignored on purpose, at debug
+from joulepipe._log import default_log, logger as _logger  # errors ignored on purpose, at debug
 
 __all__ = ["enable", "enable_from_args", "disable", "add_arguments", "session", "enabled",
            "last_iteration_summary", "iteration_end"]
@@ -138,7 +138,7 @@ def enable(mode: str = "measure", *, plan: Optional[str] = None,
         disable()
     from megatron.core.pipeline_parallel import schedules
 
-    state = _State(options, log or _stderr, writer)
+    state = _State(options, log or default_log(), writer)
     state.module = schedules
     for name in _SCHEDULES:
         original = getattr(schedules, name)
@@ -209,14 +209,6 @@ def _end_iteration(state: _State, say: bool = True) -> Optional[IterationRecord]
 
 
 # ---- the wrappers --------------------------------------------------------------
-
-
-def _stderr(line: str) -> None:
-    # One write of the whole line: print() writes the text and the newline
-    # separately, and ranks sharing a pipe interleaved between the two
-    # (CI saw "...W/GPUjoulepipe: iteration 2 ..." on one line).
-    sys.stderr.write(line + "\n")
-    sys.stderr.flush()
 
 
 def _start_session(state: _State) -> Optional[Session]:
