@@ -30,21 +30,7 @@ constexpr double kPBlock = 80.0;
 // Clocks 900..1500 MHz: time falls with the clock, energy is U-shaped, and
 // every stage differs.
 model::Profile MakeProfile(int stages) {
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<double> jitter(0.8, 1.2);
-  model::Profile profile;
-  for (int s = 0; s < stages; ++s) {
-    for (Kind kind : {Kind::kForward, Kind::kBackward}) {
-      const double base = (kind == Kind::kForward ? 0.05 : 0.1) * jitter(rng);
-      for (int mhz = 900; mhz <= 1500; mhz += 150) {
-        const double t = base * 1500.0 / mhz;
-        const double power = 150 + 300 * std::pow(mhz / 1500.0, 2.5);
-        const double e = t * power * (1 + 0.3 * std::pow((mhz - 1100) / 600.0, 2));
-        profile.Add(s, kind, Point(mhz, t, e));
-      }
-    }
-  }
-  return profile;
+  return model::testing::UShapedProfile(stages);
 }
 
 SimulateRequest StragglerRequest() {
@@ -231,8 +217,9 @@ TEST(SimulateJob, AbsurdNumbersAreRefusedWithTheirRange) {
       {"JobSpec::pipelines", "1..100000 (got 2000000000)",
        [](SimulateRequest* r) { r->job.pipelines = 2000000000; }},
       // Each count in range, the product (in 64 bits) not.
-      {"JobSpec::pipelines", "JobSpec::pipelines 100000 x Spec::stages 4 x "
-                             "JobSpec::gpus_per_stage 1024 = 409600000 GPUs",
+      {"JobSpec::pipelines",
+       "JobSpec::pipelines 100000 x Spec::stages 4 x "
+       "JobSpec::gpus_per_stage 1024 = 409600000 GPUs",
        [](SimulateRequest* r) {
          r->job.pipelines = 100000;
          r->job.gpus_per_stage = 1024;
@@ -250,8 +237,7 @@ TEST(SimulateJob, AbsurdNumbersAreRefusedWithTheirRange) {
        [](SimulateRequest* r) { r->job.straggler.from_iteration = 2000000000; }},
       {"SimulateRequest::detection_lag", "0..1000000000 iterations",
        [](SimulateRequest* r) { r->detection_lag = 2000000000; }},
-      {"SimulateRequest::p_block_w", "0..5000",
-       [](SimulateRequest* r) { r->p_block_w = 1e308; }},
+      {"SimulateRequest::p_block_w", "0..5000", [](SimulateRequest* r) { r->p_block_w = 1e308; }},
       {"Spec::stages", "1..1024 (got 2000)", [](SimulateRequest* r) { r->spec.stages = 2000; }},
       {"SimulateRequest::resolution_s", "at most an hour",
        [](SimulateRequest* r) { r->resolution_s = 1e305; }},

@@ -34,21 +34,7 @@ constexpr double kPBlock = 80.0;
 // A profile of `stages` stages with clocks 900..1500 MHz (step 150): time
 // falls with the clock, energy is U-shaped, and every stage differs.
 model::Profile MakeProfile(int stages, std::uint32_t seed = 7) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> jitter(0.8, 1.2);
-  model::Profile profile;
-  for (int s = 0; s < stages; ++s) {
-    for (Kind kind : {Kind::kForward, Kind::kBackward}) {
-      const double base = (kind == Kind::kForward ? 0.05 : 0.1) * jitter(rng);
-      for (int mhz = 900; mhz <= 1500; mhz += 150) {
-        const double t = base * 1500.0 / mhz;
-        const double power = 150 + 300 * std::pow(mhz / 1500.0, 2.5);
-        const double e = t * power * (1 + 0.3 * std::pow((mhz - 1100) / 600.0, 2));
-        profile.Add(s, kind, Point(mhz, t, e));
-      }
-    }
-  }
-  return profile;
+  return model::testing::UShapedProfile(stages, seed);
 }
 
 // A random clock per node from its profile row.

@@ -27,20 +27,7 @@ using model::testing::Point;
 // pipeline has slack. Lower clocks take longer and, down to 1000 MHz, use
 // less energy.
 model::Profile SmallProfile(int stages) {
-  model::Profile profile;
-  const int clocks[] = {1410, 1200, 1000, 800};
-  const double slower[] = {1.0, 1.12, 1.3, 1.62};
-  const double cheaper[] = {1.0, 0.86, 0.78, 0.80};
-  for (int s = 0; s < stages; ++s) {
-    const double forward = 0.010 * (1 + 0.15 * s);
-    for (model::Kind kind : {model::Kind::kForward, model::Kind::kBackward}) {
-      const double t = kind == model::Kind::kForward ? forward : 2 * forward;
-      for (int c = 0; c < 4; ++c) {
-        profile.Add(s, kind, Point(clocks[c], t * slower[c], 3 * t * cheaper[c]));
-      }
-    }
-  }
-  return profile;
+  return model::testing::FourClockProfile(stages, /*skew=*/0.15, /*watts=*/3);
 }
 
 PlanRequest SmallRequest() {
@@ -184,8 +171,7 @@ TEST(PlanPipeline, RequestThatDisagreesWithTheProfileGetsANote) {
 TEST(PlanPipeline, MissingPBlockNamesTheRequestField) {
   PlanRequest request = SmallRequest();
   request.p_block_w.reset();
-  const model::InputError error =
-      ErrorOf([&] { PreparePipelinePlan(SmallProfile(4), request); });
+  const model::InputError error = ErrorOf([&] { PreparePipelinePlan(SmallProfile(4), request); });
   ExpectNamesField(error, "PlanRequest::p_block_w");
   const std::string message = error.what();
   EXPECT_NE(message.find("small.csv"), std::string::npos) << message;

@@ -14,18 +14,7 @@ using model::testing::Point;
 
 // Stage s is (1 + 0.3 s) x slower than stage 0: unbalanced, so there are waits.
 model::Profile Unbalanced(int stages) {
-  model::Profile profile;
-  const int clocks[] = {1410, 1200, 1000, 800};
-  const double slower[] = {1.0, 1.12, 1.3, 1.62};
-  const double cheaper[] = {1.0, 0.86, 0.78, 0.80};
-  for (int s = 0; s < stages; ++s) {
-    for (model::Kind kind : {model::Kind::kForward, model::Kind::kBackward}) {
-      const double t = (kind == model::Kind::kForward ? 0.01 : 0.02) * (1 + 0.3 * s);
-      for (int c = 0; c < 4; ++c)
-        profile.Add(s, kind, Point(clocks[c], t * slower[c], 300 * t * cheaper[c]));
-    }
-  }
-  return profile;
+  return model::testing::FourClockProfile(stages, /*skew=*/0.3, /*watts=*/300);
 }
 
 PipelinePlan Solved(const model::Profile& profile) {
