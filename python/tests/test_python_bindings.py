@@ -9,6 +9,7 @@ the build tree's package here (conftest.py). Every child has a timeout.
 
 import csv
 import json
+import pathlib
 import math
 import os
 import signal
@@ -248,6 +249,30 @@ def test_plan_power_limits_is_the_clis(tmp_path):
     assert floor["saving"] == 0 and floor["power_limits_w"] == [0.0] * 8
     with pytest.raises(ValueError, match="one goal"):
         jp.plan_power_limits(A40, stages=8, microbatches=12, slowdown=0.1, least_energy=True)
+
+
+def test_plan_power_limits_takes_the_catalogues_range_as_the_cli(tmp_path):
+    # A profile that names its GPU: its power limit range is the catalogue's
+    # (the A40's, 100..300 W) unless the keywords say otherwise, as in the CLI.
+    named = tmp_path / "a40.csv"
+    named.write_text("# gpu: NVIDIA A40\n" + pathlib.Path(A40).read_text())
+    out = tmp_path / "limits"
+    run_cli("plan", "--profile", named, "--schedule", "1f1b", "--stages", 8, "--microbatches", 12,
+            "--p-block", P_BLOCK, "--slowdown", 0.05, "--lever", "power-limit", "--out", out)
+    summary = json.loads((out / "summary.json").read_text())
+    r = jp.plan_power_limits(str(named), stages=8, microbatches=12, p_block_w=P_BLOCK,
+                             slowdown=0.05)
+    assert r["power_limit_range_w"] == (summary["inputs"]["min_power_limit_w"],
+                                        summary["inputs"]["max_power_limit_w"])
+    assert r["power_limit_range_w"][0] > 0 and "catalogue" in r["power_limit_range_from"]
+    assert r["plan"].to_json() == (out / "chosen.json").read_text()
+    given = jp.plan_power_limits(str(named), stages=8, microbatches=12, p_block_w=P_BLOCK,
+                                 slowdown=0.05, max_power_limit_w=250)
+    assert given["power_limit_range_w"][1] == 250
+    assert given["power_limit_range_from"].startswith("min_power_limit_w/max_power_limit_w over")
+    with pytest.raises(ValueError, match="min_power_limit_w .* is above max_power_limit_w"):
+        jp.plan_power_limits(str(named), stages=8, microbatches=12, p_block_w=P_BLOCK,
+                             min_power_limit_w=280, max_power_limit_w=250)
 
 
 def test_plan_is_bit_for_bit_the_clis(tmp_path):

@@ -94,6 +94,8 @@ constexpr std::pair<std::string_view, std::string_view> kFlagNames[] = {
     {"WorkloadSpec::framework", "--framework"},
     {"WorkloadSpec::precision", "--precision"},
     {"ProfileOptions::power_limit_w", "--power-limit"},
+    {"PowerLimitRequest::min_limit_w", "--min-power-limit"},
+    {"PowerLimitRequest::max_limit_w", "--max-power-limit"},
     {"ProfileOptions::min_mhz", "--min-mhz"},
     // solver::Options and sim::RunOptions: the planner's and the simulator's
     // own checks, for values that reach them unchecked

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "flag_names.hpp"
 #include "format.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/physics/gpu_model.hpp"
@@ -29,29 +30,13 @@ std::string LimitsText(const std::vector<double>& watts, char separator) {
 
 LimitRange ResolveLimitRange(const model::ProfileMetadata& metadata, double min_flag_w,
                              double max_flag_w) {
-  LimitRange range;
-  if (!metadata.gpu.empty()) {
-    for (const physics::GpuSpec& gpu : physics::GpuCatalog()) {
-      if (gpu.name == metadata.gpu || gpu.id == metadata.gpu) {
-        range.min_w = gpu.power_limit_min_w;
-        range.max_w = gpu.power_limit_max_w;
-        range.source = "the profile's GPU, " + gpu.name + " (catalogue)";
-        break;
-      }
-    }
+  try {
+    const physics::PowerLimitRange r =
+        physics::PowerLimitRangeFor(metadata.gpu, min_flag_w, max_flag_w);
+    return LimitRange{r.min_w, r.max_w, WithFlagNames(r.source)};
+  } catch (const model::InputError& e) {
+    throw model::InputError(WithFlagNames(e.what()));
   }
-  if (min_flag_w > 0 || max_flag_w > 0) {
-    if (min_flag_w > 0) range.min_w = min_flag_w;
-    if (max_flag_w > 0) range.max_w = max_flag_w;
-    range.source = range.source.empty()
-                       ? "--min-power-limit/--max-power-limit"
-                       : "--min-power-limit/--max-power-limit over " + range.source;
-  }
-  if (range.max_w > 0 && range.min_w > range.max_w) {
-    throw model::InputError(Printf("--min-power-limit (%g W) is above --max-power-limit (%g W)",
-                                   range.min_w, range.max_w));
-  }
-  return range;
 }
 
 std::string LimitFrontierCsv(const LimitPlanOutcome& outcome) {

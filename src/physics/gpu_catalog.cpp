@@ -18,6 +18,8 @@
 #include "joulepipe/model/json_input.hpp"
 #include "joulepipe/physics/gpu_model.hpp"
 
+#include "joulepipe/model/format.hpp"
+
 namespace joulepipe::physics {
 namespace {
 
@@ -252,15 +254,44 @@ const std::vector<GpuSpec>& GpuCatalog() {
   return catalog;
 }
 
-const GpuSpec& FindGpu(std::string_view id_or_alias) {
+const GpuSpec* FindGpuOrNull(std::string_view id_or_alias) {
   const std::string wanted = Lower(id_or_alias);
-  const std::vector<GpuSpec>& catalog = GpuCatalog();
-  for (const GpuSpec& gpu : catalog) {
-    if (Lower(gpu.id) == wanted || Lower(gpu.name) == wanted) return gpu;
+  for (const GpuSpec& gpu : GpuCatalog()) {
+    if (Lower(gpu.id) == wanted || Lower(gpu.name) == wanted) return &gpu;
     for (const std::string& alias : gpu.aliases) {
-      if (Lower(alias) == wanted) return gpu;
+      if (Lower(alias) == wanted) return &gpu;
     }
   }
+  return nullptr;
+}
+
+PowerLimitRange PowerLimitRangeFor(const std::string& profile_gpu, double min_w, double max_w) {
+  PowerLimitRange range;
+  if (!profile_gpu.empty()) {
+    if (const GpuSpec* gpu = FindGpuOrNull(profile_gpu)) {
+      range.min_w = gpu->power_limit_min_w;
+      range.max_w = gpu->power_limit_max_w;
+      range.source = "the profile's GPU, " + gpu->name + " (catalogue)";
+    }
+  }
+  if (min_w > 0 || max_w > 0) {
+    if (min_w > 0) range.min_w = min_w;
+    if (max_w > 0) range.max_w = max_w;
+    const std::string given = "PowerLimitRequest::min_limit_w/PowerLimitRequest::max_limit_w";
+    range.source = range.source.empty() ? given : given + " over " + range.source;
+  }
+  if (range.max_w > 0 && range.min_w > range.max_w) {
+    throw InputError("PowerLimitRequest::min_limit_w",
+                     model::Format("PowerLimitRequest::min_limit_w (%g W) is above "
+                                   "PowerLimitRequest::max_limit_w (%g W)",
+                                   range.min_w, range.max_w));
+  }
+  return range;
+}
+
+const GpuSpec& FindGpu(std::string_view id_or_alias) {
+  if (const GpuSpec* gpu = FindGpuOrNull(id_or_alias)) return *gpu;
+  const std::vector<GpuSpec>& catalog = GpuCatalog();
   std::string known;
   for (const GpuSpec& gpu : catalog) {
     known += (known.empty() ? "" : ", ") + gpu.id;

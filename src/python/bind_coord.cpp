@@ -17,6 +17,7 @@
 #include "bindings.hpp"
 
 #include "joulepipe/coord/job.hpp"
+#include "joulepipe/coord/plan_task.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/profile.hpp"
 #include "joulepipe/protocol/json.hpp"
@@ -44,8 +45,7 @@ class CoordJob {
   }
 
   void Plan() {
-    std::optional<model::Profile> profile;
-    solver::PlanRequest request;
+    coord::PlanTask task;  // the job's profile, shared, and its request
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!job_.ready_to_plan()) {
@@ -53,13 +53,12 @@ class CoordJob {
                                    coord::JobPhaseName(job_.phase()) +
                                    ", not ready to plan (every rank registered and a profile set)");
       }
-      profile = *job_.profile();
-      request = job_.PlanRequest();
+      task = coord::PlanTaskOf(job_);
     }
     solver::PipelinePlan plan;
     try {
       py::gil_scoped_release release;
-      plan = solver::PlanPipeline(*profile, request);
+      plan = task.Run(nullptr, nullptr);
     } catch (const model::InputError& e) {
       std::lock_guard<std::mutex> lock(mutex_);
       job_.SetPlanFailed(e.what());

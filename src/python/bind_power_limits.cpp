@@ -10,7 +10,9 @@
 #include "bindings.hpp"
 #include "cancellable.hpp"
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/field_names.hpp"
 #include "joulepipe/model/plan.hpp"
+#include "joulepipe/physics/gpu_model.hpp"
 #include "joulepipe/solver/plan_pipeline.hpp"
 #include "joulepipe/solver/power_limit_plan.hpp"
 #include "plan_inputs.hpp"
@@ -39,8 +41,21 @@ py::dict PlanPowerLimitsTask(const py::handle& profile_arg, int stages, int micr
   request.objective = objective;
   solver::PowerLimitRequest limits;
   limits.plan = request;
-  limits.min_limit_w = min_power_limit_w.value_or(0);
-  limits.max_limit_w = max_power_limit_w.value_or(0);
+  // The GPU's accepted range: the keywords where given, else the
+  // catalogue's figures for the profile's GPU (as `joulepipe plan`).
+  static constexpr std::pair<std::string_view, std::string_view> kKeywords[] = {
+      {"PowerLimitRequest::min_limit_w", "min_power_limit_w"},
+      {"PowerLimitRequest::max_limit_w", "max_power_limit_w"},
+  };
+  physics::PowerLimitRange range;
+  try {
+    range = physics::PowerLimitRangeFor(profile.metadata.gpu, min_power_limit_w.value_or(0),
+                                        max_power_limit_w.value_or(0));
+  } catch (const model::InputError& e) {
+    throw model::RenameFields(e, kKeywords);
+  }
+  limits.min_limit_w = range.min_w;
+  limits.max_limit_w = range.max_w;
   limits.compare_clocks = false;  // the clock plan is plan_pipeline's
   // Every input check, the baseline, the deadline and P_block first; then
   // the solve, cancellable.
@@ -73,6 +88,10 @@ py::dict PlanPowerLimitsTask(const py::handle& profile_arg, int stages, int micr
   }
   out["frontier"] = frontier;
   out["evaluations"] = f.evaluations;
+  out["power_limit_range_w"] = range.max_w > 0 || range.min_w > 0
+                                   ? py::object(py::make_tuple(range.min_w, range.max_w))
+                                   : py::object(py::none());
+  out["power_limit_range_from"] = model::RenameFields(range.source, kKeywords);
   return out;
 }
 

@@ -107,5 +107,22 @@ const std::vector<GpuSpec>& GpuCatalog();
 // case-insensitive. Throws model::InputError that lists the known ids when
 // there is none.
 const GpuSpec& FindGpu(std::string_view id_or_alias);
+// The same lookup; nullptr when the catalogue has no such GPU.
+const GpuSpec* FindGpuOrNull(std::string_view id_or_alias);
+
+// The range a GPU's power limit may be set in, for planning power limits
+// (solver::PowerLimitRequest): the given bounds where set (> 0), else the
+// catalogue's figures for the GPU the profile's metadata names, else none
+// (0). `source` says where they came from, in words and field names
+// ("PowerLimitRequest::min_limit_w/PowerLimitRequest::max_limit_w over the profile's GPU,
+// NVIDIA A100-SXM4-80GB (catalogue)"); "" when none. Throws
+// model::InputError naming PowerLimitRequest::min_limit_w when the lower
+// bound is above the upper.
+struct PowerLimitRange {
+  double min_w = 0;  // 0: none known
+  double max_w = 0;
+  std::string source;
+};
+PowerLimitRange PowerLimitRangeFor(const std::string& profile_gpu, double min_w, double max_w);
 
 }  // namespace joulepipe::physics
