@@ -25,11 +25,11 @@
 namespace joulepipe::report {
 
 using model::Format;
+using model::InputError;
 using model::SavingPercent;
 using model::SlowdownPercent;
-using schedule::ShapeText;
-using model::InputError;
 using nlohmann::json;
+using schedule::ShapeText;
 
 double OutputNumber(const json& doc, std::initializer_list<const char*> keys,
                     const std::string& where) {

@@ -23,11 +23,6 @@ using nlohmann::json;
 
 namespace {
 
-// Instructions of one pipeline iteration.
-std::int64_t PlanInstructions(const coord::JobConfig& c) {
-  return 2LL * c.spec.stages * c.spec.microbatches * c.spec.chunks;
-}
-
 // The work of a job's own profile; -1 if it cannot be planned.
 double EstimatePlanWork(const coord::Job& job) {
   try {

@@ -53,6 +53,12 @@ namespace joulepipe::serve {
 // whatever the estimate said.
 using coord::kLightPlanWork;
 
+// Instructions of one pipeline iteration (GET /jobs/{id}, the time-limit
+// message).
+inline std::int64_t PlanInstructions(const coord::JobConfig& c) {
+  return 2LL * c.spec.stages * c.spec.microbatches * c.spec.chunks;
+}
+
 // Who asks for a rank's plan, as its route words the refusals: the wait
 // (a plan newer than `after`, or Zeus's schedule barrier), the field that
 // names the rank and how a client registers one.

@@ -86,7 +86,7 @@ void Jobs::PlanOne(const std::string& id, std::unique_lock<std::mutex>& lock) {
   const coord::PlanTask task = coord::PlanTaskOf(e->job);
   const std::uint64_t generation = e->profile_generation;
   const coord::JobConfig& c = e->job.config();
-  const std::int64_t instructions = 2LL * c.spec.stages * c.spec.microbatches * c.spec.chunks;
+  const std::int64_t instructions = PlanInstructions(c);
   const bool heavy = e->heavy();
   Planning& planning = planning_[id];
   planning.started = SteadyClock::now();
