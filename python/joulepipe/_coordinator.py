@@ -14,7 +14,8 @@ and every rank runs a ``_core.CoordinatedPlan`` (the session does both).
 The embedded coordinator presents this small interface to the session:
     start(shape, ranks, profile_csv)   once, after profiling
     version        newest plan version ready to hand out (0: none yet)
-    plans()        {rank: plan dict} of that version
+    offer()        that version's plans for the ranks: {"plans": {rank: the
+                   rank's plan as protocol JSON}, "baseline_energy_j": J}
     report(iteration, rows)            the ranks' times of one iteration
     failure        why planning failed (None while fine)
 """
@@ -49,16 +50,6 @@ class RankInfo:
     pp_rank: int
     tp_rank: int
     available_mhz: List[int]
-
-
-def _plan_dict(plan: Dict[str, Any]) -> Dict[str, Any]:
-    """A plan that can cross processes (pickle): kinds as strings."""
-    out = dict(plan)
-    # (kind, microbatch, chunk, mhz), or with a lowered wait after it
-    # (..., wait_mhz, wait_restore_s).
-    out["plan"] = [(str(k.name).lower() if hasattr(k, "name") else str(k), int(m), int(c), int(f))
-                   + tuple(wait) for (k, m, c, f, *wait) in plan["plan"]]
-    return out
 
 
 class EmbeddedCoordinator:
@@ -104,14 +95,16 @@ class EmbeddedCoordinator:
         with self._lock:
             return self._job.plan_version if (self._ready and self._job is not None) else 0
 
-    def plans(self) -> Dict[int, Dict[str, Any]]:
+    def offer(self) -> Dict[str, Any]:
+        """What rank 0 broadcasts: each rank's plan as the wire carries it
+        (text that pickles as it is; each rank's CoordinatedPlan reads it)."""
         with self._lock:
-            out = {}
+            plans = {}
             for rank in self._ranks:
-                plan = self._job.plan_for(rank)
-                if plan is not None:
-                    out[rank] = _plan_dict(plan)
-            return out
+                text = self._job.plan_json_for(rank)
+                if text is not None:
+                    plans[rank] = text
+            return {"plans": plans, "baseline_energy_j": self._job.baseline_energy_j}
 
     def report(self, iteration: int, rows: List[List[float]]) -> None:
         if self.version == 0:

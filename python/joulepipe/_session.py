@@ -29,6 +29,7 @@ one call into the native agent (no I/O, no lock; bench/python_hooks.py).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -42,7 +43,6 @@ from joulepipe._log import logger as _logger  # errors ignored on purpose, at de
 
 MODES = ("off", "measure", "profile", "optimize")
 _FORWARD, _BACKWARD = _core.Kind.FORWARD, _core.Kind.BACKWARD
-_KINDS = {"forward": _FORWARD, "backward": _BACKWARD}
 
 
 @dataclass
@@ -152,7 +152,11 @@ class Session:
         self._my_info: Any = None
         self._start_failure: Optional[str] = None
         self._remote_job: Optional[str] = None  # rank 0: the job's id at the service
-        self._coordinated: Any = None  # a CoordinatedPlan once the job is at a service
+        # The rank's CoordinatedPlan (optimize mode): in-process for embedded
+        # coordination, fed by the rounds; the service's once the job is there.
+        self._coordinated: Any = None
+        self._hooks: Any = None  # what the instruction hooks drive: _coordinated, else _agent
+        self._baseline_energy_j: Optional[float] = None  # embedded: all-max clocks' energy
         self._shared = False  # this rank gave its profile (training thread)
         # Seconds the training thread spent on coordination per iteration.
         self.coordination_wait_s: List[float] = []
@@ -229,6 +233,7 @@ class Session:
             self._fail(f"the clock agent could not start: {error}")
             return
         self._control = control
+        self._hooks = self._agent
         # From here on the GPU's clocks may change: every way out of the
         # process gives them back (_guard.py).
         _guard.watch(self)
@@ -239,6 +244,13 @@ class Session:
                 return
             self._apply_plan_file(self.options.plan)
             return
+        if self.options.mode == "optimize" and not self.options.coordinator:
+            # Embedded coordination: rank 0's plans reach this rank through
+            # the rounds (offer()); the native object applies them at a step
+            # boundary, in the loop's order (runtime/coordinated_plan.hpp).
+            self._coordinated = _core.CoordinatedPlan.in_process(self._agent, self.topo.rank,
+                                                                 through=control)
+            self._hooks = self._coordinated
         if self.options.profile:
             try:
                 with open(self.options.profile) as f:
@@ -262,44 +274,23 @@ class Session:
                        "(--joulepipe-profile-out) to keep it")
 
     def _apply_plan_file(self, path: str) -> None:
-        """optimize with a plan file: this rank's stage plan, from the first
-        iteration on (no profiling, no coordination)."""
+        """optimize with a plan file: this rank's stage plan from the first
+        iteration on (no profiling, no coordination), applied by the native
+        CoordinatedPlan (runtime/coordinated_plan.hpp), which says so."""
         try:
             plan = _core.Plan.read(path)
         except (OSError, ValueError) as error:
             self._fail(f"cannot use the plan {path}: {error}")
             return
-        if plan.stages != self.topo.pp:
-            self._fail(f"the plan {path} is for {plan.stages} pipeline stages, this job has "
-                       f"{self.topo.pp}; plan the job's own profile")
-            return
-        stage_plan = plan.stage_plan(self.topo.pp_rank)
-        limits = plan.power_limits_w
-        limit = limits[self.topo.pp_rank] if limits else None
-        head_wait = plan.head_wait(self.topo.pp_rank)
-        self._agent.set_plan(stage_plan, power_limit_w=limit, head_wait=head_wait)
         self._shape = {"schedule": plan.schedule, "microbatches": plan.microbatches,
                        "chunks": plan.chunks}
+        self._coordinated = _core.CoordinatedPlan.from_plan(
+            self._agent, plan, path, self.topo.rank, stage=self.topo.pp_rank,
+            stages=self.topo.pp, through=self._control)
+        self._hooks = self._coordinated
         self._phase = "execute"
-        self._running_version = 1
-        applied = {"version": 1, "reason": f"plan file {path}", "plan": stage_plan}
-        if head_wait is not None:
-            applied["head_wait"] = head_wait
-        if limit is not None:
-            applied["power_limit_w"] = limit
-        self.applied_plans.append(applied)
-        if limit is not None:
-            self._note(f"power-limit plan {path} applied to stage {self.topo.pp_rank} through "
-                       f"{self._control}: "
-                       f"{f'{limit:g} W' if limit > 0 else 'the default limit'}, default clocks")
-            return
-        clocks = " ".join(f"{'F' if k == _core.Kind.FORWARD else 'B'}{m}"
-                          f"{'.' + str(c) if c else ''}@{f}{f'/wait@{w[0]}' if w and w[0] else ''}"
-                          f"{f'[{w[2]}]' if len(w) > 2 else ''}"
-                          for (k, m, c, f, *w) in stage_plan)
-        head = f"head-wait@{head_wait[0]} " if head_wait else ""
-        self._note(f"plan {path} applied to stage {self.topo.pp_rank} through {self._control}: "
-                   f"{head}{clocks} MHz")
+        self._coordinated.start()
+        self._drain_coordinated_log()  # the line that says what runs, or why not
 
     def _open_log(self, path: str) -> None:
         try:
@@ -320,6 +311,14 @@ class Session:
         # The phase stays: a failed rank keeps taking part in the rounds and
         # exchanges (the other ranks wait for it there), it only never sets
         # clocks again.
+        if self._coordinated is not None and not self.options.coordinator:
+            # Embedded: no plan waiting in the native object may be applied.
+            try:
+                self._coordinated.close()
+            except Exception:
+                _logger.debug("_fail: error ignored", exc_info=True)
+            self._coordinated = None
+            self._hooks = self._agent
         if self._agent is not None:
             try:
                 self._agent.disable()
@@ -365,22 +364,22 @@ class Session:
     def forward_begin(self, microbatch: int, chunk: int) -> None:
         if self._recording:
             self._observed.append(("forward", microbatch, chunk))
-        if self._agent is not None:
-            self._agent.on_instruction_begin(_FORWARD, microbatch, chunk)
+        if self._hooks is not None:
+            self._hooks.on_instruction_begin(_FORWARD, microbatch, chunk)
 
     def forward_end(self, microbatch: int, chunk: int) -> None:
-        if self._agent is not None:
-            self._agent.on_instruction_end(_FORWARD, microbatch, chunk)
+        if self._hooks is not None:
+            self._hooks.on_instruction_end(_FORWARD, microbatch, chunk)
 
     def backward_begin(self, microbatch: int, chunk: int) -> None:
         if self._recording:
             self._observed.append(("backward", microbatch, chunk))
-        if self._agent is not None:
-            self._agent.on_instruction_begin(_BACKWARD, microbatch, chunk)
+        if self._hooks is not None:
+            self._hooks.on_instruction_begin(_BACKWARD, microbatch, chunk)
 
     def backward_end(self, microbatch: int, chunk: int) -> None:
-        if self._agent is not None:
-            self._agent.on_instruction_end(_BACKWARD, microbatch, chunk)
+        if self._hooks is not None:
+            self._hooks.on_instruction_end(_BACKWARD, microbatch, chunk)
 
     def pipeline_end(self) -> None:
         """The iteration's forwards and backwards are done (before the optimizer)."""
@@ -413,6 +412,7 @@ class Session:
                 energy, approximate = m.gpu_energy_j, m.approximate
             except Exception:
                 _logger.debug("iteration_end: error ignored", exc_info=True)
+        self._drain_coordinated_log()  # the plan this iteration ran, before its record
         tokens = self.options.tokens_per_iteration
         stats = self._agent.stats() if self._agent is not None else {}
         applied = stats.get("applied", 0)
@@ -431,7 +431,6 @@ class Session:
         self.records.append(record)
         self._write(record)
         self._drain_agent_log()
-        self._drain_coordinated_log()
         self._say_sweep_progress()
         return record
 
@@ -483,8 +482,7 @@ class Session:
         self._phase = "planning"
         return {"report": report, "rank": self.topo.rank, "dp_rank": self.topo.dp_rank,
                 "pp_rank": self.topo.pp_rank, "tp_rank": self.topo.tp_rank,
-                "available_mhz": list(self._gpu["supported_sm_mhz"]) if self._gpu else [],
-                "order": self._schedule_order}
+                "available_mhz": list(self._gpu["supported_sm_mhz"]) if self._gpu else []}
 
     def _coordinate(self) -> None:
         if self.options.mode == "measure" or self.options.plan:
@@ -547,7 +545,7 @@ class Session:
             if rank0 and self._remote_job is not None:
                 payload = ("remote", self._remote_job)
             elif rank0 and self._coordinator is not None:
-                payload = ("plans", self._coordinator.plans())
+                payload = ("plans", self._coordinator.offer())
             result = self._link.exchange.broadcast_object(payload)
             if result is not None:
                 actions.append(tuple(result))
@@ -646,12 +644,14 @@ class Session:
             coordinated = _core.CoordinatedPlan(
                 self._agent, self.options.coordinator, job_id, self.topo.rank,
                 token=self.options.coordinator_token, registration=registration,
-                start_wait_s=0.0, start_timeout_s=10.0, meter_nvml_index=self._gpu["nvml_index"])
+                start_wait_s=0.0, start_timeout_s=10.0, meter_nvml_index=self._gpu["nvml_index"],
+                through=self._control)
             coordinated.start()  # bounded: registration and one poll without waiting
         except Exception as error:
             self._fail(f"cannot join the coordinator's job {job_id}: {error}")
             return
         self._coordinated = coordinated
+        self._hooks = coordinated
         self._phase = "execute"
         self._drain_coordinated_log()
 
@@ -662,10 +662,15 @@ class Session:
         for line in c.take_log():
             self._note(line)
         stats = c.stats()
+        if stats["refusal"] and self.failure is None:
+            self.failure = stats["refusal"]  # said once already (take_log)
         version = int(stats["running_version"])
         if version != self._running_version and version > 0:
             self._running_version = version
-            self.applied_plans.append({"version": version, "reason": "from the coordinator"})
+            energy = stats["running_predicted_energy_j"]
+            if self._baseline_energy_j and energy:
+                self._predicted_saving = 1.0 - energy / self._baseline_energy_j
+            self.applied_plans.append({"version": version})
 
     def _planning_failure(self) -> Optional[str]:
         """Rank 0: why the job cannot be planned (None while fine)."""
@@ -673,52 +678,36 @@ class Session:
             return self._start_failure
         return self._coordinator.failure if self._coordinator is not None else None
 
-    def _receive_plans(self, plans: Any) -> None:
-        """Every rank: rank 0's newest plans, as the rounds delivered them."""
-        mine = plans.get(self.topo.rank) if plans else None
+    def _receive_plans(self, offered: Any) -> None:
+        """Every rank: rank 0's newest plans, as the rounds delivered them:
+        {"plans": {rank: the rank's plan as protocol JSON}, "baseline_energy_j"}.
+        In optimize mode this rank's is offered to the native CoordinatedPlan,
+        which applies it at the next step boundary (or refuses it, logged)."""
+        mine = offered["plans"].get(self.topo.rank) if offered else None
         if mine is None:
             self._fail("the coordinator sent no plan for this rank")
             return
-        self._running_version = int(mine["version"])
-        baseline = mine.get("baseline_energy_j")
-        if baseline:
-            self._predicted_saving = 1.0 - mine["predicted_energy_j"] / baseline
+        self._baseline_energy_j = offered.get("baseline_energy_j") or None
         if self.failure is not None:
             return
         if self.options.mode == "profile":
             # Profile mode plans and reports; the clocks stay default.
+            plan = json.loads(mine)
+            self._running_version = int(plan["version"])
+            energy = (plan.get("predicted") or {}).get("energy_j")
+            if self._baseline_energy_j and energy:
+                self._predicted_saving = 1.0 - energy / self._baseline_energy_j
             if self._running_version == 1 or not self.applied_plans:
                 saving = (f"; predicted saving {self._predicted_saving * 100:.1f} % of GPU energy "
                           f"per iteration" if self._predicted_saving is not None else "")
-                self._note(f"plan v{mine['version']} ready (not applied in profile mode): "
-                           f"{mine['reason']}{saving}")
-            self.applied_plans.append(mine)
+                self._note(f"plan v{plan['version']} ready (not applied in profile mode): "
+                           f"{plan['reason']}{saving}")
+            self.applied_plans.append({"version": plan["version"], "reason": plan["reason"]})
             self._phase = "execute"
             return
-        self._apply(mine)
-
-    def _apply(self, plan: Dict[str, Any]) -> None:
-        # The clock, and the lowered wait after it where the plan has one.
-        planned = {(k, m, c): tuple(rest) for (k, m, c, *rest) in plan["plan"]}
-        order = self._schedule_order or []
-        if sorted(planned) != sorted(order):
-            self._fail(f"the schedule this rank ran ({len(order)} forwards/backwards) is not the "
-                       f"one planned ({len(planned)}): is the pipeline shape the same on every "
-                       "iteration?")
-            return
-        sequence = [(_KINDS[k], m, c) + planned[(k, m, c)] for (k, m, c) in order]
-        # The lowered wait before the first instruction, where the plan has one.
-        head_wait = plan.get("head_wait")
-        self._agent.set_plan(sequence, head_wait=tuple(head_wait) if head_wait else None)
+        if self._coordinated is not None:
+            self._coordinated.offer(mine)
         self._phase = "execute"
-        self.applied_plans.append(plan)
-        same = [(k, m, c) for (k, m, c, *_) in plan["plan"]] == order
-        clocks = " ".join(f"{k[0].upper()}{m}{'.' + str(c) if c else ''}@{f}"
-                          for (k, m, c), (_, _, _, f, *_) in zip(order, sequence))
-        self._note(f"plan v{plan['version']} applied to stage {plan.get('stage', self.topo.pp_rank)}"
-                   f" through {self._control}: {clocks} MHz"
-                   f"{'' if same else ' (joulepipe reordered it to the order the loop ran)'}; "
-                   f"{plan['reason']}")
 
     # ---- output --------------------------------------------------------------
 
@@ -726,7 +715,6 @@ class Session:
         if self._file is not None:
             try:
                 if self._file.name.endswith(".jsonl"):
-                    import json
                     self._file.write(json.dumps(r.__dict__) + "\n")
                 else:
                     def f(v):

@@ -92,6 +92,24 @@ class CoordJob {
     return d;
   }
 
+  // The rank's plan as the wire carries it (protocol::RankPlanToJson), what
+  // a rank's CoordinatedPlan.offer() takes; None before the first plan.
+  py::object PlanJsonFor(int rank) const {
+    std::string text;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      const std::optional<coord::RankPlan> plan = job_.PlanFor(rank);
+      if (!plan) return py::none();
+      text = protocol::RankPlanToJson(*plan, job_.config().job_id).dump();
+    }
+    return py::str(text);
+  }
+
+  double BaselineEnergyJ() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return baseline_energy_j_;
+  }
+
   int ReportIteration(int rank, std::int64_t iteration, double time_s,
                       std::optional<double> energy_j, std::optional<double> now) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -201,6 +219,10 @@ void BindCoord(py::module_& m) {
                                return j.Read([](auto& x) { return x.completed_iterations(); });
                              })
       .def("plan_for", &CoordJob::PlanFor, py::arg("rank"))
+      .def("plan_json_for", &CoordJob::PlanJsonFor, py::arg("rank"))
+      // The pipeline's energy at all max clocks when planned here (0: not
+      // planned yet): a plan's saving is 1 - its predicted energy / this.
+      .def_property_readonly("baseline_energy_j", &CoordJob::BaselineEnergyJ)
       .def("report_iteration", &CoordJob::ReportIteration, py::arg("rank"), py::arg("iteration"),
            py::arg("time_s"), py::arg("energy_j") = py::none(), py::arg("now") = py::none())
       .def("switches", &CoordJob::Switches)

@@ -69,19 +69,71 @@ runtime::RankInfo RegistrationFrom(const py::dict& d, int rank) {
 
 class CoordinatedPlanBinding : public AgentDependent {
  public:
+  // The coordinator (`joulepipe serve`) at `url` hands this rank its plans.
   CoordinatedPlanBinding(AgentBinding& agent, const std::string& url, const std::string& job_id,
                          int rank, std::optional<std::string> token,
                          std::optional<py::dict> registration, double start_wait_s,
-                         double start_timeout_s, std::optional<int> meter_nvml_index)
-      : agent_(&agent) {
+                         double start_timeout_s, std::optional<int> meter_nvml_index,
+                         const std::string& through) {
     runtime::CoordinatedPlanOptions options;
     options.coordinator.url = url;
     options.coordinator.token = token.value_or("");
     options.job_id = job_id;
     options.rank = rank;
+    options.through = through;
     if (registration) options.registration = RegistrationFrom(*registration, rank);
     options.start_wait_s = start_wait_s;
     options.start_timeout_s = start_timeout_s;
+    Open(agent, std::move(options), meter_nvml_index);
+  }
+
+  // The job's own ranks hand this rank its plans (offer()).
+  CoordinatedPlanBinding(AgentBinding& agent, int rank, const std::string& through) {
+    runtime::CoordinatedPlanOptions options;
+    options.source = runtime::PlanSource::kInProcess;
+    options.rank = rank;
+    options.through = through;
+    Open(agent, std::move(options), std::nullopt);
+  }
+
+  // Stage `stage` of a plan `joulepipe plan` wrote, from start() on.
+  CoordinatedPlanBinding(AgentBinding& agent, const model::Plan& plan, const std::string& name,
+                         int rank, int stage, int stages, const std::string& through) {
+    runtime::CoordinatedPlanOptions options;
+    options.source = runtime::PlanSource::kPlan;
+    options.plan = std::make_shared<const model::Plan>(plan);
+    options.plan_name = name;
+    options.rank = rank;
+    options.stage = stage;
+    options.stages = stages;
+    options.through = through;
+    Open(agent, std::move(options), std::nullopt);
+  }
+
+  ~CoordinatedPlanBinding() override { Close(); }
+
+  bool Offer(const std::string& rank_plan_json) {
+    if (!plan_) return false;
+    py::gil_scoped_release release;
+    return plan_->Offer(rank_plan_json);
+  }
+
+  // [("forward" | "backward", microbatch, chunk)] of the first step; None
+  // before it ended.
+  py::object LoopOrder() const {
+    if (!plan_ || plan_->loop_order().empty()) return py::none();
+    py::list out;
+    for (const runtime::LoopStep& step : plan_->loop_order()) {
+      out.append(
+          py::make_tuple(std::string(model::KindName(step.kind)), step.microbatch, step.chunk));
+    }
+    return out;
+  }
+
+ private:
+  void Open(AgentBinding& agent, runtime::CoordinatedPlanOptions options,
+            std::optional<int> meter_nvml_index) {
+    agent_ = &agent;
     options.log = LogBuffer::Sink(log_);
     if (meter_nvml_index) {
       try {
@@ -96,8 +148,7 @@ class CoordinatedPlanBinding : public AgentDependent {
     agent.AddDependent(this);
   }
 
-  ~CoordinatedPlanBinding() override { Close(); }
-
+ public:
   bool Start() {
     if (!plan_) return false;
     if (started_) return start_result_;
@@ -135,6 +186,7 @@ class CoordinatedPlanBinding : public AgentDependent {
     py::dict d;
     d["running_version"] = s.running_version;
     d["running_predicted_time_s"] = s.running_predicted_time_s;
+    d["running_predicted_energy_j"] = s.running_predicted_energy_j;
     d["announced_version"] = s.announced_version;
     d["connected"] = s.connected;
     d["reports_queued"] = s.reports_queued;
@@ -144,6 +196,8 @@ class CoordinatedPlanBinding : public AgentDependent {
     d["plans_fetched"] = s.plans_fetched;
     d["plans_applied"] = s.plans_applied;
     d["fetch_failures"] = s.fetch_failures;
+    d["plans_refused"] = s.plans_refused;
+    d["refusal"] = s.refusal.empty() ? py::object(py::none()) : py::str(s.refusal);
     return d;
   }
 
@@ -165,7 +219,7 @@ class CoordinatedPlanBinding : public AgentDependent {
   }
 
  private:
-  AgentBinding* agent_;  // null once closed
+  AgentBinding* agent_ = nullptr;  // null once closed
   std::shared_ptr<LogBuffer> log_ = std::make_shared<LogBuffer>();
   std::unique_ptr<runtime::CoordinatedPlan> plan_;
   bool started_ = false;
@@ -180,12 +234,33 @@ void BindCoordinatedPlan(py::module_& m) {
   py::class_<C>(m, "CoordinatedPlan", "Runs an Agent on the plans a coordinator hands this rank.")
       .def(py::init<AgentBinding&, const std::string&, const std::string&, int,
                     std::optional<std::string>, std::optional<py::dict>, double, double,
-                    std::optional<int>>(),
+                    std::optional<int>, const std::string&>(),
            py::arg("agent"), py::arg("url"), py::arg("job_id"), py::arg("rank"),
            py::arg("token") = py::none(), py::arg("registration") = py::none(),
            py::arg("start_wait_s") = 60.0, py::arg("start_timeout_s") = 90.0,
-           py::arg("meter_nvml_index") = py::none(), py::keep_alive<1, 2>())
+           py::arg("meter_nvml_index") = py::none(), py::arg("through") = "",
+           py::keep_alive<1, 2>())
+      // Embedded coordination: the job's own ranks hand this rank its plans
+      // (offer(rank_plan_json)); nothing is sent anywhere.
+      .def_static(
+          "in_process",
+          [](AgentBinding& agent, int rank, const std::string& through) {
+            return std::make_unique<C>(agent, rank, through);
+          },
+          py::arg("agent"), py::arg("rank"), py::arg("through") = "", py::keep_alive<0, 1>())
+      // A plan file: this rank runs stage `stage` of `plan` (a Plan) from
+      // start() on; `stages` is the job's (another count is refused).
+      .def_static(
+          "from_plan",
+          [](AgentBinding& agent, const model::Plan& plan, const std::string& name, int rank,
+             int stage, int stages, const std::string& through) {
+            return std::make_unique<C>(agent, plan, name, rank, stage, stages, through);
+          },
+          py::arg("agent"), py::arg("plan"), py::arg("name"), py::arg("rank"), py::arg("stage"),
+          py::arg("stages") = 0, py::arg("through") = "", py::keep_alive<0, 1>())
       .def("start", &C::Start)
+      .def("offer", &C::Offer, py::arg("rank_plan_json"))
+      .def_property_readonly("loop_order", &C::LoopOrder)
       // The hooks a loop calls (they drive the agent: never call its own
       // hooks too). Never raise; no-ops once closed.
       .def("on_step_begin", &C::OnStepBegin)

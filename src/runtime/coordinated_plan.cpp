@@ -25,8 +25,11 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/format.hpp"
+#include "joulepipe/protocol/json.hpp"
 
 namespace joulepipe::runtime {
 
@@ -50,10 +53,17 @@ bool IsCancellation(const std::exception& e) {
 
 // Throws InputError for options CoordinatorClient does not check itself.
 void CheckOptions(const CoordinatedPlanOptions& o) {
-  model::Require(!o.job_id.empty(), "CoordinatedPlanOptions::job_id",
-                 "CoordinatedPlanOptions::job_id must name the job (the id RegisterJob returned)");
   model::Require(o.rank >= 0, "CoordinatedPlanOptions::rank",
                  "CoordinatedPlanOptions::rank must be >= 0 (got " + std::to_string(o.rank) + ")");
+  model::Require(o.queue_capacity >= 1, "CoordinatedPlanOptions::queue_capacity",
+                 "CoordinatedPlanOptions::queue_capacity must be at least 1 (got 0)");
+  if (o.source == PlanSource::kPlan) {
+    model::Require(o.plan != nullptr, "CoordinatedPlanOptions::plan",
+                   "CoordinatedPlanOptions::plan must be set for PlanSource::kPlan");
+  }
+  if (o.source != PlanSource::kCoordinator) return;
+  model::Require(!o.job_id.empty(), "CoordinatedPlanOptions::job_id",
+                 "CoordinatedPlanOptions::job_id must name the job (the id RegisterJob returned)");
   auto wait_ok = [](double s) { return std::isfinite(s) && s >= 0 && s <= kMaxPlanWaitS; };
   model::Require(wait_ok(o.start_wait_s), "CoordinatedPlanOptions::start_wait_s",
                  model::Format("CoordinatedPlanOptions::start_wait_s must be between 0 and %g "
@@ -68,8 +78,6 @@ void CheckOptions(const CoordinatedPlanOptions& o) {
                  model::Format("CoordinatedPlanOptions::fetch_wait_s must be between 0 and %g "
                                "seconds (got %g s)",
                                kMaxPlanWaitS, o.fetch_wait_s));
-  model::Require(o.queue_capacity >= 1, "CoordinatedPlanOptions::queue_capacity",
-                 "CoordinatedPlanOptions::queue_capacity must be at least 1 (got 0)");
 }
 
 }  // namespace
@@ -79,7 +87,10 @@ struct CoordinatedPlan::State {
 
   Agent& agent;
   CoordinatedPlanOptions options;
-  std::optional<CoordinatorClient> start_client;   // empty: coordination off
+  bool in_process() const { return options.source == PlanSource::kInProcess; }
+
+  bool off = false;                                // a bad option: coordination off
+  std::optional<CoordinatorClient> start_client;   // kCoordinator only
   std::optional<CoordinatorClient> worker_client;  // the background thread's
   std::string off_reason;                          // why coordination is off
 
@@ -101,10 +112,20 @@ struct CoordinatedPlan::State {
   std::size_t count = 0;
   std::thread worker;
 
-  // The plan slot.
+  // The plan slot. `offered_version`: the newest version Offer() took.
   std::mutex slot_mutex;
   std::optional<RankPlan> pending;
   std::atomic<bool> has_pending{false};
+  int offered_version = 0;
+
+  // Training thread: the loop's order (recorded during the first step) and
+  // the plan the agent runs, as given (not reordered).
+  std::vector<LoopStep> loop;
+  bool recording = false;
+  bool loop_known = false;
+  std::optional<RankPlan> running;
+  model::HeadWait running_head_wait;            // kPlan: its stage's
+  std::optional<double> running_power_limit_w;  // kPlan: a power-limit plan's (W)
 
   // Training thread: the iteration being measured.
   bool step_open = false;
@@ -118,6 +139,7 @@ struct CoordinatedPlan::State {
 
   std::atomic<int> running_version{0};
   std::atomic<double> running_predicted_time_s{0};
+  std::atomic<double> running_predicted_energy_j{0};
   std::atomic<int> announced_version{0};
   std::atomic<bool> connected{false};
   std::atomic<std::uint64_t> reports_queued{0};
@@ -127,6 +149,9 @@ struct CoordinatedPlan::State {
   std::atomic<std::uint64_t> plans_fetched{0};
   std::atomic<std::uint64_t> plans_applied{0};
   std::atomic<std::uint64_t> fetch_failures{0};
+  std::atomic<std::uint64_t> plans_refused{0};
+  mutable std::mutex refusal_mutex;
+  std::string refusal;
 
   const std::string& url() const { return options.coordinator.url; }
 
@@ -183,17 +208,133 @@ struct CoordinatedPlan::State {
                        : std::string("this rank keeps default clocks");
   }
 
-  // Training thread, between iterations.
-  void Apply(RankPlan plan, const char* how) {
-    Log(std::string(how) + " plan version " + std::to_string(plan.version) + " for rank " +
-        std::to_string(plan.rank) + " (pipeline " + std::to_string(plan.pipeline) + ", stage " +
-        std::to_string(plan.stage) + ") from the coordinator at " + url() +
-        (plan.reason.empty() ? "" : ": " + plan.reason));
+  // The line that says `plan` was applied, in the source's terms.
+  std::string AppliedLine(const RankPlan& plan, const std::vector<model::PlannedInstruction>& in,
+                          bool reordered, const char* how) const {
+    if (options.source == PlanSource::kCoordinator) {
+      return std::string(how) + " plan version " + std::to_string(plan.version) + " for rank " +
+             std::to_string(plan.rank) + " (pipeline " + std::to_string(plan.pipeline) +
+             ", stage " + std::to_string(plan.stage) + ") from the coordinator at " + url() +
+             (plan.reason.empty() ? "" : ": " + plan.reason) +
+             (reordered ? " (reordered to the order the loop ran)" : "");
+    }
+    const std::string name = options.source == PlanSource::kPlan
+                                 ? "plan " + options.plan_name
+                                 : "plan v" + std::to_string(plan.version);
+    const std::string through = options.through.empty() ? "" : " through " + options.through;
+    if (running_power_limit_w) {
+      const double w = *running_power_limit_w;
+      return "power-limit " + name + " applied to stage " + std::to_string(plan.stage) + through +
+             ": " + (w > 0 ? model::Format("%g W", w) : std::string("the default limit")) +
+             ", default clocks";
+    }
+    const std::string head =
+        running_head_wait.mhz > 0 ? "head-wait@" + std::to_string(running_head_wait.mhz) + " " : "";
+    return name + " applied to stage " + std::to_string(plan.stage) + through + ": " + head +
+           ClocksText(in) + " MHz" +
+           (reordered ? " (joulepipe reordered it to the order the loop ran)" : "") +
+           (options.source == PlanSource::kInProcess ? "; " + plan.reason : "");
+  }
+
+  // Training thread, between iterations: `plan` to the agent, in the loop's
+  // order when that is known; refused when it is not the loop's. A plan
+  // source's head wait and power limit (kPlan) go with it.
+  void Apply(RankPlan plan, const char* how, model::HeadWait head_wait = {},
+             std::optional<double> power_limit_w = std::nullopt) {
+    std::vector<model::PlannedInstruction> instructions = plan.instructions;
+    bool reordered = false;
+    if (loop_known && !SameOrder(instructions, loop)) {
+      std::string why;
+      if (!InLoopOrder(plan.instructions, loop, instructions, why)) {
+        Refuse(plan, why);
+        return;
+      }
+      reordered = true;
+    }
+    running_head_wait = head_wait;
+    running_power_limit_w = power_limit_w;
+    Log(AppliedLine(plan, instructions, reordered, how));
     running_version.store(plan.version, std::memory_order_relaxed);
     running_predicted_time_s.store(plan.predicted ? plan.predicted->time_s : 0,
                                    std::memory_order_relaxed);
+    running_predicted_energy_j.store(plan.predicted ? plan.predicted->energy_j : 0,
+                                     std::memory_order_relaxed);
     Bump(plans_applied);
-    agent.SetPlan(std::move(plan.instructions));
+    running = std::move(plan);
+    if (power_limit_w) {
+      agent.SetPowerLimitPlan(std::move(instructions), *power_limit_w);
+    } else {
+      agent.SetPlan(std::move(instructions), head_wait);
+    }
+  }
+
+  // Start(), kPlan: stage options.stage of options.plan, or why not.
+  void ApplyPlanSource() {
+    const model::Plan& plan = *options.plan;
+    const std::string& name = options.plan_name;
+    if (options.stages > 0 && plan.num_stages != options.stages) {
+      Refuse("the plan " + name + " is for " + std::to_string(plan.num_stages) +
+             " pipeline stages, this job has " + std::to_string(options.stages) +
+             "; plan the job's own profile");
+      return;
+    }
+    if (options.stage < 0 || options.stage >= static_cast<int>(plan.stages.size())) {
+      Refuse("the plan " + name + " has no stage " + std::to_string(options.stage) + " (it has " +
+             std::to_string(plan.stages.size()) + ")");
+      return;
+    }
+    RankPlan r;
+    r.rank = options.rank;
+    r.stage = options.stage;
+    r.version = 1;
+    r.reason = "plan file " + name;
+    r.predicted = plan.predicted;
+    r.instructions = plan.stages[options.stage];
+    model::HeadWait head_wait;
+    if (options.stage < static_cast<int>(plan.head_waits.size())) {
+      head_wait = plan.head_waits[options.stage];
+    }
+    std::optional<double> limit;
+    if (!plan.power_limits_w.empty()) limit = plan.power_limits_w.at(options.stage);
+    Apply(std::move(r), "running", head_wait, limit);
+  }
+
+  // Training thread: a plan that is not the loop's. Default clocks.
+  void Refuse(const RankPlan& plan, const std::string& why) {
+    const std::string name = options.source == PlanSource::kPlan
+                                 ? "the plan " + options.plan_name
+                                 : "plan v" + std::to_string(plan.version);
+    Refuse(why, name + " for stage " + std::to_string(plan.stage) + " not applied: " + why);
+  }
+  // `line` says why (default: `why` itself).
+  void Refuse(const std::string& why, const std::string& line = "") {
+    Log((line.empty() ? why : line) + "; this rank runs at default clocks, training goes on");
+    {
+      std::lock_guard<std::mutex> lock(refusal_mutex);
+      refusal = why;
+    }
+    Bump(plans_refused);
+    running_version.store(0, std::memory_order_relaxed);
+    running_predicted_time_s.store(0, std::memory_order_relaxed);
+    running_predicted_energy_j.store(0, std::memory_order_relaxed);
+    running.reset();
+    agent.Disable();
+  }
+
+  // Training thread, after the agent's OnStepEnd: the first step's order is
+  // the loop's; a plan applied before then is put into it (or refused).
+  void EndRecording() noexcept {
+    if (!recording) return;
+    recording = false;
+    loop_known = !loop.empty();
+    if (!loop_known || !running || SameOrder(running->instructions, loop)) return;
+    try {
+      RankPlan plan = std::move(*running);
+      running.reset();
+      Apply(std::move(plan), "running", running_head_wait, running_power_limit_w);
+    } catch (const std::exception& e) {
+      Log(std::string("could not reorder the plan: ") + e.what());
+    }
   }
 
   void LogStartFailure(const CoordinatorError& e) {
@@ -331,9 +472,10 @@ CoordinatedPlan::CoordinatedPlan(Agent& agent, CoordinatedPlanOptions options)
   s.next_iteration = s.options.first_iteration;
   try {
     CheckOptions(s.options);
-    s.MakeClients();
+    if (s.options.source == PlanSource::kCoordinator) s.MakeClients();
     s.ring.resize(s.options.queue_capacity);
   } catch (const std::exception& e) {
+    s.off = true;
     s.start_client.reset();
     s.worker_client.reset();
     s.off_reason = e.what();
@@ -354,10 +496,24 @@ bool CoordinatedPlan::Start() noexcept {
   State& s = *state_;
   if (s.started) return s.start_result;
   s.started = true;
-  if (!s.start_client) {
+  if (s.off) {
     s.Log("coordination off: " + s.off_reason +
           "; this rank keeps default clocks, training goes on");
     return false;
+  }
+  if (s.options.source == PlanSource::kPlan) {
+    try {
+      s.ApplyPlanSource();
+    } catch (const std::exception& e) {
+      s.Refuse(std::string("the plan ") + s.options.plan_name +
+               " could not be applied: " + e.what());
+    }
+    s.start_result = s.running_version.load(std::memory_order_relaxed) > 0;
+    return s.start_result;
+  }
+  if (s.in_process()) {
+    s.start_result = ApplyPendingPlan();
+    return s.start_result;
   }
   s.start_deadline = SteadyClock::now() + State::ToDuration(s.options.start_timeout_s);
   try {
@@ -394,6 +550,34 @@ bool CoordinatedPlan::Start() noexcept {
   return s.start_result;
 }
 
+bool CoordinatedPlan::Offer(const std::string& rank_plan_json) noexcept {
+  State& s = *state_;
+  if (!s.in_process() || s.off) return false;
+  try {
+    RankPlan plan =
+        protocol::RankPlanFromJson(nlohmann::json::parse(rank_plan_json), s.options.rank, 0);
+    {
+      std::lock_guard<std::mutex> lock(s.slot_mutex);
+      if (plan.version <= s.offered_version) return false;
+      s.offered_version = plan.version;
+      s.announced_version.store(plan.version, std::memory_order_relaxed);
+      s.pending = std::move(plan);
+    }
+    s.has_pending.store(true, std::memory_order_release);
+    Bump(s.plans_fetched);
+    return true;
+  } catch (const std::exception& e) {
+    s.Log(std::string("a plan offered to rank ") + std::to_string(s.options.rank) +
+          " was not taken: " + e.what() + "; " + s.Keeps());
+    return false;
+  }
+}
+
+const std::vector<LoopStep>& CoordinatedPlan::loop_order() const noexcept {
+  static const std::vector<LoopStep> kNone;
+  return state_->loop_known ? state_->loop : kNone;
+}
+
 bool CoordinatedPlan::ApplyPendingPlan() noexcept {
   State& s = *state_;
   if (!s.has_pending.load(std::memory_order_acquire)) return false;
@@ -419,11 +603,23 @@ void CoordinatedPlan::OnStepBegin() noexcept {
   s.step_start = SteadyClock::now();
   s.step_start_mj = s.ReadEnergyMj();
   s.step_open = true;
+  if (!s.loop_known && !s.recording) {
+    s.recording = true;
+    s.loop.clear();
+  }
   s.agent.OnStepBegin();
 }
 
 void CoordinatedPlan::OnInstructionBegin(model::Kind kind, int microbatch, int chunk) noexcept {
-  state_->agent.OnInstructionBegin(kind, microbatch, chunk);
+  State& s = *state_;
+  if (s.recording) {
+    try {
+      s.loop.push_back({kind, microbatch, chunk});  // the first step only
+    } catch (...) {
+      s.recording = false;  // out of memory: the order stays unknown
+    }
+  }
+  s.agent.OnInstructionBegin(kind, microbatch, chunk);
 }
 
 void CoordinatedPlan::OnInstructionEnd(model::Kind kind, int microbatch, int chunk) noexcept {
@@ -433,6 +629,7 @@ void CoordinatedPlan::OnInstructionEnd(model::Kind kind, int microbatch, int chu
 void CoordinatedPlan::OnStepEnd() noexcept {
   State& s = *state_;
   s.agent.OnStepEnd();
+  s.EndRecording();
   if (s.step_open) {
     const double time_s = std::chrono::duration<double>(SteadyClock::now() - s.step_start).count();
     std::optional<double> energy_j;
@@ -451,6 +648,7 @@ void CoordinatedPlan::OnStepEnd() noexcept {
 
 void CoordinatedPlan::OnStepEnd(double time_s, std::optional<double> energy_j) noexcept {
   state_->agent.OnStepEnd();
+  state_->EndRecording();
   Report(time_s, energy_j);
 }
 
@@ -470,6 +668,7 @@ CoordinationStats CoordinatedPlan::stats() const {
   CoordinationStats out;
   out.running_version = s.running_version.load(std::memory_order_relaxed);
   out.running_predicted_time_s = s.running_predicted_time_s.load(std::memory_order_relaxed);
+  out.running_predicted_energy_j = s.running_predicted_energy_j.load(std::memory_order_relaxed);
   out.announced_version = s.announced_version.load(std::memory_order_relaxed);
   out.connected = s.connected.load(std::memory_order_relaxed);
   out.reports_queued = s.reports_queued.load(std::memory_order_relaxed);
@@ -479,6 +678,11 @@ CoordinationStats CoordinatedPlan::stats() const {
   out.plans_fetched = s.plans_fetched.load(std::memory_order_relaxed);
   out.plans_applied = s.plans_applied.load(std::memory_order_relaxed);
   out.fetch_failures = s.fetch_failures.load(std::memory_order_relaxed);
+  out.plans_refused = s.plans_refused.load(std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(s.refusal_mutex);
+    out.refusal = s.refusal;
+  }
   return out;
 }
 

@@ -48,6 +48,25 @@
 //     an iteration boundary, never inside a step. The check is one atomic
 //     load when nothing waits.
 //
+// Plan sources (`source`):
+//   * kCoordinator (the default): `joulepipe serve` over HTTP, as above.
+//   * kInProcess: the job's own ranks hand this rank its plans (embedded
+//     coordination: rank 0's coord::Job plans, the job's process group
+//     carries each rank its plan as protocol::RankPlanToJson text). Offer()
+//     takes them from any thread; nothing is registered, fetched or
+//     reported, and Start() only applies a plan already offered.
+//   * kPlan: a plan `joulepipe plan` wrote (`plan`, named `plan_name` in
+//     lines); Start() applies its stage `stage` (its head wait, or its power
+//     limit for a power-limit plan, with it) and nothing ever changes it.
+// Whatever the source, this object owns what happens to a plan on the
+// rank: the newest version wins, the switch lands at an iteration boundary,
+// and the plan is put into the order the loop was seen to run
+// (loop_order.hpp; the first step's forwards and backwards are recorded).
+// A plan whose forwards and backwards are not the loop's is refused: logged
+// once, the agent disabled (default clocks), stats().refusal says why; a
+// later version that fits is applied. A plan applied before the loop's order
+// was known (Start()) is reordered, or refused, at the end of the first step.
+//
 // Fail-safe: nothing here throws into the training loop (the hooks are
 // noexcept; a bad option is logged at Start() and coordination stays off).
 // Without a plan the agent stays off (default clocks). Losing the
@@ -70,17 +89,31 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "joulepipe/monitor/monitor.hpp"
 #include "joulepipe/runtime/agent.hpp"
 #include "joulepipe/runtime/coord_client.hpp"
+#include "joulepipe/runtime/loop_order.hpp"
 
 namespace joulepipe::runtime {
 
+enum class PlanSource { kCoordinator, kInProcess, kPlan };
+
 struct CoordinatedPlanOptions {
-  CoordinatorOptions coordinator;
-  std::string job_id;
+  PlanSource source = PlanSource::kCoordinator;
+  CoordinatorOptions coordinator;  // kCoordinator only
+  std::string job_id;              // kCoordinator: required; kInProcess: unused
   int rank = 0;
+  // How clocks are set ("nvml", "daemon"), named in the line that says a
+  // plan was applied; "" leaves it out.
+  std::string through;
+  // kPlan: the plan, its name in lines (its path), this rank's stage and the
+  // job's stages (0: not checked; another count is refused).
+  std::shared_ptr<const model::Plan> plan;
+  std::string plan_name;
+  int stage = 0;
+  int stages = 0;
   // Registered at Start() (and retried in the background until it
   // succeeds) when set; registering again is idempotent on the server.
   std::optional<RankInfo> registration;
@@ -106,15 +139,18 @@ struct CoordinationStats {
   int running_version = 0;  // the plan version given to the agent; 0: none
   // Its pipeline's predicted iteration time (s); 0: none or not given.
   double running_predicted_time_s = 0;
-  int announced_version = 0;  // the newest version the coordinator named
-  bool connected = false;     // the last exchange with the coordinator succeeded
+  double running_predicted_energy_j = 0;  // its pipeline's energy (J); 0: not given
+  int announced_version = 0;              // the newest version the coordinator named
+  bool connected = false;                 // the last exchange with the coordinator succeeded
   std::uint64_t reports_queued = 0;
   std::uint64_t reports_sent = 0;     // answered by the coordinator
   std::uint64_t reports_failed = 0;   // gave up after the client's retries
   std::uint64_t reports_dropped = 0;  // pushed out of a full queue
-  std::uint64_t plans_fetched = 0;    // by the background thread
+  std::uint64_t plans_fetched = 0;    // by the background thread, or taken by Offer()
   std::uint64_t plans_applied = 0;    // given to the agent (Start included)
   std::uint64_t fetch_failures = 0;
+  std::uint64_t plans_refused = 0;  // not the loop's forwards and backwards
+  std::string refusal;              // why the last refused plan was refused
 };
 
 class CoordinatedPlan {
@@ -143,6 +179,17 @@ class CoordinatedPlan {
   void OnStepEnd() noexcept;
   // The same with the caller's own measurements.
   void OnStepEnd(double time_s, std::optional<double> energy_j) noexcept;
+  // kInProcess, any thread: this rank's plan as protocol::RankPlanToJson
+  // text. True when it was taken (it becomes the waiting plan, applied at
+  // the next boundary); false, logged, for another rank's plan or a bad
+  // document; false, silently, for a version not newer than one offered
+  // before (every rank may be offered every rank's plans).
+  bool Offer(const std::string& rank_plan_json) noexcept;
+
+  // The first step's forwards and backwards in the order they ran; empty
+  // until that step ended. Training thread.
+  const std::vector<LoopStep>& loop_order() const noexcept;
+
   // Training thread, between iterations: gives a waiting plan to the agent.
   // True when it did. OnStepBegin/OnStepEnd call it.
   bool ApplyPendingPlan() noexcept;
