@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from joulepipe import _core, _guard
-from joulepipe._coordinator import EmbeddedCoordinator, JobShape, RankInfo
 
 from joulepipe._log import logger as _logger  # errors ignored on purpose, at debug
 
@@ -163,7 +162,8 @@ class Session:
         self._predicted_saving: Optional[float] = None
         self._shape: Optional[Dict[str, Any]] = None  # schedule, microbatches, chunks
         self._phase = "measure"  # measure | profile | planning | execute
-        self._coordinator: Any = None
+        self._coordinator: Any = None  # rank 0, embedded: the job's CoordJob
+        self.refused_reports = 0  # rank 0: round reports the policy refused (dropped)
         self._profiler: Any = None
         self._sweep_clocks = 0  # clocks the profiler visits (profile phase)
         self._agent: Any = None
@@ -518,14 +518,15 @@ class Session:
         if info is not None:
             self._my_info = info
         rank0 = self.topo.rank == 0
+        actions: List[Any] = []
         if rank0 and self._coordinator is not None:
-            row[4] = float(self._coordinator.version)
+            row[4] = float(self._coordinator.plan_version)
+            actions += [("note", line) for line in self._coordinator.take_notes()]
         if rank0 and self._remote_job is not None:
             row[4] = 1.0  # the job is at the service: every rank joins it
         if rank0 and self._planning_failure() is not None:
             row[5] = 1.0
         rows = self._link.exchange.all_gather_rows(row)
-        actions: List[Any] = []
         if not self._plan_started:
             if all(r[2] >= 1.0 for r in rows):
                 self._plan_started = True
@@ -537,7 +538,8 @@ class Session:
             self._told_planning_failed = True
             actions.append(("planning_failed", self._planning_failure()))
         if rank0 and self._coordinator is not None:
-            self._coordinator.report(int(rows[0][0]), rows)
+            self.refused_reports += self._coordinator.report_round(int(rows[0][0]),
+                                                                   [r[1] for r in rows], time.time())
         announced = int(rows[0][4])
         if announced > self._received_version:
             self._received_version = announced
@@ -568,27 +570,33 @@ class Session:
                                                                      overwrite=True)
                 note(f"profile written to {self.options.profile_out}")
         shape = self._shape or {"schedule": "1f1b", "microbatches": 1, "chunks": 1}
-        job = JobShape(job_id=self.options.job_id or f"joulepipe-{os.getpid()}-{int(time.time())}",
-                       dp=self.topo.dp, pp=self.topo.pp, tp=self.topo.tp,
-                       schedule=shape["schedule"], microbatches=shape["microbatches"],
-                       chunks=shape["chunks"], max_slowdown=self.options.max_slowdown,
-                       p_block_w=None if self.options.profile else self._unmeasured_p_block(merged))
-        ranks = [RankInfo(e["rank"], e["dp_rank"], e["pp_rank"], e["tp_rank"], e["available_mhz"])
-                 for e in everyone]
+        job_id = self.options.job_id or f"joulepipe-{os.getpid()}-{int(time.time())}"
+        p_block_w = None if self.options.profile else self._unmeasured_p_block(merged)
         if self.options.coordinator:
-            self._register_remote(job, csv)
+            self._register_remote(job_id, shape, p_block_w, csv)
             return
-        coordinator = EmbeddedCoordinator(note)
-        note(f"planning {job.schedule}, {job.pp} stages x {job.microbatches} microbatches"
-             f"{f' x {job.chunks} chunks' if job.chunks > 1 else ''}, dp {job.dp}, "
-             f"tp {job.tp} (embedded, on rank 0)")
+        t, chunks = self.topo, shape["chunks"]
+        note(f"planning {shape['schedule']}, {t.pp} stages x {shape['microbatches']} microbatches"
+             f"{f' x {chunks} chunks' if chunks > 1 else ''}, dp {t.dp}, tp {t.tp} "
+             "(embedded, on rank 0)")
         try:
-            coordinator.start(job, ranks, csv)
-        except Exception as error:  # a profile for another job, the service refusing, ...
+            # The policy, with a planner thread of its own (native: the
+            # rounds never wait on the solver): plans, straggler switches.
+            job = _core.CoordJob(job_id, t.dp, t.pp, t.tp, shape["schedule"],
+                                 shape["microbatches"], chunks, p_block_w,
+                                 max_slowdown=self.options.max_slowdown)
+            for e in everyone:
+                job.register_rank(e["rank"], e["dp_rank"], e["pp_rank"], e["tp_rank"],
+                                  e["available_mhz"])
+            job.set_profile(csv)
+            for line in job.profile_notes():  # rows left out of planning, in words
+                note(line)
+            job.start_planning()
+        except Exception as error:  # a profile for another job, ...
             self._start_failure = f"{type(error).__name__}: {error}"
             note(f"planning failed: {error}; every rank keeps default clocks")
             return
-        self._coordinator = coordinator
+        self._coordinator = job
 
     def _unmeasured_p_block(self, merged: Any) -> Optional[float]:
         """P_block when no wait of the job was long enough to measure it (a
@@ -605,18 +613,20 @@ class Session:
                         f"with {gpu['p_block_w']:g} W, the catalogue's figure for {gpu['name']}")
         return float(gpu["p_block_w"])
 
-    def _register_remote(self, job: JobShape, csv: str) -> None:
+    def _register_remote(self, job_id: str, shape: Dict[str, Any], p_block_w: Optional[float],
+                         csv: str) -> None:
         """Rank 0, on the Link's thread: the job and its profile to `joulepipe
         serve`, through the runtime's client (timeouts, retries). Each rank
         then registers itself and fetches its plans (CoordinatedPlan)."""
         url = self.options.coordinator
         try:
             client = _core.CoordinatorClient(url, self.options.coordinator_token)
+            t, slowdown = self.topo, self.options.max_slowdown
             job_id = client.register_job(
-                job.job_id, pp=job.pp, dp=job.dp, tp=job.tp, world_size=self.topo.world_size,
-                schedule=job.schedule, microbatches=job.microbatches, chunks=job.chunks,
-                slowdown=job.max_slowdown - 1.0 if job.max_slowdown != 1.0 else None,
-                p_block_w=job.p_block_w, gpu=self._gpu["name"] if self._gpu else None)
+                job_id, pp=t.pp, dp=t.dp, tp=t.tp, world_size=t.world_size,
+                schedule=shape["schedule"], microbatches=shape["microbatches"],
+                chunks=shape["chunks"], slowdown=slowdown - 1.0 if slowdown != 1.0 else None,
+                p_block_w=p_block_w, gpu=self._gpu["name"] if self._gpu else None)
             rows = client.upload_profile(job_id, csv)
         except Exception as error:  # unreachable, refused (409: another job of that id), ...
             self._start_failure = f"{type(error).__name__}: {error}"
@@ -676,7 +686,7 @@ class Session:
         """Rank 0: why the job cannot be planned (None while fine)."""
         if self._start_failure is not None:
             return self._start_failure
-        return self._coordinator.failure if self._coordinator is not None else None
+        return (self._coordinator.failure or None) if self._coordinator is not None else None
 
     def _receive_plans(self, offered: Any) -> None:
         """Every rank: rank 0's newest plans, as the rounds delivered them:

@@ -1,13 +1,19 @@
 // CoordJob: the coordination policy (coord::Job) for the embedded
 // coordinator on rank 0.
 //
-// plan() solves without the GIL; so that other Python threads may meanwhile
-// call the job's other methods, every method takes the job's mutex (always
-// with the GIL held, never the other way round: no lock-order cycle), and
-// plan() holds it only to copy its inputs and to install the result.
+// plan() solves without the GIL, and start_planning() on a native thread of
+// the job's own; so that Python threads may meanwhile call the job's other
+// methods, every method takes the job's mutex (with the GIL held; the
+// planner thread never takes the GIL: no lock-order cycle), and a solve
+// holds it only to copy its inputs and to install the result. Closing the
+// job (close(), or its destruction) cancels a solve in progress and joins
+// the planner thread.
+#include <atomic>
+#include <chrono>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -19,6 +25,7 @@
 #include "joulepipe/coord/job.hpp"
 #include "joulepipe/coord/plan_task.hpp"
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/format.hpp"
 #include "joulepipe/model/profile.hpp"
 #include "joulepipe/protocol/json.hpp"
 #include "joulepipe/solver/plan_pipeline.hpp"
@@ -31,6 +38,45 @@ namespace {
 class CoordJob {
  public:
   explicit CoordJob(coord::JobConfig config) : job_(std::move(config)) {}
+  ~CoordJob() { Close(); }
+  CoordJob(const CoordJob&) = delete;
+  CoordJob& operator=(const CoordJob&) = delete;
+
+  // Plans on the job's own thread and returns at once: plan_version stays 0
+  // until the plan is in; failure says why it failed; take_notes() says
+  // either in words ("planned in 2.31 s: initial plan", "planning failed:
+  // ...; every rank keeps default clocks"). Once.
+  void StartPlanning() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (planning_started_) {
+      throw coord::JobStateError("CoordJob.start_planning: planning was started already");
+    }
+    if (!job_.ready_to_plan()) {
+      throw coord::JobStateError(std::string("CoordJob.start_planning: the job is ") +
+                                 coord::JobPhaseName(job_.phase()) +
+                                 ", not ready to plan (every rank registered and a profile set)");
+    }
+    planning_started_ = true;
+    planner_ = std::thread([this] { PlanInBackground(); });
+  }
+
+  // What the job has to say since the last call (planning's outcome).
+  std::vector<std::string> TakeNotes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<std::string> out;
+    out.swap(notes_);
+    return out;
+  }
+
+  // Cancels a solve in progress, joins the planner thread. Idempotent.
+  void Close() {
+    cancel_.store(true);
+    if (planner_.joinable()) {
+      std::optional<py::gil_scoped_release> release;
+      if (PyGILState_Check()) release.emplace();
+      planner_.join();
+    }
+  }
 
   bool RegisterRank(int rank, int dp_rank, int pp_rank, int tp_rank,
                     std::vector<int> available_mhz) {
@@ -110,6 +156,48 @@ class CoordJob {
     return baseline_energy_j_;
   }
 
+  // One round of the job's ranks: times_s[rank] is the rank's pipeline
+  // time of `iteration` (<= 0: not measured, not reported). Before the plan
+  // nothing is reported. A report the policy refuses (a time over a day, an
+  // iteration outside the job's window) is dropped, as the service answers
+  // it 400: detection goes on. Returns the reports refused.
+  int ReportRound(std::int64_t iteration, const std::vector<double>& times_s, double now) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (job_.plan_version() == 0) return 0;
+    int refused = 0;
+    for (std::size_t rank = 0; rank < times_s.size(); ++rank) {
+      if (!(times_s[rank] > 0)) continue;
+      try {
+        job_.ReportIteration({static_cast<int>(rank), iteration, times_s[rank], std::nullopt}, now);
+      } catch (const model::InputError&) {
+        ++refused;
+      }
+    }
+    return refused;
+  }
+
+  // What rank 0 hands the job's ranks: {"plans": {rank: the rank's plan as
+  // protocol JSON}, "baseline_energy_j": J} of the newest version.
+  py::dict Offer() const {
+    std::vector<std::pair<int, std::string>> plans;
+    double baseline = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (int rank = 0; rank < job_.config().world_size; ++rank) {
+        if (std::optional<coord::RankPlan> plan = job_.PlanFor(rank)) {
+          plans.emplace_back(rank, protocol::RankPlanToJson(*plan, job_.config().job_id).dump());
+        }
+      }
+      baseline = baseline_energy_j_;
+    }
+    py::dict by_rank;
+    for (auto& [rank, text] : plans) by_rank[py::int_(rank)] = py::str(text);
+    py::dict out;
+    out["plans"] = by_rank;
+    out["baseline_energy_j"] = baseline;
+    return out;
+  }
+
   int ReportIteration(int rank, std::int64_t iteration, double time_s,
                       std::optional<double> energy_j, std::optional<double> now) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -147,9 +235,44 @@ class CoordJob {
   }
 
  private:
+  // The planner thread: the solve without the lock, its outcome with it.
+  void PlanInBackground() noexcept {
+    const auto began = std::chrono::steady_clock::now();
+    try {
+      coord::PlanTask task;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        task = coord::PlanTaskOf(job_);
+      }
+      solver::PipelinePlan plan = task.Run(&cancel_, nullptr);
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_.SetPlan(plan, UnixNow());
+      baseline_energy_j_ = plan.baseline.energy_j;
+      const std::optional<coord::RankPlan> first = job_.PlanFor(0);
+      notes_.push_back(model::Format("planned in %.2f s: ", seconds) +
+                       (first ? first->reason : std::string("no plan")));
+    } catch (const model::Cancelled&) {
+      // Closed while solving: nobody is left to tell.
+    } catch (const std::exception& e) {
+      try {
+        std::lock_guard<std::mutex> lock(mutex_);
+        job_.SetPlanFailed(e.what());
+        notes_.push_back(std::string("planning failed: ") + e.what() +
+                         "; every rank keeps default clocks");
+      } catch (...) {
+      }
+    }
+  }
+
   mutable std::mutex mutex_;
   coord::Job job_;
-  double baseline_energy_j_ = 0;  // of the plan solved by Plan() (all max clocks)
+  double baseline_energy_j_ = 0;  // of the plan solved here (all max clocks)
+  bool planning_started_ = false;
+  std::vector<std::string> notes_;
+  std::atomic<bool> cancel_{false};
+  std::thread planner_;
 };
 
 CoordJob* MakeCoordJob(const std::string& job_id, int dp, int pp, int tp,
@@ -195,6 +318,12 @@ void BindCoord(py::module_& m) {
           "ready_to_plan",
           [](const CoordJob& j) { return j.Read([](auto& x) { return x.ready_to_plan(); }); })
       .def("plan", &CoordJob::Plan)
+      .def("start_planning", &CoordJob::StartPlanning)
+      .def("take_notes", &CoordJob::TakeNotes)
+      .def("report_round", &CoordJob::ReportRound, py::arg("iteration"), py::arg("times_s"),
+           py::arg("now"))
+      .def("offer", &CoordJob::Offer)
+      .def("close", &CoordJob::Close)
       .def_property_readonly(
           "phase",
           [](const CoordJob& j) {
