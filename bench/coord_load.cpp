@@ -71,6 +71,7 @@
 #include "coord_load/http_client.hpp"
 #include "coord_load/proc_metrics.hpp"
 #include "coord_load/rank_loop.hpp"
+#include "coord_load/report.hpp"
 #include "coord_load/server_process.hpp"
 
 namespace {
@@ -89,36 +90,8 @@ void Usage() {
                kPp * kTp);
 }
 
-struct RouteFigures {
-  std::size_t count = 0;
-  int failures = 0;
-  double rate = 0, p50 = 0, p99 = 0, max = 0;
-};
-
-RouteFigures Figures(const std::vector<Recorder::Sample>& s, int failures) {
-  RouteFigures f;
-  f.count = s.size();
-  f.failures = failures;
-  if (s.empty()) return f;
-  std::vector<double> lat;
-  lat.reserve(s.size());
-  double first = INFINITY, last = 0;
-  for (const Recorder::Sample& x : s) {
-    lat.push_back(x.latency_s);
-    first = std::min(first, x.start_s);
-    last = std::max(last, x.start_s + x.latency_s);
-  }
-  f.rate = last > first ? static_cast<double>(s.size()) / (last - first) : 0;
-  f.p50 = Percentile(lat, 0.5);
-  f.p99 = Percentile(lat, 0.99);
-  f.max = Percentile(lat, 1.0);
-  return f;
-}
-
-}  // namespace
-
-int main(int argc, char** argv) {
-  Options opt;
+// The command line into `opt`; false (after the usage line) when it is wrong.
+bool ParseOptions(int argc, char** argv, Options& opt) {
   opt.server = PathOfSelfDir() + "/joulepipe";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -145,38 +118,33 @@ int main(int argc, char** argv) {
       opt.keep_alive = false;
     } else {
       Usage();
-      return 2;
+      return false;
     }
   }
   if (opt.ranks < kPp * kTp || opt.ranks % (kPp * kTp) != 0 || opt.iterations < 1 ||
       opt.spread_ms < 0 || opt.watchdog_s <= 0) {
     Usage();
-    return 2;
+    return false;
   }
-  const int dp = opt.ranks / (kPp * kTp);
-  // The straggler: pipeline 3 (or the last one of fewer), slow in the middle
-  // three tenths of the run; none with one pipeline (nothing to compare to).
-  const int straggler = dp >= 2 ? std::min(kStragglerPipeline, dp - 1) : -1;
-  const std::int64_t slow_begin = opt.iterations * 3 / 10, slow_end = opt.iterations * 6 / 10;
+  return true;
+}
 
-  std::string csv;
-  {
-    std::ifstream in(opt.profile, std::ios::binary);
-    if (!in) {
-      std::fprintf(stderr, "bench_coord_load: cannot read the profile %s\n", opt.profile.c_str());
-      return 2;
-    }
-    std::ostringstream s;
-    s << in.rdbuf();
-    csv = s.str();
+// The profile's text; false (said) when it cannot be read.
+bool ReadProfile(const std::string& path, std::string& csv) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::fprintf(stderr, "bench_coord_load: cannot read the profile %s\n", path.c_str());
+    return false;
   }
-  if (::access(opt.server.c_str(), X_OK) != 0) {
-    std::fprintf(stderr, "bench_coord_load: %s is not an executable (give --server PATH)\n",
-                 opt.server.c_str());
-    return 2;
-  }
+  std::ostringstream s;
+  s << in.rdbuf();
+  csv = s.str();
+  return true;
+}
 
-  // Sockets: one per rank, the monitors', and the server's (it raises its own).
+// Sockets: one per rank, the monitors', and the server's (it raises its
+// own). False (said) when the open-file limit cannot cover `ranks`.
+bool RaiseFileLimit(const Options& opt) {
   rlimit nofile{};
   ::getrlimit(RLIMIT_NOFILE, &nofile);
   const rlim_t want = static_cast<rlim_t>(opt.ranks) * 2 + 256;
@@ -187,8 +155,35 @@ int main(int argc, char** argv) {
   if (nofile.rlim_cur < static_cast<rlim_t>(opt.ranks) + 64) {
     std::fprintf(stderr, "bench_coord_load: the open-file limit is %llu; %d ranks need more\n",
                  static_cast<unsigned long long>(nofile.rlim_cur), opt.ranks);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Run run;
+  Options& opt = run.opt;
+  if (!ParseOptions(argc, argv, opt)) return 2;
+  run.dp = opt.ranks / (kPp * kTp);
+  const int dp = run.dp;
+  // The straggler: pipeline 3 (or the last one of fewer), slow in the middle
+  // three tenths of the run; none with one pipeline (nothing to compare to).
+  run.straggler = dp >= 2 ? std::min(kStragglerPipeline, dp - 1) : -1;
+  run.slow_begin = opt.iterations * 3 / 10;
+  run.slow_end = opt.iterations * 6 / 10;
+  const int straggler = run.straggler;
+  const std::int64_t slow_begin = run.slow_begin, slow_end = run.slow_end;
+
+  std::string csv;
+  if (!ReadProfile(opt.profile, csv)) return 2;
+  if (::access(opt.server.c_str(), X_OK) != 0) {
+    std::fprintf(stderr, "bench_coord_load: %s is not an executable (give --server PATH)\n",
+                 opt.server.c_str());
     return 2;
   }
+  if (!RaiseFileLimit(opt)) return 2;
 
   char tmpl[] = "/tmp/joulepipe-coord-load-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr) {
@@ -264,7 +259,7 @@ int main(int argc, char** argv) {
 
   // /proc sampler (50 ms).
   std::atomic<bool> stop_monitors{false};
-  ProcPeaks peaks;
+  ProcPeaks& peaks = run.peaks;
   std::thread sampler([&] {
     const std::string path = "/proc/" + std::to_string(server.pid) + "/status";
     while (!stop_monitors.load()) {
@@ -289,8 +284,9 @@ int main(int argc, char** argv) {
     }
   });
 
-  Recorder setup_rec;
-  bool ok = true;
+  Recorder& setup_rec = run.setup_rec;
+  bool& ok = run.ok;
+  ok = true;
   {
     HttpClient http(port, opt.keep_alive);
     const json job = {{"job_id", "load"},
@@ -313,8 +309,9 @@ int main(int argc, char** argv) {
   }
 
   // Monitors: job status every 100 ms, /metrics every 500 ms.
-  Recorder status_rec, metrics_rec;
-  int max_waiting = 0;
+  Recorder& status_rec = run.status_rec;
+  Recorder& metrics_rec = run.metrics_rec;
+  int& max_waiting = run.max_waiting;
   std::thread status_monitor, metrics_monitor;
   if (ok) {
     status_monitor = std::thread([&] {
@@ -346,12 +343,18 @@ int main(int argc, char** argv) {
   // The ranks: one event loop over libcurl's multi interface drives every
   // rank (a state machine each), so the bench costs a socket per rank, not
   // a thread, and measures the server rather than its own scheduling.
-  std::vector<RankResult> results(opt.ranks);
-  std::string first_error;
-  int registered = 0, planned = 0;
-  double ranks_started_s = 0, plans_done_s = 0, iterations_done_s = 0;
-  CpuMark cpu_ranks, cpu_plans, cpu_iterations;
-  LoopFigures loop;
+  run.results.resize(opt.ranks);
+  std::vector<RankResult>& results = run.results;
+  std::string& first_error = run.first_error;
+  int& registered = run.registered;
+  int planned = 0;
+  double& ranks_started_s = run.ranks_started_s;
+  double& plans_done_s = run.plans_done_s;
+  double& iterations_done_s = run.iterations_done_s;
+  CpuMark& cpu_ranks = run.cpu_ranks;
+  CpuMark& cpu_plans = run.cpu_plans;
+  CpuMark& cpu_iterations = run.cpu_iterations;
+  LoopFigures& loop = run.loop;
   if (ok) {
     g_phase = kRanks;
     ranks_started_s = Now();
@@ -375,8 +378,8 @@ int main(int argc, char** argv) {
   g_phase = kDone;
 
   // The job's final state and one last scrape, then stop the monitors.
-  json final_status;
-  std::string metrics_text;
+  json& final_status = run.final_status;
+  std::string& metrics_text = run.metrics_text;
   {
     HttpClient http(port, opt.keep_alive);
     Recorder rec;
@@ -390,210 +393,15 @@ int main(int argc, char** argv) {
   if (status_monitor.joinable()) status_monitor.join();
   if (metrics_monitor.joinable()) metrics_monitor.join();
   sampler.join();
-  double stop_s = 0;
-  const std::string stopped = StopServer(&server, &stop_s);
+  run.stopped = StopServer(&server, &run.stop_s);
 
-  // ---- Figures ---------------------------------------------------------------
-  std::vector<Recorder::Sample> by_route[kRoutes];
-  int failures[kRoutes] = {};
-  auto merge = [&](const Recorder& rec) {
-    for (int k = 0; k < kRoutes; ++k) {
-      by_route[k].insert(by_route[k].end(), rec.samples[k].begin(), rec.samples[k].end());
-      failures[k] += rec.failures[k];
-    }
-  };
-  merge(setup_rec);
-  merge(status_rec);
-  merge(metrics_rec);
-  int fetches = 0, not_ready = 0;
-  for (const RankResult& r : results) {
-    merge(r.rec);
-    fetches += r.fetches;
-    not_ready += r.not_ready;
-  }
-
-  std::printf("\n%-34s %8s %9s %9s %9s %9s %6s\n", "route (client side)", "count", "req/s",
-              "p50 ms", "p99 ms", "max ms", "fail");
-  RouteFigures fig[kRoutes];
-  for (int k = 0; k < kRoutes; ++k) {
-    fig[k] = Figures(by_route[k], failures[k]);
-    if (fig[k].count == 0) {
-      std::printf("%-34s %8d\n", kRouteNames[k], 0);
-      continue;
-    }
-    std::printf("%-34s %8zu %9.1f %9.2f %9.2f %9.2f %6d\n", kRouteNames[k], fig[k].count,
-                fig[k].rate, fig[k].p50 * 1e3, fig[k].p99 * 1e3, fig[k].max * 1e3, fig[k].failures);
-  }
-
-  // The server's own view (handling time, arrival to answer minus parking).
-  const auto server_routes =
-      ServerHistograms(metrics_text, "joulepipe_http_request_duration_seconds");
-  if (!server_routes.empty()) {
-    std::printf("\n%-34s %8s %9s %11s %11s\n", "route (server's histogram)", "count", "mean ms",
-                "p50 <= ms", "p99 <= ms");
-    for (const auto& [route, h] : server_routes) {
-      std::printf("%-34s %8.0f %9.3f %11g %11g\n", route.c_str(), h.count,
-                  h.count > 0 ? h.sum / h.count * 1e3 : 0.0, BucketQuantile(h, 0.5) * 1e3,
-                  BucketQuantile(h, 0.99) * 1e3);
-    }
-  }
-
-  // Plan delivery.
-  double last_registration = -1;
-  std::vector<double> delays;
-  for (const RankResult& r : results) {
-    last_registration = std::max(last_registration, r.registered_at_s);
-  }
-  for (const RankResult& r : results) {
-    if (r.plan_at_s >= 0) delays.push_back(r.plan_at_s - last_registration);
-  }
-  const std::optional<double> solve_sum =
-      MetricValue(metrics_text, "joulepipe_plan_solve_seconds_sum");
-  const std::optional<double> solve_count =
-      MetricValue(metrics_text, "joulepipe_plan_solve_seconds_count");
-  const double solve_s = solve_sum.value_or(NAN);
-  std::printf("\nregistration: %d ranks in %.3f s (first request to last answer)\n", registered,
-              last_registration - ranks_started_s);
-  if (!delays.empty()) {
-    std::printf(
-        "plans: %zu of %d delivered; after the last registration: p50 %.3f s, p99 %.3f s, "
-        "max %.3f s; server solve %.3f s (%s solve%s)\n",
-        delays.size(), opt.ranks, Percentile(delays, 0.5), Percentile(delays, 0.99),
-        Percentile(delays, 1.0), solve_s,
-        solve_count ? std::to_string(static_cast<int>(*solve_count)).c_str() : "?",
-        solve_count && *solve_count == 1 ? "" : "s");
-  }
-  std::printf(
-      "requests parked at once (GET /jobs/{id} waiting_requests, sampled every 100 ms): "
-      "max %d\n",
-      max_waiting);
-  if (opt.iterations > 0 && iterations_done_s > plans_done_s) {
-    const double span = iterations_done_s - plans_done_s;
-    std::printf(
-        "iterations: %d in %.2f s (%.1f iterations/s, %.0f reports/s); plan fetches "
-        "after a version rise: %d (%d answered 204)\n",
-        opt.iterations, span, opt.iterations / span, opt.iterations * opt.ranks / span, fetches,
-        not_ready);
-  }
-  std::printf(
-      "server: peak RSS (VmHWM) %.1f MiB (%.1f MiB by the time every plan was "
-      "delivered); threads max %d (%d while the plans were awaited, %s during "
-      "iterations); %d samples at 50 ms\n",
-      peaks.hwm_kb / 1024.0, peaks.hwm_kb_awaiting / 1024.0, peaks.threads, peaks.threads_awaiting,
-      peaks.threads_iterations > 0 ? std::to_string(peaks.threads_iterations).c_str()
-                                   : "not sampled",
-      peaks.samples);
-  std::printf(
-      "client (this bench): threads max %d (one event loop for %d ranks + monitors); "
-      "%ld TCP connections opened by the ranks; %d plan waits told to come back "
-      "(204 + Retry-After); %d requests retried; CPU %.2f s\n",
-      peaks.client_threads, opt.ranks, loop.connects, loop.comebacks, loop.retries,
-      loop.loop_cpu_s);
-  if (iterations_done_s > plans_done_s && plans_done_s > ranks_started_s) {
-    const double plan_wall = plans_done_s - ranks_started_s;
-    const double it_wall = iterations_done_s - plans_done_s;
-    std::printf(
-        "CPU (s, user+system): registration + plans %.2f server / %.2f bench in %.2f s "
-        "wall; iterations %.2f server / %.2f bench in %.2f s wall (%u cores)\n",
-        cpu_plans.server_s - cpu_ranks.server_s, cpu_plans.client_s - cpu_ranks.client_s, plan_wall,
-        cpu_iterations.server_s - cpu_plans.server_s, cpu_iterations.client_s - cpu_plans.client_s,
-        it_wall, std::thread::hardware_concurrency());
-  }
-  std::printf("server stop: SIGTERM -> %s in %.3f s\n", stopped.c_str(), stop_s);
-
-  // The job's switches.
-  int switches = 0, reverts = 0;
-  std::int64_t completed = -1, dropped = -1;
-  int final_version = 0;
-  // json::value throws on a member of another type: a wrong shape is a
-  // finding, not a crash.
-  try {
-    if (final_status.is_object()) {
-      completed = final_status.value("completed_iterations", std::int64_t{-1});
-      dropped = final_status.value("dropped_iterations", std::int64_t{-1});
-      final_version = final_status.value("plan_version", 0);
-      if (final_status.contains("switches") && final_status["switches"].is_array()) {
-        std::printf("plan versions:\n");
-        for (const json& s : final_status["switches"]) {
-          const int version = s.value("version", 0);
-          bool any_slow = false;
-          if (s.contains("slowdowns") && s["slowdowns"].is_array()) {
-            for (const json& x : s["slowdowns"]) any_slow = any_slow || x.get<double>() > 1;
-          }
-          if (version > 1) (any_slow ? switches : reverts) += 1;
-          std::printf(
-              "  v%d from iteration %lld: T' %.4f s, predicted saving %.1f J/iteration: "
-              "%s\n",
-              version, static_cast<long long>(s.value("iteration", std::int64_t{0})),
-              s.value("target_s", 0.0), s.value("predicted_saving_j", 0.0),
-              s.value("reason", std::string()).c_str());
-        }
-      }
-    }
-  } catch (const json::exception& e) {
-    std::printf("GET /jobs/load: an answer of an unexpected shape: %s\n", e.what());
-  }
-  int on_final = 0;
-  for (const RankResult& r : results) on_final += r.version == final_version;
-  std::printf("ranks running the final plan version %d at the end: %d of %d\n", final_version,
-              on_final, opt.ranks);
-
-  // ---- Targets ---------------------------------------------------------------
-  int missed = 0;
-  auto check = [&](bool pass, const std::string& what) {
-    std::printf("  [%s] %s\n", pass ? "PASS" : "FAIL", what.c_str());
-    missed += !pass;
-  };
-  std::printf("\ntargets:\n");
-  if (!first_error.empty() || !ok) {
-    std::printf("  error: %s\n",
-                first_error.empty() ? setup_rec.first_failure.c_str() : first_error.c_str());
-  }
-  {
-    // Ranks over the server's held waits come back when told to, at most
-    // max_waiting a second: the last of them may come that much later.
-    const double max_waiting = MetricValue(metrics_text, "joulepipe_plan_waits_max").value_or(0);
-    const double comeback_s =
-        max_waiting > 0 ? std::ceil(std::max(0.0, opt.ranks - max_waiting) / max_waiting) : 0;
-    const double allowed = kPlanDeadlineS + comeback_s;
-    const double max_delay = delays.empty() ? INFINITY : Percentile(delays, 1.0);
-    char line[320];
-    std::snprintf(line, sizeof line,
-                  "every rank has its plan within %.0f s (+ %.0f s for %.0f ranks over the "
-                  "%.0f held waits to come back) of the last registration plus the solve "
-                  "(%zu of %d; max %.3f s - solve %.3f s = %.3f s)",
-                  kPlanDeadlineS, comeback_s, std::max(0.0, opt.ranks - max_waiting), max_waiting,
-                  delays.size(), opt.ranks, max_delay, solve_s, max_delay - solve_s);
-    check(
-        static_cast<int>(delays.size()) == opt.ranks && solve_sum && max_delay - solve_s <= allowed,
-        line);
-  }
-  for (int k = 0; k < kRoutes; ++k) {
-    if (k == kPlanWait || fig[k].count == 0) continue;
-    char line[160];
-    std::snprintf(line, sizeof line, "p99 < %.0f ms: %s (%.2f ms)", kP99TargetS * 1e3,
-                  kRouteNames[k], fig[k].p99 * 1e3);
-    check(fig[k].p99 < kP99TargetS, line);
-  }
-  {
-    int total_failures = 0;
-    for (int k = 0; k < kRoutes; ++k) total_failures += failures[k];
-    check(total_failures == 0 && first_error.empty(),
-          "every request answered 2xx (" + std::to_string(total_failures) + " failed)");
-  }
-  check(completed == opt.iterations && dropped == 0,
-        "every iteration completed at the server (" + std::to_string(completed) + " of " +
-            std::to_string(opt.iterations) + ", " + std::to_string(dropped) + " dropped)");
-  check(peaks.threads_awaiting > 0 && peaks.threads_awaiting <= kMaxServerThreadsWaiting,
-        "server threads while " + std::to_string(opt.ranks) +
-            " plans were awaited <= " + std::to_string(kMaxServerThreadsWaiting) + " (max " +
-            std::to_string(peaks.threads_awaiting) + ")");
-  if (straggler >= 0 && slow_end - slow_begin >= 4) {
-    check(switches >= 1 && reverts >= 1,
-          "the straggler moved the other pipelines and its recovery moved them back (" +
-              std::to_string(switches) + " switch(es) with a straggler, " +
-              std::to_string(reverts) + " back)");
-  }
+  // ---- Figures and targets ---------------------------------------------------
+  Summary sum;
+  PrintRoutes(run, &sum);
+  PrintDelivery(run, &sum);
+  PrintResources(run);
+  PrintSwitches(run, &sum);
+  const int missed = CheckTargets(run, sum);
   std::printf("%s\n", missed == 0 && first_error.empty() ? "PASS" : "FAIL");
   if (!first_error.empty()) {
     std::printf("server's last lines:\n");
