@@ -69,10 +69,12 @@
 
 #include "coord_load/common.hpp"
 #include "coord_load/http_client.hpp"
+#include "coord_load/monitors.hpp"
 #include "coord_load/proc_metrics.hpp"
 #include "coord_load/rank_loop.hpp"
 #include "coord_load/report.hpp"
 #include "coord_load/server_process.hpp"
+#include "coord_load/watchdog.hpp"
 
 namespace {
 
@@ -194,35 +196,9 @@ int main(int argc, char** argv) {
   ServerLog log;
   log.Open(tmpdir + "/server.log");
 
-  // Watchdog: a broken server must not hang the bench.
-  std::mutex watchdog_mu;
-  std::condition_variable watchdog_cv;
-  bool finished = false;
-  std::thread watchdog([&] {
-    std::unique_lock<std::mutex> lock(watchdog_mu);
-    if (watchdog_cv.wait_for(lock, std::chrono::duration<double>(opt.watchdog_s),
-                             [&] { return finished; })) {
-      return;
-    }
-    std::fprintf(stderr,
-                 "bench_coord_load: watchdog: not finished after %.0f s (phase %d); "
-                 "killing the server. Its last lines:\n",
-                 opt.watchdog_s, g_phase.load());
-    for (const std::string& l : log.Tail()) std::fprintf(stderr, "  | %s\n", l.c_str());
-    const pid_t pid = g_server_pid.load();
-    if (pid > 0) ::kill(pid, SIGKILL);
-    std::error_code ec;
-    std::filesystem::remove_all(tmpdir, ec);
-    std::fflush(stderr);
-    _exit(2);
-  });
+  Watchdog watchdog(opt.watchdog_s, log, tmpdir);
   auto finish = [&](int code) {
-    {
-      std::lock_guard<std::mutex> lock(watchdog_mu);
-      finished = true;
-    }
-    watchdog_cv.notify_all();
-    watchdog.join();
+    watchdog.Disarm();
     log.Close();
     std::error_code ec;
     std::filesystem::remove_all(tmpdir, ec);
@@ -257,32 +233,7 @@ int main(int argc, char** argv) {
   }
   std::fflush(stdout);
 
-  // /proc sampler (50 ms).
-  std::atomic<bool> stop_monitors{false};
-  ProcPeaks& peaks = run.peaks;
-  std::thread sampler([&] {
-    const std::string path = "/proc/" + std::to_string(server.pid) + "/status";
-    while (!stop_monitors.load()) {
-      const ProcStatus s = ReadProcStatus(path);
-      const ProcStatus self = ReadProcStatus("/proc/self/status");
-      const int phase = g_phase.load();
-      if (s.threads > 0) {
-        ++peaks.samples;
-        peaks.hwm_kb = std::max(peaks.hwm_kb, s.hwm_kb);
-        peaks.rss_kb = std::max(peaks.rss_kb, s.rss_kb);
-        peaks.threads = std::max(peaks.threads, s.threads);
-        if (phase == kRanks || phase == kAwaiting) {
-          peaks.threads_awaiting = std::max(peaks.threads_awaiting, s.threads);
-          peaks.hwm_kb_awaiting = std::max(peaks.hwm_kb_awaiting, s.hwm_kb);
-        }
-        if (phase == kIterations) {
-          peaks.threads_iterations = std::max(peaks.threads_iterations, s.threads);
-        }
-      }
-      peaks.client_threads = std::max(peaks.client_threads, self.threads);
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  });
+  Monitors monitors(run, server.pid);
 
   Recorder& setup_rec = run.setup_rec;
   bool& ok = run.ok;
@@ -308,37 +259,7 @@ int main(int argc, char** argv) {
     if (!ok) std::fprintf(stderr, "bench_coord_load: %s\n", setup_rec.first_failure.c_str());
   }
 
-  // Monitors: job status every 100 ms, /metrics every 500 ms.
-  Recorder& status_rec = run.status_rec;
-  Recorder& metrics_rec = run.metrics_rec;
-  int& max_waiting = run.max_waiting;
-  std::thread status_monitor, metrics_monitor;
-  if (ok) {
-    status_monitor = std::thread([&] {
-      HttpClient http(port, opt.keep_alive);
-      while (!stop_monitors.load()) {
-        const HttpResponse r =
-            status_rec.Timed(kJobStatus, http, "GET", "/jobs/load", "", nullptr, kRequestTimeoutS);
-        if (r.status == 200) {
-          const json j = json::parse(r.body, nullptr, /*allow_exceptions=*/false);
-          if (j.is_object() && j.contains("waiting_requests") &&
-              j.at("waiting_requests").is_number_integer()) {
-            max_waiting = std::max(max_waiting, j.at("waiting_requests").get<int>());
-          }
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
-    });
-    metrics_monitor = std::thread([&] {
-      HttpClient http(port, opt.keep_alive);
-      while (!stop_monitors.load()) {
-        metrics_rec.Timed(kMetricsScrape, http, "GET", "/metrics", "", nullptr, kRequestTimeoutS);
-        for (int k = 0; k < 10 && !stop_monitors.load(); ++k) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        }
-      }
-    });
-  }
+  if (ok) monitors.WatchJob(port);
 
   // The ranks: one event loop over libcurl's multi interface drives every
   // rank (a state machine each), so the bench costs a socket per rank, not
@@ -389,10 +310,7 @@ int main(int argc, char** argv) {
     r = rec.Timed(kMetricsScrape, http, "GET", "/metrics", "", nullptr, kRequestTimeoutS);
     if (r.status == 200) metrics_text = r.body;
   }
-  stop_monitors = true;
-  if (status_monitor.joinable()) status_monitor.join();
-  if (metrics_monitor.joinable()) metrics_monitor.join();
-  sampler.join();
+  monitors.Stop();
   run.stopped = StopServer(&server, &run.stop_s);
 
   // ---- Figures and targets ---------------------------------------------------
