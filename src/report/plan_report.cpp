@@ -156,41 +156,67 @@ struct Pick {
   std::string color;
 };
 
-}  // namespace
+// The plan and the all-max-clock baseline, replayed on the profile, and the
+// summary's figures they must agree with.
+struct Replays {
+  double p_block = 0;
+  double t0 = 0, e0 = 0;  // the baseline's time and energy, as the summary has them
+  int stages = 0;
+  schedule::PlanEvaluation plan;
+  solver::Evaluation base;
+  model::Plan base_plan;
+  schedule::PlanEvaluation base_replay;
+};
 
-std::string RenderPlanReport(const PlanReportInputs& in) {
+Replays Replay(const PlanReportInputs& in) {
+  Replays r;
   const json& summary = in.summary;
   const std::string summary_name = in.frontier_dir + "/summary.json";
-  const double p_block = OutputNumber(summary, {"inputs", "p_block_w"}, summary_name);
-  const double t0 = OutputNumber(summary, {"baseline", "time_s"}, summary_name);
-  const double e0 = OutputNumber(summary, {"baseline", "energy_j"}, summary_name);
+  r.p_block = OutputNumber(summary, {"inputs", "p_block_w"}, summary_name);
+  r.t0 = OutputNumber(summary, {"baseline", "time_s"}, summary_name);
+  r.e0 = OutputNumber(summary, {"baseline", "energy_j"}, summary_name);
 
   schedule::EvaluateRequest request;
-  request.p_block_w = p_block;
+  request.p_block_w = r.p_block;
   request.profile_name = in.profile_name;
   request.plan_name = in.plan_name;
-  const schedule::PlanEvaluation plan_eval = schedule::EvaluatePlan(in.profile, in.plan, request);
-  const schedule::Spec& spec = plan_eval.spec;
-  const schedule::Schedule sched = schedule::Build(spec);
+  r.plan = schedule::EvaluatePlan(in.profile, in.plan, request);
+  const schedule::Schedule sched = schedule::Build(r.plan.spec);
   const std::vector<std::uint16_t> max_mhz = solver::UniformClocks(sched, in.profile, true);
-  const solver::Evaluation base = solver::EvaluateClocks(sched, in.profile, p_block, max_mhz);
-  const model::Plan base_plan = solver::ToPlan(sched, {base.time_s, base.energy_j, max_mhz});
+  r.base = solver::EvaluateClocks(sched, in.profile, r.p_block, max_mhz);
+  r.base_plan = solver::ToPlan(sched, {r.base.time_s, r.base.energy_j, max_mhz});
   request.plan_name = "the all-max-clock plan";
-  const schedule::PlanEvaluation base_eval = schedule::EvaluatePlan(in.profile, base_plan, request);
+  r.base_replay = schedule::EvaluatePlan(in.profile, r.base_plan, request);
   // The frontier must have been planned on this profile and schedule.
-  if (std::fabs(base.time_s - t0) > 1e-6 * t0 || std::fabs(base.energy_j - e0) > 1e-6 * e0) {
+  const double t0 = r.t0, e0 = r.e0;
+  if (std::fabs(r.base.time_s - t0) > 1e-6 * t0 || std::fabs(r.base.energy_j - e0) > 1e-6 * e0) {
     throw InputError(Format(
         "%s: its baseline (%.6g s, %.6g J) is not what %s gives for the plan's schedule "
         "(%.6g s, %.6g J); give the profile the frontier was planned on with --profile, and a "
         "--plan of the same schedule",
-        summary_name.c_str(), t0, e0, in.profile_name.c_str(), base.time_s, base.energy_j));
+        summary_name.c_str(), t0, e0, in.profile_name.c_str(), r.base.time_s, r.base.energy_j));
   }
-  const int stages = spec.stages;
+  r.stages = r.plan.spec.stages;
+  return r;
+}
 
-  // ---- Operating points ----------------------------------------------------------
+// The operating points: picked on the frontier, this plan, and the
+// simulation's straggler response when there is one.
+struct OperatingPoints {
+  std::vector<Pick> picks;
+  std::optional<Pick> straggler;
+  double straggler_target = 0;
+};
+
+OperatingPoints PickPoints(const PlanReportInputs& in, const Replays& r) {
+  OperatingPoints out;
+  const double t0 = r.t0, p_block = r.p_block;
+  const int stages = r.stages;
+  const schedule::Spec& spec = r.plan.spec;
   solver::Frontier frontier;
-  for (const PlanReportInputs::Row& r : in.frontier)
-    frontier.points.push_back({r.time_s, r.energy_j, {}});
+  for (const PlanReportInputs::Row& row : in.frontier) {
+    frontier.points.push_back({row.time_s, row.energy_j, {}});
+  }
   if (frontier.points.empty()) {
     throw InputError(in.frontier_dir + "/frontier.csv: no plans; is it a `joulepipe plan` output?");
   }
@@ -201,7 +227,7 @@ std::string RenderPlanReport(const PlanReportInputs& in) {
     const std::size_t i = solver::ChooseOperatingPoint(frontier, o, deadline, stages);
     return frontier.points[i];
   };
-  std::vector<Pick> picks;
+  std::vector<Pick>& picks = out.picks;
   const solver::FrontierPoint same = pick(gpu_only, t0);
   picks.push_back({"A", "same time", "least GPU energy at the all-max-clock time", same.time_s,
                    same.energy_j, report::kBlue});
@@ -222,11 +248,9 @@ std::string RenderPlanReport(const PlanReportInputs& in) {
                      Format("least GPU + host energy (host %g W per GPU)", in.host_power_w),
                      p.time_s, p.energy_j, report::kPurple});
   }
-  const schedule::ReplayResult& pr = plan_eval.replay;
+  const schedule::ReplayResult& pr = r.plan.replay;
   picks.push_back({"P", "this plan", in.plan_name, pr.time_s, pr.energy_j, report::kVermillion});
 
-  std::optional<Pick> straggler;
-  double straggler_target = 0;
   if (in.sim) {
     const json& sim = *in.sim;
     const std::string& sn = in.sim_name;
@@ -244,33 +268,40 @@ std::string RenderPlanReport(const PlanReportInputs& in) {
                  spec.microbatches, p_block));
     }
     if (OutputNumber(sim, {"inputs", "straggler_slowdown"}, sn) > 1) {
-      straggler_target = OutputNumber(sim, {"plans", "straggler_response", "target_s"}, sn);
-      straggler = Pick{"S",
-                       Format("straggler response (T' = %.3g T)",
-                              OutputNumber(sim, {"inputs", "straggler_slowdown"}, sn)),
-                       "least energy within the straggler's time T'",
-                       OutputNumber(sim, {"plans", "straggler_response", "time_s"}, sn),
-                       OutputNumber(sim, {"plans", "straggler_response", "energy_j"}, sn),
-                       report::kSky};
+      out.straggler_target = OutputNumber(sim, {"plans", "straggler_response", "target_s"}, sn);
+      out.straggler = Pick{"S",
+                           Format("straggler response (T' = %.3g T)",
+                                  OutputNumber(sim, {"inputs", "straggler_slowdown"}, sn)),
+                           "least energy within the straggler's time T'",
+                           OutputNumber(sim, {"plans", "straggler_response", "time_s"}, sn),
+                           OutputNumber(sim, {"plans", "straggler_response", "energy_j"}, sn),
+                           report::kSky};
     }
   }
 
-  // ---- The frontier chart ----------------------------------------------------------
+  return out;
+}
+
+report::LineChart FrontierChart(const PlanReportInputs& in, const Replays& r,
+                                const OperatingPoints& points) {
+  const double t0 = r.t0, e0 = r.e0;
+  const schedule::Spec& spec = r.plan.spec;
   const bool mega = e0 >= 1e7;
   const double scale = mega ? 1e-6 : 1e-3;
   report::LineChart chart;
   chart.title = "Iteration time-energy frontier";
   chart.width = 1000;
   chart.subtitle = ShapeText(spec) + ", " + in.profile_name + ", P_block " +
-                   Format("%g W", p_block) + "; GPU energy, simulated from the profile";
+                   Format("%g W", r.p_block) + "; GPU energy, simulated from the profile";
   chart.x_label = "iteration time (s)";
   chart.y_label = mega ? "GPU energy per iteration (MJ)" : "GPU energy per iteration (kJ)";
   report::Series plans{"frontier plans (hover for figures)", {}, report::kBlue, false, false, {}};
-  for (const PlanReportInputs::Row& r : in.frontier) {
-    plans.points.push_back({r.time_s, r.energy_j * scale});
+  for (const PlanReportInputs::Row& row : in.frontier) {
+    plans.points.push_back({row.time_s, row.energy_j * scale});
     plans.titles.push_back(Format("%s, %s GPU energy (%+.2f%% time, %.2f%% saving)",
-                                  TimeText(r.time_s).c_str(), EnergyText(r.energy_j).c_str(),
-                                  SlowdownPercent(r.time_s, t0), SavingPercent(r.energy_j, e0)));
+                                  TimeText(row.time_s).c_str(), EnergyText(row.energy_j).c_str(),
+                                  SlowdownPercent(row.time_s, t0),
+                                  SavingPercent(row.energy_j, e0)));
   }
   chart.series.push_back(std::move(plans));
   chart.markers.push_back({"max clock",
@@ -286,23 +317,31 @@ std::string RenderPlanReport(const PlanReportInputs& in) {
                                  EnergyText(p.energy_j) +
                                  Format(" (%.2f%% saving)", SavingPercent(p.energy_j, e0))});
   };
-  for (const Pick& p : picks) marker(p);
-  if (straggler) {
-    marker(*straggler);
-    chart.vertical_lines.push_back({"T' (straggler)", straggler_target, report::kSky});
+  for (const Pick& p : points.picks) marker(p);
+  if (points.straggler) {
+    marker(*points.straggler);
+    chart.vertical_lines.push_back({"T' (straggler)", points.straggler_target, report::kSky});
   }
 
-  // ---- Tables ------------------------------------------------------------------------
-  report::HtmlTable points;
-  points.caption = "Operating points on the frontier (one pipeline, one GPU per stage)";
-  points.header = {"",           "point",     "goal", "iteration time", "vs max clock",
-                   "GPU energy", "GPU saving"};
+  return chart;
+}
+
+report::HtmlTable PointsTable(const PlanReportInputs& in, const Replays& r,
+                              const OperatingPoints& points) {
+  const double t0 = r.t0, e0 = r.e0;
+  const int stages = r.stages;
+  solver::Objective node;
+  node.host_power_w = in.host_power_w;
+  report::HtmlTable table;
+  table.caption = "Operating points on the frontier (one pipeline, one GPU per stage)";
+  table.header = {"",           "point",     "goal", "iteration time", "vs max clock",
+                  "GPU energy", "GPU saving"};
   if (in.host_power_w > 0) {
-    points.header.push_back("GPU + host energy");
-    points.header.push_back("node saving");
+    table.header.push_back("GPU + host energy");
+    table.header.push_back("node saving");
   }
-  points.header.push_back("average power");
-  points.numeric_columns = {3, 4, 5, 6, 7, 8, 9};
+  table.header.push_back("average power");
+  table.numeric_columns = {3, 4, 5, 6, 7, 8, 9};
   auto point_row = [&](const Pick& p) {
     std::vector<std::string> row = {p.letter,
                                     p.name,
@@ -318,16 +357,29 @@ std::string RenderPlanReport(const PlanReportInputs& in) {
       row.push_back(Format("%.2f%%", SavingPercent(counted, counted0)));
     }
     row.push_back(PowerText(counted / p.time_s));
-    points.rows.push_back(row);
+    table.rows.push_back(row);
   };
   point_row(
       {"-", "all max clock", "every instruction at its highest clock (baseline)", t0, e0, ""});
-  for (const Pick& p : picks) point_row(p);
-  if (straggler) point_row(*straggler);
+  for (const Pick& p : points.picks) point_row(p);
+  if (points.straggler) point_row(*points.straggler);
 
-  const std::vector<StageSplit> split_plan = SplitByStage(pr, p_block);
-  const std::vector<StageSplit> split_base = SplitByStage(base_eval.replay, p_block);
+  return table;
+}
+
+// Each stage's energy, busy and blocked, at all max clocks and in the plan:
+// a bar chart and a table.
+struct StageEnergy {
   report::BarChart bars;
+  report::HtmlTable table;
+};
+
+StageEnergy StageEnergyOf(const Replays& r) {
+  StageEnergy out;
+  report::BarChart& bars = out.bars;
+  report::HtmlTable& stage_table = out.table;
+  const std::vector<StageSplit> split_plan = SplitByStage(r.plan.replay, r.p_block);
+  const std::vector<StageSplit> split_base = SplitByStage(r.base_replay.replay, r.p_block);
   bars.title = "Energy per stage: busy and blocked";
   bars.subtitle = "one GPU per stage, one iteration; blocked = P_block x waiting time";
   bars.y_label = "GPU energy per iteration (kJ)";
@@ -335,12 +387,11 @@ std::string RenderPlanReport(const PlanReportInputs& in) {
   bars.series_colors = {report::kGrey, report::kVermillion};
   bars.segments = {"busy", "blocked"};
   bars.unit = "kJ";
-  report::HtmlTable stage_table;
   stage_table.caption = "Energy per stage (one GPU of each stage)";
   stage_table.header = {"stage",      "busy, max clock", "blocked, max clock",
                         "busy, plan", "blocked, plan",   "saving"};
   stage_table.numeric_columns = {1, 2, 3, 4, 5};
-  for (int s = 0; s < stages; ++s) {
+  for (int s = 0; s < r.stages; ++s) {
     bars.categories.push_back("stage " + std::to_string(s));
     bars.values.push_back({{split_base[s].busy_j / 1e3, split_base[s].blocked_j / 1e3},
                            {split_plan[s].busy_j / 1e3, split_plan[s].blocked_j / 1e3}});
@@ -352,6 +403,15 @@ std::string RenderPlanReport(const PlanReportInputs& in) {
          Format("%.2f%%", SavingPercent(p, b))});
   }
 
+  return out;
+}
+
+// What the plan saves, for one pipeline and, with a simulation, the whole
+// job; `sim_paragraphs` describes the simulation.
+report::HtmlTable SavingsTable(const PlanReportInputs& in, const Replays& r,
+                               std::vector<std::string>& sim_paragraphs) {
+  const double t0 = r.t0, e0 = r.e0;
+  const schedule::ReplayResult& pr = r.plan.replay;
   report::HtmlTable savings;
   savings.caption = "Savings";
   savings.header = {"what", "policy", "iteration time", "energy per iteration", "saving"};
@@ -361,7 +421,6 @@ std::string RenderPlanReport(const PlanReportInputs& in) {
   savings.rows.push_back({"one pipeline (profile)", "this plan", TimeText(pr.time_s),
                           EnergyText(pr.energy_j),
                           Format("%.2f%%", SavingPercent(pr.energy_j, e0))});
-  std::vector<std::string> sim_paragraphs;
   if (in.sim) {
     const json& sim = *in.sim;
     const std::string& sn = in.sim_name;
@@ -381,8 +440,13 @@ std::string RenderPlanReport(const PlanReportInputs& in) {
         OutputNumber(sim, {"inputs", "tp"}, sn), OutputNumber(sim, {"inputs", "iterations"}, sn),
         OutputNumber(sim, {"inputs", "straggler_slowdown"}, sn)));
   }
-  std::optional<report::HtmlTable> measured;
-  if (in.measure) {
+  return savings;
+}
+
+// The measured window (`--measure`), when there is one.
+std::optional<report::HtmlTable> MeasuredTable(const PlanReportInputs& in) {
+  if (!in.measure) return std::nullopt;
+  {
     const json& m = *in.measure;
     report::HtmlTable t;
     t.caption = "Measured window (" + in.measure_name + ")";
@@ -404,8 +468,24 @@ std::string RenderPlanReport(const PlanReportInputs& in) {
     t.rows.push_back({"scope", m.value("scope", std::string("?"))});
     t.rows.push_back(
         {"simulated GPUs", m.value("simulated", false) ? "yes (simulated NVML)" : "no"});
-    measured = t;
+    return t;
   }
+}
+
+}  // namespace
+
+std::string RenderPlanReport(const PlanReportInputs& in) {
+  const Replays r = Replay(in);
+  const json& summary = in.summary;
+  const std::string summary_name = in.frontier_dir + "/summary.json";
+  const schedule::Spec& spec = r.plan.spec;
+  const schedule::ReplayResult& pr = r.plan.replay;
+  const double t0 = r.t0, e0 = r.e0, p_block = r.p_block;
+  const OperatingPoints points = PickPoints(in, r);
+  const StageEnergy stage_energy = StageEnergyOf(r);
+  std::vector<std::string> sim_paragraphs;
+  const report::HtmlTable savings = SavingsTable(in, r, sim_paragraphs);
+  const std::optional<report::HtmlTable> measured = MeasuredTable(in);
 
   // ---- The page ----------------------------------------------------------------------
   report::HtmlPage page;
@@ -455,8 +535,8 @@ std::string RenderPlanReport(const PlanReportInputs& in) {
       "Every point is a plan: one SM clock per forward and backward. Lower-right is slower and "
       "uses less energy. The letters are the operating points in the table below; hover a point "
       "for its figures.");
-  s1.svgs.push_back(report::RenderSvg(chart));
-  s1.tables.push_back(points);
+  s1.svgs.push_back(report::RenderSvg(FrontierChart(in, r, points)));
+  s1.tables.push_back(PointsTable(in, r, points));
 
   report::HtmlSection s2;
   s2.id = "timeline";
@@ -469,16 +549,16 @@ std::string RenderPlanReport(const PlanReportInputs& in) {
       Timeline("This plan: " + in.plan_name,
                Format("%s, %s", TimeText(pr.time_s).c_str(), EnergyText(pr.energy_j).c_str()),
                in.plan, pr, in.profile)));
-  s2.svgs.push_back(report::RenderTimelineSvg(
-      Timeline("Baseline: every instruction at its highest clock",
-               Format("%s, %s", TimeText(base.time_s).c_str(), EnergyText(base.energy_j).c_str()),
-               base_plan, base_eval.replay, in.profile)));
+  s2.svgs.push_back(report::RenderTimelineSvg(Timeline(
+      "Baseline: every instruction at its highest clock",
+      Format("%s, %s", TimeText(r.base.time_s).c_str(), EnergyText(r.base.energy_j).c_str()),
+      r.base_plan, r.base_replay.replay, in.profile)));
 
   report::HtmlSection s3;
   s3.id = "energy";
   s3.heading = "Energy per stage";
-  s3.svgs.push_back(report::RenderBarSvg(bars));
-  s3.tables.push_back(stage_table);
+  s3.svgs.push_back(report::RenderBarSvg(stage_energy.bars));
+  s3.tables.push_back(stage_energy.table);
 
   report::HtmlSection s4;
   s4.id = "savings";
