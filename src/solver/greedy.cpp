@@ -16,8 +16,9 @@ struct Move {
 
 class Filler {
  public:
-  Filler(const ActivityGraph& g, double deadline, const std::vector<int>* start)
-      : g_(g), deadline_(deadline) {
+  Filler(const ActivityGraph& g, double deadline, const std::vector<int>* start,
+         const StopCheck& stop)
+      : g_(g), deadline_(deadline), stop_(stop) {
     const int n = g.n;
     if (start != nullptr) {
       choice_ = *start;
@@ -41,6 +42,7 @@ class Filler {
       if (m.option >= 0) queue.push({m.ratio, p});
     }
     while (!queue.empty()) {
+      stop_();
       const auto [ratio, p] = queue.top();
       queue.pop();
       const Move m = BestMove(p);
@@ -138,6 +140,7 @@ class Filler {
 
   const ActivityGraph& g_;
   const double deadline_;
+  const StopCheck stop_;
   std::vector<int> choice_;
   std::vector<double> d_, es_, lf_;
   std::vector<char> dirty_;  // all 0 between Apply calls
@@ -146,8 +149,8 @@ class Filler {
 }  // namespace
 
 RoundedPlan GreedyFill(const ActivityGraph& g, double p_block_w, double deadline,
-                       const std::vector<int>* start) {
-  Filler filler(g, deadline, start);
+                       const std::vector<int>* start, const StopCheck& stop) {
+  Filler filler(g, deadline, start, stop);
   filler.Run();
   RoundedPlan out;
   out.choice = filler.choice();

@@ -22,7 +22,8 @@ namespace joulepipe::solver {
 
 // `start`: the plan to fill from (Pareto index per position); nullptr for
 // every activity at its fastest clock. It must meet the deadline.
+// `stop` is checked before each move.
 RoundedPlan GreedyFill(const ActivityGraph& g, double p_block_w, double deadline,
-                       const std::vector<int>* start = nullptr);
+                       const std::vector<int>* start = nullptr, const StopCheck& stop = {});
 
 }  // namespace joulepipe::solver

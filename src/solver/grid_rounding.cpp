@@ -52,7 +52,9 @@ void GridRounder::Stop() {
   stopped_.store(true);
   // Taking the lock orders the store before any waiter's next predicate
   // check, so none can check, miss the flag and then sleep through the notify.
-  { std::lock_guard<std::mutex> lock(mutex_); }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+  }
   changed_.notify_all();
 }
 
@@ -163,19 +165,20 @@ void GridRounder::RoundBlock(size_t block, StepCursor& cursor) {
 // improved by the neighbourhood search.
 void GridRounder::RunTask(Job& job, int start) {
   const double p_block = options_.p_block_w;
+  const StopCheck stop{options_.cancel, &stopped_};
   RoundedPlan candidate;
   if (start == 0) {
     candidate = job.rounded;
   } else if (start == 1) {
     std::vector<int> snapped;
     Rounder(g_, p_block).Snap(job.relaxed, snapped);
-    candidate = GreedyFill(g_, p_block, job.deadline, &snapped);
+    candidate = GreedyFill(g_, p_block, job.deadline, &snapped, stop);
   } else {
-    candidate = GreedyFill(g_, p_block, job.deadline);
+    candidate = GreedyFill(g_, p_block, job.deadline, nullptr, stop);
   }
   if (candidate.time_s <= job.deadline) {
-    Polisher(g_, p_block).Polish(job.deadline, candidate);
-    if (job.requested) NeighbourhoodSearch(g_, p_block, job.deadline, candidate);
+    Polisher(g_, p_block).Polish(job.deadline, candidate, 12, stop);
+    if (job.requested) NeighbourhoodSearch(g_, p_block, job.deadline, candidate, 2, stop);
     job.valid[start] = true;
   }
   job.candidates[start] = std::move(candidate);

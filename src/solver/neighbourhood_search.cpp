@@ -8,7 +8,7 @@
 namespace joulepipe::solver {
 
 void NeighbourhoodSearch(const ActivityGraph& g, double p_block_w, double deadline,
-                         RoundedPlan& plan, int rounds) {
+                         RoundedPlan& plan, int rounds, const StopCheck& stop) {
   Polisher polisher(g, p_block_w);
   const int n = g.n;
   for (int round = 0; round < rounds; ++round) {
@@ -19,7 +19,7 @@ void NeighbourhoodSearch(const ActivityGraph& g, double p_block_w, double deadli
       for (int begin = 0; begin < n; begin += std::max(1, width / 2)) {
         std::vector<int> start = plan.choice;
         for (int p = begin; p < std::min(n, begin + width); ++p) start[p] = 0;
-        RoundedPlan candidate = GreedyFill(g, p_block_w, deadline, &start);
+        RoundedPlan candidate = GreedyFill(g, p_block_w, deadline, &start, stop);
         if (candidate.time_s <= deadline && candidate.energy_j < plan.energy_j - 1e-9) {
           plan = std::move(candidate);
           improved = true;
@@ -28,7 +28,7 @@ void NeighbourhoodSearch(const ActivityGraph& g, double p_block_w, double deadli
     }
     if (!improved) break;
   }
-  polisher.Polish(deadline, plan);
+  polisher.Polish(deadline, plan, 12, stop);
 }
 
 }  // namespace joulepipe::solver

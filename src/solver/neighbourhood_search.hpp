@@ -13,7 +13,8 @@
 namespace joulepipe::solver {
 
 // Improves `plan` (which meets `deadline`) in place; never makes it worse.
+// `stop` is checked by each greedy filling and polish it runs.
 void NeighbourhoodSearch(const ActivityGraph& g, double p_block_w, double deadline,
-                         RoundedPlan& plan, int rounds = 2);
+                         RoundedPlan& plan, int rounds = 2, const StopCheck& stop = {});
 
 }  // namespace joulepipe::solver

@@ -112,7 +112,7 @@ bool Polisher::Move(int v, double deadline) {
   return true;
 }
 
-void Polisher::Polish(double deadline, RoundedPlan& plan, int max_sweeps) {
+void Polisher::Polish(double deadline, RoundedPlan& plan, int max_sweeps, const StopCheck& stop) {
   const int n = g_.n;
   // Timetable of the rounded plan: earliest starts.
   start_.assign(n, 0.0);
@@ -129,10 +129,9 @@ void Polisher::Polish(double deadline, RoundedPlan& plan, int max_sweeps) {
   evaluated_at_.assign(n, -1);
   for (int sweep = 0; sweep < max_sweeps; ++sweep) {
     bool moved = false;
-    if (sweep % 2 == 0) {
-      for (int v = 0; v < n; ++v) moved |= Move(v, deadline);
-    } else {
-      for (int v = n - 1; v >= 0; --v) moved |= Move(v, deadline);
+    for (int i = 0; i < n; ++i) {
+      if ((i & 1023) == 0) stop();
+      moved |= Move(sweep % 2 == 0 ? i : n - 1 - i, deadline);
     }
     if (!moved) break;
   }

@@ -24,7 +24,8 @@ class Polisher {
   Polisher(const ActivityGraph& g, double p_block_w) : g_(g), p_block_(p_block_w) {}
 
   // Improves `plan` for `deadline` in place (never makes it worse).
-  void Polish(double deadline, RoundedPlan& plan, int max_sweeps = 12);
+  // `stop` is checked every 1,024 moves tried.
+  void Polish(double deadline, RoundedPlan& plan, int max_sweeps = 12, const StopCheck& stop = {});
 
  private:
   double CostWithin(int p, double window) const;

@@ -10,11 +10,31 @@
 // exceeds the deadline (up to the snap's tolerance when the relaxation sits exactly on it).
 #pragma once
 
+#include <atomic>
 #include <vector>
 
 #include "activity_graph.hpp"
+#include "joulepipe/model/error.hpp"
 
 namespace joulepipe::solver {
+
+// What stops a long refinement (greedy filling, polishing, the
+// neighbourhood search) between two of its moves: the caller's cancel flag
+// or the rounder's own stop (another thread failed or was cancelled). Each
+// of those runs O(n) per move, so on the largest pipelines (a million
+// instructions) one call takes hours; without this, a cancelled solve
+// waited for it. Raises model::Cancelled; a default StopCheck never stops.
+struct StopCheck {
+  const std::atomic<bool>* cancel = nullptr;
+  const std::atomic<bool>* stopped = nullptr;
+
+  void operator()() const {
+    if ((cancel != nullptr && cancel->load(std::memory_order_relaxed)) ||
+        (stopped != nullptr && stopped->load(std::memory_order_relaxed))) {
+      throw model::Cancelled("the frontier solve was cancelled");
+    }
+  }
+};
 
 struct RoundedPlan {
   std::vector<int> choice;  // position -> index into its hull's pareto list
