@@ -387,14 +387,27 @@ class Agent:
     def __exit__(self, *exc: Any) -> bool: ...
 
 class CoordinatedPlan:
-    """An Agent run on the plans a coordinator (`joulepipe serve`) hands this rank.
-    Its hooks are the only ones the loop calls (they drive the agent)."""
+    """An Agent run on the plans this rank is handed: by a coordinator
+    (`joulepipe serve`, the constructor), by the job's own ranks
+    (in_process, offer()) or from a plan file (from_plan). It owns versions,
+    the switch at a step boundary, the reorder into the loop's order and
+    refusing a plan of another shape (runtime/coordinated_plan.hpp). Its
+    hooks are the only ones the loop calls (they drive the agent)."""
 
     log_dropped: int
+    # [("forward" | "backward", microbatch, chunk)] of the first step; None before.
+    loop_order: Optional[List[Tuple[str, int, int]]]
     def __init__(self, agent: Agent, url: str, job_id: str, rank: int,
                  token: Optional[str] = None, registration: Optional[Dict[str, Any]] = None,
                  start_wait_s: float = 60.0, start_timeout_s: float = 90.0,
-                 meter_nvml_index: Optional[int] = None) -> None: ...
+                 meter_nvml_index: Optional[int] = None, through: str = "") -> None: ...
+    @staticmethod
+    def in_process(agent: Agent, rank: int, through: str = "") -> CoordinatedPlan: ...
+    @staticmethod
+    def from_plan(agent: Agent, plan: Plan, name: str, rank: int, stage: int, stages: int = 0,
+                  through: str = "") -> CoordinatedPlan: ...
+    def offer(self, rank_plan_json: str) -> bool:
+        """in_process: this rank's plan as the wire's JSON; applied at the next step boundary."""
     def start(self) -> bool:
         """Bounded wait for the first plan; False: default clocks, training goes on."""
     def on_step_begin(self) -> None: ...
@@ -440,8 +453,18 @@ class CoordJob:
     def register_rank(self, rank: int, dp_rank: int, pp_rank: int, tp_rank: int,
                       available_mhz: Sequence[int]) -> bool: ...
     def set_profile(self, csv: str) -> None: ...
+    baseline_energy_j: float
     def plan(self) -> None: ...
+    def start_planning(self) -> None:
+        """Plans on the job's own native thread; returns at once (once)."""
+    def take_notes(self) -> List[str]: ...
+    def offer(self) -> Dict[str, Any]:
+        """{"plans": {rank: the rank's plan as the wire's JSON}, "baseline_energy_j": J}."""
+    def report_round(self, iteration: int, times_s: Sequence[float], now: float) -> int: ...
+    def close(self) -> None:
+        """Cancels a solve in progress, joins the planner thread. Idempotent."""
     def plan_for(self, rank: int) -> Optional[Dict[str, Any]]: ...
+    def plan_json_for(self, rank: int) -> Optional[str]: ...
     def report_iteration(self, rank: int, iteration: int, time_s: float,
                          energy_j: Optional[float] = None, now: Optional[float] = None) -> int: ...
     def switches(self) -> List[Dict[str, Any]]: ...
