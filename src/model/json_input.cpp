@@ -182,6 +182,14 @@ class BoundedBuilder : public nlohmann::json_sax<json> {
 
   bool start_object(std::size_t /*elements*/) override { return Open(json::object()); }
   bool key(string_t& key) override {
+    // A key twice in one object: nlohmann keeps the last value silently, so
+    // two writers (or a hand edit) could disagree unseen. Refused.
+    if (stack_.back()->contains(key)) {
+      duplicate_ = true;
+      duplicate_key_ = std::move(key);
+      duplicate_at_ = Path();
+      return false;
+    }
     key_ = std::move(key);
     return true;
   }
@@ -202,6 +210,9 @@ class BoundedBuilder : public nlohmann::json_sax<json> {
   json& root() { return root_; }
   bool failed() const { return failed_; }
   bool too_deep() const { return too_deep_; }
+  bool duplicate() const { return duplicate_; }
+  const std::string& duplicate_key() const { return duplicate_key_; }
+  const std::string& duplicate_at() const { return duplicate_at_; }
   std::size_t error_position() const { return error_position_; }
   const std::string& error_token() const { return error_token_; }
   int error_id() const { return error_id_; }
@@ -241,12 +252,34 @@ class BoundedBuilder : public nlohmann::json_sax<json> {
     return true;
   }
 
+  // Where the innermost open container is, as a path from the root
+  // ("stages[1]", "inputs"; "" for the root): each level's key or index.
+  std::string Path() const {
+    std::string out;
+    for (std::size_t i = 1; i < stack_.size(); ++i) {
+      const json& parent = *stack_[i - 1];
+      if (parent.is_array()) {
+        out += "[" + std::to_string(parent.size() - 1) + "]";
+      } else {
+        for (auto it = parent.begin(); it != parent.end(); ++it) {
+          if (&it.value() == stack_[i]) {
+            out += (out.empty() ? "" : ".") + it.key();
+            break;
+          }
+        }
+      }
+    }
+    return out;
+  }
+
   const int max_depth_;
   json root_;
   std::vector<json*> stack_;  // open containers, outermost first
   std::string key_;
   bool failed_ = false;
   bool too_deep_ = false;
+  bool duplicate_ = false;
+  std::string duplicate_key_, duplicate_at_;
   std::size_t error_position_ = 0;
   std::string error_token_;
   int error_id_ = 0;
@@ -311,6 +344,14 @@ json ParseJsonBounded(std::string_view text, const std::string& source, int max_
                      std::to_string(max_depth) +
                      " deep, and its documents need only a few levels: check that this is "
                      "the intended input and is not damaged");
+  }
+  if (builder.duplicate()) {
+    const std::string& at = builder.duplicate_at();
+    throw InputError(source + ": the key \"" + ExcerptText(builder.duplicate_key()) +
+                     "\" appears twice in " +
+                     (at.empty() ? std::string("the top-level object") : "the object at " + at) +
+                     "; each key may appear once in an object (joulepipe does not guess which "
+                     "value was meant): remove one");
   }
   if (!ok || builder.failed()) {
     // The parser reports the byte after the last one it read: the offending

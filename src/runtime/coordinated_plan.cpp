@@ -29,6 +29,7 @@
 
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/format.hpp"
+#include "joulepipe/model/json_input.hpp"
 #include "joulepipe/protocol/json.hpp"
 
 namespace joulepipe::runtime {
@@ -554,8 +555,8 @@ bool CoordinatedPlan::Offer(const std::string& rank_plan_json) noexcept {
   State& s = *state_;
   if (!s.in_process() || s.off) return false;
   try {
-    RankPlan plan =
-        protocol::RankPlanFromJson(nlohmann::json::parse(rank_plan_json), s.options.rank, 0);
+    RankPlan plan = protocol::RankPlanFromJson(
+        model::ParseJsonBounded(rank_plan_json, "the offered plan"), s.options.rank, 0);
     {
       std::lock_guard<std::mutex> lock(s.slot_mutex);
       if (plan.version <= s.offered_version) return false;

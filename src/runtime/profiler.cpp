@@ -213,11 +213,15 @@ void InSituProfiler::FinishClock(model::Kind kind, KindState& k) {
   rows_.push_back(row);
 
   // Early stop: energy above the lowest so far for stop_after_rises
-  // consecutive clocks.
+  // consecutive clocks. Only a row that ran below the lowest-energy row's
+  // clock counts: a throttled GPU runs several requests at one clock, and
+  // their energies differ by noise alone, which is no sign that lower
+  // clocks stop paying (it ended sweeps before any lower clock ran).
   if (k.lowest_energy_j == 0 || row.energy_j < k.lowest_energy_j) {
     k.lowest_energy_j = row.energy_j;
+    k.lowest_mhz = row.mhz;
     k.rises = 0;
-  } else {
+  } else if (row.mhz < k.lowest_mhz) {
     ++k.rises;
   }
   k.times.clear();

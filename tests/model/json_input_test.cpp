@@ -64,21 +64,41 @@ void ExpectPlainAndShort(const std::string& message) {
 
 TEST(ParseJsonBoundedTest, ReadsWhatJsonParseReads) {
   const std::string text =
-      "\xEF\xBB\xBF{\"a\": [1, -2, 3.5, true, null, \"x\\u00e9\"], \"b\": {\"c\": {}}, \"a\": 7}";
+      "\xEF\xBB\xBF{\"a\": [1, -2, 3.5, true, null, \"x\\u00e9\"], \"b\": {\"c\": {}}, \"d\": 7}";
   const json doc = ParseJsonBounded(text, "in.json");
   EXPECT_EQ(doc, json::parse(text));
-  EXPECT_EQ(doc["a"], 7);  // a repeated key keeps the last value
+  EXPECT_EQ(doc["d"], 7);
   EXPECT_EQ(ParseJsonBounded("  12  ", "in.json"), 12);
   EXPECT_EQ(ParseJsonBounded("18446744073709551615", "in.json").get<std::uint64_t>(),
             18446744073709551615ull);
+}
+
+// Issue 41, item 2: a key twice in one object is refused, naming the key
+// and where the object is (nlohmann keeps the last value silently).
+TEST(ParseJsonBoundedTest, AKeyTwiceInOneObjectIsRefusedWithWhereItIs) {
+  EXPECT_EQ(ErrorOf(R"({"a": 1, "b": 2, "a": 3})"),
+            "in.json: the key \"a\" appears twice in the top-level object; each key may appear "
+            "once in an object (joulepipe does not guess which value was meant): remove one");
+  const std::string plan =
+      R"({"stages": [[{"instruction": "forward"}], [{"frequency": 1, "frequency": 2}]]})";
+  EXPECT_EQ(ErrorOf(plan).rfind(
+                "in.json: the key \"frequency\" appears twice in the object at stages[1][0]; ", 0),
+            0u)
+      << ErrorOf(plan);
+  EXPECT_NE(ErrorOf(R"({"inputs": {"x": {}, "x": {}}})").find("twice in the object at inputs; "),
+            std::string::npos);
+  // The same key in two objects is fine.
+  EXPECT_EQ(ParseJsonBounded(R"([{"a": 1}, {"a": 2}])", "in.json")[1]["a"], 2);
+  // A hostile key is quoted short and printable.
+  const std::string key = std::string(5000, 'k') + "\\u0001";
+  ExpectPlainAndShort(ErrorOf("{\"" + key + "\": 1, \"" + key + "\": 2}"));
 }
 
 TEST(ParseJsonBoundedTest, DepthUpToTheLimitIsFineOneMoreIsRefusedWithItsPosition) {
   EXPECT_NO_THROW(ParseJsonBounded(Nested(kMaxJsonDepth, "[", "]"), "in.json"));
   EXPECT_NO_THROW(ParseJsonBounded(Nested(kMaxJsonDepth, "{\"a\":", "}"), "in.json"));
   const std::string message = ErrorOf(Nested(kMaxJsonDepth + 1, "[", "]"));
-  EXPECT_EQ(message.rfind("in.json: JSON nested deeper than 64 levels at line 1, column 65", 0),
-            0u)
+  EXPECT_EQ(message.rfind("in.json: JSON nested deeper than 64 levels at line 1, column 65", 0), 0u)
       << message;
   ExpectPlainAndShort(message);
   // Brackets inside strings do not count; the column is the bracket's.
@@ -96,38 +116,40 @@ TEST(ParseJsonBoundedTest, SeventyThousandLevelsAreRefusedQuicklyNotACrash) {
     ExpectPlainAndShort(message);
     // Unclosed, too.
     EXPECT_NE(ErrorOf(std::string(70000, '[')).find("deeper than 64"), std::string::npos);
-    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-              1.0);
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
   }
 }
 
 TEST(ParseJsonBoundedTest, SyntaxErrorsNameLineAndColumnInPlainWords) {
   std::string message = ErrorOf("{\"version\": 1,, }");
-  EXPECT_EQ(message, "in.json: not valid JSON at line 1, column 15: unexpected ','; expected "
-                     "string literal while reading an object key");
+  EXPECT_EQ(message,
+            "in.json: not valid JSON at line 1, column 15: unexpected ','; expected "
+            "string literal while reading an object key");
   message = ErrorOf("{\n  \"a\": tru\n}");
   EXPECT_EQ(message.rfind("in.json: not valid JSON at line 2, column ", 0), 0u) << message;
   EXPECT_NE(message.find("invalid literal (near '"), std::string::npos) << message;
   EXPECT_NE(message.find("tru"), std::string::npos) << message;
   ExpectPlainAndShort(message);
-  EXPECT_EQ(ErrorOf(""), "in.json: not valid JSON at line 1, column 1: the text is empty; "
-                         "expected a JSON document");
+  EXPECT_EQ(ErrorOf(""),
+            "in.json: not valid JSON at line 1, column 1: the text is empty; "
+            "expected a JSON document");
   EXPECT_NE(ErrorOf(" \r\n ").find("the text is empty"), std::string::npos);
   EXPECT_EQ(ErrorOf("[1, 2"),
             "in.json: not valid JSON at line 1, column 6: unexpected end of input; expected ']' "
             "while reading an array");
   EXPECT_NE(ErrorOf("{} x").find("line 1, column 4"), std::string::npos) << ErrorOf("{} x");
-  for (const std::string& bad : {std::string("NaN"), std::string("[Infinity]"),
-                                 std::string("{\"a\":1,}"), std::string("[1 2]"),
-                                 std::string("\"\\ud800\""), std::string("{\"a\"\x00:1}", 9)}) {
+  for (const std::string& bad :
+       {std::string("NaN"), std::string("[Infinity]"), std::string("{\"a\":1,}"),
+        std::string("[1 2]"), std::string("\"\\ud800\""), std::string("{\"a\"\x00:1}", 9)}) {
     ExpectPlainAndShort(ErrorOf(bad));
   }
 }
 
 TEST(ParseJsonBoundedTest, NumbersBeyondADoubleAreRefusedByName) {
   const std::string message = ErrorOf("{\"watts\": 1e999}");
-  EXPECT_EQ(message, "in.json: not valid JSON at line 1, column 11: the number 1e999 is too large "
-                     "for a double (at most about 1.8e308)");
+  EXPECT_EQ(message,
+            "in.json: not valid JSON at line 1, column 11: the number 1e999 is too large "
+            "for a double (at most about 1.8e308)");
   const std::string huge = ErrorOf("[" + std::string(5000, '9') + ".5]");
   EXPECT_NE(huge.find("the number ...999"), std::string::npos) << huge;
   ExpectPlainAndShort(huge);

@@ -326,5 +326,35 @@ TEST(InSituProfilerTest, RequestsAThrottledGpuDidNotRunAreOneRowAtTheClockItRan)
   EXPECT_EQ(merged.notes, r.notes);
 }
 
+// A throttled GPU runs several requests at one clock; their energies differ
+// by noise alone. Rising that way must not end the sweep before a lower
+// clock ran (it did, in 1 of 3 runs of test_pytorch_api's throttled case).
+TEST(InSituProfilerTest, RequestsThatRanAtTheSameClockAreNoRises) {
+  ProfilerOptions o;
+  o.clocks = {1410, 1395, 1380, 1365, 1350, 1335};
+  o.stop_after_rises = 2;
+  InSituProfiler p(o);
+  for (int it = 0; it < 14 && !p.done(); ++it) {
+    for (int i = 0; i < 4; ++i) {
+      for (Kind kind : {Kind::kForward, Kind::kBackward}) {
+        const int mhz = p.ClockFor(kind);
+        const int ran = std::min(mhz, 1365);
+        const double t = 0.01 * 1410.0 / ran;
+        // Each request at 1365 costs a little more than the last (noise);
+        // below it energy falls again.
+        const double noise = mhz >= 1365 ? 1 + 1e-3 * (1410 - mhz) : 1.0;
+        p.OnInstruction(kind, mhz, t, t * 390 * noise * ran / 1365.0, false, ran);
+      }
+    }
+    p.OnStepEnd();
+  }
+  std::vector<int> forward;
+  for (const ProfileRow& row : p.Report().rows) {
+    if (row.kind == Kind::kForward) forward.push_back(row.mhz);
+  }
+  // Every clock below the throttled ones was measured.
+  EXPECT_EQ(forward, (std::vector<int>{1365, 1350, 1335}));
+}
+
 }  // namespace
 }  // namespace joulepipe::runtime

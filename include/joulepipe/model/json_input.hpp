@@ -35,8 +35,10 @@ inline constexpr int kMaxJsonDepth = 64;
 // 'tru,') while reading a value"), when a number is outside the range of a
 // double ("... the number 1e999 is too large for a double ..."), or when
 // arrays and objects nest deeper than `max_depth` ("<source>: JSON nested
-// deeper than 64 levels at line 1, column 65; ..."). A UTF-8 byte order mark
-// is skipped; duplicate keys keep the last value, as nlohmann's parser does.
+// deeper than 64 levels at line 1, column 65; ..."), or when an object has a
+// key twice ("<source>: the key \"version\" appears twice in the object at
+// stages[0]; ..."; nlohmann's parser would keep the last value silently). A
+// UTF-8 byte order mark is skipped.
 nlohmann::json ParseJsonBounded(std::string_view text, const std::string& source,
                                 int max_depth = kMaxJsonDepth);
 

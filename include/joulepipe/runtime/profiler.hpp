@@ -149,6 +149,7 @@ class InSituProfiler : public ClockSource {
     int repeats = 0;              // extra iterations spent at this clock
     int rises = 0;                // consecutive clocks above the lowest energy
     double lowest_energy_j = 0;   // lowest robust energy so far (0: none yet)
+    int lowest_mhz = 0;           // the clock that row ran at
     bool approximate = false;     // at the current clock
     std::vector<double> times, energies;
     std::vector<int> actual_mhz;  // the clock the GPU reported, per sample (when known)
