@@ -312,7 +312,9 @@ class Session:
         # exchanges (the other ranks wait for it there), it only never sets
         # clocks again.
         if self._coordinated is not None and not self.options.coordinator:
-            # Embedded: no plan waiting in the native object may be applied.
+            # Embedded plans or a plan file (not the service's, which
+            # closes itself): no plan waiting in the native object may be
+            # applied.
             try:
                 self._coordinated.close()
             except Exception:

@@ -70,10 +70,13 @@ def test_a_planning_failure_is_said_once_and_kept():
     j.start_planning()
     settled(j)
     assert j.plan_version == 0
-    assert "p_block_w is not set" in j.failure
+    # In the job's words: no C++ token (it named PlanRequest::p_block_w).
+    assert "power while blocked (P_block) is not set" in j.failure, j.failure
+    assert "::" not in j.failure, j.failure
     notes = j.take_notes()
     assert len(notes) == 1 and notes[0].startswith("planning failed: ")
     assert notes[0].endswith("; every rank keeps default clocks")
+    assert "::" not in notes[0], notes[0]
 
 
 def test_close_cancels_a_solve_in_progress():

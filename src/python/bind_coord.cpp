@@ -25,6 +25,7 @@
 #include "joulepipe/coord/job.hpp"
 #include "joulepipe/coord/plan_task.hpp"
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/field_names.hpp"
 #include "joulepipe/model/format.hpp"
 #include "joulepipe/model/profile.hpp"
 #include "joulepipe/protocol/json.hpp"
@@ -34,6 +35,15 @@
 namespace joulepipe::python {
 
 namespace {
+
+// The planner's field tokens in the words of an embedded job, whose user
+// sets none of them (rank 0 measures P_block or takes the catalogue's; the
+// slowdown is enable()'s max_slowdown).
+constexpr std::pair<std::string_view, std::string_view> kJobWords[] = {
+    {"PlanRequest::p_block_w", "the GPU's power while blocked (P_block)"},
+    {"PlanRequest::slowdown", "max_slowdown"},
+    {"PlanRequest::resolution_s", "the plan's time resolution"},
+};
 
 class CoordJob {
  public:
@@ -91,28 +101,8 @@ class CoordJob {
   }
 
   void Plan() {
-    coord::PlanTask task;  // the job's profile, shared, and its request
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!job_.ready_to_plan()) {
-        throw coord::JobStateError(std::string("CoordJob.plan: the job is ") +
-                                   coord::JobPhaseName(job_.phase()) +
-                                   ", not ready to plan (every rank registered and a profile set)");
-      }
-      task = coord::PlanTaskOf(job_);
-    }
-    solver::PipelinePlan plan;
-    try {
-      py::gil_scoped_release release;
-      plan = task.Run(nullptr, nullptr);
-    } catch (const model::InputError& e) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      job_.SetPlanFailed(e.what());
-      throw;
-    }
-    std::lock_guard<std::mutex> lock(mutex_);
-    job_.SetPlan(plan, UnixNow());
-    baseline_energy_j_ = plan.baseline.energy_j;
+    py::gil_scoped_release release;
+    SolveAndInstall(nullptr, "CoordJob.plan");
   }
 
   py::object PlanFor(int rank) const {
@@ -235,21 +225,43 @@ class CoordJob {
   }
 
  private:
-  // The planner thread: the solve without the lock, its outcome with it.
+  // Solves the job's plan without the lock and installs it with it: what
+  // Plan() and the planner thread share. A failed solve marks the job
+  // failed and rethrows; a cancelled one (model::Cancelled) changes nothing.
+  void SolveAndInstall(const std::atomic<bool>* cancel, const char* caller) {
+    coord::PlanTask task;  // the job's profile, shared, and its request
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!job_.ready_to_plan()) {
+        throw coord::JobStateError(std::string(caller) + ": the job is " +
+                                   coord::JobPhaseName(job_.phase()) +
+                                   ", not ready to plan (every rank registered and a profile set)");
+      }
+      task = coord::PlanTaskOf(job_);
+    }
+    solver::PipelinePlan plan;
+    try {
+      plan = task.Run(cancel, nullptr);
+    } catch (const model::Cancelled&) {
+      throw;
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_.SetPlanFailed(model::RenameFields(e.what(), kJobWords));
+      throw;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    job_.SetPlan(plan, UnixNow());
+    baseline_energy_j_ = plan.baseline.energy_j;
+  }
+
+  // The planner thread: the solve, then its outcome in words.
   void PlanInBackground() noexcept {
     const auto began = std::chrono::steady_clock::now();
     try {
-      coord::PlanTask task;
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        task = coord::PlanTaskOf(job_);
-      }
-      solver::PipelinePlan plan = task.Run(&cancel_, nullptr);
+      SolveAndInstall(&cancel_, "CoordJob.start_planning");
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
       std::lock_guard<std::mutex> lock(mutex_);
-      job_.SetPlan(plan, UnixNow());
-      baseline_energy_j_ = plan.baseline.energy_j;
       const std::optional<coord::RankPlan> first = job_.PlanFor(0);
       notes_.push_back(model::Format("planned in %.2f s: ", seconds) +
                        (first ? first->reason : std::string("no plan")));
@@ -258,8 +270,7 @@ class CoordJob {
     } catch (const std::exception& e) {
       try {
         std::lock_guard<std::mutex> lock(mutex_);
-        job_.SetPlanFailed(e.what());
-        notes_.push_back(std::string("planning failed: ") + e.what() +
+        notes_.push_back("planning failed: " + model::RenameFields(e.what(), kJobWords) +
                          "; every rank keeps default clocks");
       } catch (...) {
       }

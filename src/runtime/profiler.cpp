@@ -9,7 +9,9 @@
 
 #include "joulepipe/model/energy.hpp"
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/format.hpp"
 #include "joulepipe/model/version.hpp"
+#include "joulepipe/solver/plan_pipeline.hpp"
 
 namespace joulepipe::runtime {
 namespace {
@@ -137,7 +139,8 @@ InSituProfiler::InSituProfiler(ProfilerOptions options) : options_(std::move(opt
     throw model::InputError("in-situ profiler: trim must be in [0, 0.5)");
   if (options_.samples_per_clock < 0 || options_.warmup_iterations < 0 ||
       options_.stop_after_rises < 0 || options_.stage < 0 || options_.max_repeats < 0 ||
-      !(options_.min_wait_s >= 0) || !(options_.repeat_above >= 0))
+      options_.remeasure_iterations < 0 || !(options_.min_wait_s >= 0) ||
+      !(options_.repeat_above >= 0))
     throw model::InputError("in-situ profiler: negative count, stage or wait threshold");
   const size_t capacity = std::max<size_t>(256, static_cast<size_t>(options_.samples_per_clock));
   for (KindState& k : kinds_) {
@@ -191,6 +194,15 @@ void InSituProfiler::OnWait(double seconds, double joules) {
   ++waits_seen_;
 }
 
+void InSituProfiler::ClearSamples(KindState& k) {
+  k.times.clear();
+  k.energies.clear();
+  k.actual_mhz.clear();
+  k.approximate = false;
+  k.dropped = 0;
+  k.repeats = 0;
+}
+
 void InSituProfiler::FinishClock(model::Kind kind, KindState& k) {
   ProfileRow row;
   row.stage = options_.stage;
@@ -210,6 +222,23 @@ void InSituProfiler::FinishClock(model::Kind kind, KindState& k) {
   row.time_s = TrimmedMeanSorted(k.times, options_.trim);
   row.energy_j = TrimmedMeanSorted(k.energies, options_.trim);
   row.confidence = Confidence(row.energy_spread, k.times.size());
+  if (k.remeasuring) {
+    // The new samples replace the row this clock was requested for.
+    const int requested = options_.clocks[k.clock_index];
+    std::erase_if(rows_, [&](const ProfileRow& r) {
+      return r.kind == kind && r.requested_mhz.front() == requested;
+    });
+    rows_.push_back(row);
+    ClearSamples(k);
+    if (k.redo.empty()) {
+      k.finished = true;
+      k.remeasuring = false;
+    } else {
+      k.clock_index = k.redo.front();
+      k.redo.erase(k.redo.begin());
+    }
+    return;
+  }
   rows_.push_back(row);
 
   // Early stop: energy above the lowest so far for stop_after_rises
@@ -224,12 +253,7 @@ void InSituProfiler::FinishClock(model::Kind kind, KindState& k) {
   } else if (row.mhz < k.lowest_mhz) {
     ++k.rises;
   }
-  k.times.clear();
-  k.energies.clear();
-  k.actual_mhz.clear();
-  k.approximate = false;
-  k.dropped = 0;
-  k.repeats = 0;
+  ClearSamples(k);
   if ((options_.stop_after_rises > 0 && k.rises >= options_.stop_after_rises) ||
       k.clock_index + 1 >= options_.clocks.size()) {
     k.finished = true;
@@ -249,7 +273,11 @@ void InSituProfiler::OnStepEnd() {
                               ? static_cast<size_t>(options_.samples_per_clock)
                               : size_t{1};
     if (k.times.size() < wanted) continue;
-    if (k.repeats < options_.max_repeats) {
+    if (k.remeasuring && k.repeats + 1 < options_.remeasure_iterations) {
+      ++k.repeats;  // a re-measure takes its iterations whatever the spread
+      continue;
+    }
+    if (!k.remeasuring && k.repeats < options_.max_repeats) {
       std::vector<double> energies = k.energies;  // once per kind per iteration
       if (Confidence(RelativeSpread(energies, scratch_), energies.size()) > options_.repeat_above) {
         ++k.repeats;
@@ -258,7 +286,48 @@ void InSituProfiler::OnStepEnd() {
     }
     FinishClock(static_cast<model::Kind>(i), k);
   }
-  if (kinds_[0].finished && kinds_[1].finished) done_.store(true, std::memory_order_release);
+  if (!kinds_[0].finished || !kinds_[1].finished) return;
+  if (!remeasure_queued_) {
+    remeasure_queued_ = true;
+    if (QueueRemeasures()) return;
+  }
+  done_.store(true, std::memory_order_release);
+}
+
+bool InSituProfiler::QueueRemeasures() {
+  if (options_.remeasure_iterations <= 0) return false;
+  std::vector<solver::ImplausibleRow> odd;
+  try {
+    odd = solver::ImplausibleRows(ToProfile(Report()));
+  } catch (const std::exception&) {
+    return false;  // rows the profile cannot hold: the planner says why
+  }
+  for (const solver::ImplausibleRow& bad : odd) {
+    KindState& k = kinds_[static_cast<size_t>(bad.kind)];
+    // The clocks requested for the row (a throttled GPU runs several
+    // requests at the clock the row names).
+    for (const ProfileRow& r : rows_) {
+      if (r.kind != bad.kind || r.mhz != bad.mhz) continue;
+      const auto at =
+          std::find(options_.clocks.begin(), options_.clocks.end(), r.requested_mhz.front());
+      if (at == options_.clocks.end()) continue;
+      const size_t index = static_cast<size_t>(at - options_.clocks.begin());
+      if (std::find(k.redo.begin(), k.redo.end(), index) == k.redo.end()) k.redo.push_back(index);
+    }
+    notes_.push_back(bad.why + model::Format("; measured again over %d iterations before planning",
+                                             options_.remeasure_iterations));
+  }
+  bool queued = false;
+  for (KindState& k : kinds_) {
+    if (k.redo.empty()) continue;
+    std::sort(k.redo.begin(), k.redo.end());  // highest clock first
+    k.clock_index = k.redo.front();
+    k.redo.erase(k.redo.begin());
+    k.finished = false;
+    k.remeasuring = true;
+    queued = true;
+  }
+  return queued;
 }
 
 ProfileReport InSituProfiler::Report() const {
@@ -279,6 +348,7 @@ ProfileReport InSituProfiler::Report() const {
         " MHz (throttled by its power or thermal cap): one row at " + std::to_string(row.mhz) +
         " MHz, so no plan asks for a clock it " + "does not run");
   }
+  report.notes.insert(report.notes.end(), notes_.begin(), notes_.end());
   std::vector<double> powers = wait_powers_;
   report.p_block_samples = static_cast<int>(powers.size());
   report.p_block_w = MedianInPlace(powers);

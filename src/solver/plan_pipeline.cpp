@@ -237,29 +237,41 @@ void CheckProfileRows(const model::Profile& profile, const std::string& profile_
   }
 }
 
-model::Profile LeaveOutImplausibleRows(const model::Profile& profile,
-                                       std::vector<std::string>* notes) {
-  model::Profile out = profile;
+std::vector<ImplausibleRow> ImplausibleRows(const model::Profile& profile) {
+  std::vector<ImplausibleRow> out;
   for (int s : profile.stages()) {
     for (model::Kind kind : {model::Kind::kForward, model::Kind::kBackward}) {
       const std::vector<model::ClockPoint>& points = profile.Points(s, kind);
       if (points.size() < 2) continue;
       const std::size_t reference = ReferenceRow(points);
-      const std::vector<OddRow> odd = OddRows(points, reference);
       const model::ClockPoint& ref = points[reference];
-      // Highest index first, so the indices left to remove stay valid.
-      for (auto it = odd.rbegin(); it != odd.rend(); ++it) {
-        const model::ClockPoint& row = points[it->index];
-        if (notes != nullptr) {
-          notes->push_back(Format(
-              "stage %d %s at %d MHz was measured at %.6g s and %.6g J, against %.6g s and "
-              "%.6g J at %d MHz: %s; that clock is left out of the plan (a noisy measurement "
-              "or a throttled GPU)",
-              s, std::string(model::KindName(kind)).c_str(), row.mhz, row.time_s, row.energy_j,
-              ref.time_s, ref.energy_j, ref.mhz, it->why.c_str()));
-        }
-        out.RemovePoint(s, kind, it->index);
+      for (OddRow& odd : OddRows(points, reference)) {
+        const model::ClockPoint& row = points[odd.index];
+        out.push_back({s, kind, odd.index, row.mhz,
+                       Format("stage %d %s at %d MHz was measured at %.6g s and %.6g J, against "
+                              "%.6g s and %.6g J at %d MHz: %s",
+                              s, std::string(model::KindName(kind)).c_str(), row.mhz, row.time_s,
+                              row.energy_j, ref.time_s, ref.energy_j, ref.mhz, odd.why.c_str())});
       }
+    }
+  }
+  return out;
+}
+
+model::Profile LeaveOutImplausibleRows(const model::Profile& profile,
+                                       std::vector<std::string>* notes) {
+  model::Profile out = profile;
+  const std::vector<ImplausibleRow> odd = ImplausibleRows(profile);
+  // Highest index of each (stage, kind) first, so the indices left to
+  // remove stay valid (ImplausibleRows lists them ascending per group).
+  for (auto it = odd.rbegin(); it != odd.rend(); ++it) {
+    out.RemovePoint(it->stage, it->kind, it->index);
+  }
+  if (notes != nullptr) {
+    for (const ImplausibleRow& row : odd) {
+      notes->push_back(row.why +
+                       "; that clock is left out of the plan (a noisy measurement or a "
+                       "throttled GPU)");
     }
   }
   return out;

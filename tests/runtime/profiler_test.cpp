@@ -12,6 +12,7 @@
 
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/profile.hpp"
+#include "joulepipe/solver/plan_pipeline.hpp"
 
 namespace joulepipe::runtime {
 namespace {
@@ -354,6 +355,83 @@ TEST(InSituProfilerTest, RequestsThatRanAtTheSameClockAreNoRises) {
   }
   // Every clock below the throttled ones was measured.
   EXPECT_EQ(forward, (std::vector<int>{1365, 1350, 1335}));
+}
+
+// A clock whose samples were all disturbed (here: 3x as long, as when a
+// clock switch or another process lands in them) would be left out by the
+// planner; the profiler measures it again with more samples before it is
+// done, the new row replaces the old one, and the notes say so. Before, the
+// row went to the planner as measured (issue 40: "planning failed ... line
+// 24 ... re-measure this clock or delete the row").
+std::vector<int> SweepWithOneDisturbedClock(InSituProfiler& p, int disturbed_mhz,
+                                            int disturbed_visits, int* iterations) {
+  std::vector<int> visits;  // forward clocks, one per iteration after warm-up
+  int seen = 0;
+  for (*iterations = 0; *iterations < 40 && !p.done(); ++*iterations) {
+    const int fwd = p.ClockFor(Kind::kForward);
+    if (*iterations > 0) visits.push_back(fwd);
+    const bool disturbed = fwd == disturbed_mhz && *iterations > 0 && seen++ < disturbed_visits;
+    for (int i = 0; i < 4; ++i) {
+      for (Kind kind : {Kind::kForward, Kind::kBackward}) {
+        const int mhz = p.ClockFor(kind);
+        double t = 0.01 * 1410.0 / mhz;
+        if (kind == Kind::kForward && disturbed) t *= 3;
+        p.OnInstruction(kind, mhz, t, t * 300 * mhz / 1410.0, false, mhz);
+      }
+    }
+    p.OnStepEnd();
+  }
+  return visits;
+}
+
+TEST(InSituProfilerTest, AnImplausibleRowIsMeasuredAgainBeforeItIsDone) {
+  ProfilerOptions o;
+  o.clocks = {1410, 1350, 1290, 1230};
+  o.stop_after_rises = 0;
+  InSituProfiler p(o);
+  int iterations = 0;
+  // Only the first visit of 1350 MHz is disturbed.
+  const std::vector<int> visits = SweepWithOneDisturbedClock(p, 1350, 1, &iterations);
+  ASSERT_TRUE(p.done());
+  // The sweep, then 1350 MHz again for three iterations.
+  EXPECT_EQ(visits, (std::vector<int>{1410, 1350, 1290, 1230, 1350, 1350, 1350}));
+  const ProfileReport r = p.Report();
+  ASSERT_EQ(r.rows.size(), 8u);
+  const ProfileRow& again = r.rows[1];
+  ASSERT_EQ(again.mhz, 1350);
+  EXPECT_NEAR(again.time_s, 0.01 * 1410.0 / 1350, 1e-12);  // the new samples only
+  EXPECT_EQ(again.samples, 11);  // 3 iterations x 4, less the first after the change
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_NE(r.notes[0].find("stage 0 forward at 1350 MHz was measured at"), std::string::npos)
+      << r.notes[0];
+  EXPECT_NE(r.notes[0].find("measured again over 3 iterations"), std::string::npos) << r.notes[0];
+  EXPECT_TRUE(solver::ImplausibleRows(ToProfile(r)).empty());
+}
+
+TEST(InSituProfilerTest, ARowStillImplausibleAfterItsReMeasureIsKeptForThePlannerToLeaveOut) {
+  ProfilerOptions o;
+  o.clocks = {1410, 1350, 1290, 1230};
+  o.stop_after_rises = 0;
+  InSituProfiler p(o);
+  int iterations = 0;
+  const std::vector<int> visits = SweepWithOneDisturbedClock(p, 1350, 99, &iterations);
+  ASSERT_TRUE(p.done());  // once only: it does not loop
+  EXPECT_EQ(visits.size(), 7u);
+  const std::vector<solver::ImplausibleRow> odd = solver::ImplausibleRows(ToProfile(p.Report()));
+  ASSERT_EQ(odd.size(), 1u);
+  EXPECT_EQ(odd[0].mhz, 1350);
+}
+
+TEST(InSituProfilerTest, NoReMeasureWhenItIsSwitchedOff) {
+  ProfilerOptions o;
+  o.clocks = {1410, 1350, 1290, 1230};
+  o.stop_after_rises = 0;
+  o.remeasure_iterations = 0;
+  InSituProfiler p(o);
+  int iterations = 0;
+  EXPECT_EQ(SweepWithOneDisturbedClock(p, 1350, 1, &iterations).size(), 4u);
+  EXPECT_TRUE(p.done());
+  EXPECT_TRUE(p.Report().notes.empty());
 }
 
 }  // namespace

@@ -21,7 +21,15 @@
 //     lowest so far for `stop_after_rises` consecutive clocks, lower clocks
 //     cannot be on the time-energy Pareto frontier (they are slower and cost
 //     more), so the kind stops and from then on runs at the highest clock;
-//   * done() once both kinds stopped or ran out of clocks.
+//   * re-measure: once both kinds stopped or ran out of clocks, the rows the
+//     planner's plausibility check would leave out (solver::ImplausibleRows:
+//     a noisy sample, a clock switch that landed in the samples) are
+//     measured again, one clock per kind per iteration, each over
+//     `remeasure_iterations` iterations (more samples), replacing the old
+//     row; said in the report's notes. Once only: what is still implausible
+//     afterwards the planner leaves out, said (coord::PlannableProfile);
+//   * done() once both kinds stopped or ran out of clocks and the
+//     re-measure (if any) is over.
 //
 // Noise: each row's time and energy are the trimmed mean of its samples
 // (the `trim` share dropped at each end: the interquartile mean by
@@ -67,6 +75,9 @@ struct ProfilerOptions {
   // at most max_repeats times (a noisy iteration does not decide a row).
   double repeat_above = 0.02;
   int max_repeats = 2;
+  // Re-measure implausible rows (see top) with this many iterations' worth
+  // of samples each; 0 = never re-measure.
+  int remeasure_iterations = 3;
   double min_wait_s = 1e-3;  // shorter waits do not count toward P_block
   bool drop_first_after_change = true;
   // The GPU's name as NVML gives it (gpu::Device::name()), recorded in the
@@ -153,14 +164,22 @@ class InSituProfiler : public ClockSource {
     bool approximate = false;     // at the current clock
     std::vector<double> times, energies;
     std::vector<int> actual_mhz;  // the clock the GPU reported, per sample (when known)
+    std::vector<size_t> redo;     // clocks to re-measure after clock_index, in order
+    bool remeasuring = false;     // clock_index is a re-measure
   };
 
   void FinishClock(model::Kind kind, KindState& k);
+  static void ClearSamples(KindState& k);  // for the next clock
+  // Queues the implausible rows' requested clocks for a re-measure (once);
+  // false when there is none.
+  bool QueueRemeasures();
 
   ProfilerOptions options_;
   std::array<KindState, 2> kinds_;
   std::vector<double> scratch_;  // deviations for the spread
   std::vector<ProfileRow> rows_;
+  bool remeasure_queued_ = false;   // QueueRemeasures ran
+  std::vector<std::string> notes_;  // rows re-measured, in words
   static constexpr size_t kWaitCapacity = 4096;
   std::vector<double> wait_powers_;  // J/s of qualifying waits, a ring of the latest
   size_t waits_seen_ = 0;

@@ -133,6 +133,22 @@ inline constexpr double kRowMargin = 1.5;
 inline constexpr double kMaxPowerRatio = 20;
 void CheckProfileRows(const model::Profile& profile, const std::string& profile_name);
 
+// One row CheckProfileRows would refuse: its (stage, kind), its index in
+// Points(stage, kind) and clock, and `why` in words about the job (which
+// stage, instruction and clock, what was measured against which reference
+// row, and the rule it breaks), with no file line.
+struct ImplausibleRow {
+  int stage = 0;
+  model::Kind kind = model::Kind::kForward;
+  std::size_t index = 0;
+  int mhz = 0;
+  std::string why;
+};
+// Every such row, by stage, kind, then index ascending; empty when
+// CheckProfileRows passes. The in-situ profiler re-measures these clocks
+// once before it reports (runtime/profiler.hpp).
+std::vector<ImplausibleRow> ImplausibleRows(const model::Profile& profile);
+
 // For a profile measured inside a running job, where nobody can re-measure
 // a row (noise, a GPU throttled by its power or thermal cap): the profile
 // without the rows CheckProfileRows would refuse, each said in `notes` (when
