@@ -63,6 +63,10 @@ class Options:
     coordination_timeout_s: float = 120.0  # each side-group operation between the ranks
 
 
+# The most characters of a profile read from profile= (model::kMaxInputFileBytes).
+MAX_PROFILE_CHARS = 256 << 20
+
+
 def check_max_slowdown(value: float) -> None:
     """The one rule on max_slowdown, the planner's own (PlanRequest::slowdown
     = max_slowdown - 1 in 0.._core.MAX_PLAN_SLOWDOWN)."""
@@ -170,6 +174,7 @@ class Session:
         self._monitor: Any = None
         self._last_applied = 0
         self._file = None
+        self._file_jsonl = False  # the iteration log's format: JSON lines, else CSV
 
         self._gpu = self._find_gpu()
         if self._gpu is not None:
@@ -254,9 +259,16 @@ class Session:
         if self.options.profile:
             try:
                 with open(self.options.profile) as f:
-                    self._profile_csv = f.read()
-            except OSError as error:
-                self._fail(f"cannot read the profile {self.options.profile}: {error.strerror}")
+                    # Bounded like every file joulepipe reads (model::ReadWholeFile):
+                    # profile=/dev/zero must not read forever.
+                    self._profile_csv = f.read(MAX_PROFILE_CHARS + 1)
+            except (OSError, UnicodeDecodeError) as error:
+                why = getattr(error, "strerror", None) or str(error)
+                self._fail(f"cannot read the profile {self.options.profile}: {why}")
+                return
+            if len(self._profile_csv) > MAX_PROFILE_CHARS:
+                self._fail(f"the profile {self.options.profile} is larger than 256 MiB; give "
+                           "the path of a profile CSV (joulepipe's are far smaller)")
                 return
             self._phase = "profile"  # done at once: plans at the first boundary
             return
@@ -295,7 +307,11 @@ class Session:
     def _open_log(self, path: str) -> None:
         try:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            self._file = open(path, "w", buffering=1)
+            # Private to the user, like every file joulepipe creates
+            # (model::kPrivateFileMode); an existing log keeps its mode.
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            self._file = os.fdopen(fd, "w", buffering=1)
+            self._file_jsonl = path.endswith(".jsonl")
         except OSError as error:
             self._note(f"cannot write the iteration log {path}: {error.strerror}")
             return
@@ -726,7 +742,7 @@ class Session:
     def _write(self, r: IterationRecord) -> None:
         if self._file is not None:
             try:
-                if self._file.name.endswith(".jsonl"):
+                if self._file_jsonl:
                     self._file.write(json.dumps(r.__dict__) + "\n")
                 else:
                     def f(v):
@@ -736,7 +752,7 @@ class Session:
                         r.tokens_per_s, r.j_per_token, int(r.approximate), r.plan_version,
                         r.clocks_applied)) + "\n")
             except Exception:
-                _logger.debug("f: error ignored", exc_info=True)
+                _logger.debug("_write: error ignored", exc_info=True)
         if self._writer is not None and r.energy_j is not None:
             try:  # Megatron's --log-energy names, plus joulepipe's own
                 self._writer.add_scalar("iter-energy/gpu", r.energy_j, r.iteration)

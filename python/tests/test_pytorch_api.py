@@ -77,9 +77,16 @@ def test_measure_logs_energy_per_step_through_logging(tmp_path):
         import pynvml as n
         n.nvmlInit()
         power_w = n.nvmlDeviceGetPowerUsage(n.nvmlDeviceGetHandleByIndex(0)) / 1000
-        records = train(jp.Energy("measure", tokens_per_iteration=4096))
+        import os
+        os.umask(0o022)
+        records = train(jp.Energy("measure", tokens_per_iteration=4096,
+                                  log_path="energy-{rank}.jsonl"))
         out({"records": records, "power_w": power_w})
     """)
+    # The iteration log is private to the user (issue 41, item 2), one line per step.
+    log = tmp_path / "energy-0.jsonl"
+    assert log.stat().st_mode & 0o777 == 0o600
+    assert len(log.read_text().splitlines()) == 4
     records = r["records"]
     assert [x["iteration"] for x in records] == [0, 1, 2, 3]
     for x in records:

@@ -4,6 +4,7 @@
 // and exit codes.
 #include "app.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -21,6 +22,7 @@
 #include "flag_names.hpp"
 #include "gpus_command.hpp"
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/number_form.hpp"
 #include "measure_command.hpp"
 #include "plan_command.hpp"
 #include "power_command.hpp"
@@ -114,6 +116,42 @@ void RefuseEmptyValues(CLI::App* app) {
             return value.empty() ? "the value is empty; " + fix : std::string();
           },
           /*validator_desc=*/"", "not empty"));
+    }
+  }
+}
+
+// Whether an option's values are numbers, by its type name: names of text
+// (files, ids, lists of words, choices) are FILE, DIR, ID, SOCKET, ADDR,
+// LIST, TEXT or contain '.' or '{' (P.csv, {gpipe,1f1b}); every other name
+// (N, MS, WATTS, CLI11's INT and FLOAT, lists such as 0,1,...) takes numbers.
+bool TakesNumbers(const CLI::Option& option) {
+  const std::string type = option.get_type_name();
+  for (const char* text : {"FILE", "DIR", "ID", "SOCKET", "ADDR", "LIST", "TEXT"}) {
+    if (type == text) return false;
+  }
+  return type.find_first_of(".{") == std::string::npos;
+}
+
+// Every option that takes numbers refuses the forms model::NonDecimalProblem
+// names (one number form: decimal),
+// for every command, attached like RefuseEmptyValues.
+void RefuseNonDecimalNumbers(CLI::App* app) {
+  for (CLI::App* command : Commands(app)) {
+    for (CLI::Option* option : command->get_options()) {
+      if (!option->nonpositional() || option->get_items_expected_min() < 1) continue;
+      if (!TakesNumbers(*option)) continue;
+      option->check(CLI::Validator(
+          [](std::string& value) {
+            std::size_t start = 0;
+            while (start <= value.size()) {
+              const std::size_t comma = std::min(value.find(',', start), value.size());
+              std::string problem = model::NonDecimalProblem(value.substr(start, comma - start));
+              if (!problem.empty()) return problem;
+              start = comma + 1;
+            }
+            return std::string();
+          },
+          /*validator_desc=*/"", "decimal"));
     }
   }
 }
@@ -226,6 +264,7 @@ int RunApp(int argc, char** argv) {
   subcommands.push_back(std::make_unique<CalibrateWaitSubcommand>(&app));
   subcommands.push_back(std::make_unique<ServeSubcommand>(&app));
   RefuseEmptyValues(&app);
+  RefuseNonDecimalNumbers(&app);
 
   // CLI11 reads an unknown first word as "no command"; say what it is.
   if (argc >= 2) {

@@ -233,6 +233,7 @@ constexpr char kDemoFooter[] =
 struct DemoFlags {
   std::string out = kDemoOutDir;
   bool no_files = false;
+  bool force = false;  // may replace another command's output
 };
 
 DemoSubcommand::DemoSubcommand(CLI::App* app)
@@ -245,6 +246,8 @@ DemoSubcommand::DemoSubcommand(CLI::App* app)
       ->type_name("DIR")
       ->capture_default_str();
   c->add_flag("--no-files", f->no_files, "Only print; write no files");
+  c->add_flag("--force", f->force,
+              "Replace --out even if another joulepipe command (plan, tune) wrote it");
   c->footer(kDemoFooter);
 }
 
@@ -258,11 +261,11 @@ int DemoSubcommand::Run() const {
   sim::SimulateRequest request = DemoRequest();
   const model::Profile profile = LoadEmbeddedDemoProfile();
   const std::string out = f.no_files ? std::string() : f.out;
-  if (!out.empty()) StagedDirectory probe(out);
+  if (!out.empty()) StagedDirectory probe(out, "demo", f.force);
   request.progress = ProgressLines(stderr, "demo: ");
   const sim::SimulateOutcome outcome = sim::SimulateJob(profile, request);
   if (!out.empty()) {
-    StagedDirectory staged(out);
+    StagedDirectory staged(out, "demo", f.force);
     WriteDemoOutputs(outcome, profile, &staged);
   }
   const std::string text = FormatDemoReport(outcome, out);

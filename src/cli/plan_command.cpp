@@ -384,6 +384,7 @@ constexpr char kPlanFooter[] =
 }  // namespace
 
 struct PlanFlags {
+  bool force = false;  // --force: may replace another command's output
   std::string profile;
   std::string schedule;
   int stages = 0;
@@ -461,6 +462,8 @@ PlanSubcommand::PlanSubcommand(CLI::App* app)
   c->add_option("--out", f->out, "Output directory (written atomically)")
       ->required()
       ->type_name("DIR");
+  c->add_flag("--force", f->force,
+              "Replace --out even if another joulepipe command (demo, tune) wrote it");
   c->footer(kPlanFooter);
 }
 
@@ -525,7 +528,7 @@ int PlanSubcommand::Run() const {
     limits.min_limit_w = outcome.range.min_w;
     limits.max_limit_w = outcome.range.max_w;
     outcome.plan = solver::PreparePowerLimitPlan(profile, limits);
-    if (!f.out.empty()) StagedDirectory probe(f.out);  // as below
+    if (!f.out.empty()) StagedDirectory probe(f.out, "plan", f.force);  // as below
     std::fprintf(stderr,
                  "joulepipe: planning power limits for %d stages, then the clock plan of %d "
                  "instructions (%s) to compare...\n",
@@ -534,7 +537,7 @@ int PlanSubcommand::Run() const {
     std::fflush(stderr);
     solver::SolvePowerLimitPlan(profile, &outcome.plan);
     if (!f.out.empty()) {
-      StagedDirectory staged(f.out);
+      StagedDirectory staged(f.out, "plan", f.force);
       WriteLimitOutputs(outcome, &staged, InterruptFlag());
     }
     std::fputs(FormatLimitSummary(outcome, f.out).c_str(), stdout);
@@ -546,7 +549,7 @@ int PlanSubcommand::Run() const {
   if (!f.out.empty()) {
     // Throws now if --out may not be replaced; removes its (empty) staging
     // directory at the end of this block.
-    StagedDirectory probe(f.out);
+    StagedDirectory probe(f.out, "plan", f.force);
   }
   if (f.min_power_limit_w > 0 || f.max_power_limit_w > 0) {
     throw model::InputError(
@@ -562,7 +565,7 @@ int PlanSubcommand::Run() const {
   outcome.profile_method = profile.metadata.method;
   outcome.profile = &profile;
   if (!f.out.empty()) {
-    StagedDirectory staged(f.out);
+    StagedDirectory staged(f.out, "plan", f.force);
     WritePlanOutputs(outcome, &staged, InterruptFlag());
   }
   const std::string text = FormatPlanSummary(outcome, f.out);

@@ -18,6 +18,7 @@
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/json_input.hpp"
 #include "joulepipe/model/output_files.hpp"
+#include "joulepipe/model/read_file.hpp"
 #include "joulepipe/model/version.hpp"
 #include "joulepipe/report/plan_report.hpp"
 #include "joulepipe/solver/operating_point.hpp"
@@ -29,18 +30,10 @@ namespace {
 using model::InputError;
 using nlohmann::json;
 
-constexpr std::size_t kMaxInputBytes = 256u << 20;  // a plan directory's files, a run's JSON
-
+// A plan directory's files, a run's JSON: model::ReadWholeFile's limit,
+// checked before the file is read whole.
 std::string ReadText(const std::string& path, const std::string& flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(flag + " " + path + ": cannot be read (no such file, or no access)");
-  std::ostringstream text;
-  text << in.rdbuf();
-  std::string s = text.str();
-  if (s.size() > kMaxInputBytes) {
-    throw InputError(flag + " " + path + ": larger than 256 MiB; not a joulepipe output");
-  }
-  return s;
+  return model::ReadWholeFile(path, flag + " file");
 }
 
 }  // namespace

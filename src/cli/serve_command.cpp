@@ -7,7 +7,6 @@
 #include <cctype>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 
 #include <CLI/CLI.hpp>
 
@@ -88,9 +87,10 @@ std::string ReadToken(const std::string& path) {
   if (!in) {
     throw InputError("--token-file '" + path + "' cannot be read; give a file holding the token");
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  std::string token = text.str();
+  // At most one byte past the limit is read: --token-file /dev/zero ends.
+  std::string token(4097, '\0');
+  in.read(token.data(), static_cast<std::streamsize>(token.size()));
+  token.resize(static_cast<std::size_t>(in.gcount()));
   if (token.size() > 4096) {
     throw InputError("--token-file '" + path + "' holds more than 4096 bytes; a token is one line");
   }

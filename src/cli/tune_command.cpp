@@ -288,6 +288,7 @@ constexpr char kTuneFooter[] =
 }  // namespace
 
 struct TuneFlags {
+  bool force = false;  // --force: may replace another command's output
   std::string model;
   std::string gpu;
   long long gpus = 0;
@@ -378,6 +379,8 @@ TuneSubcommand::TuneSubcommand(CLI::App* app)
   c->add_option("--p2p-gbps", f->p2p_gbps, "Bandwidth per GPU of pipeline sends, GB/s")
       ->capture_default_str();
   c->add_option("--out", f->out, "Output directory (written atomically)")->type_name("DIR");
+  c->add_flag("--force", f->force,
+              "Replace --out even if another joulepipe command (plan, demo) wrote it");
   c->add_flag("--json", f->json, "Print summary.json instead of the table");
   c->footer(kTuneFooter);
 }
@@ -425,7 +428,7 @@ int TuneSubcommand::Run() const {
   tune::CheckTuneRequest(r);
   if (!f.out.empty()) {
     // Refuses an --out that may not be replaced before the search.
-    StagedDirectory probe(f.out);
+    StagedDirectory probe(f.out, "tune", f.force);
   }
   const std::string job = Printf(
       "  job         %s on %lld %s, global batch %d x %d tokens (framework %s, %s, recompute "
@@ -444,7 +447,7 @@ int TuneSubcommand::Run() const {
   };
   const tune::TuneResult result = tune::Tune(r);
   if (!f.out.empty()) {
-    StagedDirectory staged(f.out);
+    StagedDirectory staged(f.out, "tune", f.force);
     // After a Ctrl-C the search stopped early on purpose: write what it found.
     WriteTuneOutputs(result, job, &staged, result.cancelled ? nullptr : InterruptFlag());
   }

@@ -6,6 +6,7 @@
 
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/json_input.hpp"
+#include "joulepipe/model/read_file.hpp"
 
 namespace joulepipe::daemon {
 namespace {
@@ -105,13 +106,12 @@ void LoadConfigFile(const std::string& path, bool required, Config* config) {
     if (required) throw InputError("configuration file " + path + " does not exist");
     return;
   }
-  std::ifstream in(path);
-  if (!in) throw InputError("cannot read configuration file " + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  // Bounded depth: the configuration nests 2 levels; refusing deeper ones
-  // before building them keeps every later walk shallow.
-  ApplyConfigJson(model::ParseJsonBounded(text.str(), path), path, config);
+  // Bounded size (1 MiB, checked before reading: --config /dev/zero ends)
+  // and depth (the configuration nests 2 levels; refusing deeper ones before
+  // building them keeps every later walk shallow).
+  const std::string text =
+      model::ReadWholeFile(path, "configuration file", model::kMaxConfigFileBytes);
+  ApplyConfigJson(model::ParseJsonBounded(text, path), path, config);
 }
 
 }  // namespace joulepipe::daemon

@@ -16,11 +16,13 @@
 #include <utility>
 #include <vector>
 
+#include "joulepipe/model/error.hpp"
+#include "joulepipe/model/json_input.hpp"
+
 // SO_PEERPIDFD (Linux 6.5) where the C library's headers predate it; the
 // value is asm-generic's, shared by these architectures.
-#if !defined(SO_PEERPIDFD) && \
-    (defined(__x86_64__) || defined(__i386__) || defined(__aarch64__) || defined(__arm__) || \
-     defined(__riscv))
+#if !defined(SO_PEERPIDFD) && (defined(__x86_64__) || defined(__i386__) || defined(__aarch64__) || \
+                               defined(__arm__) || defined(__riscv))
 #define SO_PEERPIDFD 77
 #endif
 // pidfd_open (Linux 5.3); glibc before 2.36 has no wrapper.
@@ -58,12 +60,12 @@ bool UserMatches(const std::string& allowed, const Peer& peer) {
 bool GroupId(const std::string& group, gid_t* gid) {
   if (IsNumber(group)) {
     const unsigned long long id = std::stoull(group);  // < 11 digits: cannot overflow
-    if (id > 0xFFFFFFFEull) return false;                // not a gid: no such group
+    if (id > 0xFFFFFFFEull) return false;              // not a gid: no such group
     *gid = static_cast<gid_t>(id);
     return true;
   }
   std::vector<char> buffer(16384);
-  struct group entry {};
+  struct group entry{};
   struct group* result = nullptr;
   if (::getgrnam_r(group.c_str(), &entry, buffer.data(), buffer.size(), &result) != 0 || !result) {
     return false;
@@ -148,6 +150,33 @@ Peer PeerOf(int fd) {
     throw std::system_error(errno, std::generic_category(), "getsockopt(SO_PEERCRED)");
   }
   return MakePeer(credentials.pid, credentials.uid, credentials.gid);
+}
+
+void CheckAllowList(const Config& config, const std::string& config_source) {
+  for (const std::string& user : config.allow_users) {
+    if (IsNumber(user)) continue;
+    std::vector<char> buffer(16384);
+    passwd entry{};
+    passwd* result = nullptr;
+    if (::getpwnam_r(user.c_str(), &entry, buffer.data(), buffer.size(), &result) != 0 ||
+        result == nullptr) {
+      throw model::InputError(
+          "Config::allow_users",
+          "the user \"" + model::ExcerptText(user) + "\" in \"allow_users\" (" + config_source +
+              ") does not exist on this machine; correct the name, give the uid, or create the "
+              "user (`useradd`)");
+    }
+  }
+  for (const std::string& group : config.allow_groups) {
+    gid_t gid = 0;
+    if (!GroupId(group, &gid)) {
+      throw model::InputError(
+          "Config::allow_groups",
+          "the group \"" + model::ExcerptText(group) + "\" in \"allow_groups\" (" + config_source +
+              ") does not exist on this machine; correct the name, give the gid, or create the "
+              "group (`groupadd`)");
+    }
+  }
 }
 
 std::string Authorise(const Peer& peer, const Config& config, const std::string& config_source) {

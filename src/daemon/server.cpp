@@ -43,7 +43,7 @@ sockaddr_un Address(const std::string& path) {
 // Removes a stale socket at `path`; throws if a daemon answers there or the
 // path is something else.
 void RemoveStale(const std::string& path) {
-  struct stat info {};
+  struct stat info{};
   if (::lstat(path.c_str(), &info) != 0) return;  // nothing there
   if (!S_ISSOCK(info.st_mode)) {
     throw InputError("Config::socket", "the \"socket\" path " + path +
@@ -80,7 +80,7 @@ gid_t GroupOf(const std::string& group) {
     return static_cast<gid_t>(std::stoul(group));
   }
   std::vector<char> buffer(16384);
-  struct group entry {};
+  struct group entry{};
   struct group* result = nullptr;
   if (::getgrnam_r(group.c_str(), &entry, buffer.data(), buffer.size(), &result) != 0 || !result) {
     throw InputError("Config::socket_group", "the \"socket_group\" \"" + group +
@@ -137,6 +137,7 @@ std::string Admission(const Peer& peer, const Config& config, const std::string&
 
 Server::Server(const Config& config, std::string config_source, Handler* handler)
     : config_(config), config_source_(std::move(config_source)), handler_(handler) {
+  CheckAllowList(config_, config_source_);  // names that must exist, at start
   const sockaddr_un address = Address(config_.socket);
   RemoveStale(config_.socket);
   listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -156,7 +157,7 @@ Server::Server(const Config& config, std::string config_source, Handler* handler
                          "; check that its directory exists and is writable (systemd: "
                          "RuntimeDirectory), or choose another \"socket\" path");
   }
-  struct stat info {};
+  struct stat info{};
   if (::stat(config_.socket.c_str(), &info) == 0) {
     socket_dev_ = info.st_dev;
     socket_ino_ = info.st_ino;
@@ -189,7 +190,7 @@ Server::~Server() {
   connections_.clear();
   if (listen_fd_ >= 0) ::close(listen_fd_);
   // Unlink only our own socket: a later daemon may have replaced it.
-  struct stat info {};
+  struct stat info{};
   if (::lstat(config_.socket.c_str(), &info) == 0 && info.st_dev == socket_dev_ &&
       info.st_ino == socket_ino_) {
     ::unlink(config_.socket.c_str());

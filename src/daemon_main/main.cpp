@@ -25,6 +25,8 @@
 #include "joulepipe/gpu/daemon_protocol.hpp"
 #include "joulepipe/gpu/nvml.hpp"
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/json_input.hpp"
+#include "joulepipe/model/number_form.hpp"
 
 namespace {
 
@@ -35,8 +37,10 @@ using joulepipe::daemon::Config;
 // about one names both places it can be set.
 std::string WhereSet(const std::string& field) {
   static const std::pair<const char*, const char*> kFlags[] = {
-      {"Config::socket", "--socket"},           {"Config::socket_group", "--socket-group"},
-      {"Config::socket_mode", "--socket-mode"}, {"Config::audit_log", "--audit-log"},
+      {"Config::socket", "--socket"},
+      {"Config::socket_group", "--socket-group"},
+      {"Config::socket_mode", "--socket-mode"},
+      {"Config::audit_log", "--audit-log"},
       {"Config::max_clients", "--max-clients"},
       {"Config::max_clients_per_uid", "--max-clients-per-uid"},
       {"Config::hello_timeout_s", "--hello-timeout"},
@@ -60,11 +64,19 @@ CLI::Validator SecondsIn(double lo, double hi, const std::string& range) {
         char* end = nullptr;
         const double value = std::strtod(text.c_str(), &end);
         if (text.empty() || *end != '\0' || !(value >= lo && value <= hi)) {
-          return "must be a number of seconds in " + range + " (got \"" + text + "\")";
+          return "must be a number of seconds in " + range + " (got \"" +
+                 joulepipe::model::ExcerptText(text) + "\")";
         }
         return "";
       },
       "SECONDS in " + range);
+}
+
+// Numbers in decimal only (model/number_form.hpp): CLI11 would read
+// --max-clients 0x10 as 16 and 010 as 8.
+CLI::Validator DecimalOnly() {
+  return CLI::Validator([](std::string& text) { return joulepipe::model::NonDecimalProblem(text); },
+                        "");
 }
 
 int Serve(const Config& config, const std::string& config_source) {
@@ -103,9 +115,8 @@ int Serve(const Config& config, const std::string& config_source) {
                  "%g s, idle clients without a lease closed after %g s\n",
                  config.socket.c_str(), config.socket_mode, joulepipe::gpu::kDaemonProtocolVersion,
                  handler.device_count(), nvml.path.c_str(), nvml.simulated ? " (simulated)" : "",
-                 config.audit_log.empty() ? "stderr" : config.audit_log.c_str(),
-                 config.max_clients, config.max_clients_per_uid, config.hello_timeout_s,
-                 config.idle_timeout_s);
+                 config.audit_log.empty() ? "stderr" : config.audit_log.c_str(), config.max_clients,
+                 config.max_clients_per_uid, config.hello_timeout_s, config.idle_timeout_s);
     std::fflush(stderr);
     server.Run(stop_fd);
   }  // the Server's destructor restores remaining GPUs and unlinks the socket
@@ -157,16 +168,20 @@ int main(int argc, char** argv) {
   app.add_option("--socket-mode", socket_mode, "octal mode of the socket file (default 0660)");
   app.add_option("--socket-group", socket_group, "group owning the socket file");
   app.add_option("--max-clients", max_clients, "most clients served at once (default 64)")
+      ->check(DecimalOnly())
       ->check(CLI::Range(1, 4096));
   app.add_option("--max-clients-per-uid", max_clients_per_uid,
                  "most connections of one uid at once; root is exempt (default 16)")
+      ->check(DecimalOnly())
       ->check(CLI::Range(1, 4096));
   app.add_option("--hello-timeout", hello_timeout_s,
                  "seconds a new connection has to say hello before it is closed (default 5)")
+      ->check(DecimalOnly())
       ->check(SecondsIn(0.01, 3600, "[0.01, 3600]"));
   app.add_option("--idle-timeout", idle_timeout_s,
                  "seconds a client holding no GPU lease may send no request before it is "
                  "closed (default 60; clients holding a lease are never closed for idleness)")
+      ->check(DecimalOnly())
       ->check(SecondsIn(0.01, 86400, "[0.01, 86400]"));
   app.footer(
       "Environment: JOULEPIPE_NVML_LIBRARY selects the NVML library (e.g. build/sim-nvml/"

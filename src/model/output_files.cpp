@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,12 +28,16 @@
 #include <system_error>
 
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/json_input.hpp"
 
 namespace joulepipe::model {
 
 namespace fs = std::filesystem;
 
 namespace {
+
+// The marker's line that names the command that wrote the output.
+constexpr std::string_view kMarkerCommandPrefix = "command: joulepipe ";
 
 // The field an output-directory error is about: the directory a caller chose.
 // Messages say "the output directory '<path>'"; front ends may map the field
@@ -226,8 +231,9 @@ int WriteAllAndSync(int fd, std::string_view contents) {
 
 // Writes all of `contents` to a new file and fsyncs it. Returns 0 or errno;
 // on failure the file may exist partially and the caller removes it.
-int WriteAndSync(const fs::path& path, std::string_view contents, int extra_flags) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | extra_flags, 0666);
+int WriteAndSync(const fs::path& path, std::string_view contents, int extra_flags,
+                 unsigned mode = kPrivateFileMode) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | extra_flags, mode);
   if (fd < 0) return errno;
   int error = WriteAllAndSync(fd, contents);
   if (::close(fd) != 0 && error == 0) error = errno;
@@ -361,8 +367,20 @@ bool IsOurOutput(const fs::path& dir) {
   return fs::is_regular_file(fs::symlink_status(dir / kOutputMarker, ec));
 }
 
-// Throws unless `final_path` is absent, empty, or a previous joulepipe output.
-void CheckReplaceable(const fs::path& final_path, const std::string& display) {
+// The command a joulepipe output's marker names ("" when it names none).
+std::string OutputCommand(const fs::path& dir) {
+  std::ifstream in(dir / kOutputMarker);
+  std::string line;
+  for (int n = 0; n < 8 && std::getline(in, line); ++n) {
+    if (line.rfind(kMarkerCommandPrefix, 0) == 0) return line.substr(kMarkerCommandPrefix.size());
+  }
+  return "";
+}
+
+// Throws unless `final_path` is absent, empty, or a previous joulepipe output
+// (of `command`, or of another one when `force`).
+void CheckReplaceable(const fs::path& final_path, const std::string& display,
+                      const std::string& command, bool force) {
   std::error_code ec;
   const fs::file_status status = fs::symlink_status(final_path, ec);
   if (status.type() == fs::file_type::not_found) return;
@@ -379,6 +397,14 @@ void CheckReplaceable(const fs::path& final_path, const std::string& display) {
   if (!fs::is_directory(status)) refuse_because("it is not a directory");
   if (!IsOurOutput(final_path) && !IsEmptyDirectory(final_path)) {
     refuse_because("it exists and was not written by joulepipe");
+  }
+  if (force || command.empty() || !IsOurOutput(final_path)) return;
+  const std::string writer = OutputCommand(final_path);
+  if (!writer.empty() && writer != command) {
+    throw InputError(kOutputDirectoryField,
+                     "refusing to replace the output directory '" + display +
+                         "': it holds the output of `joulepipe " + ExcerptText(writer) +
+                         "`; pass --force to replace it, or choose another output directory");
   }
 }
 
@@ -429,9 +455,12 @@ void ThrowIfCancelled(const std::atomic<bool>* cancel, const std::string& what) 
 
 // ---- StagedDirectory -------------------------------------------------------------------
 
-StagedDirectory::StagedDirectory(const fs::path& final_path)
-    : final_(Normalize(final_path, final_path.string())), display_(final_path.string()) {
-  CheckReplaceable(final_, display_);
+StagedDirectory::StagedDirectory(const fs::path& final_path, std::string command, bool force)
+    : final_(Normalize(final_path, final_path.string())),
+      display_(final_path.string()),
+      command_(std::move(command)),
+      force_(force) {
+  CheckReplaceable(final_, display_, command_, force_);
   CreateParents(final_, display_);
   RemoveStaleStaging(final_);
   // A collision is astronomically unlikely, but create_directory tells us,
@@ -443,6 +472,13 @@ StagedDirectory::StagedDirectory(const fs::path& final_path)
     std::error_code ec;
     if (fs::create_directory(candidate, ec)) {
       staging_ = candidate;
+      // Private, or the mode of the output it will replace.
+      struct stat existing{};
+      const bool replaces = ::stat(final_.c_str(), &existing) == 0 && S_ISDIR(existing.st_mode);
+      // Its files take the directory's read and write bits (0755 -> 0644).
+      const unsigned dir_mode = replaces ? existing.st_mode & 07777 : kPrivateDirectoryMode;
+      ::chmod(candidate.c_str(), dir_mode);
+      file_mode_ = replaces ? (dir_mode & 0666) | 0600 : kPrivateFileMode;
     } else {
       ReleaseLive(&live_slot_);
     }
@@ -453,9 +489,9 @@ StagedDirectory::StagedDirectory(const fs::path& final_path)
     }
   }
   if (staging_.empty()) {
-    throw InputError(kOutputDirectoryField,
-                     "cannot create a staging directory next to the output directory '" +
-                         display_ + "'");
+    throw InputError(
+        kOutputDirectoryField,
+        "cannot create a staging directory next to the output directory '" + display_ + "'");
   }
   const int error = WriteAndSync(staging_ / kStagingMarker, StagingMarkerText(), 0);
   if (error != 0) {
@@ -491,15 +527,18 @@ void StagedDirectory::WriteFile(const fs::path& relative_path, std::string_view 
   std::error_code ec;
   fs::create_directories(path.parent_path(), ec);
   if (ec) throw InputError("cannot create '" + path.parent_path().string() + "': " + ec.message());
-  const int error = WriteAndSync(path, contents, 0);
+  const int error = WriteAndSync(path, contents, 0, file_mode_);
+  if (error == 0) ::chmod(path.c_str(), file_mode_);  // exactly, whatever the umask
   if (error != 0) throw InputError("cannot write '" + path.string() + "': " + ErrnoText(error));
 }
 
 void StagedDirectory::Commit(const std::atomic<bool>* cancel) {
   if (committed_) throw std::logic_error("StagedDirectory::Commit called twice");
-  WriteFile(fs::path(kOutputMarker),
-            "This directory was written by joulepipe. A later run writing to the same\n"
-            "directory replaces it as a whole; keep anything you want to preserve elsewhere.\n");
+  WriteFile(
+      fs::path(kOutputMarker),
+      "This directory was written by joulepipe. A later run writing to the same\n"
+      "directory replaces it as a whole; keep anything you want to preserve elsewhere.\n" +
+          (command_.empty() ? std::string() : std::string(kMarkerCommandPrefix) + command_ + "\n"));
   ::unlink((staging_ / kStagingMarker).c_str());
   SyncTree(staging_);
   fs::path old;  // the previous output, once swapped out
@@ -510,14 +549,15 @@ void StagedDirectory::Commit(const std::atomic<bool>* cancel) {
     ThrowIfCancelled(cancel, "writing '" + display_ + "'");
     CommittingSlot committing(&live_slot_);
     // Re-check: the path may have changed since the constructor looked.
-    CheckReplaceable(final_, display_);
+    CheckReplaceable(final_, display_, command_, force_);
     std::error_code ec;
     if (fs::exists(fs::symlink_status(final_, ec))) {
       ReplaceDirectory(staging_, final_, display_, &old);
     } else {
       fs::rename(staging_, final_, ec);
       if (ec == std::errc::directory_not_empty || ec == std::errc::file_exists) {
-        CheckReplaceable(final_, display_);  // created meanwhile: explain why we stop
+        CheckReplaceable(final_, display_, command_,
+                         force_);  // created meanwhile: explain why we stop
       }
       if (ec) {
         throw InputError(kOutputDirectoryField,
@@ -549,11 +589,17 @@ AtomicFile::AtomicFile(const fs::path& path) : path_(path) {
   CreateParents(path, display);
   temp_ = Sibling(path, ".tmp");
   live_slot_ = RegisterLive(temp_);
-  fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, kPrivateFileMode);
   if (fd_ < 0) {
     const int error = errno;
     ReleaseLive(&live_slot_);
     throw InputError("cannot write '" + display + "': " + ErrnoText(error));
+  }
+  // A file replaced keeps the mode its owner gave it (how one asks for a
+  // shared output: chmod it once); a new one is private.
+  struct stat existing{};
+  if (::stat(path.c_str(), &existing) == 0 && S_ISREG(existing.st_mode)) {
+    ::fchmod(fd_, existing.st_mode & 07777);
   }
 }
 

@@ -16,11 +16,14 @@
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/json_input.hpp"
 #include "joulepipe/model/profile.hpp"
-#include "read_file.hpp"
+#include "joulepipe/model/read_file.hpp"
 
 namespace joulepipe::model {
 
 namespace {
+
+constexpr double kMaxPredictedTimeS = 365.0 * 86400;
+constexpr double kMaxPredictedEnergyJ = 1e18;
 
 using nlohmann::json;
 
@@ -122,7 +125,8 @@ class PlanReader {
 
   // An integer >= `min` that fits an int. 1410.0 counts as an integer
   // (some JSON writers emit integral floats); 1410.5 and true do not.
-  int Integer(const json& value, const std::string& path, int min) const {
+  int Integer(const json& value, const std::string& path, int min,
+              int max = std::numeric_limits<int>::max()) const {
     double number = 0;
     if (value.is_number_integer()) {
       if (value.is_number_unsigned()) {
@@ -138,6 +142,10 @@ class PlanReader {
     }
     if (number < min || number > std::numeric_limits<int>::max()) {
       Fail(path, "must be an integer >= " + std::to_string(min) + ", got " + Show(value));
+    }
+    if (number > max) {
+      Fail(path, "must be an integer " + std::to_string(min) + ".." + std::to_string(max) +
+                     ", got " + Show(value));
     }
     return static_cast<int>(number);
   }
@@ -190,7 +198,9 @@ class PlanReader {
       Fail(path + ".chunk", "is " + std::to_string(in.chunk) + " but num_chunks is " +
                                 std::to_string(plan.num_chunks));
     }
-    planned.mhz = Integer(Require(entry, "frequency", path), path + ".frequency", 1);
+    // Every field is range-checked, used or not: clocks as in a profile
+    // (1..kMaxClockMhz).
+    planned.mhz = Integer(Require(entry, "frequency", path), path + ".frequency", 1, kMaxClockMhz);
     const bool has_wait = entry.contains("wait_frequency");
     if (has_wait != entry.contains("wait_restore_s")) {
       Fail(path, std::string("has ") + (has_wait ? "wait_frequency" : "wait_restore_s") +
@@ -198,7 +208,8 @@ class PlanReader {
                      "; a lowered wait needs both (or neither)");
     }
     if (has_wait) {
-      planned.wait_mhz = Integer(entry["wait_frequency"], path + ".wait_frequency", 1);
+      planned.wait_mhz =
+          Integer(entry["wait_frequency"], path + ".wait_frequency", 1, kMaxClockMhz);
       planned.wait_restore_s = Number(entry["wait_restore_s"], path + ".wait_restore_s");
       if (planned.wait_restore_s < 0 || planned.wait_restore_s > 3600) {
         Fail(path + ".wait_restore_s",
@@ -243,7 +254,8 @@ class PlanReader {
       const json& entry = heads[s];
       if (!entry.is_object()) Fail(path, "must be an object, got " + Show(entry));
       HeadWait head;
-      head.mhz = Integer(Require(entry, "wait_frequency", path), path + ".wait_frequency", 0);
+      head.mhz = Integer(Require(entry, "wait_frequency", path), path + ".wait_frequency", 0,
+                         kMaxClockMhz);
       head.restore_s = Number(Require(entry, "wait_restore_s", path), path + ".wait_restore_s");
       if (head.restore_s < 0 || head.restore_s > 3600) {
         Fail(path + ".wait_restore_s",
@@ -263,6 +275,15 @@ class PlanReader {
     Prediction prediction;
     prediction.time_s = Number(Require(value, "time_s", "predicted"), "predicted.time_s");
     prediction.energy_j = Number(Require(value, "energy_j", "predicted"), "predicted.energy_j");
+    // What a planner could have predicted: an iteration of at most a year,
+    // an energy of at most an exajoule.
+    if (!(prediction.time_s > 0 && prediction.time_s <= kMaxPredictedTimeS)) {
+      Fail("predicted.time_s",
+           "must be seconds > 0 and at most a year, got " + Show(value["time_s"]));
+    }
+    if (!(prediction.energy_j >= 0 && prediction.energy_j <= kMaxPredictedEnergyJ)) {
+      Fail("predicted.energy_j", "must be joules 0..1e18, got " + Show(value["energy_j"]));
+    }
     return prediction;
   }
 

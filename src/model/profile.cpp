@@ -20,8 +20,9 @@
 
 #include "joulepipe/model/energy.hpp"
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/read_file.hpp"
+#include "joulepipe/model/json_input.hpp"
 #include "joulepipe/model/output_files.hpp"
-#include "read_file.hpp"
 
 namespace joulepipe::model {
 
@@ -90,12 +91,11 @@ void SplitFields(std::string_view line, std::vector<std::string_view>* fields) {
   }
 }
 
-// Quotes user text for a message, shortening it so one absurd line cannot
-// flood the terminal.
+// Quotes user text for a message: cut to 60 characters so one absurd line
+// cannot flood the terminal, control bytes and invalid UTF-8 escaped
+// (\n, \u001b, \xff) so none can cut the message or drive the terminal.
 std::string Quote(std::string_view text) {
-  constexpr size_t kMax = 60;
-  if (text.size() > kMax) return "'" + std::string(text.substr(0, kMax)) + "...'";
-  return "'" + std::string(text) + "'";
+  return "'" + ExcerptText(text) + "'";
 }
 
 std::string LineWhere(const std::string& source, int line) {

@@ -1,4 +1,4 @@
-#include "read_file.hpp"
+#include "joulepipe/model/read_file.hpp"
 
 #include <sys/stat.h>
 
@@ -14,11 +14,12 @@ namespace joulepipe::model {
 namespace {
 
 std::string Mib(double bytes) {
-  return Format("%.0f MiB", bytes / (1 << 20));
+  return Format("%.3g MiB", bytes / (1 << 20));
 }
 
-[[noreturn]] void TooLarge(const std::string& path, const std::string& what, double bytes) {
-  const std::string limit = Mib(static_cast<double>(kMaxInputFileBytes));
+[[noreturn]] void TooLarge(const std::string& path, const std::string& what, double bytes,
+                           std::size_t max_bytes) {
+  const std::string limit = Mib(static_cast<double>(max_bytes));
   if (bytes > 0) {
     throw InputError(what + " '" + path + "' is " + Mib(bytes) + ", more than the " + limit +
                      " a " + what + " may be; check that the path names the " + what +
@@ -31,16 +32,16 @@ std::string Mib(double bytes) {
 
 }  // namespace
 
-std::string ReadWholeFile(const std::string& path, const std::string& what) {
+std::string ReadWholeFile(const std::string& path, const std::string& what, std::size_t max_bytes) {
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr) {
     throw InputError("cannot read " + what + " '" + path + "': " + std::strerror(errno));
   }
-  struct stat info {};
+  struct stat info{};
   const bool regular = ::fstat(::fileno(file), &info) == 0 && S_ISREG(info.st_mode);
-  if (regular && static_cast<std::size_t>(info.st_size) > kMaxInputFileBytes) {
+  if (regular && static_cast<std::size_t>(info.st_size) > max_bytes) {
     std::fclose(file);
-    TooLarge(path, what, static_cast<double>(info.st_size));
+    TooLarge(path, what, static_cast<double>(info.st_size), max_bytes);
   }
   std::string text;
   if (regular) text.reserve(static_cast<std::size_t>(info.st_size));
@@ -48,8 +49,7 @@ std::string ReadWholeFile(const std::string& path, const std::string& what) {
   size_t n = 0;
   // One byte past the limit tells a source that is too long from one that is
   // exactly at it.
-  while (text.size() <= kMaxInputFileBytes &&
-         (n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) {
+  while (text.size() <= max_bytes && (n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) {
     text.append(buffer, n);
   }
   const int error = std::ferror(file) ? errno : 0;
@@ -57,9 +57,9 @@ std::string ReadWholeFile(const std::string& path, const std::string& what) {
   if (error != 0) {
     throw InputError("cannot read " + what + " '" + path + "': " + std::strerror(error));
   }
-  if (text.size() > kMaxInputFileBytes) {
+  if (text.size() > max_bytes) {
     // A regular file that grew while it was read counts by its size.
-    TooLarge(path, what, regular ? static_cast<double>(text.size()) : 0);
+    TooLarge(path, what, regular ? static_cast<double>(text.size()) : 0, max_bytes);
   }
   return text;
 }

@@ -1,8 +1,14 @@
 // StepLogger: one window per step, one flushed CSV or JSONL line per step.
 #include "joulepipe/monitor/step_logger.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+
+#include "joulepipe/model/output_files.hpp"
 
 namespace joulepipe::monitor {
 
@@ -24,7 +30,12 @@ StepLogger::StepLogger(Monitor& monitor, StepLoggerOptions options)
     : monitor_(monitor), options_(std::move(options)) {
   line_.reserve(256 + 32 * static_cast<std::size_t>(monitor_.gpu_count()));
   if (options_.path.empty()) return;
-  file_ = std::fopen(options_.path.c_str(), "w");
+  // Private to the user (model::kPrivateFileMode), like every file joulepipe
+  // creates; an existing log keeps its mode.
+  const int fd = ::open(options_.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                        model::kPrivateFileMode);
+  file_ = fd >= 0 ? ::fdopen(fd, "w") : nullptr;
+  if (fd >= 0 && file_ == nullptr) ::close(fd);
   if (!file_) {
     throw model::InputError("cannot write the step log " + options_.path + ": " +
                             std::strerror(errno));

@@ -52,6 +52,13 @@ ServerOptions Checked(ServerOptions options) {
                  Format("ServerOptions::keep_alive_connections must be 0..max_connections (%d) "
                         "(got %d)",
                         options.max_connections, options.keep_alive_connections));
+  // A token is what stands between the network and every job: one short
+  // enough to guess is refused at start, not found out later.
+  model::Require(options.token.empty() || options.token.size() >= kMinTokenBytes,
+                 "ServerOptions::token",
+                 Format("ServerOptions::token must be at least %zu bytes (got %zu); make one "
+                        "with: head -c 24 /dev/urandom | base64 > token; chmod 600 token",
+                        kMinTokenBytes, options.token.size()));
   ZeusDefaults& z = options.zeus;
   model::Require(
       z.microbatches >= 0, "ZeusDefaults::microbatches",

@@ -1,11 +1,14 @@
 #include "joulepipe/serve/store.hpp"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <utility>
 
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/format.hpp"
+#include "joulepipe/model/output_files.hpp"
 
 namespace joulepipe::serve {
 
@@ -42,6 +45,13 @@ Store::Store(const std::string& path) : path_(path) {
   persistent_ = !(path.empty() || path == ":memory:");
   const std::string target = persistent_ ? path : ":memory:";
   const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+  if (persistent_) {
+    // A new database is private to the user (model::kPrivateFileMode); SQLite
+    // gives its journal files the database's mode. An existing one keeps its.
+    const int fd =
+        ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, model::kPrivateFileMode);
+    if (fd >= 0) ::close(fd);
+  }
   const int rc = sqlite3_open_v2(target.c_str(), &db_, flags, nullptr);
   auto refuse = [&](std::string why) {
     const int code = db_ != nullptr ? (sqlite3_extended_errcode(db_) & 0xff) : SQLITE_OK;

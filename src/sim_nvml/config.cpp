@@ -11,6 +11,7 @@
 #include "errors.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/json_input.hpp"
+#include "joulepipe/model/read_file.hpp"
 
 namespace joulepipe::sim_nvml {
 namespace {
@@ -245,11 +246,9 @@ Config LoadConfig() {
   Config c;
   const char* path = std::getenv("JOULEPIPE_SIM_NVML_CONFIG");
   if (path && *path) {
-    std::ifstream in(path);
-    if (!in) throw InputError(std::string("sim-nvml config ") + path + ": cannot read the file");
-    std::stringstream text;
-    text << in.rdbuf();
-    c = Parse(text.str(), path, std::filesystem::path(path).parent_path().string());
+    const std::string text =
+        model::ReadWholeFile(path, "sim-nvml config", model::kMaxConfigFileBytes);
+    c = Parse(text, path, std::filesystem::path(path).parent_path().string());
   } else {
     c = Parse("{}", "(default)", "");
   }

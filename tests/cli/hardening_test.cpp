@@ -151,6 +151,70 @@ TEST_F(HardeningTest, EveryValueFlagOfEveryCommandRefusesAnEmptyValue) {
   ExpectRefused(Plan(kA40, "--slowdown ''"), {"--slowdown: the value is empty"});
 }
 
+// One number form (issue 41, item 2): CLI11 read `profile --tp 0x2` as 2
+// and `plan --microbatches 010` as 8, silently. Every flag that takes
+// numbers (its type name is not a file, directory, id, list of words or a
+// choice) refuses another base or a leading zero, naming the decimal; read
+// from each command's --help like the empty-value check above.
+TEST_F(HardeningTest, EveryNumberFlagOfEveryCommandTakesDecimalOnly) {
+  // A flag line: the flag, then its type name (up to "=default"); help's
+  // example lines ("--schedule 1f1b", "--out plan-out") have no such name.
+  const std::regex flag_line(
+      R"(^\s+(?:-\w, )?(--[a-z0-9-]+) ([A-Z][A-Za-z0-9,.{}_-]*|0,1,\.\.\.))");
+  const std::set<std::string> text_types = {"FILE", "DIR", "ID", "SOCKET", "ADDR", "LIST", "TEXT"};
+  int checked = 0;
+  for (const char* command : {"demo", "plan", "evaluate", "simulate", "profile", "measure", "power",
+                              "serve", "tune", "site", "report", "calibrate-wait"}) {
+    const Result help = Run(std::string(command) + " --help");
+    ASSERT_EQ(help.code, 0) << command;
+    std::istringstream lines(help.out);
+    for (std::string line; std::getline(lines, line);) {
+      std::smatch m;
+      if (!std::regex_search(line, m, flag_line)) continue;
+      const std::string type = m[2];
+      if (type.back() == ':' || text_types.count(type) ||
+          type.find_first_of(".{abcdefghijklmnopqrstuvwxyz") != std::string::npos) {
+        continue;
+      }
+      const std::string flag = m[1];
+      SCOPED_TRACE(std::string(command) + " " + flag + " " + type);
+      const Result r = Run(std::string(command) + " " + flag + " 0x10");
+      EXPECT_EQ(r.code, 2) << r.err;
+      // --seed has a reader of its own, which refuses it in its words.
+      const std::string said = flag == "--seed" ? flag + ": '0x10' is not a seed"
+                                                : flag +
+                                                      ": '0x10' is hexadecimal; joulepipe "
+                                                      "reads numbers in decimal only: write 16";
+      EXPECT_NE(r.err.find(said), std::string::npos) << r.err;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 60);
+  ExpectRefused("profile --simulate --model gpt3-1.3b --gpu a100-sxm --tp 0x2 --pp 2",
+                {"--tp: '0x2' is hexadecimal", "write 2"});
+  ExpectRefused(PlanWith(kA40, "--stages 8 --microbatches 010"),
+                {"--microbatches: '010' has a leading zero"});
+  EXPECT_TRUE(Entries().empty());  // nothing written
+}
+
+// Issue 41, item 2: no command replaces a directory another command wrote
+// unless asked. Before, `plan --out demo-out` silently replaced the demo's
+// output (any joulepipe output was fair game).
+TEST_F(HardeningTest, PlanReplacesTheDemosOutputOnlyWithForce) {
+  const std::string out = Quote(root_ / "out");
+  ASSERT_EQ(Run("demo --out " + out).code, 0);
+  const Result refused = Run(Plan(kA40));
+  EXPECT_EQ(refused.code, 2) << refused.err;
+  EXPECT_NE(refused.err.find("it holds the output of `joulepipe demo`; pass --force to replace it"),
+            std::string::npos)
+      << refused.err;
+  EXPECT_TRUE(std::filesystem::exists(root_ / "out" / "simulation.json"));
+  const Result forced = Run(Plan(kA40, "--force"));
+  EXPECT_EQ(forced.code, 0) << forced.err;
+  EXPECT_FALSE(std::filesystem::exists(root_ / "out" / "simulation.json"));
+  EXPECT_EQ(Run(Plan(kA40)).code, 0);  // its own output: replaced as before
+}
+
 TEST_F(HardeningTest, TheMeasuredCommandMayStillGetEmptyArguments) {
   // Positional arguments (what `measure` runs) are not flags: '' passes the
   // parser there (the command fails later for want of a GPU, not for '').

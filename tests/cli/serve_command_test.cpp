@@ -58,22 +58,23 @@ class ServeCommandTest : public ScratchDirTest {
 };
 
 json Rank(int rank, int dp, int pp) {
-  return {{"rank", rank}, {"dp_rank", dp}, {"pp_rank", pp}, {"tp_rank", 0},
+  return {{"rank", rank},
+          {"dp_rank", dp},
+          {"pp_rank", pp},
+          {"tp_rank", 0},
           {"available_frequencies", {1410, 1200, 1000}}};
 }
 
 json Job(const std::string& id) {
-  return {{"job_id", id},          {"pp_degree", 2},     {"dp_degree", 2},
-          {"tp_degree", 1},        {"schedule", "1f1b"}, {"microbatches", 4},
-          {"p_block_w", 60.0},     {"resolution_s", 0.0005}};
+  return {{"job_id", id},       {"pp_degree", 2},    {"dp_degree", 2},    {"tp_degree", 1},
+          {"schedule", "1f1b"}, {"microbatches", 4}, {"p_block_w", 60.0}, {"resolution_s", 0.0005}};
 }
 
 TEST_F(ServeCommandTest, KillNineMidJobLosesNothing) {
   const std::string db = (root_ / "state.sqlite").string();
   pid_t pid = StartServe({"--db", db}, 1);
   ASSERT_NE(port_, 0);
-  EXPECT_NE(Slurp(out_).find("(db " + db + ", 0 jobs restored)"), std::string::npos)
-      << Slurp(out_);
+  EXPECT_NE(Slurp(out_).find("(db " + db + ", 0 jobs restored)"), std::string::npos) << Slurp(out_);
 
   // A planned job mid-run (with a straggler switch) and one waiting for its profile.
   const std::string id = "2025-01-01-00-00-00+dp2+pp2+tp1+joulepipe";  // '+' as in Zeus ids
@@ -83,15 +84,14 @@ TEST_F(ServeCommandTest, KillNineMidJobLosesNothing) {
     ASSERT_EQ(Post("/jobs/" + Encode(id) + "/ranks", Rank(rank, rank / 2, rank % 2)).status, 200);
     ASSERT_EQ(Post("/jobs/waiting/ranks", Rank(rank, rank / 2, rank % 2)).status, 200);
   }
-  ASSERT_EQ(Http(port_, "PUT", "/jobs/" + Encode(id) + "/profile",
-                 serve::testing::TinyProfileCsv(), {{"Content-Type", "text/csv"}})
+  ASSERT_EQ(Http(port_, "PUT", "/jobs/" + Encode(id) + "/profile", serve::testing::TinyProfileCsv(),
+                 {{"Content-Type", "text/csv"}})
                 .status,
             200);
   std::vector<json> plans;
   for (int rank = 0; rank < 4; ++rank) {
-    const HttpResponse r =
-        Http(port_, "GET",
-             "/jobs/" + Encode(id) + "/plan?rank=" + std::to_string(rank) + "&wait_s=30");
+    const HttpResponse r = Http(
+        port_, "GET", "/jobs/" + Encode(id) + "/plan?rank=" + std::to_string(rank) + "&wait_s=30");
     ASSERT_EQ(r.status, 200) << r.body;
     plans.push_back(r.Json());
   }
@@ -99,9 +99,9 @@ TEST_F(ServeCommandTest, KillNineMidJobLosesNothing) {
   int version = 1;
   for (int it = 0; it < 4; ++it) {
     for (int rank = 0; rank < 4; ++rank) {
-      const HttpResponse r = Post("/jobs/" + Encode(id) + "/iterations",
-                                  {{"rank", rank}, {"iteration", it},
-                                   {"time_s", rank / 2 == 1 ? 1.3 * t : t}});
+      const HttpResponse r =
+          Post("/jobs/" + Encode(id) + "/iterations",
+               {{"rank", rank}, {"iteration", it}, {"time_s", rank / 2 == 1 ? 1.3 * t : t}});
       ASSERT_EQ(r.status, 200) << r.body;
       version = r.Json().at("plan_version");
     }
@@ -123,8 +123,7 @@ TEST_F(ServeCommandTest, KillNineMidJobLosesNothing) {
 
   pid = StartServe({"--db", db}, 2);
   ASSERT_NE(port_, 0);
-  EXPECT_NE(Slurp(out_).find("(db " + db + ", 2 jobs restored)"), std::string::npos)
-      << Slurp(out_);
+  EXPECT_NE(Slurp(out_).find("(db " + db + ", 2 jobs restored)"), std::string::npos) << Slurp(out_);
   for (int rank = 0; rank < 4; ++rank) {
     const HttpResponse r =
         Http(port_, "GET", "/jobs/" + Encode(id) + "/plan?rank=" + std::to_string(rank));
@@ -133,11 +132,11 @@ TEST_F(ServeCommandTest, KillNineMidJobLosesNothing) {
   }
   // Ranks continue reporting; the waiting job is still there and plans once
   // its profile arrives.
-  EXPECT_EQ(Post("/jobs/" + Encode(id) + "/iterations",
-                 {{"rank", 0}, {"iteration", 4}, {"time_s", t}})
-                .Json()
-                .at("plan_version"),
-            2);
+  EXPECT_EQ(
+      Post("/jobs/" + Encode(id) + "/iterations", {{"rank", 0}, {"iteration", 4}, {"time_s", t}})
+          .Json()
+          .at("plan_version"),
+      2);
   const json jobs = Http(port_, "GET", "/jobs").Json().at("jobs");
   ASSERT_EQ(jobs.size(), 2u);
   EXPECT_EQ(jobs[0].at("job_id"), id);
@@ -177,6 +176,12 @@ TEST_F(ServeCommandTest, BadFlagsNameTheFlag) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--token-file '" + (root_ / "empty-token").string() + "' is empty"),
             std::string::npos)
+      << r.err;
+  // A guessable token is refused at start (issue 41, item 2).
+  Spit(root_ / "short-token", "s3cret\n");
+  r = Run("serve --port 0 --token-file " + Quote((root_ / "short-token").string()));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--token-file must be at least 16 bytes (got 6)"), std::string::npos)
       << r.err;
   Spit(root_ / "not.db", "not a database, just text long enough to fill a header page....\n");
   r = Run("serve --port 0 --db " + Quote((root_ / "not.db").string()));

@@ -73,10 +73,27 @@ TEST_F(ConfigFile, DeepNestingIsAShortErrorNamingTheLimitNotACrash) {
       << message;
 }
 
+// Issue 41, item 2: every file has a size limit checked before it is read
+// whole. Before, --config /dev/zero read until memory ran out.
+TEST_F(ConfigFile, AFileOverOneMebibyteIsRefusedBeforeItIsRead) {
+  const std::string message = Error(std::string(2u << 20, ' ') + "{}");
+  EXPECT_NE(message.find("is 2 MiB, more than the 1 MiB a configuration file may be"),
+            std::string::npos)
+      << message;
+  Config config;
+  try {
+    LoadConfigFile("/dev/zero", true, &config);
+    ADD_FAILURE() << "/dev/zero accepted";
+  } catch (const model::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("is not a regular file and sent more than 1 MiB"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(ConfigFile, InvalidJsonNamesLineAndColumnInPlainWords) {
   const std::string message = Error("{\n  \"socket\": \"/run/j.sock\",\n  \"max_clients\": 6 4\n}");
-  EXPECT_NE(message.find("joulepiped.json: not valid JSON at line 3, column 20"),
-            std::string::npos)
+  EXPECT_NE(message.find("joulepiped.json: not valid JSON at line 3, column 20"), std::string::npos)
       << message;
   EXPECT_EQ(message.find("json.exception"), std::string::npos) << message;
   EXPECT_NE(Error("").find("the text is empty"), std::string::npos);
@@ -84,10 +101,9 @@ TEST_F(ConfigFile, InvalidJsonNamesLineAndColumnInPlainWords) {
 
 TEST_F(ConfigFile, HugeValuesAndKeysAreQuotedShort) {
   const std::string huge(1 << 20, 'x');
-  for (const std::string& text :
-       {"{\"" + huge + "\": 1}", "{\"socket_mode\": \"" + huge + "\"}",
-        "{\"allow_groups\": [" + std::string(100000, '1') + ".5]}",
-        "{\"allow_users\": [{\"a\": \"" + huge + "\"}]}"}) {
+  for (const std::string& text : {"{\"" + huge + "\": 1}", "{\"socket_mode\": \"" + huge + "\"}",
+                                  "{\"allow_groups\": [" + std::string(100000, '1') + ".5]}",
+                                  "{\"allow_users\": [{\"a\": \"" + huge + "\"}]}"}) {
     const std::string message = Error(text);
     EXPECT_LT(message.size(), 400u) << message.substr(0, 1000);
   }
@@ -113,8 +129,8 @@ TEST(ApplyConfigJson, ADeepValueBuiltInCodeIsShownAsAnExcerpt) {
 TEST_F(ConfigFile, JoulepipedExitsTwoOnADeeplyNestedConfiguration) {
   const std::string config = Write("{\"allow_users\": " + Nested(50000) + "}");
   const std::string err = (dir_ / "stderr.txt").string();
-  const int status = std::system(
-      (std::string(JOULEPIPE_DAEMON) + " --config " + config + " 2> " + err).c_str());
+  const int status =
+      std::system((std::string(JOULEPIPE_DAEMON) + " --config " + config + " 2> " + err).c_str());
   std::stringstream text;
   text << std::ifstream(err).rdbuf();
   ASSERT_TRUE(WIFEXITED(status)) << "killed by a signal: " << status;

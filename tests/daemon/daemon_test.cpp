@@ -13,9 +13,9 @@
 
 #include "daemon_test_support.hpp"
 #include "joulepipe/daemon/audit_log.hpp"
-#include "joulepipe/model/error.hpp"
 #include "joulepipe/gpu/clock_control.hpp"
 #include "joulepipe/gpu/error.hpp"
+#include "joulepipe/model/error.hpp"
 
 namespace joulepipe::daemon::testing {
 namespace {
@@ -483,6 +483,19 @@ TEST(Joulepiped, StartupErrorsNameTheSettingAndItsFlag) {
   EXPECT_CONTAINS(text, "cannot open the audit log " + missing_dir);
   EXPECT_CONTAINS(text, "fix the \"audit_log\" path or its directory");
   EXPECT_CONTAINS(text, "(\"audit_log\" in the configuration file, or --audit-log)");
+
+  // Names that must exist are checked at start (issue 41, item 2): a
+  // misspelt one used to start a daemon that silently allowed nobody.
+  EXPECT_EQ(run("--socket " + (dir / "u.sock").string() + " --allow-user no-such-user-jp41"), 2);
+  text = ReadText(err);
+  EXPECT_CONTAINS(text, "the user \"no-such-user-jp41\" in \"allow_users\"");
+  EXPECT_CONTAINS(text, "does not exist on this machine");
+  EXPECT_FALSE(fs::exists(dir / "u.sock"));
+  EXPECT_EQ(run("--socket " + (dir / "g.sock").string() + " --allow-group no-such-group-jp41"), 2);
+  EXPECT_CONTAINS(ReadText(err), "the group \"no-such-group-jp41\" in \"allow_groups\"");
+  // One number form: decimal.
+  EXPECT_EQ(run("--socket " + (dir / "n.sock").string() + " --max-clients 0x10"), 2);
+  EXPECT_CONTAINS(ReadText(err), "'0x10' is hexadecimal; joulepipe reads numbers in decimal only");
 
   try {
     AuditLog audit(missing_dir);

@@ -7,6 +7,7 @@
 #include "joulepipe/model/output_files.hpp"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,9 +45,9 @@ class OutputFilesTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::random_device device;
-    root_ = fs::temp_directory_path() / ("joulepipe-output-files-test-" +
-                                         std::to_string(::getpid()) + "-" +
-                                         std::to_string(device()));
+    root_ =
+        fs::temp_directory_path() / ("joulepipe-output-files-test-" + std::to_string(::getpid()) +
+                                     "-" + std::to_string(device()));
     fs::create_directories(root_);
   }
   void TearDown() override { fs::remove_all(root_); }
@@ -212,7 +213,9 @@ TEST_F(OutputFilesTest, KeepsWhatIsNotADeadRunsStaging) {
   // A file with a staging name.
   Spit(root_ / "out.tmp-999998-abcdef", "a file");
 
-  { StagedDirectory next(out); }
+  {
+    StagedDirectory next(out);
+  }
 
   EXPECT_TRUE(fs::exists(live->staging_path()));
   EXPECT_TRUE(fs::exists(init));
@@ -222,6 +225,81 @@ TEST_F(OutputFilesTest, KeepsWhatIsNotADeadRunsStaging) {
   EXPECT_TRUE(fs::exists(root_ / "out.tmp-999998-abcdef"));
   live.reset();
   EXPECT_FALSE(fs::exists(root_ / live_name));
+}
+
+// Issue 41, item 2: what joulepipe creates is private to its user; an output
+// that replaces another keeps the mode its owner gave it. Before, files were
+// 0666 less the umask (0644: readable by every user of a shared machine).
+unsigned ModeOf(const fs::path& path) {
+  struct stat info{};
+  EXPECT_EQ(::stat(path.c_str(), &info), 0) << path;
+  return info.st_mode & 07777;
+}
+
+TEST_F(OutputFilesTest, WhatIsCreatedIsPrivateAndAReplacementKeepsTheOwnersMode) {
+  const mode_t old_umask = ::umask(022);
+  const fs::path out = root_ / "out";
+  {
+    StagedDirectory staged(out, "plan");
+    staged.WriteFile("plans/stage0.json", "{}");
+    staged.Commit();
+  }
+  EXPECT_EQ(ModeOf(out), kPrivateDirectoryMode);
+  EXPECT_EQ(ModeOf(out / "plans" / "stage0.json"), kPrivateFileMode);
+  EXPECT_EQ(ModeOf(out / kOutputMarker), kPrivateFileMode);
+  const fs::path file = root_ / "profile.csv";
+  WriteFileAtomically(file, "a");
+  EXPECT_EQ(ModeOf(file), kPrivateFileMode);
+  // Shared on purpose: the next run keeps it so.
+  ASSERT_EQ(::chmod(out.c_str(), 0755), 0);
+  ASSERT_EQ(::chmod(file.c_str(), 0644), 0);
+  {
+    StagedDirectory staged(out, "plan");
+    staged.WriteFile("a.txt", "x");
+    staged.Commit();
+  }
+  WriteFileAtomically(file, "b");
+  EXPECT_EQ(ModeOf(out), 0755u);
+  EXPECT_EQ(ModeOf(out / "a.txt"), 0644u);  // the shared directory's files are readable too
+  EXPECT_EQ(ModeOf(file), 0644u);
+  ::umask(old_umask);
+}
+
+// Issue 41, item 2: no command replaces a directory another command wrote
+// unless asked (--force); the same command replaces its own, as before.
+TEST_F(OutputFilesTest, AnotherCommandsOutputIsReplacedOnlyWithForce) {
+  const fs::path out = root_ / "out";
+  {
+    StagedDirectory staged(out, "demo");
+    staged.WriteFile("simulation.json", "{}");
+    staged.Commit();
+  }
+  EXPECT_NE(Slurp(out / kOutputMarker).find("command: joulepipe demo\n"), std::string::npos);
+  try {
+    StagedDirectory refused(out, "plan");
+    ADD_FAILURE() << "replaced demo's output without --force";
+  } catch (const InputError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("refusing to replace the output directory '" + out.string() +
+                                   "': it holds the output of `joulepipe demo`; pass "
+                                   "--force to replace it"),
+        std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(fs::exists(out / "simulation.json"));  // untouched
+  {
+    StagedDirectory again(out, "demo");
+  }  // its own: fine
+  {
+    StagedDirectory forced(out, "plan", /*force=*/true);
+    forced.WriteFile("summary.json", "{}");
+    forced.Commit();
+  }
+  EXPECT_FALSE(fs::exists(out / "simulation.json"));
+  EXPECT_NE(Slurp(out / kOutputMarker).find("command: joulepipe plan\n"), std::string::npos);
+  // A marker that names no command (older outputs) counts as anyone's.
+  Spit(out / kOutputMarker, "This directory was written by joulepipe.\n");
+  EXPECT_NO_THROW(StagedDirectory(out, "tune"));
 }
 
 }  // namespace

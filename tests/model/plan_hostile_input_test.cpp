@@ -71,6 +71,35 @@ TEST(PlanHostileInputTest, HugeValuesAreShownAsShortExcerpts) {
 
 // The same file through the built command: exit status 2 and one short line
 // on stderr, never a crash (this was SIGSEGV before the depth limit).
+// Issue 41, item 2: every field is range-checked, also those a command does
+// not use. Before, a clock of 999,999 MHz and a predicted time of -1 s were
+// read as given.
+TEST(PlanHostileInputTest, EveryFieldIsRangeChecked) {
+  const std::string one =
+      kHead + "\"stages\": [[{\"instruction\": \"forward\", \"microbatch\": 0, ";
+  const auto plan = [&](const std::string& entry, const std::string& tail = "") {
+    return one + entry +
+           "}, {\"instruction\": \"backward\", \"microbatch\": 0, \"frequency\": 1410}]]" + tail +
+           "}";
+  };
+  EXPECT_NO_THROW(PlanFromJson(plan("\"frequency\": 1410"), "p.json"));
+  EXPECT_NE(PlanError(plan("\"frequency\": 999999"))
+                .find("stages[0][0].frequency must be an integer 1..10000, got number 999999"),
+            std::string::npos);
+  EXPECT_NE(
+      PlanError(plan("\"frequency\": 1410, \"wait_frequency\": 20000, \"wait_restore_s\": 0.1"))
+          .find("wait_frequency must be an integer 1..10000"),
+      std::string::npos);
+  EXPECT_NE(
+      PlanError(plan("\"frequency\": 1410", ", \"predicted\": {\"time_s\": -1, \"energy_j\": 5}"))
+          .find("predicted.time_s must be seconds > 0 and at most a year, got number -1"),
+      std::string::npos);
+  EXPECT_NE(PlanError(plan("\"frequency\": 1410",
+                           ", \"predicted\": {\"time_s\": 1, \"energy_j\": 1e300}"))
+                .find("predicted.energy_j must be joules 0..1e18"),
+            std::string::npos);
+}
+
 TEST(PlanHostileInputTest, TheCommandRefusesADeepPlanWithExitStatusTwo) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() /
                                     ("joulepipe-deep-plan-" + std::to_string(::getpid()));
@@ -109,11 +138,11 @@ TEST(PlanHostileInputTest, TheCommandRefusesAHugeDeclaredScheduleAtOnce) {
                          "\"num_microbatches\": 4, \"num_chunks\": 3000000, \"stages\": ["
                       << instruction << ", " << instruction << "]}";
   const auto start = std::chrono::steady_clock::now();
-  const int status = std::system((std::string(JOULEPIPE_CLI) + " evaluate --profile " +
-                                  JOULEPIPE_SOURCE_DIR + "/data/profiles/gpt3-175b+a40_bf16.csv" +
-                                  " --p-block 70 --plan " + plan.string() + " >/dev/null 2>" +
-                                  err.string())
-                                     .c_str());
+  const int status =
+      std::system((std::string(JOULEPIPE_CLI) + " evaluate --profile " + JOULEPIPE_SOURCE_DIR +
+                   "/data/profiles/gpt3-175b+a40_bf16.csv" + " --p-block 70 --plan " +
+                   plan.string() + " >/dev/null 2>" + err.string())
+                      .c_str());
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::stringstream text;

@@ -76,8 +76,8 @@ TEST(ProfileBoundsTest, ReaderRefusesAPowerNoGpuDraws) {
   EXPECT_NO_THROW(ParseProfileCsv(kHeader + "0,forward,1410,0.05,250\n", "P.csv"));
   const std::string message =
       ErrorOf([] { ParseProfileCsv(kHeader + "0,forward,1410,0.05,250.5\n", "P.csv"); });
-  ExpectContains(message, {"P.csv line 2", "column 'energy'", "'250.5'", "5010 W",
-                           "at most 5000 W", "ONE GPU"});
+  ExpectContains(message, {"P.csv line 2", "column 'energy'", "'250.5'", "5010 W", "at most 5000 W",
+                           "ONE GPU"});
 }
 
 TEST(ProfileBoundsTest, AddRefusesTheSameRowsNamingTheField) {
@@ -95,11 +95,11 @@ TEST(ProfileBoundsTest, AddRefusesTheSameRowsNamingTheField) {
 }
 
 TEST(ProfileBoundsTest, EveryBundledProfileIsWithinTheBounds) {
-  for (const char* name : {"gpt3-175b+a100_sxm_bf16", "bloom+a100_sxm_bf16", "gpt3-175b+a40_bf16",
-                           "bloom+a40_bf16"}) {
+  for (const char* name :
+       {"gpt3-175b+a100_sxm_bf16", "bloom+a100_sxm_bf16", "gpt3-175b+a40_bf16", "bloom+a40_bf16"}) {
     SCOPED_TRACE(name);
-    EXPECT_NO_THROW(ReadProfileCsv(std::string(JOULEPIPE_SOURCE_DIR) + "/data/profiles/" + name +
-                                   ".csv"));
+    EXPECT_NO_THROW(
+        ReadProfileCsv(std::string(JOULEPIPE_SOURCE_DIR) + "/data/profiles/" + name + ".csv"));
   }
 }
 
@@ -107,15 +107,15 @@ TEST(ProfileBoundsTest, EveryBundledProfileIsWithinTheBounds) {
 
 TEST(ProfileBoundsTest, ReaderRecordsEachRowsLine) {
   const Profile profile = ParseProfileCsv(
-      "# joulepipe profile\n"       // 1
-      "# p_block_w: 80\n"           // 2
-      "\n"                          // 3
-      + kHeader +                   // 4
-      "0,forward,1410,0.05,24\n"    // 5
-      "# a comment\n"               // 6
-      "0,forward,1200,0.055,20\n"   // 7
-      "\n"                          // 8
-      "0,backward,1410,0.1,48\n",   // 9
+      "# joulepipe profile\n"          // 1
+      "# p_block_w: 80\n"              // 2
+      "\n"                             // 3
+          + kHeader +                  // 4
+          "0,forward,1410,0.05,24\n"   // 5
+          "# a comment\n"              // 6
+          "0,forward,1200,0.055,20\n"  // 7
+          "\n"                         // 8
+          "0,backward,1410,0.1,48\n",  // 9
       "P.csv");
   ASSERT_NE(profile.Find(0, Kind::kForward, 1410), nullptr);
   EXPECT_EQ(profile.Find(0, Kind::kForward, 1410)->line, 5);
@@ -154,7 +154,9 @@ TEST_F(ScratchFileTest, DevZeroIsRefusedQuicklyNotReadForever) {
 
 TEST_F(ScratchFileTest, AHugeRegularFileIsRefusedBeforeItIsRead) {
   const fs::path huge = dir_ / "huge.csv";
-  { std::ofstream(huge) << kHeader; }
+  {
+    std::ofstream(huge) << kHeader;
+  }
   fs::resize_file(huge, (std::uintmax_t{300} << 20));  // sparse: takes no disk
   const auto started = std::chrono::steady_clock::now();
   const std::string message = ErrorOf([&] { ReadProfileCsv(huge.string()); });
@@ -178,4 +180,15 @@ TEST_F(ScratchFileTest, APipeThatEndsIsReadLikeAFile) {
 }
 
 }  // namespace
+// Issue 41, item 2: control bytes in a quoted field are shown escaped, so a
+// profile cannot cut a message or drive the terminal that shows it. Before,
+// the reader echoed the field's bytes as they were.
+TEST(ProfileBoundsTest, ControlBytesInAFieldAreShownEscaped) {
+  const std::string message =
+      ErrorOf([] { ParseProfileCsv(kHeader + "0,forward,1410,\x1b[2J0.05\r\x07,24\n", "P.csv"); });
+  EXPECT_NE(message.find("'\\u001b[2J0.05\\r\\u0007' is not a number"), std::string::npos)
+      << message;
+  for (char c : message) EXPECT_FALSE(static_cast<unsigned char>(c) < 0x20) << message;
+}
+
 }  // namespace joulepipe::model

@@ -178,9 +178,9 @@ TEST_F(ServeTest, QueuedUploadsAreBounded) {
 // method's name only for HTTP's own methods, "OTHER" otherwise.
 TEST_F(ServeTest, UnauthenticatedRandomMethodsAddNoMetricsSeries) {
   ServerOptions o = Options();
-  o.token = "secret";
+  o.token = "a-secret-of-16-bytes";
   Start(std::move(o));
-  const testing::Headers auth = {{"Authorization", "Bearer secret"}};
+  const testing::Headers auth = {{"Authorization", "Bearer a-secret-of-16-bytes"}};
   const std::size_t before = Get("/metrics", auth).body.size();
   std::mt19937 rng(3);
   for (int k = 0; k < 300; ++k) {

@@ -4,6 +4,7 @@
 #include "joulepipe/serve/server.hpp"
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -234,24 +235,24 @@ TEST_F(ServeTest, OversizedBodiesAre413) {
 
 TEST_F(ServeTest, TokenIsRequiredAndComparedExactly) {
   ServerOptions o = Options();
-  o.token = "s3cret-token";
+  o.token = "s3cret-token-0123";
   Start(std::move(o));
   EXPECT_EQ(Get("/healthz").status, 200);  // open
   HttpResponse r = Get("/jobs");
   ExpectError(r, 401, "this server requires a bearer token", nullptr);
   EXPECT_EQ(r.Header("www-authenticate"), "Bearer realm=\"joulepipe\"");
-  ExpectError(Get("/jobs", {{"Authorization", "Bearer s3cret-tokex"}}), 401,
+  ExpectError(Get("/jobs", {{"Authorization", "Bearer s3cret-token-0124"}}), 401,
               "the bearer token does not match", nullptr);
-  ExpectError(Get("/jobs", {{"Authorization", "Bearer s3cret-token-and-more"}}), 401,
+  ExpectError(Get("/jobs", {{"Authorization", "Bearer s3cret-token-0123-and-more"}}), 401,
               "does not match", nullptr);
   ExpectError(Get("/jobs", {{"Authorization", "Basic czNjcmV0"}}), 401,
               "must be 'Bearer <token>' (got the scheme 'Basic')", nullptr);
   // A refused POST never reaches the route, even with a body.
   ExpectError(Post("/jobs", JobBody("x", 2, 1)), 401, "requires a bearer token", nullptr);
-  EXPECT_EQ(Get("/jobs", {{"Authorization", "Bearer s3cret-token"}}).status, 200);
-  EXPECT_EQ(Get("/metrics", {{"Authorization", "bearer s3cret-token"}}).status, 200);
+  EXPECT_EQ(Get("/jobs", {{"Authorization", "Bearer s3cret-token-0123"}}).status, 200);
+  EXPECT_EQ(Get("/metrics", {{"Authorization", "bearer s3cret-token-0123"}}).status, 200);
   // The path prefix for clients that cannot send headers (Zeus's).
-  EXPECT_EQ(Get("/t/s3cret-token/jobs").status, 200);
+  EXPECT_EQ(Get("/t/s3cret-token-0123/jobs").status, 200);
   ExpectError(Get("/t/wrong/jobs"), 401, "the token in the path", nullptr);
   EXPECT_EQ(Get("/jobs").status, 401);
 }
@@ -670,6 +671,25 @@ TEST(StoreTest, AFailedWriteLeavesNothing) {
   store.Write([&] { store.InsertJob("j", 1, "{}", 1.0); });
   ASSERT_TRUE(store.Load("j").has_value());
   EXPECT_EQ(store.LoadAll().size(), 1u);
+}
+
+// Issue 41, item 2: a database the service creates is private to its user
+// (it holds every job's profile and plans); before, it was 0644 under the
+// usual umask.
+TEST(StoreTest, ANewDatabaseIsPrivate) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("joulepipe-store-mode-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const mode_t old_umask = ::umask(022);
+  {
+    Store store((dir / "state.sqlite").string());
+    store.Write([&] { store.InsertJob("j", 1, "{}", 1.0); });
+  }
+  ::umask(old_umask);
+  struct stat info{};
+  ASSERT_EQ(::stat((dir / "state.sqlite").c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0600u);
+  fs::remove_all(dir);
 }
 
 TEST(StoreTest, NotADatabaseIsNamed) {

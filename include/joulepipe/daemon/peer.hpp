@@ -34,6 +34,13 @@ Peer PeerOf(int fd);
 // A peer with these credentials (tests, the fuzz target).
 Peer MakePeer(pid_t pid, uid_t uid, gid_t gid);
 
+// Every name of allow_users and allow_groups exists on this machine (a uid
+// or gid given as a number needs none). Throws model::InputError
+// ("Config::allow_users" / "Config::allow_groups") naming the first that does
+// not, so a misspelt name stops joulepiped at start instead of silently
+// allowing nobody. Server's constructor calls it.
+void CheckAllowList(const Config& config, const std::string& config_source);
+
 // "" when `peer` may use the daemon; else the reason, naming the uid and the
 // configuration to change (allow_users / allow_groups in `config_source`).
 std::string Authorise(const Peer& peer, const Config& config, const std::string& config_source);

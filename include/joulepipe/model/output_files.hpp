@@ -28,6 +28,14 @@
 
 namespace joulepipe::model {
 
+// Modes of what joulepipe creates: private to the user who ran it (a plan, a
+// profile or a report describes a job and its cluster). A file or output
+// directory that replaces an existing one keeps that one's mode instead, and
+// the files of such a directory take its read and write bits (0755 ->
+// 0644), so an owner who wants an output shared chmods it once.
+inline constexpr unsigned kPrivateFileMode = 0600;
+inline constexpr unsigned kPrivateDirectoryMode = 0700;
+
 // Name of the marker file inside every directory written by StagedDirectory.
 inline constexpr std::string_view kOutputMarker = ".joulepipe-output";
 
@@ -49,7 +57,14 @@ class StagedDirectory {
   // longer exists (kill(pid, 0) fails with ESRCH). Anything else, including
   // a directory without the marker, one of a live process, one written on
   // another host over a shared filesystem, is kept.
-  explicit StagedDirectory(const std::filesystem::path& final_path);
+  //
+  // `command` names what writes it (e.g. "plan"), recorded in the marker: an
+  // existing output that another command wrote is replaced only when
+  // `force` is true (the command's --force), so `plan --out` never replaces
+  // a `demo` or `tune` output by a slip. Outputs whose marker names no
+  // command (written before markers did) count as the same command's.
+  explicit StagedDirectory(const std::filesystem::path& final_path, std::string command = {},
+                           bool force = false);
 
   // Removes the staging directory unless Commit() succeeded.
   ~StagedDirectory();
@@ -78,9 +93,12 @@ class StagedDirectory {
  private:
   std::filesystem::path final_;    // absolute, normalised
   std::string display_;            // the path as the caller gave it, for messages
+  std::string command_;            // what writes it; "" = not said
+  bool force_ = false;             // may replace another command's output
   std::filesystem::path staging_;  // sibling of final_, so rename is atomic
   bool committed_ = false;
-  int live_slot_ = -1;  // its entry in the table of live temporaries, or -1
+  int live_slot_ = -1;                     // its entry in the table of live temporaries, or -1
+  unsigned file_mode_ = kPrivateFileMode;  // of the files it writes (see the modes above)
 };
 
 // A file replaced atomically, prepared before the work that produces it: the

@@ -43,6 +43,7 @@
 // {"error": "<message>", "field": "<Struct::member>" | null}.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -69,11 +70,17 @@ struct ZeusDefaults {
   std::string profile_name;  // for messages and GET /info, e.g. its path
 };
 
+// The shortest bearer token the service accepts (16 bytes: 128 bits when
+// random, e.g. base64 of 12 random bytes).
+inline constexpr std::size_t kMinTokenBytes = 16;
+
 struct ServerOptions {
-  std::string host = "127.0.0.1";     // an address or a name; "0.0.0.0" / "::" for all
-  int port = 8470;                    // 0: any free port (port() says which)
-  std::string db_path;                // "" or ":memory:": in memory, nothing persists
-  std::string token;                  // "" = no authentication
+  std::string host = "127.0.0.1";  // an address or a name; "0.0.0.0" / "::" for all
+  int port = 8470;                 // 0: any free port (port() says which)
+  std::string db_path;             // "" or ":memory:": in memory, nothing persists
+  // "" = no authentication; otherwise at least kMinTokenBytes (refused at
+  // start: InputError "ServerOptions::token").
+  std::string token;
   double evict_after_s = 7 * 86400;   // idle jobs are deleted after this; 0 = never
   double evict_check_period_s = 60;   // how often idleness is checked (> 0)
   int max_connections = 4096;         // open connections, parked ones included
