@@ -467,8 +467,8 @@ class Session:
         clocks = self._sweep_clocks
         self._note(f"profiling stage {self.topo.pp_rank}: {ran} iterations so far; the sweep "
                    f"visits up to {clocks} clocks, one per iteration (fewer when lower clocks "
-                   f"stop paying, more when a noisy clock is repeated), about {clocks + 2} "
-                   f"iterations in all")
+                   f"stop paying, more when a noisy clock is repeated or an implausible one "
+                   f"measured again), about {clocks + 2} iterations in all")
 
     # ---- coordination (at the iteration boundary) -----------------------------
     #

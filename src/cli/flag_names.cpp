@@ -117,6 +117,7 @@ constexpr std::pair<std::string_view, std::string_view> kFlagNames[] = {
     {"ServerOptions::keep_alive_connections", "--keep-alive-connections"},
     {"ServerOptions::planners", "--planners"},
     {"ServerOptions::plan_time_limit_s", "--plan-time-limit"},
+    {"ServerOptions::light_solve_budget_s", "--light-solve-budget"},
     {"SpreadClocks::count", "--points"},
     {"WaitCalibrationOptions::clocks_mhz", "--clocks"},
     {"WaitCalibrationOptions::dwell_s", "--dwell-s"},

@@ -36,6 +36,7 @@ struct ServeFlags {
   int max_jobs = 1024;
   int planners = 2;
   double plan_time_limit_s = 600;
+  double light_solve_budget_s = 3;
   std::string profile;
   std::string schedule = "1f1b";
   int microbatches = 0;
@@ -143,6 +144,7 @@ int RunServe(const ServeFlags& f) {
   options.max_jobs = f.max_jobs;
   options.planners = f.planners;
   options.plan_time_limit_s = f.plan_time_limit_s;
+  options.light_solve_budget_s = f.light_solve_budget_s;
 
   const bool zeus_flags = f.schedule_option->count() > 0 || f.chunks_option->count() > 0 ||
                           f.p_block_option->count() > 0 || f.profile_option->count() > 0;
@@ -256,6 +258,11 @@ ServeSubcommand::ServeSubcommand(CLI::App* app)
       ->type_name("N");
   c->add_option("--plan-time-limit", f->plan_time_limit_s,
                 "Seconds one job's plan solve may take; then the job fails with advice")
+      ->capture_default_str()
+      ->type_name("S");
+  c->add_option("--light-solve-budget", f->light_solve_budget_s,
+                "Seconds a job rated light may solve while another job waits; then it yields "
+                "and is queued again as heavy (bounds how long a wrong estimate delays others)")
       ->capture_default_str()
       ->type_name("S");
   f->profile_option =

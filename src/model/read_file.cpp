@@ -25,9 +25,11 @@ std::string Mib(double bytes) {
                      " a " + what + " may be; check that the path names the " + what +
                      " (joulepipe's own are far smaller)");
   }
+  // "a profile file", "a configuration file" (not "... file file").
+  const std::string a_file = what.ends_with(" file") ? what : what + " file";
   throw InputError(what + " '" + path + "' is not a regular file and sent more than " + limit +
-                   " without ending; give the path of a " + what +
-                   " file (a pipe such as /dev/stdin works if it ends within " + limit + ")");
+                   " without ending; give the path of a " + a_file +
+                   " (a pipe such as /dev/stdin works if it ends within " + limit + ")");
 }
 
 }  // namespace

@@ -189,6 +189,10 @@ TEST_F(ServeCommandTest, BadFlagsNameTheFlag) {
   EXPECT_NE(r.err.find("it is not an SQLite database; give --db a writable file path"),
             std::string::npos)
       << r.err;
+  r = Run("serve --port 0 --light-solve-budget 0");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--light-solve-budget must be > 0 seconds (got 0)"), std::string::npos)
+      << r.err;
   r = Run("serve --port 0 --evict-after -1");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--evict-after must be >= 0"), std::string::npos) << r.err;
