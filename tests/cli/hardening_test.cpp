@@ -79,6 +79,26 @@ class HardeningTest : public testing::ScratchDirTest {
   std::string Plan(const std::string& profile, const std::string& extra = "") const {
     return PlanWith(profile, "--stages 8 --p-block 70.38 " + extra);
   }
+
+  // The value flags `command --help` lists: the flag and what follows it
+  // (its type name, "=default" included), from the lines `flag_line`
+  // matches (group 1: the flag, group 2: the type). "--json Excludes:
+  // --csv" is a flag without a value, left out.
+  struct HelpFlag {
+    std::string flag, type;
+  };
+  std::vector<HelpFlag> HelpFlags(const std::string& command, const std::regex& flag_line) {
+    const Result help = Run(command + " --help");
+    EXPECT_EQ(help.code, 0) << command;
+    std::vector<HelpFlag> out;
+    std::istringstream lines(help.out);
+    for (std::string line; std::getline(lines, line);) {
+      std::smatch m;
+      if (!std::regex_search(line, m, flag_line) || m[2].str().back() == ':') continue;
+      out.push_back({m[1], m[2]});
+    }
+    return out;
+  }
 };
 
 // ---- Item 7: commands and flags in plain words -----------------------------------
@@ -124,14 +144,7 @@ TEST_F(HardeningTest, EveryValueFlagOfEveryCommandRefusesAnEmptyValue) {
   std::set<std::string> commands;
   for (const char* command :
        {"demo", "plan", "evaluate", "simulate", "profile", "gpus", "measure", "power", "serve"}) {
-    const Result help = Run(std::string(command) + " --help");
-    ASSERT_EQ(help.code, 0) << command;
-    std::istringstream lines(help.out);
-    for (std::string line; std::getline(lines, line);) {
-      std::smatch m;
-      if (!std::regex_search(line, m, flag_line)) continue;
-      if (m[2].str().back() == ':') continue;  // "--json Excludes: --csv": a flag
-      const std::string flag = m[1];
+    for (const auto& [flag, type] : HelpFlags(command, flag_line)) {
       SCOPED_TRACE(std::string(command) + " " + flag);
       const Result r = Run(std::string(command) + " " + flag + " ''");
       EXPECT_EQ(r.code, 2) << r.err;
@@ -165,18 +178,11 @@ TEST_F(HardeningTest, EveryNumberFlagOfEveryCommandTakesDecimalOnly) {
   int checked = 0;
   for (const char* command : {"demo", "plan", "evaluate", "simulate", "profile", "measure", "power",
                               "serve", "tune", "site", "report", "calibrate-wait"}) {
-    const Result help = Run(std::string(command) + " --help");
-    ASSERT_EQ(help.code, 0) << command;
-    std::istringstream lines(help.out);
-    for (std::string line; std::getline(lines, line);) {
-      std::smatch m;
-      if (!std::regex_search(line, m, flag_line)) continue;
-      const std::string type = m[2];
-      if (type.back() == ':' || text_types.count(type) ||
+    for (const auto& [flag, type] : HelpFlags(command, flag_line)) {
+      if (text_types.count(type) ||
           type.find_first_of(".{abcdefghijklmnopqrstuvwxyz") != std::string::npos) {
         continue;
       }
-      const std::string flag = m[1];
       SCOPED_TRACE(std::string(command) + " " + flag + " " + type);
       const Result r = Run(std::string(command) + " " + flag + " 0x10");
       EXPECT_EQ(r.code, 2) << r.err;

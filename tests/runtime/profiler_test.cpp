@@ -384,11 +384,16 @@ std::vector<int> SweepWithOneDisturbedClock(InSituProfiler& p, int disturbed_mhz
   return visits;
 }
 
-TEST(InSituProfilerTest, AnImplausibleRowIsMeasuredAgainBeforeItIsDone) {
+// Four clocks, every one visited (no early stop).
+ProfilerOptions FourClocks() {
   ProfilerOptions o;
   o.clocks = {1410, 1350, 1290, 1230};
   o.stop_after_rises = 0;
-  InSituProfiler p(o);
+  return o;
+}
+
+TEST(InSituProfilerTest, AnImplausibleRowIsMeasuredAgainBeforeItIsDone) {
+  InSituProfiler p(FourClocks());
   int iterations = 0;
   // Only the first visit of 1350 MHz is disturbed.
   const std::vector<int> visits = SweepWithOneDisturbedClock(p, 1350, 1, &iterations);
@@ -409,10 +414,7 @@ TEST(InSituProfilerTest, AnImplausibleRowIsMeasuredAgainBeforeItIsDone) {
 }
 
 TEST(InSituProfilerTest, ARowStillImplausibleAfterItsReMeasureIsKeptForThePlannerToLeaveOut) {
-  ProfilerOptions o;
-  o.clocks = {1410, 1350, 1290, 1230};
-  o.stop_after_rises = 0;
-  InSituProfiler p(o);
+  InSituProfiler p(FourClocks());
   int iterations = 0;
   const std::vector<int> visits = SweepWithOneDisturbedClock(p, 1350, 99, &iterations);
   ASSERT_TRUE(p.done());  // once only: it does not loop
@@ -423,9 +425,7 @@ TEST(InSituProfilerTest, ARowStillImplausibleAfterItsReMeasureIsKeptForThePlanne
 }
 
 TEST(InSituProfilerTest, NoReMeasureWhenItIsSwitchedOff) {
-  ProfilerOptions o;
-  o.clocks = {1410, 1350, 1290, 1230};
-  o.stop_after_rises = 0;
+  ProfilerOptions o = FourClocks();
   o.remeasure_iterations = 0;
   InSituProfiler p(o);
   int iterations = 0;
