@@ -132,9 +132,9 @@ bool TakesNumbers(const CLI::Option& option) {
   return type.find_first_of(".{") == std::string::npos;
 }
 
-// Every option that takes numbers refuses the forms model::NonDecimalProblem
-// names (one number form: decimal),
-// for every command, attached like RefuseEmptyValues.
+// Every option of every command that takes numbers refuses the forms
+// model::NonDecimalProblem names (one number form: decimal), attached like
+// RefuseEmptyValues; each comma-separated element of a list is checked.
 void RefuseNonDecimalNumbers(CLI::App* app) {
   for (CLI::App* command : Commands(app)) {
     for (CLI::Option* option : command->get_options()) {

@@ -472,11 +472,13 @@ StagedDirectory::StagedDirectory(const fs::path& final_path, std::string command
     std::error_code ec;
     if (fs::create_directory(candidate, ec)) {
       staging_ = candidate;
-      // Private, or the mode of the output it will replace.
+      // Private, or the mode of the output it will replace (with the
+      // owner's rwx, so the owner can always write and later replace it);
+      // its files take the directory's read and write bits (0755 -> 0644).
       struct stat existing{};
       const bool replaces = ::stat(final_.c_str(), &existing) == 0 && S_ISDIR(existing.st_mode);
-      // Its files take the directory's read and write bits (0755 -> 0644).
-      const unsigned dir_mode = replaces ? existing.st_mode & 07777 : kPrivateDirectoryMode;
+      const unsigned dir_mode =
+          replaces ? (existing.st_mode & 07777) | 0700 : kPrivateDirectoryMode;
       ::chmod(candidate.c_str(), dir_mode);
       file_mode_ = replaces ? (dir_mode & 0666) | 0600 : kPrivateFileMode;
     } else {
