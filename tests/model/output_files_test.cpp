@@ -262,6 +262,16 @@ TEST_F(OutputFilesTest, WhatIsCreatedIsPrivateAndAReplacementKeepsTheOwnersMode)
   EXPECT_EQ(ModeOf(out), 0755u);
   EXPECT_EQ(ModeOf(out / "a.txt"), 0644u);  // the shared directory's files are readable too
   EXPECT_EQ(ModeOf(file), 0644u);
+  // Read-only to everyone: the replacement keeps the owner's rwx, so the
+  // owner can still write it next time.
+  ASSERT_EQ(::chmod(out.c_str(), 0555), 0);
+  {
+    StagedDirectory staged(out, "plan");
+    staged.WriteFile("a.txt", "y");
+    staged.Commit();
+  }
+  EXPECT_EQ(ModeOf(out), 0755u);
+  EXPECT_EQ(ModeOf(out / "a.txt"), 0644u);
   ::umask(old_umask);
 }
 
