@@ -134,6 +134,13 @@ bool NeedsToken(const RouteMatch& match) {
   return match.spec == nullptr || match.spec->needs_token;
 }
 
+Reply MethodNotAllowed(const std::string& method, const RouteMatch& m) {
+  Reply reply = ErrorReply(405, Format("%s is not allowed here; this path takes %s",
+                                       model::ExcerptText(method, 20).c_str(), m.allowed.c_str()));
+  reply.headers.emplace_back("Allow", m.allowed);
+  return reply;
+}
+
 std::optional<Reply> Dispatch(Service& service, Request& r, Parked* parked,
                               const std::function<void(const std::string&)>& log) {
   const RouteMatch& m = r.match;
@@ -144,13 +151,7 @@ std::optional<Reply> Dispatch(Service& service, Request& r, Parked* parked,
       return ErrorFor(std::current_exception(), *m.api, log);
     }
   }
-  if (m.api != nullptr) {
-    Reply reply =
-        ErrorReply(405, Format("%s is not allowed here; this path takes %s",
-                               model::ExcerptText(r.method, 20).c_str(), m.allowed.c_str()));
-    reply.headers.emplace_back("Allow", m.allowed);
-    return reply;
-  }
+  if (m.api != nullptr) return MethodNotAllowed(r.method, m);
   return ErrorReply(404,
                     "no such route; the routes are /healthz, /metrics, /jobs, "
                     "/jobs/{id}, /jobs/{id}/ranks, /jobs/{id}/profile, "

@@ -50,6 +50,9 @@ RouteMatch RouteOf(const std::string& method, const std::vector<std::string>& se
 // route takes (0 for no route) and whether it needs the token.
 std::size_t BodyLimit(const RouteMatch& match);
 bool NeedsToken(const RouteMatch& match);
+// 405 with the Allow header, when the path is a route of `match.api` but not
+// for `method` (match.spec == nullptr, match.api != nullptr).
+Reply MethodNotAllowed(const std::string& method, const RouteMatch& match);
 
 // Runs the route's handler on `service`; 404 and 405 for no route; a
 // refusal the handler throws becomes its status via ErrorFor.

@@ -233,6 +233,17 @@ TEST_F(ServeTest, OversizedBodiesAre413) {
   ExpectError(r, 400, "JobConfig::pp_degree is missing", "JobConfig::pp_degree");
 }
 
+// schemathesis ST204: a method a path does not take is 405 with Allow, even
+// with a body (TRACE with a body was 413: the no-body rule came first).
+TEST_F(ServeTest, AMethodThePathDoesNotTakeIs405EvenWithABody) {
+  Start(Options());
+  for (const char* path : {"/jobs/x/ranks", "/jobs/x/iterations", "/register_job"}) {
+    const HttpResponse r = Http(port(), "TRACE", path, "{}");
+    EXPECT_EQ(r.status, 405) << path << ": " << r.body;
+    EXPECT_NE(r.Header("allow"), "") << path;
+  }
+}
+
 TEST_F(ServeTest, TokenIsRequiredAndComparedExactly) {
   ServerOptions o = Options();
   o.token = "s3cret-token-0123";
