@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
-#include <fstream>
 
 #include <CLI/CLI.hpp>
 
@@ -15,6 +14,7 @@
 #include "inputs.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/profile.hpp"
+#include "joulepipe/model/read_file.hpp"
 #include "joulepipe/model/version.hpp"
 #include "joulepipe/serve/server.hpp"
 #include "signals.hpp"
@@ -84,17 +84,9 @@ constexpr char kServeFooter[] =
 
 // The token: the file's text without surrounding whitespace.
 std::string ReadToken(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw InputError("--token-file '" + path + "' cannot be read; give a file holding the token");
-  }
-  // At most one byte past the limit is read: --token-file /dev/zero ends.
-  std::string token(4097, '\0');
-  in.read(token.data(), static_cast<std::streamsize>(token.size()));
-  token.resize(static_cast<std::size_t>(in.gcount()));
-  if (token.size() > 4096) {
-    throw InputError("--token-file '" + path + "' holds more than 4096 bytes; a token is one line");
-  }
+  // The shared bounded reader: at most 4 KiB (a token is one line), checked
+  // before the file is read whole, so --token-file /dev/zero ends.
+  std::string token = model::ReadWholeFile(path, "--token-file", 4096);
   const auto space = [](unsigned char c) { return std::isspace(c) != 0; };
   while (!token.empty() && space(token.back())) token.pop_back();
   std::size_t begin = 0;

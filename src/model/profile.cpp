@@ -20,9 +20,9 @@
 
 #include "joulepipe/model/energy.hpp"
 #include "joulepipe/model/error.hpp"
-#include "joulepipe/model/read_file.hpp"
 #include "joulepipe/model/json_input.hpp"
 #include "joulepipe/model/output_files.hpp"
+#include "joulepipe/model/read_file.hpp"
 
 namespace joulepipe::model {
 

@@ -14,6 +14,8 @@ namespace joulepipe::model {
 namespace {
 
 std::string Mib(double bytes) {
+  // KiB below a mebibyte (a token file's 4 KiB, not "0.00391 MiB").
+  if (bytes < (1 << 20)) return Format("%.3g KiB", bytes / 1024);
   return Format("%.3g MiB", bytes / (1 << 20));
 }
 

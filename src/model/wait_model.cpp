@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "joulepipe/model/error.hpp"
-#include "joulepipe/model/read_file.hpp"
 #include "joulepipe/model/json_input.hpp"
+#include "joulepipe/model/read_file.hpp"
 
 namespace joulepipe::model {
 
