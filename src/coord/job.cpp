@@ -16,13 +16,20 @@ using model::Format;
 using model::InputError;
 using model::Require;
 
+void RequireInJob(bool ok, const char* field, const std::string& message) {
+  if (!ok) throw RankConflictError(field, message);
+}
+
 void CheckDegree(int value, const char* field) {
   Require(value >= 1 && value <= kMaxDegree, field,
           Format("%s must be 1..%d (got %d)", field, kMaxDegree, value));
 }
 
 bool PrintableId(const std::string& id) {
-  return std::all_of(id.begin(), id.end(), [](char c) { return c > ' ' && c < 127 && c != '/'; });
+  // '/' would split a path and '%' start an escape in one: an id is a path
+  // segment as it is, with no escaping needed but '+' in a query.
+  return std::all_of(id.begin(), id.end(),
+                     [](char c) { return c > ' ' && c < 127 && c != '/' && c != '%'; });
 }
 
 std::int64_t CoordinateKey(const JobConfig& c, const RankInfo& r) {
@@ -48,24 +55,27 @@ const char* JobPhaseName(JobPhase phase) {
 }
 
 void CheckJobConfig(JobConfig* c) {
-  Require(!c->job_id.empty() && c->job_id.size() <= kMaxJobIdLength && PrintableId(c->job_id),
-          "JobConfig::job_id",
-          Format("JobConfig::job_id must be 1..%zu printable characters without spaces or '/' "
-                 "(got %zu characters)",
-                 kMaxJobIdLength, c->job_id.size()));
+  Require(
+      !c->job_id.empty() && c->job_id.size() <= kMaxJobIdLength && PrintableId(c->job_id),
+      "JobConfig::job_id",
+      Format("JobConfig::job_id must be 1..%zu printable characters without spaces, '/' or '%%' "
+             "(got %zu characters)",
+             kMaxJobIdLength, c->job_id.size()));
   CheckDegree(c->pp_degree, "JobConfig::pp_degree");
   CheckDegree(c->dp_degree, "JobConfig::dp_degree");
   CheckDegree(c->tp_degree, "JobConfig::tp_degree");
   const std::int64_t world = std::int64_t{c->pp_degree} * c->dp_degree * c->tp_degree;
-  Require(world <= kMaxWorldSize, "JobConfig::world_size",
-          Format("pp x dp x tp = %lld ranks; a job has at most %lld", static_cast<long long>(world),
-                 static_cast<long long>(kMaxWorldSize)));
+  model::RequireConsistent(
+      world <= kMaxWorldSize, "JobConfig::world_size",
+      Format("pp x dp x tp = %lld ranks; a job has at most %lld", static_cast<long long>(world),
+             static_cast<long long>(kMaxWorldSize)));
   if (c->world_size == 0) c->world_size = world;
-  Require(c->world_size == world, "JobConfig::world_size",
-          Format("JobConfig::world_size must be pp_degree x dp_degree x tp_degree = %d x %d x %d "
-                 "= %lld (got %lld)",
-                 c->pp_degree, c->dp_degree, c->tp_degree, static_cast<long long>(world),
-                 static_cast<long long>(c->world_size)));
+  model::RequireConsistent(
+      c->world_size == world, "JobConfig::world_size",
+      Format("JobConfig::world_size must be pp_degree x dp_degree x tp_degree = %d x %d x %d "
+             "= %lld (got %lld)",
+             c->pp_degree, c->dp_degree, c->tp_degree, static_cast<long long>(world),
+             static_cast<long long>(c->world_size)));
   Require(c->spec.stages == c->pp_degree, "Spec::stages",
           Format("the schedule has %d stages but JobConfig::pp_degree is %d; they are the same "
                  "number",
@@ -81,12 +91,13 @@ void CheckJobConfig(JobConfig* c) {
   schedule::CheckSpec(c->spec);
   const std::int64_t instructions =
       std::int64_t{2} * c->spec.stages * c->spec.microbatches * c->spec.chunks;
-  Require(instructions <= kMaxPipelineInstructions, "Spec::microbatches",
-          Format("the schedule has %lld instructions per pipeline iteration (2 x %d stages x %d "
-                 "microbatches x %d chunks); a coordinated job has at most %lld: use fewer "
-                 "microbatches",
-                 static_cast<long long>(instructions), c->spec.stages, c->spec.microbatches,
-                 c->spec.chunks, static_cast<long long>(kMaxPipelineInstructions)));
+  model::RequireConsistent(
+      instructions <= kMaxPipelineInstructions, "Spec::microbatches",
+      Format("the schedule has %lld instructions per pipeline iteration (2 x %d stages x %d "
+             "microbatches x %d chunks); a coordinated job has at most %lld: use fewer "
+             "microbatches",
+             static_cast<long long>(instructions), c->spec.stages, c->spec.microbatches,
+             c->spec.chunks, static_cast<long long>(kMaxPipelineInstructions)));
   Require(
       c->gpu.size() <= 256, "JobConfig::gpu",
       Format("JobConfig::gpu is a GPU name of at most 256 characters (got %zu)", c->gpu.size()));
@@ -110,10 +121,12 @@ JobPhase Job::phase() const {
 
 bool Job::RegisterRank(const RankInfo& r) {
   const JobConfig& c = config_;
-  Require(r.rank >= 0 && r.rank < c.world_size, "RankInfo::rank",
-          Format("RankInfo::rank must be 0..%lld for a job of %lld ranks (got %d)",
-                 static_cast<long long>(c.world_size - 1), static_cast<long long>(c.world_size),
-                 r.rank));
+  // A number or coordinate outside the job's shape is valid on its own and
+  // conflicts only with the job as registered: a RankConflictError (409).
+  RequireInJob(r.rank >= 0 && r.rank < c.world_size, "RankInfo::rank",
+               Format("RankInfo::rank must be 0..%lld for a job of %lld ranks (got %d)",
+                      static_cast<long long>(c.world_size - 1),
+                      static_cast<long long>(c.world_size), r.rank));
   const auto known = ranks_.find(r.rank);
   if (known != ranks_.end()) {
     if (known->second == r) return false;
@@ -126,15 +139,15 @@ bool Job::RegisterRank(const RankInfo& r) {
                r.rank, c.job_id.c_str(), k.dp_rank, k.pp_rank, k.tp_rank, k.available_mhz.size(),
                r.dp_rank, r.pp_rank, r.tp_rank, r.available_mhz.size()));
   }
-  Require(r.dp_rank >= 0 && r.dp_rank < c.dp_degree, "RankInfo::dp_rank",
-          Format("RankInfo::dp_rank must be 0..%d (dp_degree %d; got %d)", c.dp_degree - 1,
-                 c.dp_degree, r.dp_rank));
-  Require(r.pp_rank >= 0 && r.pp_rank < c.pp_degree, "RankInfo::pp_rank",
-          Format("RankInfo::pp_rank must be 0..%d (pp_degree %d; got %d)", c.pp_degree - 1,
-                 c.pp_degree, r.pp_rank));
-  Require(r.tp_rank >= 0 && r.tp_rank < c.tp_degree, "RankInfo::tp_rank",
-          Format("RankInfo::tp_rank must be 0..%d (tp_degree %d; got %d)", c.tp_degree - 1,
-                 c.tp_degree, r.tp_rank));
+  RequireInJob(r.dp_rank >= 0 && r.dp_rank < c.dp_degree, "RankInfo::dp_rank",
+               Format("RankInfo::dp_rank must be 0..%d (dp_degree %d; got %d)", c.dp_degree - 1,
+                      c.dp_degree, r.dp_rank));
+  RequireInJob(r.pp_rank >= 0 && r.pp_rank < c.pp_degree, "RankInfo::pp_rank",
+               Format("RankInfo::pp_rank must be 0..%d (pp_degree %d; got %d)", c.pp_degree - 1,
+                      c.pp_degree, r.pp_rank));
+  RequireInJob(r.tp_rank >= 0 && r.tp_rank < c.tp_degree, "RankInfo::tp_rank",
+               Format("RankInfo::tp_rank must be 0..%d (tp_degree %d; got %d)", c.tp_degree - 1,
+                      c.tp_degree, r.tp_rank));
   const std::int64_t key = CoordinateKey(c, r);
   const auto owner = coordinate_owner_.find(key);
   if (owner != coordinate_owner_.end()) {
@@ -287,8 +300,8 @@ void Job::RestorePlan(SolvedPlan plan, const std::vector<PlanSwitch>& switches) 
 std::optional<RankPlan> Job::PlanFor(int rank) const {
   const auto r = ranks_.find(rank);
   if (r == ranks_.end()) {
-    throw InputError("RankInfo::rank",
-                     Format("rank %d is not registered with job %s", rank, config_.job_id.c_str()));
+    throw RankConflictError("RankInfo::rank", Format("rank %d is not registered with job %s", rank,
+                                                     config_.job_id.c_str()));
   }
   if (!planned_) return std::nullopt;
   RankPlan plan;
@@ -310,14 +323,14 @@ std::optional<RankPlan> Job::PlanFor(int rank) const {
 std::optional<PlanSwitch> Job::ReportIteration(const IterationReport& r, double now_unix_s,
                                                Numbering numbering) {
   if (ranks_.find(r.rank) == ranks_.end()) {
-    throw InputError("IterationReport::rank", Format("rank %d is not registered with job %s",
-                                                     r.rank, config_.job_id.c_str()));
+    throw RankConflictError("IterationReport::rank", Format("rank %d is not registered with job %s",
+                                                            r.rank, config_.job_id.c_str()));
   }
   CheckIterationReport(r);
   if (!planned_) return std::nullopt;
   const bool by_rank = numbering == Numbering::kByRank;
   if (by_rank && !window_.Offer(r.rank, r.iteration)) {
-    throw InputError(
+    throw RankConflictError(
         "IterationReport::iteration",
         Format("IterationReport::iteration %lld is more than %lld iterations from job %s's "
                "current iteration, %lld (the median of its ranks' latest reports); every rank "

@@ -16,12 +16,17 @@ void CheckStragglerOptions(const StragglerOptions& o) {
           Format("StragglerOptions::threshold must be a slowdown factor above 1 and at most 100 "
                  "(got %g); e.g. 1.05 counts a pipeline 5%% slower than the others as straggling",
                  o.threshold));
-  Require(std::isfinite(o.recover_below) && o.recover_below >= 1 &&
-              o.recover_below <= o.threshold,
+  Require(std::isfinite(o.recover_below) && o.recover_below >= 1 && o.recover_below <= 100,
           "StragglerOptions::recover_below",
           Format("StragglerOptions::recover_below must be 1..StragglerOptions::threshold (%g) "
                  "(got %g); e.g. 1.03",
                  o.threshold, o.recover_below));
+  model::RequireConsistent(
+      o.recover_below <= o.threshold, "StragglerOptions::recover_below",
+      Format("StragglerOptions::recover_below must be 1..StragglerOptions::threshold (%g) "
+             "(got %g); a pipeline counts as recovered below a slowdown no larger than the one "
+             "that counts as slow: e.g. 1.03 with a threshold of 1.05",
+             o.threshold, o.recover_below));
   Require(o.window >= 1 && o.window <= 100, "StragglerOptions::window",
           Format("StragglerOptions::window must be 1..100 iterations (got %d); 2 ignores one-off "
                  "slow iterations",
@@ -33,8 +38,7 @@ void CheckStragglerOptions(const StragglerOptions& o) {
                  o.min_change));
 }
 
-StragglerDetector::StragglerDetector(int pipelines, StragglerOptions options)
-    : options_(options) {
+StragglerDetector::StragglerDetector(int pipelines, StragglerOptions options) : options_(options) {
   CheckStragglerOptions(options_);
   model::Require(pipelines >= 1, "StragglerDetector::pipelines",
                  model::Format("a job has at least one pipeline (got %d)", pipelines));
@@ -60,8 +64,7 @@ bool StragglerDetector::any() const {
 bool StragglerDetector::Observe(const std::vector<double>& measured_s,
                                 const std::vector<double>& predicted_s) {
   const std::size_t d = slowdown_.size();
-  model::Require(measured_s.size() == d && predicted_s.size() == d,
-                 "StragglerDetector::Observe",
+  model::Require(measured_s.size() == d && predicted_s.size() == d, "StragglerDetector::Observe",
                  model::Format("one measured and one predicted time per pipeline (%zu); got %zu "
                                "and %zu",
                                d, measured_s.size(), predicted_s.size()));

@@ -1,5 +1,6 @@
 // The JSON of protocol/job.hpp's messages (JobConfig, RankInfo, PlanSwitch,
 // JobStatus).
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -55,7 +56,13 @@ JobConfig JobConfigFromJson(const json& j) {
   if (const json* s = m.Find("straggler")) {
     Members st(*s, "StragglerOptions", /*strict=*/true);
     if (auto v = st.OptionalNumber("threshold")) c.straggler.threshold = *v;
-    if (auto v = st.OptionalNumber("recover_below")) c.straggler.recover_below = *v;
+    // Absent, recover_below is the default capped at the threshold, so a
+    // threshold below the default recovery (1.02) is valid on its own.
+    if (auto v = st.OptionalNumber("recover_below")) {
+      c.straggler.recover_below = *v;
+    } else {
+      c.straggler.recover_below = std::min(c.straggler.recover_below, c.straggler.threshold);
+    }
     c.straggler.window = st.Int("window", c.straggler.window);
     if (auto v = st.OptionalNumber("min_change")) c.straggler.min_change = *v;
     st.Done();

@@ -35,11 +35,12 @@ ZeusJobInfo JobInfoFromJson(const json& j) {
   }
   z.world_size = m.Integer(m.Require("world_size"), "world_size");
   const std::int64_t product = std::int64_t{z.pp_degree} * z.dp_degree * z.tp_degree;
-  model::Require(z.world_size == product, "JobInfo::world_size",
-                 Format("JobInfo::world_size must be pp_degree x dp_degree x tp_degree = %d x %d "
-                        "x %d = %lld (got %lld)",
-                        z.pp_degree, z.dp_degree, z.tp_degree, static_cast<long long>(product),
-                        static_cast<long long>(z.world_size)));
+  model::RequireConsistent(
+      z.world_size == product, "JobInfo::world_size",
+      Format("JobInfo::world_size must be pp_degree x dp_degree x tp_degree = %d x %d "
+             "x %d = %lld (got %lld)",
+             z.pp_degree, z.dp_degree, z.tp_degree, static_cast<long long>(product),
+             static_cast<long long>(z.world_size)));
   z.metadata = m.String("job_metadata", "");
   m.Done();
   return z;
@@ -56,10 +57,11 @@ ZeusProfilingResult ProfilingResultFromJson(const json& j) {
   r.iter_time = m.NumberList("iter_time", kMaxEntries);
   r.iter_energy = m.NumberList("iter_energy", kMaxEntries);
   if (!r.iter_energy.empty() && r.iter_energy.size() != r.iter_time.size()) {
-    throw InputError("ProfilingResult::iter_energy",
-                     Format("ProfilingResult::iter_energy has %zu entries but iter_time has %zu; "
-                            "give one energy per iteration time, or none",
-                            r.iter_energy.size(), r.iter_time.size()));
+    throw model::InconsistentInputError(
+        "ProfilingResult::iter_energy",
+        Format("ProfilingResult::iter_energy has %zu entries but iter_time has %zu; "
+               "give one energy per iteration time, or none",
+               r.iter_energy.size(), r.iter_time.size()));
   }
   // An iteration report's rules on each entry (the field names the entry,
   // formatted only for a refusal: lists are long).

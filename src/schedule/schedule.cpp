@@ -66,37 +66,40 @@ void CheckSpecShape(const Spec& spec) {
   CheckStagesAndMicrobatches(spec);
   if (spec.kind != Kind::kInterleaved) {
     if (spec.chunks != 1) {
-      throw InputError("Spec::chunks", "Spec::chunks must be 1 for the " + name +
-                                           " schedule (got " + std::to_string(spec.chunks) +
-                                           "); use 1, or set Spec::kind to interleaved for "
-                                           "virtual model chunks");
+      throw model::InconsistentInputError(
+          "Spec::chunks", "Spec::chunks must be 1 for the " + name + " schedule (got " +
+                              std::to_string(spec.chunks) +
+                              "); use 1, or set Spec::kind to interleaved for "
+                              "virtual model chunks");
     }
   } else {
     if (spec.chunks < 2) {
-      throw InputError("Spec::chunks",
-                       "Spec::chunks must be at least 2 for the interleaved schedule (got " +
-                           std::to_string(spec.chunks) +
-                           "); use 2 or more, or set Spec::kind to 1f1b for one chunk per stage");
+      throw model::InconsistentInputError(
+          "Spec::chunks",
+          "Spec::chunks must be at least 2 for the interleaved schedule (got " +
+              std::to_string(spec.chunks) +
+              "); use 2 or more, or set Spec::kind to 1f1b for one chunk per stage");
     }
     if (spec.microbatches % spec.stages != 0) {
       const int lower = spec.microbatches / spec.stages * spec.stages;
       const int upper = lower + spec.stages;
       std::string suggestion = std::to_string(upper);
       if (lower > 0) suggestion = std::to_string(lower) + " or " + suggestion;
-      throw InputError("Spec::microbatches",
-                       "Spec::microbatches must be a multiple of Spec::stages for the "
-                       "interleaved schedule (got " +
-                           std::to_string(spec.microbatches) + " microbatches for " +
-                           std::to_string(spec.stages) + " stages); set Spec::microbatches to " +
-                           suggestion);
+      throw model::InconsistentInputError(
+          "Spec::microbatches",
+          "Spec::microbatches must be a multiple of Spec::stages for the "
+          "interleaved schedule (got " +
+              std::to_string(spec.microbatches) + " microbatches for " +
+              std::to_string(spec.stages) + " stages); set Spec::microbatches to " + suggestion);
     }
   }
   const std::int64_t nodes = std::int64_t{2} * spec.stages * spec.chunks * spec.microbatches;
   if (spec.chunks < 1 || nodes > kMaxNodes) {
-    throw InputError("Spec::microbatches", "the " + name + " schedule with " + Shape(spec) +
-                                               " has more than " + std::to_string(kMaxNodes) +
-                                               " instructions; use fewer stages, microbatches "
-                                               "or chunks");
+    throw model::InconsistentInputError(
+        "Spec::microbatches", "the " + name + " schedule with " + Shape(spec) + " has more than " +
+                                  std::to_string(kMaxNodes) +
+                                  " instructions; use fewer stages, microbatches "
+                                  "or chunks");
   }
 }
 

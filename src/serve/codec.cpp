@@ -113,7 +113,7 @@ std::string ZeusStyleJobId(int dp, int pp, int tp, const std::string& metadata,
   std::string id = Format("%s+dp%d+pp%d+tp%d+joulepipe", when, dp, pp, tp);
   if (!metadata.empty()) {
     id += '+';
-    for (char c : metadata) id += (c > ' ' && c < 127 && c != '/') ? c : '_';
+    for (char c : metadata) id += (c > ' ' && c < 127 && c != '/' && c != '%') ? c : '_';
   }
   if (id.size() > protocol::kMaxJobIdLength) id.resize(protocol::kMaxJobIdLength);
   return id;

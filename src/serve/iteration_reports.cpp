@@ -56,9 +56,9 @@ void Jobs::ReportNumbered(const std::string& id, int rank,
   std::lock_guard<std::mutex> lock(mu_);
   const EntryPtr e = FindAndTouch(id);
   if (e->job.ranks().count(rank) == 0) {
-    throw InputError(rank_field,
-                     Format("rank %d is not registered with job %s; register it first (%s)", rank,
-                            e->job.config().job_id.c_str(), register_hint.c_str()));
+    throw coord::RankConflictError(
+        rank_field, Format("rank %d is not registered with job %s; register it first (%s)", rank,
+                           e->job.config().job_id.c_str(), register_hint.c_str()));
   }
   std::int64_t& next = e->zeus_iteration[rank];
   for (coord::IterationReport report : reports) {

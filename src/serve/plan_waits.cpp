@@ -77,9 +77,9 @@ std::optional<Reply> Jobs::AskPlan(const std::string& job_id, const PlanAsk& ask
   const EntryPtr e = FindAndTouch(job_id);
   const std::string& id = e->job.config().job_id;
   if (e->job.ranks().count(ask.rank) == 0) {
-    throw InputError(ask.rank_field,
-                     Format("rank %d is not registered with job %s; register it first (%s)",
-                            ask.rank, id.c_str(), ask.register_hint.c_str()));
+    throw coord::RankConflictError(
+        ask.rank_field, Format("rank %d is not registered with job %s; register it first (%s)",
+                               ask.rank, id.c_str(), ask.register_hint.c_str()));
   }
   Parked::Wait w;
   w.what = ask.what;

@@ -90,6 +90,12 @@ void Jobs::IntakeLoop() {
     Reply reply;
     try {
       reply = ApplyProfile(item);
+    } catch (const InputError& e) {
+      // The body's schema is any string (docs/openapi.yaml): what the
+      // profile's reader and checks refuse in it are rules the schema cannot
+      // state, so 422, not 400.
+      reply =
+          ErrorFor(std::make_exception_ptr(HttpError(422, e.what(), e.field())), NativeApi(), log_);
     } catch (...) {
       reply = ErrorFor(std::current_exception(), NativeApi(), log_);
     }

@@ -169,6 +169,9 @@ Reply ErrorFor(std::exception_ptr error, const Api& api,
   } catch (const coord::RankConflictError& e) {
     const InputError named = api.name_fields(e);
     return ErrorReply(409, named.what(), named.field());
+  } catch (const model::InconsistentInputError& e) {
+    const InputError named = api.name_fields(e);
+    return ErrorReply(422, named.what(), named.field());
   } catch (const InputError& e) {
     const InputError named = api.name_fields(e);
     return ErrorReply(400, named.what(), named.field());

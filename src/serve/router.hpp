@@ -61,7 +61,8 @@ std::optional<Reply> Dispatch(Service& service, Request& request, Parked* parked
 
 // The one table from the library's error types to HTTP statuses (each
 // mapping has a test in tests/serve), with fields named as `api` names
-// them: 400 InputError, 409 a rank conflict or a job in the wrong state,
+// them: 400 InputError, 422 an InconsistentInputError (a rule between
+// fields), 409 a rank conflict or a job in the wrong state,
 // HttpError's own status, 500 (logged) for a store failure or a bug.
 Reply ErrorFor(std::exception_ptr error, const Api& api,
                const std::function<void(const std::string&)>& log);

@@ -15,6 +15,7 @@
 namespace joulepipe::serve {
 
 using model::Format;
+using model::InputError;
 using nlohmann::json;
 
 std::optional<Reply> Service::ZeusInfo(Request&, Parked*) {
@@ -42,7 +43,7 @@ std::optional<Reply> Service::ZeusRegisterJob(Request& r, Parked*) {
   const ZeusJobInfo info = JobInfoFromJson(ParseBody(r.body));
   const ZeusDefaults& z = options_.zeus;
   if (z.microbatches <= 0) {
-    throw HttpError(400,
+    throw HttpError(409,
                     "this server has no schedule for Zeus-registered jobs (ZeusDefaults::"
                     "microbatches is unset): Zeus's JobInfo carries only the parallel degrees. "
                     "Register the job with POST /jobs instead, or start the server with Zeus "
@@ -70,8 +71,10 @@ std::optional<Reply> Service::ZeusRegisterJob(Request& r, Parked*) {
   // connection until the last one asks (Zeus's client cannot come back
   // later): a job with more ranks than that can never start (issue 41, 7).
   const int can_wait = ZeusWaitLimit(options_.max_connections);
+  // This and the default profile's fit are the server's configuration, not
+  // the request's form: 409, as is the server without Zeus defaults.
   if (c.world_size > can_wait) {
-    throw HttpError(400,
+    throw HttpError(409,
                     Format("JobInfo::world_size %lld: every rank of a Zeus job waits on GET "
                            "/schedule at once, each holding a connection, and this server keeps "
                            "%d for waiting ranks (ServerOptions::max_connections %d): the job "
@@ -85,7 +88,11 @@ std::optional<Reply> Service::ZeusRegisterJob(Request& r, Parked*) {
     // The default profile must fit this job's pipeline.
     solver::PlanRequest request = probe.PlanRequest();
     request.profile_name = z.profile_name;
-    coord::PlanWork(*z.profile, request);
+    try {
+      coord::PlanWork(*z.profile, request);
+    } catch (const InputError& e) {
+      throw HttpError(409, e.what(), e.field());
+    }
   }
   const std::string id =
       jobs_.CreateUnique(std::move(c), z.profile ? &*z.profile : nullptr, z.profile_csv);

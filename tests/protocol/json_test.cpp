@@ -124,5 +124,20 @@ TEST(ProtocolJson, AnIterationReportReadsBackAsWrittenAndIsChecked) {
   }
 }
 
+TEST(ProtocolJson, AnAbsentRecoveryFollowsAThresholdBelowItsDefault) {
+  const nlohmann::json base = {{"pp_degree", 2},
+                               {"dp_degree", 2},
+                               {"tp_degree", 1},
+                               {"schedule", "1f1b"},
+                               {"microbatches", 4}};
+  nlohmann::json j = base;
+  j["straggler"] = {{"threshold", 1.02}};
+  EXPECT_EQ(JobConfigFromJson(j).straggler.recover_below, 1.02);
+  j["straggler"] = {{"threshold", 1.5}};
+  EXPECT_EQ(JobConfigFromJson(j).straggler.recover_below, StragglerOptions{}.recover_below);
+  j["straggler"] = {{"threshold", 1.02}, {"recover_below", 1.01}};
+  EXPECT_EQ(JobConfigFromJson(j).straggler.recover_below, 1.01);
+}
+
 }  // namespace
 }  // namespace joulepipe::protocol

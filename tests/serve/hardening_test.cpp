@@ -40,7 +40,7 @@ TEST_F(ServeTest, AProfileNamingAHugeStageIdCostsNothing) {
       "stage,instruction,frequency,time,energy\n"
       "2147483646,forward,1410,0.01,2.5\n";
   auto start = std::chrono::steady_clock::now();
-  ExpectError(PutProfile("j", tiny), 400, "over the largest stage id", nullptr);
+  ExpectError(PutProfile("j", tiny), 422, "over the largest stage id", nullptr);
   EXPECT_LT(SecondsSince(start), 2.0);
   // The largest id allowed, beside real rows: refused for not fitting the
   // job, with the missing ids as ranges, not a megabyte of them.
@@ -49,7 +49,7 @@ TEST_F(ServeTest, AProfileNamingAHugeStageIdCostsNothing) {
   start = std::chrono::steady_clock::now();
   const HttpResponse r = PutProfile("j", csv);
   EXPECT_LT(SecondsSince(start), 2.0);
-  ExpectError(r, 400, "stages 2..1048574", "JobConfig::pp_degree");
+  ExpectError(r, 422, "stages 2..1048574", "JobConfig::pp_degree");
   EXPECT_LT(r.body.size(), 2000u) << r.body.size();
   EXPECT_LT(ResidentKb() - before_kb, 50 * 1024) << "kB grown";
   EXPECT_EQ(Get("/healthz").status, 200);
@@ -213,7 +213,7 @@ TEST_F(ServeTest, OneRanksBogusIterationsAreRefusedAndDetectionGoesOn) {
     for (int rank = 0; rank < 4; ++rank) ASSERT_EQ(report(rank, i, t).status, 200);
   }
   for (int k = 0; k < 16; ++k) {
-    ExpectError(report(3, 1'000'000'000'000LL - k, t), 400, "from job j's current iteration",
+    ExpectError(report(3, 1'000'000'000'000LL - k, t), 409, "from job j's current iteration",
                 "IterationReport::iteration");
   }
   int version = 1;

@@ -73,7 +73,7 @@ TEST_F(ServeTest, JobLifecycle) {
   ExpectError(Post("/jobs/job-a/ranks", Rank(3, 1, 0)), 409,
               "rank 3 is already registered with job job-a with other information",
               "RankInfo::rank");
-  ExpectError(Post("/jobs/job-a/ranks", Rank(9, 0, 0)), 400, "RankInfo::rank must be 0..3",
+  ExpectError(Post("/jobs/job-a/ranks", Rank(9, 0, 0)), 409, "RankInfo::rank must be 0..3",
               "RankInfo::rank");
   json bad_clock = Rank(0, 0, 0);
   bad_clock["available_frequencies"] = {1410, 0};
@@ -81,7 +81,7 @@ TEST_F(ServeTest, JobLifecycle) {
 
   // No plan yet: wait_s=0 answers 204 at once.
   EXPECT_EQ(Get("/jobs/job-a/plan?rank=0&wait_s=0").status, 204);
-  ExpectError(Get("/jobs/job-a/plan?rank=7&wait_s=0"), 400, "rank 7 is not registered",
+  ExpectError(Get("/jobs/job-a/plan?rank=7&wait_s=0"), 409, "rank 7 is not registered",
               "PlanQuery::rank");
   ExpectError(Get("/jobs/job-a/plan?wait_s=0"), 400, "PlanQuery::rank is missing",
               "PlanQuery::rank");
@@ -151,7 +151,7 @@ TEST_F(ServeTest, BadInputIsRefusedWithPreciseMessages) {
   ExpectError(Http(port(), "POST", "/jobs", ""), 400, "has no body", nullptr);
   json body = JobBody("w", 2, 2);
   body["world_size"] = 5;
-  ExpectError(Post("/jobs", body), 400, "JobConfig::world_size must be pp_degree x dp_degree",
+  ExpectError(Post("/jobs", body), 422, "JobConfig::world_size must be pp_degree x dp_degree",
               "JobConfig::world_size");
   body = JobBody("w", 2, 2);
   body["schedule"] = "zigzag";
@@ -165,12 +165,26 @@ TEST_F(ServeTest, BadInputIsRefusedWithPreciseMessages) {
   ExpectError(Post("/jobs", body), 400, "JobConfig has no member \"microbatchez\"", "JobConfig");
   body = JobBody("w", 2, 2);
   body["schedule"] = "interleaved";
-  ExpectError(Post("/jobs", body), 400, "JobConfig::chunks", "JobConfig::chunks");
+  ExpectError(Post("/jobs", body), 422, "JobConfig::chunks", "JobConfig::chunks");
   body = JobBody("w", 2, 2);
   body["straggler"] = {{"threshold", 0.5}};
   ExpectError(Post("/jobs", body), 400, "StragglerOptions::threshold",
               "StragglerOptions::threshold");
+  // A rule between members is 422 (each member is within its schema range);
+  // an absent recover_below follows a threshold below its default.
+  body = JobBody("w", 2, 2);
+  body["straggler"] = {{"threshold", 1.02}, {"recover_below", 1.03}};
+  ExpectError(Post("/jobs", body), 422,
+              "recover_below must be 1..StragglerOptions::threshold (1.02)",
+              "StragglerOptions::recover_below");
+  body = JobBody("low-threshold", 2, 2);
+  body["straggler"] = {{"threshold", 1.02}};
+  EXPECT_EQ(Post("/jobs", body).status, 200);
   ExpectError(Post("/jobs", JobBody("a/b", 2, 2)), 400, "JobConfig::job_id must be",
+              "JobConfig::job_id");
+  // '%' would start an escape in the job's path: "a%2Bb" could never be
+  // addressed as itself (schemathesis ST302).
+  ExpectError(Post("/jobs", JobBody("a%2Bb", 2, 2)), 400, "without spaces, '/' or '%'",
               "JobConfig::job_id");
 
   ExpectError(Get("/jobs/none"), 404, "no job 'none'", nullptr);
@@ -195,7 +209,7 @@ TEST_F(ServeTest, BadInputIsRefusedWithPreciseMessages) {
       400, "IterationReport::energy_j", "IterationReport::energy_j");
   ExpectError(Post("/jobs/j/iterations", {{"rank", 0}, {"iteration", -1}, {"time_s", 1}}), 400,
               "IterationReport::iteration counts from 0", "IterationReport::iteration");
-  ExpectError(Post("/jobs/j/iterations", {{"rank", 5}, {"iteration", 0}, {"time_s", 1}}), 400,
+  ExpectError(Post("/jobs/j/iterations", {{"rank", 5}, {"iteration", 0}, {"time_s", 1}}), 409,
               "rank 5 is not registered", "IterationReport::rank");
   EXPECT_EQ(Post("/jobs/j/iterations",
                  {{"rank", 0}, {"iteration", 0}, {"time_s", 1}, {"energy_j", nullptr}})
@@ -205,11 +219,11 @@ TEST_F(ServeTest, BadInputIsRefusedWithPreciseMessages) {
   // Profiles: a CSV error names the line; a profile of the wrong stage
   // count names the job's pp_degree.
   ExpectError(PutProfile("j", "stage,instruction,frequency,time,energy\n0,forward,1410,abc,1\n"),
-              400, "the uploaded profile", nullptr);
+              422, "the uploaded profile", nullptr);
   std::string one_stage =
       "stage,instruction,frequency,time,energy\n"
       "0,forward,1410,0.01,2.6\n0,backward,1410,0.02,5.2\n";
-  ExpectError(PutProfile("j", one_stage), 400, "", "JobConfig::pp_degree");
+  ExpectError(PutProfile("j", one_stage), 422, "", "JobConfig::pp_degree");
   EXPECT_EQ(Get("/jobs/j").Json().at("has_profile"), false);  // nothing half-written
 }
 
@@ -473,14 +487,14 @@ TEST_F(ServeTest, ZeusClientFlow) {
               "ProfilingResult::iter_time");
   ExpectError(
       Post("/result/" + encoded, {{"rank", 0}, {"iter_time", {0.2, 0.2}}, {"iter_energy", {1.0}}}),
-      400, "ProfilingResult::iter_energy has 1 entries but iter_time has 2",
+      422, "ProfilingResult::iter_energy has 1 entries but iter_time has 2",
       "ProfilingResult::iter_energy");
   EXPECT_EQ(Get("/jobs/" + encoded).Json().at("completed_iterations"), 3);  // nothing applied
 
   // JobInfo's own rules.
   json bad = info;
   bad["world_size"] = 3;
-  ExpectError(Post("/register_job", bad), 400, "JobInfo::world_size must be pp_degree x",
+  ExpectError(Post("/register_job", bad), 422, "JobInfo::world_size must be pp_degree x",
               "JobInfo::world_size");
   bad = info;
   bad["job_id"] = "mine";
@@ -488,7 +502,7 @@ TEST_F(ServeTest, ZeusClientFlow) {
   bad = info;
   bad["pp_degree"] = 4;
   bad["world_size"] = 4;
-  ExpectError(Post("/register_job", bad), 400, "", "JobInfo::pp_degree");  // profile has 2
+  ExpectError(Post("/register_job", bad), 409, "", "JobInfo::pp_degree");  // profile has 2
   ExpectError(Get("/schedule/" + encoded), 400, "ScheduleQuery::rank is missing",
               "ScheduleQuery::rank");
 }
@@ -525,7 +539,7 @@ TEST_F(ServeTest, ZeusRegistrationNeedsDefaults) {
                                      {"dp_degree", 1},
                                      {"tp_degree", 1},
                                      {"world_size", 1}}),
-              400, "no schedule for Zeus-registered jobs", "ZeusDefaults::microbatches");
+              409, "no schedule for Zeus-registered jobs", "ZeusDefaults::microbatches");
 }
 
 // ---- Persistence -----------------------------------------------------------------

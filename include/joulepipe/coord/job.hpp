@@ -80,9 +80,11 @@ class JobStateError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// A rank that conflicts with what is registered (the same rank with other
-// information, or another rank at its coordinates): an InputError naming
-// RankInfo::rank that a service answers with 409, not 400.
+// A request valid on its own that conflicts with the job as registered: a
+// rank number or coordinate outside the job's shape, the same rank with other
+// information, another rank at its coordinates, or a rank the job does not
+// know. An InputError naming the field, that a service answers with 409 (the
+// job's state decides, not the request's form), not 400.
 class RankConflictError : public model::InputError {
  public:
   using model::InputError::InputError;

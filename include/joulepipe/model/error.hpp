@@ -36,6 +36,20 @@ inline void Require(bool ok, const char* field, const std::string& message) {
   if (!ok) throw InputError(field, message);
 }
 
+// An input whose fields are each in range but break a rule between fields
+// (world_size = pp x dp x tp, recover_below <= threshold, a schedule's shape).
+// An InputError everywhere (the CLI's exit 2, Python's ValueError); a service
+// answers it with 422, not 400, because a schema of each field's type and
+// range, such as docs/openapi.yaml, cannot state such a rule.
+class InconsistentInputError : public InputError {
+ public:
+  using InputError::InputError;
+};
+
+inline void RequireConsistent(bool ok, const char* field, const std::string& message) {
+  if (!ok) throw InconsistentInputError(field, message);
+}
+
 // A long task (plan, simulate) was cancelled through its cancel flag. Nothing
 // it would have written exists.
 class Cancelled : public std::runtime_error {
