@@ -304,20 +304,35 @@ class Session:
         self._coordinated.start()
         self._drain_coordinated_log()  # the line that says what runs, or why not
 
+    _CSV_HEADER = ("iteration,time_s,pipeline_time_s,energy_j,avg_power_w,tokens_per_s,"
+                   "j_per_token,approximate,plan_version,clocks_applied\n")
+
     def _open_log(self, path: str) -> None:
+        """Appends: a resumed run continues its log, never truncates it. A
+        CSV gets its header once, and one with other columns is left alone."""
+        jsonl = path.endswith(".jsonl")
         try:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
             # Private to the user, like every file joulepipe creates
             # (model::kPrivateFileMode); an existing log keeps its mode.
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+            if not jsonl and os.fstat(fd).st_size > 0:
+                first = os.pread(fd, len(self._CSV_HEADER), 0).decode("utf-8", "replace")
+                if first != self._CSV_HEADER:
+                    os.close(fd)
+                    self._note(f"the iteration log {path} is there with other columns; it is "
+                               "left as it is and no log is written: name another file")
+                    return
+                header = False
+            else:
+                header = not jsonl
             self._file = os.fdopen(fd, "w", buffering=1)
-            self._file_jsonl = path.endswith(".jsonl")
+            self._file_jsonl = jsonl
         except OSError as error:
             self._note(f"cannot write the iteration log {path}: {error.strerror}")
             return
-        if not path.endswith(".jsonl"):
-            self._file.write("iteration,time_s,pipeline_time_s,energy_j,avg_power_w,tokens_per_s,"
-                             "j_per_token,approximate,plan_version,clocks_applied\n")
+        if header:
+            self._file.write(self._CSV_HEADER)
 
     def _fail(self, why: str) -> None:
         """Default clocks from now on, said once."""

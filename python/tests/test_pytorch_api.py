@@ -102,6 +102,24 @@ def test_measure_logs_energy_per_step_through_logging(tmp_path):
     assert calls(tmp_path) == []  # measure never touches clocks
 
 
+def test_a_second_run_appends_to_its_log_and_leaves_a_foreign_one_alone(tmp_path):
+    """A resumed run continues the iteration log (issue 43, item 2): a CSV
+    keeps one header and both runs' rows; a file with other columns is left
+    as it is, with a note."""
+    (tmp_path / "other.csv").write_text("step,loss\n0,2.5\n")
+    r, stderr = run_child(tmp_path, """
+        train(jp.Energy("measure", log_path="energy.csv"), steps=2)
+        train(jp.Energy("measure", log_path="energy.csv"), steps=3)
+        train(jp.Energy("measure", log_path="other.csv"), steps=1)
+        out(None)
+    """)
+    lines = (tmp_path / "energy.csv").read_text().splitlines()
+    assert lines[0].startswith("iteration,time_s,") and len(lines) == 1 + 2 + 3, lines
+    assert [l.split(",")[0] for l in lines[1:]] == ["0", "1", "0", "1", "2"]
+    assert (tmp_path / "other.csv").read_text() == "step,loss\n0,2.5\n"
+    assert "other.csv is there with other columns" in stderr, stderr
+
+
 def test_measure_follows_the_programs_logging_configuration(tmp_path):
     r, stderr = run_child(tmp_path, """
         import logging
