@@ -328,7 +328,9 @@ def main():
     joulepipe_on = args.joulepipe != "off"
     exiting_early = False  # --exit-interval: leave as Megatron-LM does, past every cleanup
     if joulepipe_on:
-        jpm.enable_from_args(args, tokens_per_iteration=tokens_per_iteration, log=print_rank_log)
+        # tokens/s from each schedule call's own batch (microbatches x
+        # micro-batch size x sequence length x data-parallel size).
+        jpm.enable_from_args(args, log=print_rank_log)
     try:
         # Obtained AFTER enable: joulepipe's hooks wrap megatron's schedule
         # functions (and forward_step / backward_step), so the function looked
@@ -390,10 +392,8 @@ def main():
             if device == "cuda":
                 torch.cuda.synchronize()
             report("train", iteration, loss, time.perf_counter() - start)
-            if joulepipe_on:
-                summary = jpm.last_iteration_summary()
-                if summary is not None:
-                    print_rank_log(summary)
+            # joulepipe logs the iteration's line itself (through `log`) once
+            # the optimizer has stepped.
 
             if args.exit_interval and iteration == args.exit_interval:
                 exiting_early = True

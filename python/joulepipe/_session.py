@@ -91,6 +91,16 @@ class Topology:
     tp: int = 1
 
 
+def tensorboard_scalars(r: "IterationRecord") -> List[Tuple[str, float]]:
+    """The scalars an iteration's record writes to a TensorBoard-like writer,
+    at the iteration's number as its step."""
+    tags = [("joulepipe/energy-per-gpu-j", r.energy_j), ("joulepipe/power-per-gpu-w", r.avg_power_w),
+            ("joulepipe/plan-version", r.plan_version)]
+    if r.predicted_saving is not None:
+        tags.append(("joulepipe/predicted-saving", r.predicted_saving))
+    return tags
+
+
 @dataclass
 class IterationRecord:
     iteration: int
@@ -105,9 +115,13 @@ class IterationRecord:
     clocks_applied: int
     predicted_saving: Optional[float] = None
     extra: Dict[str, Any] = field(default_factory=dict)
+    rank: Optional[int] = None  # the job's rank, in a job of more than one
 
     def summary(self) -> str:
-        parts = [f"joulepipe: iteration {self.iteration}", f"{self.time_s * 1e3:.1f} ms"]
+        parts = [f"joulepipe: iteration {self.iteration}"]
+        if self.rank is not None:
+            parts.append(f"rank {self.rank}")
+        parts.append(f"{self.time_s * 1e3:.1f} ms")
         if self.energy_j is not None:
             parts.append(f"{self.energy_j:.3f} J/iter/GPU{' (approx.)' if self.approximate else ''}")
             parts.append(f"{self.avg_power_w:.1f} W/GPU")
@@ -141,6 +155,8 @@ class Session:
 
         # Iteration state.
         self._iteration = 0
+        self._number: Optional[int] = None  # the framework's count of the open iteration
+        self._pipeline_done = False
         self._open = False
         self._t0 = 0.0
         self._pipeline_time = 0.0
@@ -376,10 +392,15 @@ class Session:
                            f"microbatches, {chunks} chunks); the plan no longer fits")
             self._shape = {"schedule": schedule, "microbatches": microbatches, "chunks": chunks}
 
-    def iteration_begin(self) -> None:
+    def iteration_begin(self, number: Optional[int] = None) -> None:
+        """`number`: the iteration as the training framework counts it (its
+        logs, its TensorBoard steps, a resume included); the session's own
+        count, from 0, when None. Coordination always uses its own count."""
         if self._open:
             self.iteration_end()
         self._open = True
+        self._pipeline_done = False
+        self._number = number
         if self._monitor is not None:
             try:
                 self._monitor.begin("joulepipe.iteration")
@@ -418,6 +439,7 @@ class Session:
         """The iteration's forwards and backwards are done (before the optimizer)."""
         if not self._open:
             return
+        self._pipeline_done = True
         self._pipeline_time = time.perf_counter() - self._t0
         if self._coordinated is not None:
             self._coordinated.on_step_end()  # the agent's, then this iteration's report
@@ -431,6 +453,12 @@ class Session:
             self._coordinate()
         except Exception as error:  # never into training
             self._fail(f"coordination failed: {type(error).__name__}: {error}")
+
+    @property
+    def pipeline_done(self) -> bool:
+        """An iteration is open and its forwards and backwards are done: what
+        is left of it is the optimizer step."""
+        return self._open and self._pipeline_done
 
     def iteration_end(self) -> Optional[IterationRecord]:
         if not self._open:
@@ -449,8 +477,10 @@ class Session:
         tokens = self.options.tokens_per_iteration
         stats = self._agent.stats() if self._agent is not None else {}
         applied = stats.get("applied", 0)
+        number = self._number
         record = IterationRecord(
-            iteration=self._iteration, time_s=elapsed, pipeline_time_s=self._pipeline_time,
+            iteration=self._iteration if number is None else number, time_s=elapsed,
+            pipeline_time_s=self._pipeline_time,
             energy_j=energy, avg_power_w=(energy / elapsed if energy is not None and elapsed > 0
                                           else None),
             tokens_per_s=tokens / elapsed if tokens and elapsed > 0 else None,
@@ -458,7 +488,8 @@ class Session:
                          else None),
             approximate=approximate, plan_version=self._running_version,
             clocks_applied=applied - self._last_applied,
-            predicted_saving=self._predicted_saving)
+            predicted_saving=self._predicted_saving,
+            rank=self.topo.rank if self.topo.world_size > 1 else None)
         self._last_applied = applied
         self._iteration += 1
         self.records.append(record)
@@ -769,12 +800,12 @@ class Session:
             except Exception:
                 _logger.debug("_write: error ignored", exc_info=True)
         if self._writer is not None and r.energy_j is not None:
-            try:  # Megatron's --log-energy names, plus joulepipe's own
-                self._writer.add_scalar("iter-energy/gpu", r.energy_j, r.iteration)
-                self._writer.add_scalar("power/gpu", r.avg_power_w, r.iteration)
-                if r.predicted_saving is not None:
-                    self._writer.add_scalar("joulepipe/saving", r.predicted_saving, r.iteration)
-                self._writer.add_scalar("joulepipe/plan", r.plan_version, r.iteration)
+            # joulepipe's own tags only: Megatron-LM's --log-energy writes
+            # iter-energy/gpu and power/gpu, and two writers of one tag at
+            # one step make a curve neither meant.
+            try:
+                for tag, value in tensorboard_scalars(r):
+                    self._writer.add_scalar(tag, value, r.iteration)
             except Exception:
                 _logger.debug("f: error ignored", exc_info=True)
 

@@ -356,3 +356,54 @@ def test_cpu_emulation_needs_no_pynvml(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert 0.015 < float(proc.stdout) < 2, proc.stdout  # 20 ms at the max clock, x max/current
+
+
+# ---- as Megatron-LM's train() runs it (issue 43) --------------------------------------------
+
+
+def megatron_lm_loop(tmp_path, *args):
+    """The example under torchrun as Megatron-LM's train() drives it, with the
+    megatron.training stand-in on the path (megatron_lm_loop.py)."""
+    from build_paths import PYTHON_DIR
+
+    standin = REPO / "python" / "tests" / "megatron_lm_standin"
+    runner = shutil.which("torchrun")
+    cmd = ([runner] if runner else [sys.executable, "-m", "torch.distributed.run"]) + [
+        "--standalone", "--nproc-per-node", "2", REPO / "python" / "tests" / "megatron_lm_loop.py",
+        "--pp", "2", "--timeout-s", "60", *args]
+    env = env_for(tmp_path)
+    env["PYTHONPATH"] = f"{standin}:{PYTHON_DIR}:{env.get('PYTHONPATH', '')}"
+    proc = subprocess.run([str(c) for c in cmd], env=env, capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return proc.stdout + proc.stderr
+
+
+def test_megatron_lm_numbering_log_interval_rampup_and_tensorboard(tmp_path):
+    """A resumed run (Megatron's curr_iteration from 5) with --log-interval 2
+    and a batch-size rampup of 2 then 4 microbatches: joulepipe's iterations
+    are Megatron's 6..9, a line every second iteration carrying its rank,
+    tokens/s from each iteration's own batch, and TensorBoard scalars under
+    joulepipe's own tags at Megatron's steps; the log appended to."""
+    log = tmp_path / "energy-{rank}.jsonl"
+    (tmp_path / "energy-0.jsonl").write_text('{"iteration": 5, "from": "the run before"}\n')
+    out = megatron_lm_loop(tmp_path, "--resume-at", "5", "--log-interval", "2", "--rampup", "2",
+                           "--scalars", tmp_path / "scalars-{rank}.jsonl", "--iterations", "4",
+                           "--joulepipe", "measure", "--joulepipe-log", log)
+    for rank in (0, 1):
+        rows = [json.loads(l) for l in (tmp_path / f"energy-{rank}.jsonl").read_text().splitlines()]
+        if rank == 0:
+            assert rows[0] == {"iteration": 5, "from": "the run before"}  # appended, not truncated
+            rows = rows[1:]
+        assert [r["iteration"] for r in rows] == [6, 7, 8, 9]
+        # 2 then 4 microbatches x 2 sequences x 32 tokens (dp 1).
+        assert [round(r["tokens_per_s"] * r["time_s"]) for r in rows] == [128, 256, 256, 256]
+        lines = [l for l in out.splitlines() if l.startswith(f"[rank {rank}] joulepipe: iteration")]
+        assert [l.split("|")[0].split()[-1] for l in lines] == ["6", "8"], out
+        assert all(f"| rank {rank} |" in l for l in lines), lines
+        scalars = [json.loads(l) for l in
+                   (tmp_path / f"scalars-{rank}.jsonl").read_text().splitlines()]
+        assert {s["tag"] for s in scalars} == {"joulepipe/energy-per-gpu-j",
+                                               "joulepipe/power-per-gpu-w",
+                                               "joulepipe/plan-version"}
+        assert sorted({s["step"] for s in scalars}) == [6, 7, 8, 9]

@@ -14,7 +14,8 @@ What ``enable`` does: it wraps megatron-core's pipeline schedules
 ``..._pipelining_with_interleaving``: one call is one training iteration's
 forwards and backwards) and its ``forward_step`` / ``backward_step``, which
 the schedules look up as module globals at call time. It touches nothing
-else, and ``disable()`` puts every original back. The session (measurement,
+else but a torch optimizer-step hook (below), and ``disable()`` puts every
+original back and removes the hook. The session (measurement,
 profiler, plan) starts at the first training schedule call, when Megatron's
 parallel state exists, so ``enable`` may be called before or after
 ``initialize_model_parallel``.
@@ -22,8 +23,16 @@ parallel state exists, so ``enable`` may be called before or after
 * A forward is identified by ``current_microbatch`` and, in the interleaved
   schedule, ``vp_stage`` (its model chunk); a backward by the output tensor
   the schedule hands it, which is the object the forward returned.
-* Evaluation passes (``forward_only=True``) run untouched: no clock, no
-  measurement, and the plan is not disturbed.
+* An iteration's window runs from its schedule call to the first optimizer
+  step after its backwards (torch's global optimizer-step hook: Megatron-LM's
+  optimizers step a torch optimizer inside theirs). Evaluation passes
+  (``forward_only=True``), checkpointing and teardown are in no window:
+  no clock, no measurement, and the plan is not disturbed.
+* Under Megatron-LM's ``train()`` (``megatron.training``), iterations carry
+  its numbers (``args.curr_iteration + 1``, counting on after ``--load``),
+  lines follow its ``--log-interval``, tokens/s its current batch (a
+  batch-size rampup included), and its TensorBoard and W&B writers get
+  joulepipe's own tags (``joulepipe/...``), never one it writes itself.
 * An iteration that Megatron's rerun machinery repeats is simply one more
   schedule call; the plan restarts at its first instruction.
 * The MoE ``combined_1f1b`` path calls neither hook: its iterations are
@@ -72,6 +81,9 @@ class _State:
         self.forwards: Dict[int, tuple] = {}  # id(output tensor) -> (microbatch, chunk)
         self.next_microbatch: Dict[int, int] = {}
         self.last_record: Optional[IterationRecord] = None
+        self.log_interval = 1  # Megatron's --log-interval, read at the first iteration
+        self.auto_tokens = True  # tokens per iteration from each schedule call
+        self.optimizer_hook: Any = None  # torch's global optimizer-step hook, removed at disable
 
 
 _state: Optional[_State] = None
@@ -108,10 +120,15 @@ def enable(mode: str = "measure", *, plan: Optional[str] = None,
     run). max_slowdown: iteration time the plan may add (1.0: none).
     control: "auto" (the joulepiped socket if it exists, else NVML directly),
     "daemon" or "nvml". tokens_per_iteration: for tokens/s and J/token
-    (default: Megatron's global batch x sequence length when
-    ``megatron.training`` is there). log: one line per event and iteration
-    (default: print on stderr). writer: a TensorBoard-like ``add_scalar``
-    writer (default: Megatron's, when it exists).
+    (default: each iteration's own batch, microbatches x micro-batch size x
+    sequence length x data-parallel size from the schedule call, so a
+    batch-size rampup is counted as it runs). log: one line per event and
+    per iteration, every --log-interval iterations under Megatron-LM
+    (default: print on stderr). Iterations are numbered as Megatron-LM
+    numbers them when its training loop runs (a resume counts on). writer:
+    a TensorBoard-like ``add_scalar`` writer (default: Megatron's, when it
+    exists), given joulepipe's own tags (joulepipe/...), never one Megatron
+    writes.
 
     Idempotent: enabling again with the same options does nothing; with
     other options it restarts joulepipe with them.
@@ -139,6 +156,7 @@ def enable(mode: str = "measure", *, plan: Optional[str] = None,
     from megatron.core.pipeline_parallel import schedules
 
     state = _State(options, log or default_log(), writer)
+    state.auto_tokens = not tokens_per_iteration
     state.module = schedules
     for name in _SCHEDULES:
         original = getattr(schedules, name)
@@ -148,6 +166,13 @@ def enable(mode: str = "measure", *, plan: Optional[str] = None,
         original = getattr(schedules, name)
         state.originals[name] = original
         setattr(schedules, name, wrap(original))
+    # An iteration's window ends with its optimizer step (Megatron-LM's
+    # optimizers step a torch optimizer inside theirs), so evaluation,
+    # checkpointing and teardown after it are in no iteration's window.
+    import torch.optim.optimizer as torch_optimizer
+
+    state.optimizer_hook = torch_optimizer.register_optimizer_step_post_hook(
+        _after_optimizer_step)
     _state = state
     global _exit_hook
     if not _exit_hook:
@@ -174,15 +199,18 @@ def disable() -> None:
         return
     for name, original in state.originals.items():
         setattr(state.module, name, original)
+    if state.optimizer_hook is not None:
+        state.optimizer_hook.remove()
     if state.session is not None:
         _end_iteration(state)  # the last iteration, if still open
         state.session.close()
 
 
 def iteration_end() -> Optional[IterationRecord]:
-    """Ends the current iteration's measurement now (call it after the
-    optimizer step for exact iteration windows; otherwise the next
-    iteration's start ends it). Returns its record."""
+    """Ends the current iteration's measurement now. An optimizer step
+    after the iteration's forwards and backwards ends it on its own (else
+    the next iteration's start does); call this to end it elsewhere.
+    Returns its record (None when no iteration is open)."""
     if _state is None or _state.session is None:
         return None
     return _end_iteration(_state)
@@ -203,12 +231,28 @@ def _end_iteration(state: _State, say: bool = True) -> Optional[IterationRecord]
     record = state.session.iteration_end()
     if record is not None:
         state.last_record = record
-        if say:
+        # A line when Megatron writes its own (iteration % --log-interval);
+        # the log file and TensorBoard get every iteration.
+        if say and record.iteration % state.log_interval == 0:
             state.log(record.summary())
     return record
 
 
 # ---- the wrappers --------------------------------------------------------------
+
+
+def _after_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+    """torch's hook after any optimizer's step: ends a training iteration
+    whose forwards and backwards are done (the first step after them, when a
+    job steps several optimizers)."""
+    state = _state
+    if state is None or state.active or state.session is None:
+        return
+    try:
+        if state.session.pipeline_done:
+            _end_iteration(state)
+    except Exception:
+        _logger.debug("_after_optimizer_step: error ignored", exc_info=True)
 
 
 def _start_session(state: _State) -> Optional[Session]:
@@ -220,11 +264,12 @@ def _start_session(state: _State) -> Optional[Session]:
         exchange = (TorchExchange(state.options.coordination_timeout_s)
                     if topology.world_size > 1 and state.options.mode != "measure"
                     and not state.options.plan else LocalExchange())
-        options = state.options
-        if not options.tokens_per_iteration:
-            options.tokens_per_iteration = _megatron_tokens_per_iteration()
+        args = _megatron_args()
+        interval = getattr(args, "log_interval", None)
+        if isinstance(interval, int) and interval > 0:
+            state.log_interval = interval
         writer = state.writer if state.writer is not None else _megatron_writer()
-        return Session(options, topology, exchange, state.log, writer)
+        return Session(state.options, topology, exchange, state.log, writer)
     except Exception as error:
         state.session_failed = True
         state.log(f"joulepipe: could not start ({type(error).__name__}: {error}); "
@@ -245,9 +290,13 @@ def _wrap_schedule(original: Callable, schedule: str) -> Callable:
             return original(*args, **kwargs)
         model = kwargs.get("model")
         chunks = len(model) if isinstance(model, (list, tuple)) else 1
-        s.set_shape(schedule, int(kwargs.get("num_microbatches", 1)), chunks)
+        microbatches = int(kwargs.get("num_microbatches", 1))
+        s.set_shape(schedule, microbatches, chunks)
         _end_iteration(state)  # the previous iteration, when the loop did not end it
-        s.iteration_begin()
+        if state.auto_tokens:
+            # This iteration's batch: it grows through a batch-size rampup.
+            s.options.tokens_per_iteration = _tokens(kwargs, microbatches)
+        s.iteration_begin(_megatron_iteration())
         state.forwards.clear()
         state.next_microbatch.clear()
         state.active = True
@@ -335,20 +384,67 @@ def _topology() -> Topology:
     return topology
 
 
-def _megatron_tokens_per_iteration() -> float:
+def _megatron_args() -> Any:
+    """Megatron-LM's parsed arguments, or None (megatron.training absent, as
+    in the megatron-core wheel, or not initialised)."""
     try:
         from megatron.training import get_args
 
-        args = get_args()
-        return float(args.global_batch_size * args.seq_length)
+        return get_args()
+    except Exception:
+        return None
+
+
+def _megatron_iteration() -> Optional[int]:
+    """The iteration about to run, numbered as Megatron-LM logs it (its
+    ``iteration N/M`` line and TensorBoard step: args.curr_iteration + 1,
+    counting on from a checkpoint after --load); None outside its loop."""
+    current = getattr(_megatron_args(), "curr_iteration", None)
+    return current + 1 if isinstance(current, int) else None
+
+
+def _tokens(kwargs: Dict[str, Any], microbatches: int) -> float:
+    """Tokens this iteration trains on, from the schedule call itself:
+    microbatches x micro-batch size x sequence length x data-parallel size
+    (without context parallelism: its ranks share a sequence). 0 if the
+    call does not say."""
+    try:
+        seq_length = int(kwargs["seq_length"])
+        micro_batch = int(kwargs["micro_batch_size"])
+        from megatron.core import parallel_state as ps
+
+        dp = ps.get_data_parallel_world_size() if ps.model_parallel_is_initialized() else 1
+        return float(microbatches * micro_batch * seq_length * dp)
     except Exception:
         return 0.0
 
 
+class _Writers:
+    """Megatron-LM's TensorBoard writer and its Weights & Biases one (the
+    wandb module, ``log(dict, step)``) behind one ``add_scalar``. joulepipe
+    writes an iteration's scalars after Megatron has logged that iteration,
+    so the steps it gives W&B never go back."""
+
+    def __init__(self, tensorboard: Any, wandb: Any) -> None:
+        self.tensorboard = tensorboard
+        self.wandb = wandb
+
+    def add_scalar(self, tag: str, value: float, step: int) -> None:
+        if self.tensorboard is not None:
+            self.tensorboard.add_scalar(tag, value, step)
+        if self.wandb is not None:
+            self.wandb.log({tag: value}, step)
+
+
 def _megatron_writer() -> Any:
     try:
-        from megatron.training.global_vars import get_tensorboard_writer
-
-        return get_tensorboard_writer()
+        from megatron.training import global_vars
     except Exception:
         return None
+    writers = []
+    for name in ("get_tensorboard_writer", "get_wandb_writer"):
+        try:
+            writers.append(getattr(global_vars, name)())
+        except Exception:
+            writers.append(None)
+    return _Writers(*writers) if any(w is not None for w in writers) else None
