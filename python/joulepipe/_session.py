@@ -157,6 +157,8 @@ class Session:
         self._iteration = 0
         self._number: Optional[int] = None  # the framework's count of the open iteration
         self._pipeline_done = False
+        self._off_shape = False  # this iteration's shape is not the job's (set_shape)
+        self._hooks_in_shape: Any = None  # the hooks, while off-shape
         self._open = False
         self._t0 = 0.0
         self._pipeline_time = 0.0
@@ -180,7 +182,9 @@ class Session:
         # Seconds the training thread spent on coordination per iteration.
         self.coordination_wait_s: List[float] = []
         self._predicted_saving: Optional[float] = None
-        self._shape: Optional[Dict[str, Any]] = None  # schedule, microbatches, chunks
+        self._shape: Optional[Dict[str, Any]] = None  # the job's: schedule, microbatches, chunks
+        self._expected_shape: Optional[Dict[str, Any]] = None  # expect_shape()'s
+        self._plan_shape: Optional[Dict[str, Any]] = None  # a plan file's
         self._phase = "measure"  # measure | profile | planning | execute
         self._coordinator: Any = None  # rank 0, embedded: the job's CoordJob
         self.refused_reports = 0  # rank 0: round reports the policy refused (dropped)
@@ -254,7 +258,7 @@ class Session:
             self._fail(f"the clock agent could not start: {error}")
             return
         self._control = control
-        self._hooks = self._agent
+        self._set_hooks(self._agent)
         # From here on the GPU's clocks may change: every way out of the
         # process gives them back (_guard.py).
         _guard.watch(self)
@@ -271,7 +275,7 @@ class Session:
             # boundary, in the loop's order (runtime/coordinated_plan.hpp).
             self._coordinated = _core.CoordinatedPlan.in_process(self._agent, self.topo.rank,
                                                                  through=control)
-            self._hooks = self._coordinated
+            self._set_hooks(self._coordinated)
         if self.options.profile:
             try:
                 with open(self.options.profile) as f:
@@ -310,12 +314,12 @@ class Session:
         except (OSError, ValueError) as error:
             self._fail(f"cannot use the plan {path}: {error}")
             return
-        self._shape = {"schedule": plan.schedule, "microbatches": plan.microbatches,
-                       "chunks": plan.chunks}
+        self._plan_shape = {"schedule": plan.schedule, "microbatches": plan.microbatches,
+                            "chunks": plan.chunks}
         self._coordinated = _core.CoordinatedPlan.from_plan(
             self._agent, plan, path, self.topo.rank, stage=self.topo.pp_rank,
             stages=self.topo.pp, through=self._control)
-        self._hooks = self._coordinated
+        self._set_hooks(self._coordinated)
         self._phase = "execute"
         self._coordinated.start()
         self._drain_coordinated_log()  # the line that says what runs, or why not
@@ -367,7 +371,7 @@ class Session:
             except Exception:
                 _logger.debug("_fail: error ignored", exc_info=True)
             self._coordinated = None
-            self._hooks = self._agent
+            self._set_hooks(self._agent)
         if self._agent is not None:
             try:
                 self._agent.disable()
@@ -376,21 +380,64 @@ class Session:
 
     # ---- hooks ---------------------------------------------------------------
 
+    def expect_shape(self, schedule: str, microbatches: int, chunks: int) -> None:
+        """The shape the job will settle on (e.g. the final batch of a
+        batch-size rampup), before its first iteration: iterations of
+        another shape until then are off-shape (set_shape)."""
+        self._expected_shape = {"schedule": schedule, "microbatches": microbatches,
+                                "chunks": chunks}
+
+    def _set_hooks(self, hooks: Any) -> None:
+        """What the instruction hooks drive from the next in-shape iteration."""
+        if self._off_shape:
+            self._hooks_in_shape = hooks
+        else:
+            self._hooks = hooks
+
     def set_shape(self, schedule: str, microbatches: int, chunks: int) -> None:
-        """The pipeline schedule this iteration runs (from the schedule call)."""
+        """The pipeline schedule this iteration runs (from the schedule call).
+
+        The job's shape is the one expect_shape() named, else the first
+        iteration's; a plan file for another is refused then (this rank runs
+        at default clocks). An iteration of another shape (a batch-size rampup's smaller batch,
+        a loop that changes its microbatches) is off-shape: measured and
+        logged, at default clocks, without the instruction hooks or the
+        coordination rounds (which run on every rank alike: the number of
+        microbatches is the job's); the plan applies again from the first
+        iteration back in shape. Each change is said once."""
+        shape = {"schedule": schedule, "microbatches": microbatches, "chunks": chunks}
         if self._shape is None:
-            self._shape = {"schedule": schedule, "microbatches": microbatches, "chunks": chunks}
-        elif (self._shape["microbatches"] != microbatches or self._shape["chunks"] != chunks
-              or self._shape["schedule"] != schedule):
-            if self.options.plan and self.failure is None:
-                self._fail(f"the plan {self.options.plan} is for {self._shape['schedule']} with "
+            self._shape = self._expected_shape or shape
+            plan = self._plan_shape
+            if plan is not None and plan != self._shape and self.failure is None:
+                settles = ("this loop runs" if self._expected_shape is None
+                           else "this job's batch settles at")
+                self._fail(f"the plan {self.options.plan} is for {plan['schedule']} with "
+                           f"{plan['microbatches']} microbatches and {plan['chunks']} chunks; "
+                           f"{settles} {self._shape['schedule']} with "
                            f"{self._shape['microbatches']} microbatches and "
-                           f"{self._shape['chunks']} chunks; this loop runs {schedule} with "
-                           f"{microbatches} microbatches and {chunks} chunks")
-            elif self._phase in ("execute", "planning", "profile") and self.failure is None:
-                self._fail(f"the schedule changed ({self._shape} -> {schedule}, {microbatches} "
-                           f"microbatches, {chunks} chunks); the plan no longer fits")
-            self._shape = {"schedule": schedule, "microbatches": microbatches, "chunks": chunks}
+                           f"{self._shape['chunks']} chunks")
+        off = shape != self._shape
+        if off == self._off_shape:
+            return
+        self._off_shape = off
+        planned = self._shape
+        quiet = self.options.mode == "measure"  # no clock to speak of
+        if off:
+            self._hooks_in_shape, self._hooks = self._hooks, None
+            if quiet:
+                return
+            whose = f"the plan {self.options.plan} is" if self.options.plan else "joulepipe plans"
+            self._note(f"this iteration runs {schedule} with {microbatches} microbatches and "
+                       f"{chunks} chunk(s); {whose} for {planned['schedule']} with "
+                       f"{planned['microbatches']} microbatches and {planned['chunks']} "
+                       "chunk(s): such iterations run at default clocks, measured, until the "
+                       "shape is back (a batch-size rampup reaching its final batch)")
+        else:
+            self._hooks, self._hooks_in_shape = self._hooks_in_shape, None
+            if self.failure is None and not quiet:
+                self._note(f"the iterations are back to {planned['microbatches']} "
+                           "microbatches: joulepipe applies again from this one")
 
     def iteration_begin(self, number: Optional[int] = None) -> None:
         """`number`: the iteration as the training framework counts it (its
@@ -407,6 +454,8 @@ class Session:
             except Exception:
                 _logger.debug("iteration_begin: error ignored", exc_info=True)
         self._t0 = time.perf_counter()
+        if self._off_shape:
+            return
         if self._coordinated is not None:
             self._coordinated.on_step_begin()  # a waiting plan first, then the agent's
         elif self._agent is not None:
@@ -441,6 +490,9 @@ class Session:
             return
         self._pipeline_done = True
         self._pipeline_time = time.perf_counter() - self._t0
+        if self._off_shape:
+            self._observed = []  # the order recorded is an in-shape iteration's
+            return
         if self._coordinated is not None:
             self._coordinated.on_step_end()  # the agent's, then this iteration's report
         elif self._agent is not None:
@@ -486,7 +538,8 @@ class Session:
             tokens_per_s=tokens / elapsed if tokens and elapsed > 0 else None,
             j_per_token=(energy * self.topo.world_size / tokens if tokens and energy is not None
                          else None),
-            approximate=approximate, plan_version=self._running_version,
+            approximate=approximate,
+            plan_version=0 if self._off_shape else self._running_version,
             clocks_applied=applied - self._last_applied,
             predicted_saving=self._predicted_saving,
             rank=self.topo.rank if self.topo.world_size > 1 else None)
@@ -725,7 +778,7 @@ class Session:
             self._fail(f"cannot join the coordinator's job {job_id}: {error}")
             return
         self._coordinated = coordinated
-        self._hooks = coordinated
+        self._set_hooks(coordinated)
         self._phase = "execute"
         self._drain_coordinated_log()
 

@@ -30,6 +30,14 @@ ours.add_argument("--scalars", default=None)
 options, sys.argv[1:] = ours.parse_known_args()
 global_vars.ARGS.log_interval = options.log_interval
 ramp = [int(n) for n in options.rampup.split(",") if n]
+if ramp:
+    # What Megatron-LM's arguments say of a rampup: the final global batch
+    # and a --rampup-batch-size; joulepipe reads the final batch from them.
+    example_args = tiny.build_parser().parse_known_args()[0]
+    dp = 1  # the tests run pipeline parallelism only
+    global_vars.ARGS.rampup_batch_size = [ramp[0], 1, 1]
+    global_vars.ARGS.micro_batch_size = example_args.micro_batch_size
+    global_vars.ARGS.global_batch_size = example_args.microbatches * example_args.micro_batch_size * dp
 
 
 class Recorder:

@@ -407,3 +407,27 @@ def test_megatron_lm_numbering_log_interval_rampup_and_tensorboard(tmp_path):
                                                "joulepipe/power-per-gpu-w",
                                                "joulepipe/plan-version"}
         assert sorted({s["step"] for s in scalars}) == [6, 7, 8, 9]
+
+
+def test_a_plan_waits_for_the_batch_size_rampup_to_end(tmp_path):
+    """Megatron-LM's --rampup-batch-size: the first iterations run 2
+    microbatches, then the final 4 that the plan is for. Before, the plan was
+    refused at the first iteration and never applied (0 clock changes for the
+    whole run); now the small iterations run at default clocks, said once,
+    and the plan applies from the first full one."""
+    plan_dir, chosen = plan_for(tmp_path, "1f1b")
+    out = megatron_lm_loop(tmp_path, "--rampup", "2,2", "--iterations", "5",
+                           "--joulepipe", "optimize", "--joulepipe-plan", plan_dir,
+                           "--joulepipe-log", tmp_path / "energy-{rank}.jsonl")
+    assert out.count("such iterations run at default clocks") == 2, out  # once per rank
+    assert "this rank runs at default clocks" not in out, out  # no fallback
+    for rank in (0, 1):
+        rows = [json.loads(l) for l in (tmp_path / f"energy-{rank}.jsonl").read_text().splitlines()]
+        assert [r["iteration"] for r in rows] == [1, 2, 3, 4, 5]
+        assert [r["plan_version"] for r in rows] == [0, 0, 1, 1, 1], rows
+        assert all(r["clocks_applied"] == 0 for r in rows[:2]), rows
+    log = [json.loads(l) for l in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    for device in (0, 1):
+        locked = {c["args"]["max_mhz"] for c in log if c["device"] == device
+                  and c["function"] == "nvmlDeviceSetGpuLockedClocks"}
+        assert locked == {i["frequency"] for i in chosen["stages"][device]}, (device, locked)

@@ -283,14 +283,19 @@ def _wrap_schedule(original: Callable, schedule: str) -> Callable:
         state = _state
         if state is None or kwargs.get("forward_only", False) or state.active:
             return original(*args, **kwargs)
-        if state.session is None and not state.session_failed:
-            state.session = _start_session(state)
-        s = state.session
-        if s is None:
-            return original(*args, **kwargs)
         model = kwargs.get("model")
         chunks = len(model) if isinstance(model, (list, tuple)) else 1
         microbatches = int(kwargs.get("num_microbatches", 1))
+        if state.session is None and not state.session_failed:
+            state.session = _start_session(state)
+            final = _final_microbatches()
+            if state.session is not None and final:
+                # A batch-size rampup: the job's shape is its final batch's;
+                # iterations before it run at default clocks (set_shape).
+                state.session.expect_shape(schedule, final, chunks)
+        s = state.session
+        if s is None:
+            return original(*args, **kwargs)
         s.set_shape(schedule, microbatches, chunks)
         _end_iteration(state)  # the previous iteration, when the loop did not end it
         if state.auto_tokens:
@@ -401,6 +406,23 @@ def _megatron_iteration() -> Optional[int]:
     counting on from a checkpoint after --load); None outside its loop."""
     current = getattr(_megatron_args(), "curr_iteration", None)
     return current + 1 if isinstance(current, int) else None
+
+
+def _final_microbatches() -> Optional[int]:
+    """Under Megatron-LM's --rampup-batch-size, the microbatches of the final
+    global batch (global batch / (micro-batch size x data-parallel size));
+    None without a rampup or outside Megatron-LM's loop."""
+    args = _megatron_args()
+    if not getattr(args, "rampup_batch_size", None):
+        return None
+    try:
+        from megatron.core import parallel_state as ps
+
+        dp = ps.get_data_parallel_world_size() if ps.model_parallel_is_initialized() else 1
+        final = int(args.global_batch_size) // (int(args.micro_batch_size) * dp)
+        return final if final > 0 else None
+    except Exception:
+        return None
 
 
 def _tokens(kwargs: Dict[str, Any], microbatches: int) -> float:
