@@ -22,6 +22,9 @@
 //   * instant-approx — windows shorter than the source's period (counter or
 //                 sampling) get instant power at End x duration, and are
 //                 flagged approximate.
+// A counter window with unaligned edges shorter than kCounterPeriodsForExact
+// updates keeps the counter's delta but is flagged approximate too: its two
+// edges may be off by one update's energy each, over ±20 % of the window.
 // Edges::kAligned windows (for whole jobs, e.g. `joulepipe measure`) wait at
 // Begin and at End for the counter's next update and correct the partial
 // periods with instant power, which removes the ±1-period edge error; they
@@ -124,11 +127,16 @@ struct MonitorOptions {
   bool tolerate_gpu_failures = false;
 };
 
+// Counter updates a window with unaligned edges must span to be exact
+// enough (each edge off by at most one update: ±2/10 of the window's energy).
+inline constexpr double kCounterPeriodsForExact = 10;
+
 struct GpuEnergy {
   int index = 0;  // visible index
   double energy_j = 0;
   EnergySource source = EnergySource::kCounter;
-  bool approximate = false;  // window shorter than the source's period
+  bool approximate = false;  // shorter than the source's period (or, counter with
+                             // unaligned edges, than kCounterPeriodsForExact updates)
   bool aligned = false;      // both edges aligned to counter updates
   // Only with MonitorOptions::tolerate_gpu_failures: the GPU's reads failed
   // during the window. energy_j then covers [start, start + measured_s], up to
