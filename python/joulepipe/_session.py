@@ -158,6 +158,7 @@ class Session:
         self._number: Optional[int] = None  # the framework's count of the open iteration
         self._pipeline_done = False
         self._off_shape = False  # this iteration's shape is not the job's (set_shape)
+        self._said_over_limit = False
         self._hooks_in_shape: Any = None  # the hooks, while off-shape
         self._open = False
         self._t0 = 0.0
@@ -526,6 +527,15 @@ class Session:
             except Exception:
                 _logger.debug("iteration_end: error ignored", exc_info=True)
         self._drain_coordinated_log()  # the plan this iteration ran, before its record
+        limit = self._gpu.get("power_limit_w") if self._gpu else None
+        if energy is not None and limit and elapsed > 0 and energy / elapsed > 1.02 * limit:
+            # More than the GPU can be set to draw: the window's edges, not the GPU.
+            approximate = True
+            if not self._said_over_limit:
+                self._said_over_limit = True
+                self._note(f"an iteration averaged {energy / elapsed:.1f} W, above this GPU's "
+                           f"power limit ({limit:.0f} W): the energy counter's updates "
+                           "fall unevenly in a short window; such values are marked approximate")
         tokens = self.options.tokens_per_iteration
         stats = self._agent.stats() if self._agent is not None else {}
         applied = stats.get("applied", 0)

@@ -24,6 +24,16 @@ py::list Gpus() {
     g["supported_sm_mhz"] = d.SupportedSmClocks();
     g["default_sm_mhz"] = d.MaxClock(gpu::ClockDomain::kSm);
     g["has_energy_counter"] = d.HasEnergyCounter();
+    // The power limit in force (the lowest of all caps): an average above
+    // it over a window is the window's edges, not the GPU (None where NVML
+    // does not say).
+    g["power_limit_w"] = py::none();
+    try {
+      const gpu::PowerLimits limits = d.GetPowerLimits();
+      const double in_force = limits.enforced_w > 0 ? limits.enforced_w : limits.current_w;
+      if (in_force > 0) g["power_limit_w"] = in_force;
+    } catch (const std::exception&) {
+    }
     out.append(g);
   }
   return out;
