@@ -84,6 +84,8 @@ class _State:
         self.log_interval = 1  # Megatron's --log-interval, read at the first iteration
         self.auto_tokens = True  # tokens per iteration from each schedule call
         self.optimizer_hook: Any = None  # torch's global optimizer-step hook, removed at disable
+        self.megatron_args: Any = None  # Megatron-LM's get_args(), read at the session's start
+        self.data_parallel = 1
 
 
 _state: Optional[_State] = None
@@ -264,7 +266,9 @@ def _start_session(state: _State) -> Optional[Session]:
         exchange = (TorchExchange(state.options.coordination_timeout_s)
                     if topology.world_size > 1 and state.options.mode != "measure"
                     and not state.options.plan else LocalExchange())
-        args = _megatron_args()
+        # Looked up once: the training path reads them every iteration.
+        state.megatron_args = args = _megatron_args()
+        state.data_parallel = _data_parallel_size()
         interval = getattr(args, "log_interval", None)
         if isinstance(interval, int) and interval > 0:
             state.log_interval = interval
@@ -288,7 +292,7 @@ def _wrap_schedule(original: Callable, schedule: str) -> Callable:
         microbatches = int(kwargs.get("num_microbatches", 1))
         if state.session is None and not state.session_failed:
             state.session = _start_session(state)
-            final = _final_microbatches()
+            final = _final_microbatches(state)
             if state.session is not None and final:
                 # A batch-size rampup: the job's shape is its final batch's;
                 # iterations before it run at default clocks (set_shape).
@@ -300,8 +304,8 @@ def _wrap_schedule(original: Callable, schedule: str) -> Callable:
         _end_iteration(state)  # the previous iteration, when the loop did not end it
         if state.auto_tokens:
             # This iteration's batch: it grows through a batch-size rampup.
-            s.options.tokens_per_iteration = _tokens(kwargs, microbatches)
-        s.iteration_begin(_megatron_iteration())
+            s.options.tokens_per_iteration = _tokens(kwargs, microbatches, state.data_parallel)
+        s.iteration_begin(_megatron_iteration(state))
         state.forwards.clear()
         state.next_microbatch.clear()
         state.active = True
@@ -400,44 +404,47 @@ def _megatron_args() -> Any:
         return None
 
 
-def _megatron_iteration() -> Optional[int]:
-    """The iteration about to run, numbered as Megatron-LM logs it (its
-    ``iteration N/M`` line and TensorBoard step: args.curr_iteration + 1,
-    counting on from a checkpoint after --load); None outside its loop."""
-    current = getattr(_megatron_args(), "curr_iteration", None)
-    return current + 1 if isinstance(current, int) else None
-
-
-def _final_microbatches() -> Optional[int]:
-    """Under Megatron-LM's --rampup-batch-size, the microbatches of the final
-    global batch (global batch / (micro-batch size x data-parallel size));
-    None without a rampup or outside Megatron-LM's loop."""
-    args = _megatron_args()
-    if not getattr(args, "rampup_batch_size", None):
-        return None
+def _data_parallel_size() -> int:
+    """Data-parallel ranks without context parallelism (its ranks share a
+    sequence); 1 before Megatron's parallel state exists."""
     try:
         from megatron.core import parallel_state as ps
 
-        dp = ps.get_data_parallel_world_size() if ps.model_parallel_is_initialized() else 1
-        final = int(args.global_batch_size) // (int(args.micro_batch_size) * dp)
+        return ps.get_data_parallel_world_size() if ps.model_parallel_is_initialized() else 1
+    except Exception:
+        return 1
+
+
+def _megatron_iteration(state: _State) -> Optional[int]:
+    """The iteration about to run, numbered as Megatron-LM logs it (its
+    ``iteration N/M`` line and TensorBoard step: args.curr_iteration + 1,
+    counting on from a checkpoint after --load); None outside its loop."""
+    current = getattr(state.megatron_args, "curr_iteration", None)
+    return current + 1 if isinstance(current, int) else None
+
+
+def _final_microbatches(state: _State) -> Optional[int]:
+    """Under Megatron-LM's --rampup-batch-size, the microbatches of the final
+    global batch (global batch / (micro-batch size x data-parallel size));
+    None without a rampup or outside Megatron-LM's loop."""
+    args = state.megatron_args
+    if not getattr(args, "rampup_batch_size", None):
+        return None
+    try:
+        final = int(args.global_batch_size) // (int(args.micro_batch_size) * state.data_parallel)
         return final if final > 0 else None
     except Exception:
         return None
 
 
-def _tokens(kwargs: Dict[str, Any], microbatches: int) -> float:
+def _tokens(kwargs: Dict[str, Any], microbatches: int, data_parallel: int) -> float:
     """Tokens this iteration trains on, from the schedule call itself:
-    microbatches x micro-batch size x sequence length x data-parallel size
-    (without context parallelism: its ranks share a sequence). 0 if the
-    call does not say."""
+    microbatches x micro-batch size x sequence length x data-parallel size.
+    0 if the call does not say."""
     try:
-        seq_length = int(kwargs["seq_length"])
-        micro_batch = int(kwargs["micro_batch_size"])
-        from megatron.core import parallel_state as ps
-
-        dp = ps.get_data_parallel_world_size() if ps.model_parallel_is_initialized() else 1
-        return float(microbatches * micro_batch * seq_length * dp)
-    except Exception:
+        return float(microbatches * int(kwargs["micro_batch_size"]) * int(kwargs["seq_length"])
+                     * data_parallel)
+    except (KeyError, TypeError, ValueError):
         return 0.0
 
 
