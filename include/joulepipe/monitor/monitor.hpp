@@ -127,8 +127,8 @@ struct MonitorOptions {
   bool tolerate_gpu_failures = false;
 };
 
-// Counter updates a window with unaligned edges must span to be exact
-// enough (each edge off by at most one update: ±2/10 of the window's energy).
+// Counter updates below which a window with unaligned edges is approximate
+// (the header comment above says why).
 inline constexpr double kCounterPeriodsForExact = 10;
 
 struct GpuEnergy {
