@@ -196,6 +196,7 @@ class Session:
         self._last_applied = 0
         self._file = None
         self._file_jsonl = False  # the iteration log's format: JSON lines, else CSV
+        self._closed = False
 
         self._gpu = self._find_gpu()
         if self._gpu is not None:
@@ -955,7 +956,12 @@ class Session:
         self._note(f"{why}: GPU {gpu} is back at its default clocks")
 
     def close(self) -> None:
+        """Ends the session (idempotent: the exit guard and an integration's
+        own atexit hook may both close it, and its lines are said once)."""
         _guard.forget(self)
+        if self._closed:
+            return
+        self._closed = True
         if self._open:
             self.iteration_end()
         self._say_unfinished_sweep()

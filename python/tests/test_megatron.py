@@ -304,8 +304,11 @@ def test_embedded_optimize_leaving_like_exit_interval_gives_the_clocks_back(tmp_
     """enable("optimize") with no plan (profile, plan on rank 0, run), and the
     job leaves by sys.exit() after iteration 12 as Megatron-LM's
     --exit-interval does: no disable(), no teardown. Both GPUs end reset."""
-    example(tmp_path, "1f1b", "--iterations", "1000", "--exit-interval", "12",
-            "--eval-every", "3", "--joulepipe", "optimize")
+    out = example(tmp_path, "1f1b", "--iterations", "1000", "--exit-interval", "12",
+                  "--eval-every", "3", "--joulepipe", "optimize")
+    # The exit guard and enable's atexit hook both close the session: its
+    # closing lines are said once per rank.
+    assert out.count("coordination took") == 2, out[-3000:]
     log, last = last_calls(tmp_path)
     assert any(c["function"] == "nvmlDeviceSetGpuLockedClocks" for c in log)
     assert last == {0: "nvmlDeviceResetGpuLockedClocks", 1: "nvmlDeviceResetGpuLockedClocks"}

@@ -54,3 +54,36 @@ def test_the_launchers_own_help_and_a_missing_script(tmp_path):
     proc = launch(tmp_path, "--joulepipe", "off", "--", tmp_path / "nope.py")
     assert proc.returncode == 2
     assert "nope.py' is not a file" in proc.stderr
+
+
+CHECKOUT_SCHEDULES = """
+def _fn(*args, **kwargs):
+    return None
+
+forward_backward_no_pipelining = forward_backward_pipelining_without_interleaving = _fn
+forward_backward_pipelining_with_interleaving = forward_step = backward_step = _fn
+"""
+
+
+def test_joulepipe_hooks_the_megatron_core_beside_the_script(tmp_path):
+    """A Megatron-LM checkout holds its own megatron/core beside
+    pretrain_gpt.py. The launcher puts the script's folder on sys.path before
+    enabling, so joulepipe wraps the schedules the script will run, not
+    those of an installed megatron-core wheel."""
+    pytest.importorskip("torch", reason="torch is not installed (scripts/install-deps)")
+    folder = tmp_path / "megatron-lm"
+    schedules = folder / "megatron" / "core" / "pipeline_parallel"
+    schedules.mkdir(parents=True)
+    (folder / "megatron" / "core" / "__init__.py").write_text("WHERE = 'the checkout'\n")
+    (schedules / "__init__.py").write_text("")
+    (schedules / "schedules.py").write_text(CHECKOUT_SCHEDULES)
+    (folder / "train.py").write_text(
+        "import megatron.core\nfrom megatron.core.pipeline_parallel import schedules\n"
+        "print('core from', megatron.core.WHERE)\n"
+        "print('hooked', hasattr(schedules.forward_step, '__wrapped__'))\n")
+    proc = subprocess.run([sys.executable, "-m", "joulepipe.megatron.run", "--joulepipe",
+                           "measure", "--", folder / "train.py"], env=python_env(),
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "core from the checkout" in proc.stdout
+    assert "hooked True" in proc.stdout

@@ -54,13 +54,14 @@ def main(argv: Optional[List[str]] = None) -> None:
     # joulepipe flags among the script's arguments are ours as well; the
     # script's own --help (and -h) stay the script's.
     args, rest = _parser(add_help=False).parse_known_args(script[1:], namespace=args)
+    # As `python script.py`: the script's folder is the first place imports
+    # look (the launcher's own first entry, `-m`'s working directory, stays
+    # behind it). Before enable: its import of megatron.core must find the
+    # one a Megatron-LM checkout holds beside its script, as the script will.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script[0])))
     if args.joulepipe != "off":
         jpm.enable_from_args(args)  # every way out gives the clocks back (_guard.py)
     sys.argv = [script[0]] + rest
-    # As `python script.py`: the script's folder is the first place imports
-    # look (the launcher's own first entry, `-m`'s working directory, stays
-    # behind it).
-    sys.path.insert(0, os.path.dirname(os.path.abspath(script[0])))
     runpy.run_path(script[0], run_name="__main__")
 
 
