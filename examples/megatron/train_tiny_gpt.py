@@ -21,6 +21,7 @@ never for real training. See docs/megatron.md.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -403,7 +404,9 @@ def main():
                 for c in chunks:
                     c.eval()
                 start = time.perf_counter()
-                with torch.no_grad():
+                # joulepipe measures the evaluation apart from the iterations.
+                with torch.no_grad(), (jpm.phase("evaluation") if joulepipe_on
+                                       else contextlib.nullcontext()):
                     losses_reduced = run_schedule("eval", iteration)
                 loss = mean_loss(losses_reduced)
                 report("eval", iteration, loss, time.perf_counter() - start)

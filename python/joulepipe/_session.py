@@ -9,6 +9,10 @@ The integrations (``joulepipe.megatron``, ``joulepipe.pytorch``) call:
     session.pipeline_end()           after the last forward/backward
     session.iteration_end()          after the optimizer step (optional: the
                                      next iteration_begin ends it otherwise)
+    session.phase_begin(kind) / phase_end()
+                                     around work between iterations that is
+                                     reported apart (an evaluation, a
+                                     checkpoint save)
 
 Modes:
   measure   time, GPU energy, average power, tokens/s and J/token per
@@ -60,6 +64,7 @@ class Options:
     tokens_per_iteration: float = 0
     log_path: Optional[str] = None     # per-iteration log, "{rank}" replaced; .jsonl or .csv
     job_id: Optional[str] = None
+    log_rank: Optional[int] = None     # iteration and phase lines from this rank only; None: all
     coordination_timeout_s: float = 120.0  # each side-group operation between the ranks
 
 
@@ -136,6 +141,32 @@ class IterationRecord:
         return " | ".join(parts)
 
 
+@dataclass
+class PhaseRecord:
+    """Work between training iterations, measured apart from them: an
+    evaluation or a checkpoint save (at default clocks, as an iteration's
+    end left them)."""
+    kind: str                         # "evaluation", "checkpoint", or the caller's word
+    after_iteration: Optional[int]    # the last training iteration before it; None: none yet
+    time_s: float
+    energy_j: Optional[float]
+    avg_power_w: Optional[float]
+    approximate: bool
+    rank: Optional[int] = None  # the job's rank, in a job of more than one
+
+    def summary(self) -> str:
+        where = (f"after iteration {self.after_iteration}" if self.after_iteration is not None
+                 else "before the first iteration")
+        parts = [f"joulepipe: {self.kind} {where}"]
+        if self.rank is not None:
+            parts.append(f"rank {self.rank}")
+        parts.append(f"{self.time_s * 1e3:.1f} ms")
+        if self.energy_j is not None:
+            parts.append(f"{self.energy_j:.3f} J/GPU{' (approx.)' if self.approximate else ''}")
+            parts.append(f"{self.avg_power_w:.1f} W/GPU")
+        return " | ".join(parts)
+
+
 class Session:
     def __init__(self, options: Options, topology: Topology, exchange: Any,
                  log: Callable[[str], None], writer: Any = None) -> None:
@@ -197,6 +228,10 @@ class Session:
         self._file = None
         self._file_jsonl = False  # the iteration log's format: JSON lines, else CSV
         self._closed = False
+        self.phase_records: List[PhaseRecord] = []
+        self._phase_kind: Optional[str] = None  # the open phase_begin()'s
+        self._phase_depth = 0  # phase_begin calls inside the open phase
+        self._phase_t0 = 0.0
 
         self._gpu = self._find_gpu()
         if self._gpu is not None:
@@ -514,6 +549,71 @@ class Session:
         is left of it is the optimizer step."""
         return self._open and self._pipeline_done
 
+    def _over_limit(self, energy: Optional[float], elapsed: float, what: str) -> bool:
+        """Whether a window averaged more than the GPU can be set to draw:
+        the window's edges, not the GPU (said once)."""
+        limit = self._gpu.get("power_limit_w") if self._gpu else None
+        if energy is None or not limit or elapsed <= 0 or energy / elapsed <= 1.02 * limit:
+            return False
+        if not self._said_over_limit:
+            self._said_over_limit = True
+            self._note(f"{what} averaged {energy / elapsed:.1f} W, above this GPU's "
+                       f"power limit ({limit:.0f} W): the energy counter's updates "
+                       "fall unevenly in a short window; such values are marked approximate")
+        return True
+
+    def _window_end(self, name: str) -> Tuple[Optional[float], bool]:
+        """The GPU energy of the monitor's window `name` and whether it is
+        approximate; (None, False) without a monitor."""
+        if self._monitor is None or not self._monitor.is_open(name):
+            return None, False
+        try:
+            m = self._monitor.end(name)
+            return m.gpu_energy_j, m.approximate
+        except Exception:
+            _logger.debug("_window_end: error ignored", exc_info=True)
+            return None, False
+
+    def phase_begin(self, kind: str) -> None:
+        """Work between training iterations starts that is reported apart
+        from them (`kind`: "evaluation", "checkpoint"): an open iteration
+        ends first (without its line: the integration says it). A phase
+        begun inside an open one is part of it."""
+        if self._phase_kind is not None:
+            self._phase_depth += 1
+            return
+        if self._open:
+            self.iteration_end()
+        self._phase_kind = kind
+        self._phase_depth = 0
+        if self._monitor is not None:
+            try:
+                self._monitor.begin("joulepipe.phase")
+            except Exception:
+                _logger.debug("phase_begin: error ignored", exc_info=True)
+        self._phase_t0 = time.perf_counter()
+
+    def phase_end(self) -> Optional[PhaseRecord]:
+        """Ends the phase phase_begin opened; its record (None for the end
+        of a nested one, or with no phase open)."""
+        if self._phase_kind is None:
+            return None
+        if self._phase_depth > 0:
+            self._phase_depth -= 1
+            return None
+        elapsed = time.perf_counter() - self._phase_t0
+        energy, approximate = self._window_end("joulepipe.phase")
+        kind, self._phase_kind = self._phase_kind, None
+        record = PhaseRecord(
+            kind=kind, after_iteration=self.records[-1].iteration if self.records else None,
+            time_s=elapsed, energy_j=energy,
+            avg_power_w=energy / elapsed if energy is not None and elapsed > 0 else None,
+            approximate=self._over_limit(energy, elapsed, f"a {kind}") or approximate,
+            rank=self.topo.rank if self.topo.world_size > 1 else None)
+        self.phase_records.append(record)
+        self._write_phase(record)
+        return record
+
     def iteration_end(self) -> Optional[IterationRecord]:
         if not self._open:
             return None
@@ -528,15 +628,7 @@ class Session:
             except Exception:
                 _logger.debug("iteration_end: error ignored", exc_info=True)
         self._drain_coordinated_log()  # the plan this iteration ran, before its record
-        limit = self._gpu.get("power_limit_w") if self._gpu else None
-        if energy is not None and limit and elapsed > 0 and energy / elapsed > 1.02 * limit:
-            # More than the GPU can be set to draw: the window's edges, not the GPU.
-            approximate = True
-            if not self._said_over_limit:
-                self._said_over_limit = True
-                self._note(f"an iteration averaged {energy / elapsed:.1f} W, above this GPU's "
-                           f"power limit ({limit:.0f} W): the energy counter's updates "
-                           "fall unevenly in a short window; such values are marked approximate")
+        approximate = self._over_limit(energy, elapsed, "an iteration") or approximate
         tokens = self.options.tokens_per_iteration
         stats = self._agent.stats() if self._agent is not None else {}
         applied = stats.get("applied", 0)
@@ -853,7 +945,7 @@ class Session:
         if self._file is not None:
             try:
                 if self._file_jsonl:
-                    self._file.write(json.dumps(r.__dict__) + "\n")
+                    self._file.write(json.dumps({"kind": "iteration", **r.__dict__}) + "\n")
                 else:
                     def f(v):
                         return "" if v is None else (f"{v:.9g}" if isinstance(v, float) else str(v))
@@ -872,6 +964,22 @@ class Session:
                     self._writer.add_scalar(tag, value, r.iteration)
             except Exception:
                 _logger.debug("f: error ignored", exc_info=True)
+
+    def _write_phase(self, r: PhaseRecord) -> None:
+        """A phase goes to a .jsonl log (a CSV holds iterations only) and to
+        TensorBoard at the step of the iteration before it."""
+        if self._file is not None and self._file_jsonl:
+            try:
+                self._file.write(json.dumps(r.__dict__) + "\n")
+            except Exception:
+                _logger.debug("_write_phase: error ignored", exc_info=True)
+        if self._writer is not None and r.energy_j is not None and r.after_iteration is not None:
+            try:
+                self._writer.add_scalar(f"joulepipe/{r.kind}-energy-per-gpu-j", r.energy_j,
+                                        r.after_iteration)
+                self._writer.add_scalar(f"joulepipe/{r.kind}-time-s", r.time_s, r.after_iteration)
+            except Exception:
+                _logger.debug("_write_phase: error ignored", exc_info=True)
 
     def _drain_agent_log(self) -> None:
         if self._agent is None:
@@ -964,6 +1072,8 @@ class Session:
         self._closed = True
         if self._open:
             self.iteration_end()
+        self._phase_depth = 0
+        self.phase_end()
         self._say_unfinished_sweep()
         waits = sorted(self.coordination_wait_s)
         if waits:

@@ -3,9 +3,11 @@ Megatron-LM's ``train()`` drives an iteration, for tests: with the
 ``megatron.training`` stand-in (megatron_lm_standin/) on the path it sets
 ``args.curr_iteration`` before each training schedule call (counting on from
 --resume-at, as after --load), reads --log-interval, grows the number of
-microbatches through --rampup (Megatron's batch-size rampup), and records what
-is written to its TensorBoard writer into --scalars (JSON lines). Every other
-flag is the example's.
+microbatches through --rampup (Megatron's batch-size rampup), saves a
+checkpoint after every --save-every iterations through the stand-in's
+``training.save_checkpoint_and_time``, and records what is written to its
+TensorBoard writer into --scalars (JSON lines). Every other flag is the
+example's.
 
     torchrun --nproc-per-node 2 megatron_lm_loop.py --resume-at 5 --log-interval 2 \\
         --rampup 2,4 --scalars s.jsonl --pp 2 --iterations 4 --joulepipe measure
@@ -21,12 +23,14 @@ sys.path.insert(0, str(REPO / "examples" / "megatron"))
 
 import train_tiny_gpt as tiny  # noqa: E402
 from megatron.training import global_vars  # noqa: E402  (the stand-in)
+from megatron.training import training  # noqa: E402  (the stand-in)
 
 ours = argparse.ArgumentParser(add_help=False)
 ours.add_argument("--resume-at", type=int, default=0)
 ours.add_argument("--log-interval", type=int, default=1)
 ours.add_argument("--rampup", default="", help="microbatches of the first iterations, e.g. 2,4")
 ours.add_argument("--scalars", default=None)
+ours.add_argument("--save-every", type=int, default=0)
 options, sys.argv[1:] = ours.parse_known_args()
 global_vars.ARGS.log_interval = options.log_interval
 ramp = [int(n) for n in options.rampup.split(",") if n]
@@ -58,7 +62,12 @@ make_microbatches = tiny.synthetic_microbatches
 def training_iteration(args, kind, iteration, dp_rank, device):
     """Called once per schedule call, before it (iteration counts from 1)."""
     if kind == "train":
-        global_vars.ARGS.curr_iteration = options.resume_at + iteration - 1
+        done = options.resume_at + iteration - 1  # Megatron's number of the iteration before
+        if options.save_every and iteration > 1 and done % options.save_every == 0:
+            # After the iteration before and its evaluation, as in train();
+            # looked up through the module, as train() does.
+            training.save_checkpoint_and_time(done)
+        global_vars.ARGS.curr_iteration = done
         if not hasattr(args, "final_microbatches"):
             args.final_microbatches = args.microbatches
         args.microbatches = (ramp[iteration - 1] if iteration <= len(ramp)

@@ -439,3 +439,50 @@ def test_a_plan_waits_for_the_batch_size_rampup_to_end(tmp_path):
         locked = {c["args"]["max_mhz"] for c in log if c["device"] == device
                   and c["function"] == "nvmlDeviceSetGpuLockedClocks"}
         assert locked == {i["frequency"] for i in chosen["stages"][device]}, (device, locked)
+
+
+def test_evaluations_and_checkpoints_are_reported_apart(tmp_path):
+    """Evaluations (the example's, in jpm.phase) and checkpoint saves
+    (Megatron-LM's save_checkpoint_and_time, wrapped at the first iteration)
+    are measured apart from the iterations: a line each, a record in the
+    .jsonl log, TensorBoard tags at the step of the iteration before. With
+    --joulepipe-log-rank 1 only rank 1 writes lines; both ranks' logs get
+    everything."""
+    out = megatron_lm_loop(tmp_path, "--iterations", "4", "--eval-every", "2", "--save-every", "2",
+                           "--scalars", tmp_path / "scalars-{rank}.jsonl",
+                           "--joulepipe", "measure", "--joulepipe-log-rank", "1",
+                           "--joulepipe-log", tmp_path / "energy-{rank}.jsonl")
+    said = [l for l in out.splitlines() if " joulepipe: iteration " in l
+            or " joulepipe: evaluation " in l or " joulepipe: checkpoint " in l]
+    assert all(l.startswith("[rank 1] ") for l in said), said
+    assert [l.split(" | ")[0].split("joulepipe: ")[1] for l in said] == [
+        "iteration 1", "iteration 2", "evaluation after iteration 2",
+        "checkpoint after iteration 2", "iteration 3", "iteration 4",
+        "evaluation after iteration 4"], said
+    for rank in (0, 1):
+        rows = [json.loads(l) for l in (tmp_path / f"energy-{rank}.jsonl").read_text().splitlines()]
+        assert [(r["kind"], r.get("iteration", r.get("after_iteration"))) for r in rows] == [
+            ("iteration", 1), ("iteration", 2), ("evaluation", 2), ("checkpoint", 2),
+            ("iteration", 3), ("iteration", 4), ("evaluation", 4)]
+        save = rows[3]
+        assert save["time_s"] >= 0.03 and save["energy_j"] > 0  # the stand-in sleeps 30 ms
+        assert save["avg_power_w"] == pytest.approx(save["energy_j"] / save["time_s"])
+        scalars = {(s["tag"], s["step"]) for s in map(
+            json.loads, (tmp_path / f"scalars-{rank}.jsonl").read_text().splitlines())}
+        assert {("joulepipe/evaluation-energy-per-gpu-j", 2), ("joulepipe/evaluation-time-s", 4),
+                ("joulepipe/checkpoint-energy-per-gpu-j", 2),
+                ("joulepipe/checkpoint-time-s", 2)} <= scalars, scalars
+
+
+def test_a_bad_phase_kind_or_log_rank_is_refused_with_its_name():
+    import joulepipe.megatron as jpm
+
+    with pytest.raises(ValueError, match="phase kind must be"):
+        with jpm.phase("eval/loss"):  # would name a TensorBoard tag joulepipe/eval/loss-...
+            pass
+    with pytest.raises(ValueError, match=r"log_rank \(--joulepipe-log-rank\)"):
+        jpm.enable("measure", log_rank=-1)
+    assert not jpm.enabled()
+    with jpm.phase("evaluation"):  # joulepipe off: the body runs, nothing else
+        ran = True
+    assert ran

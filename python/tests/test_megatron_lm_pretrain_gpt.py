@@ -142,6 +142,12 @@ def test_measure_and_optimize_keep_megatrons_losses(tmp_path, layout):
         assert [int(l.split()[2]) for l in got] == [1, 2, 3, 4, 5, 6], measured[-3000:]
         assert all("J/iter/GPU" in l and "tokens/s" in l for l in got)
     assert not (tmp_path / "measure" / "calls.jsonl").exists()  # measure sets no clock
+    # Megatron's evaluations, apart from the iterations: every 3, then its
+    # final one on the validation and test sets.
+    evaluations = [l.split(" | ")[0] for l in measured.splitlines()
+                   if l.startswith("joulepipe: evaluation ") and "| rank 0 |" in l]
+    assert evaluations == ["joulepipe: evaluation after iteration 3"] + [
+        "joulepipe: evaluation after iteration 6"] * 3, measured[-3000:]
 
     assert optimized.count("applied to stage") == 2, optimized[-3000:]
     assert "default clocks, measured" not in optimized
@@ -205,7 +211,11 @@ def test_resume_counts_on_and_appends(tmp_path):
     run = tmp_path / "run"
     log = ["--joulepipe", "measure", "--joulepipe-log", run / "log-{rank}.jsonl"]
     ckpt = ["--save-interval", "3", "--ckpt-format", "torch"]
-    pretrain(run, log, "--save", run / "ckpt", *ckpt)
+    first = pretrain(run, log, "--save", run / "ckpt", *ckpt)
+    saves = [l.split(" | ")[0] for l in first.splitlines()
+             if l.startswith("joulepipe: checkpoint ") and "| rank 1 |" in l]
+    assert saves == ["joulepipe: checkpoint after iteration 3",
+                     "joulepipe: checkpoint after iteration 6"], first[-3000:]
     shutil.rmtree(run / "ckpt" / "iter_0000006")
     (run / "ckpt" / "latest_checkpointed_iteration.txt").write_text("3")
     shutil.copytree(run / "ckpt", tmp_path / "ckpt-off")
@@ -228,13 +238,16 @@ def test_resume_counts_on_and_appends(tmp_path):
 def test_tensorboard_beside_megatrons_log_energy(tmp_path):
     """Megatron's --log-energy writes iter-energy/gpu and power/gpu;
     joulepipe writes only its own tags, at Megatron's steps, into the same
-    writer (the last rank's, where Megatron keeps it)."""
+    writer (the last rank's, where Megatron keeps it). --joulepipe-log-rank 1:
+    the lines of rank 1 only."""
     run = tmp_path / "tb-run"
-    pretrain(run, ["--joulepipe", "measure"], "--log-energy")
+    out = pretrain(run, ["--joulepipe", "measure", "--joulepipe-log-rank", "1"], "--log-energy")
+    assert len(lines(out, 1)) == 6 and not lines(out, 0), out[-3000:]
     scalars = tensorboard(run)
     for tag in ("iter-energy/gpu", "power/gpu"):  # Megatron's, once per step
         assert [step for step, _ in scalars[tag]] == [1, 2, 3, 4, 5, 6], tag
     for tag in ("joulepipe/energy-per-gpu-j", "joulepipe/power-per-gpu-w",
                 "joulepipe/plan-version"):
         assert [step for step, _ in scalars[tag]] == [1, 2, 3, 4, 5, 6], tag
+    assert [step for step, _ in scalars["joulepipe/evaluation-energy-per-gpu-j"]] == [3, 6, 6, 6]
     assert not any(re.match(r"joulepipe/", t) and t.endswith("/gpu") for t in scalars)

@@ -47,10 +47,12 @@ by name or position); tested with 0.16.1.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import logging
+import re
 import sys
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Iterator, Optional
 
 from joulepipe._session import (MODES, IterationRecord, Options, Session, Topology,
                                 check_max_slowdown)
@@ -59,7 +61,7 @@ from joulepipe.megatron.arguments import add_arguments, options_from_args  # noq
 from joulepipe._log import default_log, logger as _logger  # errors ignored on purpose, at debug
 
 __all__ = ["enable", "enable_from_args", "disable", "add_arguments", "session", "enabled",
-           "last_iteration_summary", "iteration_end"]
+           "last_iteration_summary", "iteration_end", "phase"]
 
 _SCHEDULES = {
     "forward_backward_no_pipelining": "1f1b",
@@ -86,6 +88,9 @@ class _State:
         self.optimizer_hook: Any = None  # torch's global optimizer-step hook, removed at disable
         self.megatron_args: Any = None  # Megatron-LM's get_args(), read at the session's start
         self.data_parallel = 1
+        # Megatron-LM's functions measured as phases: name -> original.
+        self.phase_originals: Dict[str, Any] = {}
+        self.phase_module: Any = None
 
 
 _state: Optional[_State] = None
@@ -108,6 +113,7 @@ def enable(mode: str = "measure", *, plan: Optional[str] = None,
            profile: Optional[str] = None, profile_out: Optional[str] = None,
            profile_stride_mhz: int = 0, tokens_per_iteration: Optional[float] = None,
            log_path: Optional[str] = None, job_id: Optional[str] = None,
+           log_rank: Optional[int] = None,
            log: Optional[Callable[[str], None]] = None, writer: Any = None) -> None:
     """Turns joulepipe on for this process (every rank calls it).
 
@@ -126,8 +132,11 @@ def enable(mode: str = "measure", *, plan: Optional[str] = None,
     sequence length x data-parallel size from the schedule call, so a
     batch-size rampup is counted as it runs). log: one line per event and
     per iteration, every --log-interval iterations under Megatron-LM
-    (default: print on stderr). Iterations are numbered as Megatron-LM
-    numbers them when its training loop runs (a resume counts on). writer:
+    (default: print on stderr); an evaluation's and a checkpoint save's
+    lines too (Megatron-LM's, or ``phase()``'s). log_rank: iteration and
+    phase lines from that rank only (default: every rank's). Iterations
+    are numbered as Megatron-LM numbers them when its training loop runs (a
+    resume counts on). writer:
     a TensorBoard-like ``add_scalar`` writer (default: Megatron's, when it
     exists), given joulepipe's own tags (joulepipe/...), never one Megatron
     writes.
@@ -145,12 +154,15 @@ def enable(mode: str = "measure", *, plan: Optional[str] = None,
                       profile=profile, profile_out=profile_out,
                       profile_stride_mhz=profile_stride_mhz,
                       tokens_per_iteration=tokens_per_iteration or 0, log_path=log_path,
-                      job_id=job_id)
+                      job_id=job_id, log_rank=log_rank)
     if mode not in MODES:
         raise ValueError(f"joulepipe mode must be one of {', '.join(MODES)} (got {mode!r})")
     check_max_slowdown(max_slowdown)
     if control not in ("auto", "nvml", "daemon"):
         raise ValueError(f"control must be auto, nvml or daemon (got {control!r})")
+    if log_rank is not None and (not isinstance(log_rank, int) or log_rank < 0):
+        raise ValueError(f"log_rank (--joulepipe-log-rank) must be a rank, 0 or more "
+                         f"(got {log_rank!r})")
     if _state is not None:
         if _state.options == options:
             return
@@ -201,6 +213,8 @@ def disable() -> None:
         return
     for name, original in state.originals.items():
         setattr(state.module, name, original)
+    for name, original in state.phase_originals.items():
+        setattr(state.phase_module, name, original)
     if state.optimizer_hook is not None:
         state.optimizer_hook.remove()
     if state.session is not None:
@@ -235,9 +249,81 @@ def _end_iteration(state: _State, say: bool = True) -> Optional[IterationRecord]
         state.last_record = record
         # A line when Megatron writes its own (iteration % --log-interval);
         # the log file and TensorBoard get every iteration.
-        if say and record.iteration % state.log_interval == 0:
+        if say and record.iteration % state.log_interval == 0 and _says(state):
             state.log(record.summary())
     return record
+
+
+def _says(state: _State) -> bool:
+    """Whether this rank writes iteration and phase lines (--joulepipe-log-rank)."""
+    chosen = state.options.log_rank
+    return chosen is None or state.session is None or state.session.topo.rank == chosen
+
+
+@contextlib.contextmanager
+def phase(kind: str) -> Iterator[None]:
+    """Measures the work inside apart from training iterations, as a phase
+    of its own: ``with jpm.phase("evaluation"): ...``. An open iteration
+    ends first (its optimizer has stepped); the phase gets one line
+    ("joulepipe: evaluation after iteration 3 | ... ms | ... J/GPU | ... W/GPU"),
+    a record in a .jsonl log (``"kind": "evaluation"``) and TensorBoard tags
+    ``joulepipe/<kind>-energy-per-gpu-j`` and ``joulepipe/<kind>-time-s`` at
+    the step of the iteration before it. Under Megatron-LM's training loop
+    its evaluations and checkpoint saves are phases already. Clocks are
+    the default ones throughout. Nothing happens before the first training
+    iteration, or inside one. `kind`: lower-case letters, digits and '-'
+    (it names tags)."""
+    if not isinstance(kind, str) or not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,31}", kind):
+        raise ValueError(f"phase kind must be 1-32 lower-case letters, digits or '-', "
+                         f"e.g. 'evaluation' (got {kind!r})")
+    state = _state
+    s = state.session if state is not None else None
+    if s is None or state.active:
+        yield
+        return
+    try:
+        _end_iteration(state)
+        s.phase_begin(kind)
+    except Exception:
+        _logger.debug("phase: error ignored", exc_info=True)
+    try:
+        yield
+    finally:
+        try:
+            record = s.phase_end()
+            if record is not None and _says(state):
+                state.log(record.summary())
+        except Exception:
+            _logger.debug("phase: error ignored", exc_info=True)
+
+
+# Megatron-LM's functions (megatron.training.training) that run between
+# training iterations, measured as phases. train() looks them up as module
+# globals at call time, so wrapping them at the first iteration is enough.
+_MEGATRON_LM_PHASES = {"evaluate_and_print_results": "evaluation",
+                       "save_checkpoint_and_time": "checkpoint"}
+
+
+def _wrap_megatron_lm_phases(state: _State) -> None:
+    module = sys.modules.get("megatron.training.training")
+    if module is None:  # megatron-core alone, or a loop of the user's own
+        return
+    for name, kind in _MEGATRON_LM_PHASES.items():
+        original = getattr(module, name, None)
+        if callable(original) and not hasattr(original, "__joulepipe_wrapped__"):
+            state.phase_originals[name] = original
+            setattr(module, name, _wrap_phase(original, kind))
+    state.phase_module = module
+
+
+def _wrap_phase(original: Callable, kind: str) -> Callable:
+    @functools.wraps(original)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with phase(kind):
+            return original(*args, **kwargs)
+
+    run.__joulepipe_wrapped__ = original
+    return run
 
 
 # ---- the wrappers --------------------------------------------------------------
@@ -273,7 +359,15 @@ def _start_session(state: _State) -> Optional[Session]:
         if isinstance(interval, int) and interval > 0:
             state.log_interval = interval
         writer = state.writer if state.writer is not None else _megatron_writer()
-        return Session(state.options, topology, exchange, state.log, writer)
+        chosen = state.options.log_rank
+        if chosen is not None and chosen >= topology.world_size:
+            state.options.log_rank = 0
+            if topology.rank == 0:
+                state.log(f"joulepipe: --joulepipe-log-rank {chosen} is not a rank of this job "
+                          f"({topology.world_size} ranks); rank 0 writes the lines instead")
+        session = Session(state.options, topology, exchange, state.log, writer)
+        _wrap_megatron_lm_phases(state)
+        return session
     except Exception as error:
         state.session_failed = True
         state.log(f"joulepipe: could not start ({type(error).__name__}: {error}); "

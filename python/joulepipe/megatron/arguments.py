@@ -58,6 +58,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "--joulepipe-log", metavar="PATH", default=None,
         help="per-rank iteration log, CSV or .jsonl; {rank} in the path is the rank")
     group.add_argument(
+        "--joulepipe-log-rank", metavar="R", type=int, default=None,
+        help="iteration, evaluation and checkpoint lines from rank R only (default: every "
+             "rank's, each naming its rank); notes and warnings still come from every rank, "
+             "and --joulepipe-log still gets every rank's iterations")
+    group.add_argument(
         "--joulepipe-job-id", metavar="ID", default=None,
         help="the job's name at the coordinator (default: generated)")
     return parser
@@ -86,4 +91,5 @@ def options_from_args(args: Any) -> Dict[str, Any]:
         "profile_stride_mhz": getattr(args, "joulepipe_profile_stride_mhz", 0),
         "log_path": getattr(args, "joulepipe_log", None),
         "job_id": getattr(args, "joulepipe_job_id", None),
+        "log_rank": getattr(args, "joulepipe_log_rank", None),
     }
