@@ -228,6 +228,7 @@ class Session:
         self._file = None
         self._file_jsonl = False  # the iteration log's format: JSON lines, else CSV
         self._closed = False
+        self._plan_waits = False  # a plan file's CoordinatedPlan, started at the first iteration
         self.phase_records: List[PhaseRecord] = []
         self._phase_kind: Optional[str] = None  # the open phase_begin()'s
         self._phase_depth = 0  # phase_begin calls inside the open phase
@@ -358,8 +359,10 @@ class Session:
             stages=self.topo.pp, through=self._control)
         self._set_hooks(self._coordinated)
         self._phase = "execute"
-        self._coordinated.start()
-        self._drain_coordinated_log()  # the line that says what runs, or why not
+        # Started at the first iteration, once set_shape has checked the
+        # plan against the loop's shape: a plan refused then was never said
+        # to be applied, and no step of it ran.
+        self._plan_waits = True
 
     _CSV_HEADER = ("iteration,time_s,pipeline_time_s,energy_j,avg_power_w,tokens_per_s,"
                    "j_per_token,approximate,plan_version,clocks_applied\n")
@@ -482,6 +485,14 @@ class Session:
         count, from 0, when None. Coordination always uses its own count."""
         if self._open:
             self.iteration_end()
+        if self._plan_waits:
+            self._plan_waits = False
+            if self._coordinated is not None:  # not refused by set_shape
+                try:
+                    self._coordinated.start()
+                except Exception as error:
+                    self._fail(f"cannot start the plan {self.options.plan}: {error}")
+                self._drain_coordinated_log()  # the line that says what runs, or why not
         self._open = True
         self._pipeline_done = False
         self._number = number

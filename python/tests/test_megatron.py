@@ -486,3 +486,28 @@ def test_a_bad_phase_kind_or_log_rank_is_refused_with_its_name():
     with jpm.phase("evaluation"):  # joulepipe off: the body runs, nothing else
         ran = True
     assert ran
+
+
+def test_a_plan_for_another_shape_is_refused_before_it_is_applied(tmp_path):
+    """A plan file for 8 microbatches, a loop of 4: one line per rank says
+    why the rank runs at default clocks. Before, each rank first said the
+    plan was applied, then refused it, then logged "plan v1, 0 clock
+    changes" every iteration and "executing a plan of 16 instructions"."""
+    profile = tmp_path / "p2.csv"
+    subprocess.run([str(CLI), "profile", "--simulate", "--model", "gpt3-1.3b", "--gpu",
+                    "a100-sxm", "--tp", "1", "--pp", "2", "--out", str(profile)],
+                   check=True, capture_output=True, timeout=60)
+    subprocess.run([str(CLI), "plan", "--profile", str(profile), "--stages", "2", "--schedule",
+                    "1f1b", "--microbatches", "8", "--out", str(tmp_path / "plan-8")],
+                   check=True, capture_output=True, timeout=120)
+    out = example(tmp_path, "1f1b", "--iterations", "3", "--joulepipe", "optimize",
+                  "--joulepipe-plan", tmp_path / "plan-8",
+                  "--joulepipe-log", tmp_path / "energy-{rank}.jsonl")
+    assert out.count("is for 1f1b with 8 microbatches and 1 chunks; this loop runs 1f1b with "
+                     "4 microbatches and 1 chunks; this rank runs at default clocks") == 2, out
+    assert "applied to stage" not in out and "executing a plan" not in out, out
+    for rank in (0, 1):
+        rows = [json.loads(l) for l in (tmp_path / f"energy-{rank}.jsonl").read_text().splitlines()]
+        assert [(r["plan_version"], r["clocks_applied"]) for r in rows] == [(0, 0)] * 3
+    calls = tmp_path / "calls.jsonl"
+    assert not calls.exists() or "SetGpuLockedClocks" not in calls.read_text()
