@@ -122,8 +122,8 @@ std::string FormatLimitSummary(const LimitPlanOutcome& outcome, const std::strin
   s += Printf("  time        %.6f s\n", t0);
   s += Printf("  energy      %.1f J\n", e0);
   s += "chosen power-limit plan\n";
-  s += Printf("  time        %.6f s (slowdown %.3f%%)\n", chosen.time_s,
-              SlowdownPercent(chosen.time_s, t0));
+  s += Printf("  time        %.6f s (%s)\n", chosen.time_s,
+              model::SlowdownText(chosen.time_s, t0).c_str());
   s += Printf("  energy      %.1f J GPU (saving %.2f%%)\n", chosen.energy_j,
               SavingPercent(chosen.energy_j, e0));
   s += "  stage  limit W   clocks it gives (MHz, per profile row)\n";

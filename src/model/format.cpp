@@ -41,4 +41,10 @@ double SlowdownPercent(double value, double reference) {
   return Clean(100.0 * (value / reference - 1.0));
 }
 
+std::string SlowdownText(double value, double reference) {
+  const double pct = SlowdownPercent(value, reference);
+  if (pct <= -0.0005) return Format("speed-up %.3f%%", -pct);
+  return Format("slowdown %.3f%%", pct > 0 ? pct : 0.0);
+}
+
 }  // namespace joulepipe::model

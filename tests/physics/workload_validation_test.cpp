@@ -52,9 +52,12 @@ TEST(WorkloadValidation, BloomOnA100TracksTheMeasuredClockResponse) {
   EXPECT_LE(s.median_energy, 0.04);
   EXPECT_LE(s.max_time, 0.06);
   // 0.034 with kClassCapShare 0.15; the share refitted on Perseus's real
-  // A100 runs (0.80) trades the forward energy's top clocks on this one
-  // profile for better times everywhere (docs/benchmarks.md, Fidelity).
-  EXPECT_LE(s.max_energy, 0.075);
+  // A100 runs (0.80, then 1.00 once the limit binds whenever the GEMMs
+  // exceed it) trades the forward energy's top clocks on this one profile
+  // (0.0827 now) for better times and energies elsewhere: the sums of the
+  // eight medians fell from 17.4 to 12.3 % (time) and 26.7 to 21.2 %
+  // (energy) (docs/benchmarks.md, Fidelity).
+  EXPECT_LE(s.max_energy, 0.085);
 }
 
 TEST(WorkloadValidation, CompareNeedsTheMeasuredTopClock) {

@@ -16,5 +16,9 @@ double SavingPercent(double value, double reference);
 // 100 * (value / reference - 1): how much longer `value` is, in %; the same
 // rounding.
 double SlowdownPercent(double value, double reference);
+// "slowdown 5.000%" for a `value` longer than `reference`, "speed-up 2.226%"
+// for one shorter by at least 0.0005 % (what "%.3f" shows), and "slowdown
+// 0.000%" between: a faster plan is never printed as a negative slowdown.
+std::string SlowdownText(double value, double reference);
 
 }  // namespace joulepipe::model

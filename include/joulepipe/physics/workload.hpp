@@ -322,10 +322,12 @@ inline constexpr double kReferenceActivityMix = 0.884;
 // capped alone while memory-bound kernels keep the requested clock. Fitted
 // on the A100 half of Perseus's real runs only (bench_fidelity --fit, on
 // the same-time savings; docs/benchmarks.md, "Fidelity"); the A40 half is
-// reported as held out. The same half's power-limit sweeps prefer 0
-// (bench_fidelity --sweep): the share stands in for something the model
+// reported as held out. 1.00 since the limit binds whenever the GEMMs
+// exceed it (RunByKernelClass; it was 0.80 while the limit bound only when
+// an instruction's average did). The same half's power-limit sweeps prefer
+// 0 (bench_fidelity --sweep): the share stands in for something the model
 // misses, which is open (docs/benchmarks.md).
-inline constexpr double kClassCapShare = 0.80;
+inline constexpr double kClassCapShare = 1.00;
 
 // An instruction's time at fmax split into its parts, and the physics::Work.
 struct WorkBreakdown {
@@ -354,9 +356,11 @@ WorkBreakdown CostToWork(const KindCost& cost, const GpuSpec& gpu);
 // it (its network_s added at the end, at P_block): when the limit binds, it caps each kernel class
 // on its own (the board's power controller acts within milliseconds, shorter than a kernel), so
 // tensor-core GEMMs, which draw the most, run at the clock where they meet the limit, while
-// memory-bound kernels and collectives, which draw less, keep the requested clock. Without a
-// binding limit it is physics::Run on the breakdown's work (one time-weighted activity). With one,
-// time and energy are (1 - share) x Run's + share x the per-class figures (kClassCapShare).
+// memory-bound kernels and collectives, which draw less, keep the requested clock. The limit binds
+// when the GEMMs at the requested clock draw more than it (whether or not the instruction's
+// average does). Without a binding limit it is physics::Run on the breakdown's work (one
+// time-weighted activity). With one, time and energy are (1 - share) x Run's + share x the
+// per-class figures (kClassCapShare). Time never rises with the requested clock.
 OperatingPoint RunByKernelClass(const GpuSpec& gpu, const WorkBreakdown& work, double requested_mhz,
                                 double power_limit_w, double share = kClassCapShare);
 
