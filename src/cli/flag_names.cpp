@@ -70,6 +70,7 @@ constexpr std::pair<std::string_view, std::string_view> kFlagNames[] = {
     {"SiteRequest::pue", "--pue"},
     {"SiteRequest::host_power_w", "--host-power"},
     {"SiteRequest::price_per_kwh", "--price-per-kwh"},
+    {"SiteRequest::currency", "--currency"},
     {"SiteRequest::carbon_g_per_kwh", "--carbon-g-per-kwh"},
     {"SiteRequest::power_budget_w", "--power-budget-mw"},
     {"SiteRequest::straggler_slowdown", "--straggler-slowdown"},

@@ -83,7 +83,9 @@ std::string Footer() {
          models + "\nGPUs:   " + gpus +
          "\n"
          "\n"
-         "--simulate is required for now; measured in-situ profiling comes later.\n"
+         "--simulate is required here. A measured profile comes from the job itself: the\n"
+         "Python package's profile mode (docs/profiling.md) profiles each stage in situ\n"
+         "during the first iterations and writes the same CSV.\n"
          "--layer-split: even (Megatron: layers / pp each, needs layers % pp == 0),\n"
          "balanced (fewer layers where the embedding or LM head cost most), or a list\n"
          "such as 15,16,16,16,16,16,16,15 (pp entries summing to the model's layers).\n"

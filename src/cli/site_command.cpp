@@ -88,8 +88,8 @@ std::string Table(const sim::SiteProjection& p, const sim::Scenario& s) {
       Change(j.average_facility_w, b.average_facility_w));
   row("peak facility power", Power(b.peak_facility_w), Power(j.peak_facility_w),
       Change(j.peak_facility_w, b.peak_facility_w));
-  row(Printf("cost (%g per kWh)", r.price_per_kwh), Money(b.cost), Money(j.cost),
-      Change(j.cost, b.cost));
+  row(Printf("cost (%g %s per kWh)", r.price_per_kwh, r.currency.c_str()),
+      Money(b.cost) + " " + r.currency, Money(j.cost) + " " + r.currency, Change(j.cost, b.cost));
   row(Printf("CO2 (%g g per kWh)", r.carbon_g_per_kwh), Mass(b.co2_kg), Mass(j.co2_kg),
       Change(j.co2_kg, b.co2_kg));
   return t;
@@ -174,6 +174,7 @@ std::string SiteJson(const sim::SiteProjection& p, const std::string& job_text) 
                     {"pue", r.pue},
                     {"host_power_w", r.host_power_w},
                     {"price_per_kwh", r.price_per_kwh},
+                    {"currency", r.currency},
                     {"carbon_g_per_kwh", r.carbon_g_per_kwh},
                     {"power_budget_mw", r.power_budget_w / 1e6},
                     {"straggler_slowdown", r.straggler_slowdown},
@@ -242,6 +243,7 @@ struct SiteFlags {
   double pue = 1.2;
   double host_power_w = 0;
   double price_per_kwh = 0.08;
+  std::string currency = "USD";
   double carbon_g_per_kwh = 400;
   double power_budget_mw = 0;
   double straggler_slowdown = 1;
@@ -287,8 +289,13 @@ SiteSubcommand::SiteSubcommand(CLI::App* app)
   c->add_option("--host-power", f->host_power_w,
                 "Host power per GPU (CPU, DRAM, NIC), W (default 0: GPU energy only)")
       ->type_name("WATTS");
-  c->add_option("--price-per-kwh", f->price_per_kwh, "Price of a kWh of facility energy")
+  c->add_option("--price-per-kwh", f->price_per_kwh,
+                "Price of a kWh of facility energy, in --currency")
       ->capture_default_str();
+  c->add_option("--currency", f->currency,
+                "What --price-per-kwh and the cost are in, as printed (e.g. EUR)")
+      ->capture_default_str()
+      ->type_name("NAME");
   c->add_option("--carbon-g-per-kwh", f->carbon_g_per_kwh, "CO2 grams per kWh of facility energy")
       ->capture_default_str();
   c->add_option("--power-budget-mw", f->power_budget_mw, "Facility power budget, MW")
@@ -358,6 +365,7 @@ int SiteSubcommand::Run() const {
   r.pue = f.pue;
   r.host_power_w = f.host_power_w;
   r.price_per_kwh = f.price_per_kwh;
+  r.currency = f.currency;
   r.carbon_g_per_kwh = f.carbon_g_per_kwh;
   r.power_budget_w = f.power_budget_mw * 1e6;
   r.straggler_slowdown = f.straggler_slowdown;

@@ -225,7 +225,12 @@ std::string FormatTuneReport(const tune::TuneResult& r, const std::string& job_t
     s += Printf("  %-44s %10.3f s %12s %8.1f%%\n", what.c_str(), p.time_s, Mj(p.energy_j).c_str(),
                 r.SavingPct(p));
   };
-  s += Printf("  %-44s %12s %12s %9s\n", "per iteration, every GPU", "time", "energy", "saving");
+  // The energy is the whole job's: every GPU's, added up.
+  s +=
+      Printf("  %-44s %12s %12s %9s\n",
+             Printf("per iteration, all %lld GPUs together", static_cast<long long>(r.request.gpus))
+                 .c_str(),
+             "time", "energy", "saving");
   row("current, full clocks", now.max_clock);
   row("current, clocks only (joulepipe plan)", r.clocks_only.job);
   row("chosen, full clocks", chosen.max_clock);

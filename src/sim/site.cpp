@@ -91,6 +91,14 @@ void CheckSiteRequest(const SiteRequest& r) {
                 "the CPU, DRAM and NIC power per GPU, W; 0 counts GPUs only");
   RequireWithin("SiteRequest::price_per_kwh", r.price_per_kwh, 0, kMaxPricePerKwh,
                 "the price of a kWh of facility energy, e.g. 0.08");
+  if (r.currency.empty() || r.currency.size() > 8 ||
+      std::any_of(r.currency.begin(), r.currency.end(),
+                  [](unsigned char c) { return c <= ' ' || c == 0x7f || c == '"' || c == '\\'; })) {
+    throw InputError("SiteRequest::currency",
+                     "SiteRequest::currency must be 1-8 characters without spaces or quotes, "
+                     "e.g. USD or EUR (got '" +
+                         r.currency + "')");
+  }
   RequireWithin("SiteRequest::carbon_g_per_kwh", r.carbon_g_per_kwh, 0, kMaxCarbonGPerKwh,
                 "grams of CO2 per kWh of facility energy, e.g. 400");
   RequireWithin("SiteRequest::power_budget_w", r.power_budget_w, 0, kMaxSitePowerW,

@@ -114,6 +114,22 @@ TEST_F(SiteCommandTest, TheProjectionStatesMemoryAndWarnsWhenTheJobCannotFit) {
       << job;
 }
 
+// The cost names its currency: USD unless --currency says otherwise, in the
+// table and in the JSON (issue 44: "cost (0.08 per kWh) 39.0 k" named none).
+TEST_F(SiteCommandTest, TheCostNamesItsCurrency) {
+  const Result usd = Site("");
+  ASSERT_EQ(usd.code, 0) << usd.err;
+  EXPECT_NE(usd.out.find("cost (0.08 USD per kWh)"), std::string::npos) << usd.out;
+  const Result eur = Site("--currency EUR --price-per-kwh 0.2 --json");
+  ASSERT_EQ(eur.code, 0) << eur.err;
+  EXPECT_EQ(nlohmann::json::parse(eur.out)["inputs"]["currency"], "EUR");
+  const Result text = Site("--currency EUR");
+  EXPECT_NE(text.out.find(" EUR "), std::string::npos) << text.out;
+  const Result bad = Site("--currency 'US D'");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("--currency must be 1-8 characters"), std::string::npos) << bad.err;
+}
+
 TEST_F(SiteCommandTest, BadFlagsNameTheFlag) {
   const std::string job = "site --gpu a100-sxm --tp 1 --pp 4 --tokens 1e9 ";
   const Result gpus = Run(job + "--model gpt3-1.3b --global-batch 32 --gpus 18");

@@ -44,6 +44,7 @@ struct SiteRequest {
   double pue = 1.2;                 // facility / IT power, 1..3
   double host_power_w = 0;          // per GPU: CPU, DRAM, NIC (W), 0..10000
   double price_per_kwh = 0.08;      // of facility energy, >= 0
+  std::string currency = "USD";     // of price_per_kwh and the cost: 1-8 letters or symbols
   double carbon_g_per_kwh = 400;    // of facility energy, >= 0
   double power_budget_w = 0;        // facility budget (W), 0 = none
   double straggler_slowdown = 1;    // > 1: also the run with one pipeline this slow
