@@ -140,7 +140,8 @@ std::string FormatSiteReport(const sim::SiteProjection& p, const std::string& jo
           100 * b.slowdown, Power(b.run.average_facility_w).c_str(),
           Duration(b.run.duration_s).c_str(), Energy(b.run.facility_energy_j).c_str());
     }
-    s += "  GPUs it powers at the same speed (whole pipelines):\n";
+    s += "  GPUs it powers at the same speed, at this job's power per GPU (facility capacity,\n"
+         "  whole pipelines):\n";
     s += Printf(
         "    by average power  baseline %lld, joulepipe %lld: %+lld GPUs (%+.1f%%)\n",
         static_cast<long long>(b.gpus_average_baseline),
@@ -153,6 +154,15 @@ std::string FormatSiteReport(const sim::SiteProjection& p, const std::string& jo
                 static_cast<long long>(b.gpus_peak_baseline),
                 static_cast<long long>(b.gpus_peak_joulepipe),
                 static_cast<long long>(b.gpus_peak_joulepipe - b.gpus_peak_baseline));
+    s += Printf(
+        "  as one job of this global batch (pipelines sharing its %lld microbatches evenly):\n"
+        "    by average power  baseline %lld, joulepipe %lld; by peak power baseline %lld, "
+        "joulepipe %lld\n",
+        static_cast<long long>(p.request.spec.microbatches) * p.request.pipelines,
+        static_cast<long long>(b.job_gpus_average_baseline),
+        static_cast<long long>(b.job_gpus_average_joulepipe),
+        static_cast<long long>(b.job_gpus_peak_baseline),
+        static_cast<long long>(b.job_gpus_peak_joulepipe));
   }
   s += "\nPeak power is an upper bound: every GPU at its plan's most power-hungry\n"
        "instruction at once. Energy counts all waits (bubbles, all-reduce) at P_block:\n"
@@ -194,7 +204,11 @@ std::string SiteJson(const sim::SiteProjection& p, const std::string& job_text) 
         {"gpus_by_average_power",
          {{"baseline", b.gpus_average_baseline}, {"joulepipe", b.gpus_average_joulepipe}}},
         {"gpus_by_peak_power",
-         {{"baseline", b.gpus_peak_baseline}, {"joulepipe", b.gpus_peak_joulepipe}}}};
+         {{"baseline", b.gpus_peak_baseline}, {"joulepipe", b.gpus_peak_joulepipe}}},
+        {"job_gpus_by_average_power",
+         {{"baseline", b.job_gpus_average_baseline}, {"joulepipe", b.job_gpus_average_joulepipe}}},
+        {"job_gpus_by_peak_power",
+         {{"baseline", b.job_gpus_peak_baseline}, {"joulepipe", b.job_gpus_peak_joulepipe}}}};
     if (b.fits) {
       j["slowdown"] = b.slowdown;
       j["run"] = RunJson(b.run);

@@ -70,12 +70,18 @@ SimulateRequest JobRequest(const SiteRequest& r) {
   return s;
 }
 
-// The job's GPUs that `budget_w` powers at `per_gpu_w` each, in whole
-// pipelines of `pipeline_gpus`.
-std::int64_t Powered(double budget_w, double per_gpu_w, int pipeline_gpus) {
+// The pipelines that `budget_w` powers at `per_gpu_w` per GPU, each of
+// `pipeline_gpus`.
+std::int64_t PoweredPipelines(double budget_w, double per_gpu_w, int pipeline_gpus) {
   if (per_gpu_w <= 0) return 0;
-  const double pipelines = std::floor(budget_w / (per_gpu_w * pipeline_gpus));
-  return static_cast<std::int64_t>(pipelines) * pipeline_gpus;
+  return static_cast<std::int64_t>(std::floor(budget_w / (per_gpu_w * pipeline_gpus)));
+}
+
+// The most of `pipelines` that share `microbatches` evenly (a data-parallel
+// size that divides the global batch).
+std::int64_t SharingTheBatch(std::int64_t pipelines, std::int64_t microbatches) {
+  while (pipelines > 0 && microbatches % pipelines != 0) --pipelines;
+  return pipelines;
 }
 
 }  // namespace
@@ -166,14 +172,20 @@ SiteProjection ProjectSite(const model::Profile& profile, const SiteRequest& r) 
     b.power_budget_w = r.power_budget_w;
     const int pipeline_gpus = r.spec.stages * r.tp;
     const double n = static_cast<double>(out.gpus);
-    b.gpus_average_baseline =
-        Powered(r.power_budget_w, out.healthy.baseline.average_facility_w / n, pipeline_gpus);
-    b.gpus_average_joulepipe =
-        Powered(r.power_budget_w, out.healthy.joulepipe.average_facility_w / n, pipeline_gpus);
-    b.gpus_peak_baseline =
-        Powered(r.power_budget_w, out.healthy.baseline.peak_facility_w / n, pipeline_gpus);
-    b.gpus_peak_joulepipe =
-        Powered(r.power_budget_w, out.healthy.joulepipe.peak_facility_w / n, pipeline_gpus);
+    const std::int64_t batch = static_cast<std::int64_t>(r.spec.microbatches) * r.pipelines;
+    auto powered = [&](double facility_w, std::int64_t* gpus, std::int64_t* one_job) {
+      const std::int64_t pipelines =
+          PoweredPipelines(r.power_budget_w, facility_w / n, pipeline_gpus);
+      *gpus = pipelines * pipeline_gpus;
+      *one_job = SharingTheBatch(pipelines, batch) * pipeline_gpus;
+    };
+    powered(out.healthy.baseline.average_facility_w, &b.gpus_average_baseline,
+            &b.job_gpus_average_baseline);
+    powered(out.healthy.joulepipe.average_facility_w, &b.gpus_average_joulepipe,
+            &b.job_gpus_average_joulepipe);
+    powered(out.healthy.baseline.peak_facility_w, &b.gpus_peak_baseline, &b.job_gpus_peak_baseline);
+    powered(out.healthy.joulepipe.peak_facility_w, &b.gpus_peak_joulepipe,
+            &b.job_gpus_peak_joulepipe);
     solver::Objective objective;
     objective.goal = solver::Goal::kPowerBudget;
     objective.host_power_w = r.host_power_w;

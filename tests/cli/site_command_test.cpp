@@ -77,8 +77,22 @@ TEST_F(SiteCommandTest, ABindingBudgetSlowsTheRunAndJoulepipePowersMoreGpus) {
   EXPECT_LT(b["gpus_by_average_power"]["baseline"].get<int>(), 16);
   EXPECT_GE(b["gpus_by_average_power"]["joulepipe"].get<int>(),
             b["gpus_by_average_power"]["baseline"].get<int>());
+  // As one job of the same global batch (32 sequences of 1 = 32 microbatches,
+  // pipelines of 4 GPUs): a data-parallel size that divides it, at most the
+  // facility's capacity. (The capacity alone once gave 160 pipelines for a
+  // batch of 1,536.)
+  for (const char* policy : {"baseline", "joulepipe"}) {
+    for (const char* by : {"average", "peak"}) {
+      const int capacity = b[std::string("gpus_by_") + by + "_power"][policy];
+      const int job = b[std::string("job_gpus_by_") + by + "_power"][policy];
+      EXPECT_LE(job, capacity);
+      EXPECT_EQ(job % 4, 0);
+      if (job > 0) EXPECT_EQ(32 % (job / 4), 0) << policy << " " << by << ": " << job;
+    }
+  }
   // The table says the same in words.
   const Result text = Site("--host-power 100 --power-budget-mw " + std::to_string(0.9 * base_mw));
+  EXPECT_NE(text.out.find("as one job of this global batch"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("fastest within it:"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("IT energy (GPU + host)"), std::string::npos) << text.out;
 }

@@ -82,9 +82,13 @@ struct BudgetFigures {
   RunFigures run;
   // GPUs (whole pipelines of PP x TP) the budget powers at the same speed,
   // by average and by peak facility power per GPU of each policy's
-  // same-time plan.
+  // same-time plan, at this job's power per GPU: the facility's capacity,
+  // and (job_...) as one job of the same global batch, whose pipelines
+  // share its microbatches evenly (a data-parallel size dividing them).
   std::int64_t gpus_average_baseline = 0, gpus_average_joulepipe = 0;
   std::int64_t gpus_peak_baseline = 0, gpus_peak_joulepipe = 0;
+  std::int64_t job_gpus_average_baseline = 0, job_gpus_average_joulepipe = 0;
+  std::int64_t job_gpus_peak_baseline = 0, job_gpus_peak_joulepipe = 0;
 };
 
 struct SiteProjection {
