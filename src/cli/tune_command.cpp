@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -30,6 +32,46 @@ std::string Mj(double joules) {
 std::string MemoryText(const physics::MemoryEstimate& m) {
   return Printf("%.1f of %.0f GiB per GPU at the peak (stage %d): %.1f GiB headroom",
                 m.peak_bytes() / kGiB, m.gpu_bytes / kGiB, m.peak_stage, m.headroom_bytes() / kGiB);
+}
+
+// What the memory estimate assumes, and the flags that change it.
+std::string MemoryAssumptions(const tune::TuneRequest& q) {
+  const physics::MemoryOptions& m = q.memory;
+  return Printf(
+      "%s, %s, recompute %s (%s, %s, --recompute change them)",
+      m.distributed_optimizer ? "the distributed optimizer" : "no distributed optimizer",
+      m.sequence_parallel ? "sequence parallelism (TP > 1)" : "no sequence parallelism",
+      std::string(physics::RecomputeName(q.workload.recompute)).c_str(),
+      m.distributed_optimizer ? "--no-distributed-optimizer" : "without --no-distributed-optimizer",
+      m.sequence_parallel ? "--no-sequence-parallel" : "without --no-sequence-parallel");
+}
+
+// The Megatron-LM arguments that run `c` as the estimate assumes it.
+std::vector<std::string> MegatronArgs(const tune::TuneRequest& q, const tune::TuneConfig& c) {
+  std::vector<std::string> a = {"--tensor-model-parallel-size",
+                                std::to_string(c.tp),
+                                "--pipeline-model-parallel-size",
+                                std::to_string(c.pp),
+                                "--micro-batch-size",
+                                std::to_string(c.microbatch_size),
+                                "--global-batch-size",
+                                std::to_string(q.global_batch)};
+  if (c.kind == schedule::Kind::kInterleaved) {
+    a.insert(a.end(), {"--num-virtual-stages-per-pipeline-rank", std::to_string(c.chunks)});
+  }
+  if (q.memory.distributed_optimizer) a.push_back("--use-distributed-optimizer");
+  if (q.memory.sequence_parallel && c.tp > 1) a.push_back("--sequence-parallel");
+  if (q.workload.recompute == physics::Recompute::kFull) {
+    a.insert(a.end(), {"--recompute-granularity", "full", "--recompute-method", "uniform",
+                       "--recompute-num-layers", "1"});
+  }
+  return a;
+}
+
+std::string Joined(const std::vector<std::string>& words) {
+  std::string s;
+  for (const std::string& w : words) s += (s.empty() ? "" : " ") + w;
+  return s;
 }
 
 int Count(const tune::TuneResult& r, tune::Candidate::Status s) {
@@ -153,6 +195,10 @@ std::string TuneSummaryJson(const tune::TuneResult& r, const std::string& job_te
   root["chosen"]["peak_memory_gib"] = chosen.memory.peak_bytes() / kGiB;
   root["chosen"]["headroom_gib"] = chosen.memory.headroom_bytes() / kGiB;
   root["chosen"]["peak_stage"] = chosen.memory.peak_stage;
+  root["chosen"]["megatron_args"] = MegatronArgs(r.request, chosen.config);
+  root["memory_assumes"] = {{"distributed_optimizer", r.request.memory.distributed_optimizer},
+                            {"sequence_parallel", r.request.memory.sequence_parallel},
+                            {"recompute", physics::RecomputeName(r.request.workload.recompute)}};
   root["saving_pct"] = {{"total", total}, {"clocks", clocks}, {"configuration", total - clocks}};
   root["target_time_s"] = r.target_s;
   root["envelope_end_s"] = r.envelope_end_s;
@@ -244,6 +290,11 @@ std::string FormatTuneReport(const tune::TuneResult& r, const std::string& job_t
               total - clocks);
   s += "  memory      " + MemoryText(chosen.memory) +
        Printf(" (margin %.0f%%)\n", 100 * r.request.memory_margin);
+  s += "  assumes     " + MemoryAssumptions(r.request) + "\n";
+  s += "  megatron    " + Joined(MegatronArgs(r.request, chosen.config)) +
+       (chosen.config.kind == schedule::Kind::kGPipe
+            ? " (Megatron-LM has no GPipe schedule: run it with another framework)\n"
+            : "\n");
   // The best few configurations at the target, for context.
   std::vector<const tune::Candidate*> solved;
   for (const tune::Candidate& c : r.candidates) {
@@ -308,6 +359,8 @@ struct TuneFlags {
   std::string framework = "megatron";
   std::string precision = "bf16";
   std::string recompute = "none";
+  bool no_distributed_optimizer = false;
+  bool no_sequence_parallel = false;
   std::string keep;
   int gpus_per_node = 8;
   int max_chunks = 4;
@@ -349,6 +402,11 @@ TuneSubcommand::TuneSubcommand(CLI::App* app)
   c->add_option("--precision", f->precision, "Number format: bf16 or tf32")
       ->capture_default_str()
       ->type_name("{bf16,tf32}");
+  c->add_flag("--no-distributed-optimizer", f->no_distributed_optimizer,
+              "Estimate memory without Megatron's --use-distributed-optimizer (optimizer "
+              "state not sharded over data-parallel ranks)");
+  c->add_flag("--no-sequence-parallel", f->no_sequence_parallel,
+              "Estimate memory without Megatron's --sequence-parallel");
   c->add_option("--recompute", f->recompute, "Activation recomputation of every candidate")
       ->capture_default_str()
       ->type_name("{none,full}");
@@ -401,6 +459,8 @@ int TuneSubcommand::Run() const {
   r.workload.framework = physics::ParseFramework(f.framework, "--framework");
   r.workload.precision = physics::ParsePrecision(f.precision, "--precision");
   r.workload.recompute = physics::ParseRecompute(f.recompute, "--recompute");
+  r.memory.distributed_optimizer = !f.no_distributed_optimizer;
+  r.memory.sequence_parallel = !f.no_sequence_parallel;
   const int dp = DataParallelFromFlags(f.gpus, f.tp, f.pp);
   r.gpus = f.gpus;
   r.global_batch = f.global_batch;

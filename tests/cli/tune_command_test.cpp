@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -92,6 +93,38 @@ TEST_F(TuneCommandTest, SummaryAddsUpAndTheFilesDescribeTheChosenConfiguration) 
   EXPECT_NE(text.out.find("= clocks "), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("headroom"), std::string::npos) << text.out;
   EXPECT_NE(text.err.find("tune: [1/"), std::string::npos) << text.err;  // progress
+}
+
+// The memory line says what it assumes and the flags that change it; the
+// answer comes with the Megatron-LM arguments that run it as assumed. (The
+// demo job's "53.0 of 80 GiB" held only with the distributed optimizer and
+// sequence parallelism, and said neither.)
+TEST_F(TuneCommandTest, TheMemoryAssumptionsAndMegatronsArgumentsAreNamed) {
+  const Result text = Tune("");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("assumes     the distributed optimizer, sequence parallelism (TP > "
+                          "1), recompute none (--no-distributed-optimizer, "
+                          "--no-sequence-parallel, --recompute change them)"),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("megatron    --tensor-model-parallel-size "), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("--global-batch-size 32 "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("--use-distributed-optimizer"), std::string::npos) << text.out;
+
+  const Result with = Tune("--json"), without = Tune("--json --no-distributed-optimizer");
+  ASSERT_EQ(without.code, 0) << without.err;
+  const nlohmann::json a = nlohmann::json::parse(with.out), b = nlohmann::json::parse(without.out);
+  EXPECT_EQ(b["memory_assumes"]["distributed_optimizer"], false);
+  const std::vector<std::string> args = b["chosen"]["megatron_args"];
+  EXPECT_EQ(std::count(args.begin(), args.end(), "--use-distributed-optimizer"), 0);
+  // The same configuration needs more memory unsharded.
+  if (a["chosen"]["tp"] == b["chosen"]["tp"] && a["chosen"]["pp"] == b["chosen"]["pp"] &&
+      a["chosen"]["microbatch_size"] == b["chosen"]["microbatch_size"] &&
+      a["chosen"]["schedule"] == b["chosen"]["schedule"]) {
+    EXPECT_GT(b["chosen"]["peak_memory_gib"].get<double>(),
+              a["chosen"]["peak_memory_gib"].get<double>());
+  }
 }
 
 TEST_F(TuneCommandTest, BadFlagsNameTheFlag) {
