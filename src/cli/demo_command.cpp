@@ -121,8 +121,10 @@ std::string FormatDemoReport(const sim::SimulateOutcome& o, const std::string& o
   s += Row("", "joulepipe", jp_slow, &base_slow);
   s += "\n";
 
-  s += Printf("Projected full run (300B tokens = %s iterations):\n",
-              WithCommas(static_cast<long long>(iterations)).c_str());
+  s += Printf(
+      "Projected full run of the measured slice (300B tokens = %s iterations; not a\n"
+      "real GPT-3 175B run's MWh, see below):\n",
+      WithCommas(static_cast<long long>(iterations)).c_str());
   s += Printf("  all healthy        baseline %7.1f MWh, joulepipe %7.1f MWh: %6.1f MWh saved\n",
               Mwh(base_ok.energy_j, iterations), Mwh(jp_ok.energy_j, iterations),
               Mwh(base_ok.energy_j - jp_ok.energy_j, iterations));
@@ -141,8 +143,13 @@ std::string FormatDemoReport(const sim::SimulateOutcome& o, const std::string& o
       "             straggler keeps its plan. The iteration is no longer than baseline.\n\n",
       r.job.pipelines - 1);
   s += "Figures: GPU energy, simulated from the measured profile (not measured here);\n";
-  s += "CPU and DRAM not included. The profile's stage slice is used as measured\n";
-  s += "(Perseus's own emulation scales it; joulepipe does not).\n";
+  s += "CPU and DRAM not included. The profile is of a reduced stage slice and is used\n";
+  s += "as measured (Perseus's own emulation scales it; joulepipe does not), and the\n";
+  s += "simulation leaves out the data-parallel all-reduce: the times, energies and MWh\n";
+  s += "above are the slice's, not a real run's. The whole job, all-reduce included, by\n";
+  s += "the workload model (longer iterations, more MWh, a smaller saving: the all-reduce\n";
+  s += "waits at P_block at any clock):\n";
+  s += "  joulepipe site --model gpt3-175b --gpu a100-sxm --gpus 1024 --tokens 300e9\n";
   if (!out_dir.empty()) {
     const char* slash = out_dir.back() == '/' ? "" : "/";
     s += Printf("\nWrote %s%s: report.html (open it in a browser), frontier.svg,\n",

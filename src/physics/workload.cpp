@@ -344,13 +344,13 @@ std::string_view FrameworkName(Framework framework) {
 std::string_view FrameworkValidation(Framework framework) {
   if (framework == Framework::kHfEager) {
     return "hf-eager validated against 9 real Perseus Merak runs (A100 half fitted, A40 half "
-           "held out; tf32, full recompute): same-time saving -4.1..+0.7 pp and iteration time "
-           "-8.4..+6.3 % on the held-out PP runs except T5 (-15 pp, -59 %: time between its "
-           "instructions not modelled), 3D run -4.5 pp, -26 % time with TP across nodes at an "
+           "held out; tf32, full recompute): same-time saving -4.3..+0.2 pp and iteration time "
+           "-7.2..+7.4 % on the held-out PP runs except T5 (-16 pp, -59 %: time between its "
+           "instructions not modelled), 3D run -4.3 pp, -25 % time with TP across nodes at an "
            "assumed 25 GB/s node network (docs/benchmarks.md, Fidelity)";
   }
   return "megatron: clock response checked against 4 measured Perseus stage profiles (median "
-         "error <= 9.4 % time, <= 5.9 % energy), throughput calibrated to Megatron-LM's "
+         "error <= 3.0 % time, <= 5.6 % energy), throughput calibrated to Megatron-LM's "
          "published GPT-3 175B run; not validated against whole real runs "
          "(docs/workload-model.md)";
 }
