@@ -149,7 +149,7 @@ std::string RenderSvg(const LineChart& chart) {
     svg += "<text x=\"" + Num(left - 6) + "\" y=\"" + Num(sy(t) + 4) + "\" text-anchor=\"end\">" +
            TickLabel(t, ystep) + "</text>\n";
   }
-  svg += "<rect x=\"" + Num(left) + "\" y=\"" + Num(top) + "\" width=\"" + Num(pw) +
+  svg += "<rect class=\"frame\" x=\"" + Num(left) + "\" y=\"" + Num(top) + "\" width=\"" + Num(pw) +
          "\" height=\"" + Num(ph) + "\" fill=\"none\" stroke=\"#333\"/>\n";
   svg += "<text x=\"" + Num(left + pw / 2) + "\" y=\"" + Num(h - 12) +
          "\" text-anchor=\"middle\">" + Escape(chart.x_label) + "</text>\n";
@@ -219,16 +219,22 @@ std::string RenderSvg(const LineChart& chart) {
            Escape(m.label) + "</text>\n";
   }
 
-  // Legend, top right inside the plot.
+  // Legend, top right inside the plot, as wide as its longest label: at
+  // 12 px sans-serif a character is at most about 7 px wide on average (a
+  // fixed 170 px let "frontier plans (hover for figures)" run past the
+  // frame). tests/report/browser_check.py checks it on the drawn page.
+  std::size_t longest = 0;
+  for (const Series& s : chart.series) longest = std::max(longest, s.label.size());
+  const double legend_w = 30 + 7.0 * static_cast<double>(longest);
+  const double lx = std::max(left + 8, left + pw - 8 - legend_w);
   double ly = top + 16;
   for (const Series& s : chart.series) {
     if (s.label.empty()) continue;
-    const double lx = left + pw - 200;
     svg += "<line x1=\"" + Num(lx) + "\" y1=\"" + Num(ly - 4) + "\" x2=\"" + Num(lx + 24) +
            "\" y2=\"" + Num(ly - 4) + "\" stroke=\"" + Escape(s.color) + "\" stroke-width=\"2\"" +
            (s.dashed ? " stroke-dasharray=\"6 4\"" : "") + "/>\n";
-    svg +=
-        "<text x=\"" + Num(lx + 30) + "\" y=\"" + Num(ly) + "\">" + Escape(s.label) + "</text>\n";
+    svg += "<text class=\"legend\" x=\"" + Num(lx + 30) + "\" y=\"" + Num(ly) + "\">" +
+           Escape(s.label) + "</text>\n";
     ly += 16;
   }
   svg += "</svg>\n";

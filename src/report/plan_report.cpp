@@ -340,7 +340,9 @@ report::HtmlTable PointsTable(const PlanReportInputs& in, const Replays& r,
     table.header.push_back("GPU + host energy");
     table.header.push_back("node saving");
   }
-  table.header.push_back("average power");
+  // What the power counts: the pipeline's GPUs, and their hosts when a host
+  // power is given (one header for both read as the same figure).
+  table.header.push_back(in.host_power_w > 0 ? "average power, GPU + host" : "average power, GPU");
   table.numeric_columns = {3, 4, 5, 6, 7, 8, 9};
   auto point_row = [&](const Pick& p) {
     std::vector<std::string> row = {p.letter,

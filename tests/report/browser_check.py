@@ -149,6 +149,20 @@ def main():
         with open(args.screenshot, "wb") as out:
             out.write(base64.b64decode(shot["data"]))
 
+        # Every legend label inside its chart's frame, as the browser draws
+        # it (a fixed-width legend once ran past the frontier's frame).
+        outside = tools.call("Runtime.evaluate", {
+            "expression": """[...document.querySelectorAll('svg')].flatMap(svg => {
+                const frame = svg.querySelector('rect.frame');
+                if (!frame) return [];
+                const f = frame.getBoundingClientRect();
+                return [...svg.querySelectorAll('text.legend')]
+                    .filter(t => { const b = t.getBoundingClientRect();
+                                   return b.right > f.right + 0.5 || b.left < f.left - 0.5; })
+                    .map(t => t.textContent);
+            })""", "returnByValue": True}, session)["result"]["value"]
+        for label in outside:
+            failures.append(f"legend label '{label}' runs past its chart's frame")
         if figures["svg"] < args.min_svgs:
             failures.append(f"{figures['svg']} <svg> elements, expected >= {args.min_svgs}")
         for what in ("frontier points", "timeline instructions", "energy bars", "tables"):
