@@ -350,7 +350,7 @@ std::string_view FrameworkValidation(Framework framework) {
            "assumed 25 GB/s node network (docs/benchmarks.md, Fidelity)";
   }
   return "megatron: clock response checked against 4 measured Perseus stage profiles (median "
-         "error <= 3.0 % time, <= 5.6 % energy), throughput calibrated to Megatron-LM's "
+         "error <= 3.0 % time, <= 5.7 % energy), throughput calibrated to Megatron-LM's "
          "published GPT-3 175B run; not validated against whole real runs "
          "(docs/workload-model.md)";
 }
