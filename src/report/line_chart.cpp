@@ -193,6 +193,7 @@ std::string RenderSvg(const LineChart& chart) {
 
   // Marker labels that would overlap an earlier one move down a line.
   std::vector<XY> placed;
+  std::vector<XY> circles;
   for (const Marker& m : chart.markers) {
     if (!std::isfinite(m.at.x) || !std::isfinite(m.at.y)) continue;
     const double cx = sx(m.at.x), cy = sy(m.at.y);
@@ -208,15 +209,23 @@ std::string RenderSvg(const LineChart& chart) {
       }
     }
     placed.push_back({cx, label_y});
-    svg += "<circle cx=\"" + Num(cx) + "\" cy=\"" + Num(cy) +
-           "\" r=\"5\" fill=\"white\" fill-opacity=\"0.01\" stroke=\"" + Escape(m.color) +
-           "\" stroke-width=\"2\"><title>" + Escape(m.title.empty() ? m.label : m.title) +
-           "</title></circle>\n";
+    // A marker on (or within a few pixels of) earlier ones is a wider ring
+    // around them, so none hides another (the straggler's S sat under C).
+    int under = 0;
+    for (const XY& c : circles) {
+      if (std::hypot(c.x - cx, c.y - cy) < 8) ++under;
+    }
+    circles.push_back({cx, cy});
+    svg += "<circle class=\"marker\" cx=\"" + Num(cx) + "\" cy=\"" + Num(cy) + "\" r=\"" +
+           Num(5 + 4 * under) + "\" fill=\"white\" fill-opacity=\"0.01\" stroke=\"" +
+           Escape(m.color) + "\" stroke-width=\"2\"><title>" +
+           Escape(m.title.empty() ? m.label : m.title) + "</title></circle>\n";
     // Labels go right of the point unless that would leave the plot.
     const bool flip = cx > left + pw * 0.7;
-    svg += "<text x=\"" + Num(flip ? cx - 8 : cx + 8) + "\" y=\"" + Num(label_y) +
-           "\" text-anchor=\"" + (flip ? "end" : "start") + "\" fill=\"" + Escape(m.color) + "\">" +
-           Escape(m.label) + "</text>\n";
+    const double gap = 8 + 4 * under;  // clear of its ring
+    svg += "<text class=\"marker-label\" x=\"" + Num(flip ? cx - gap : cx + gap) + "\" y=\"" +
+           Num(label_y) + "\" text-anchor=\"" + (flip ? "end" : "start") + "\" fill=\"" +
+           Escape(m.color) + "\">" + Escape(m.label) + "</text>\n";
   }
 
   // Legend, top right inside the plot, as wide as its longest label: at

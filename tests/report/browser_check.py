@@ -163,6 +163,28 @@ def main():
             })""", "returnByValue": True}, session)["result"]["value"]
         for label in outside:
             failures.append(f"legend label '{label}' runs past its chart's frame")
+        # Operating-point markers: no label over another, and no ring hidden
+        # exactly under another (the straggler's S once sat under C).
+        clashes = tools.call("Runtime.evaluate", {
+            "expression": """[...document.querySelectorAll('svg')].flatMap(svg => {
+                const boxes = [...svg.querySelectorAll('text.marker-label')]
+                    .map(t => [t.textContent, t.getBoundingClientRect()]);
+                const rings = [...svg.querySelectorAll('circle.marker')]
+                    .map(c => [c.getAttribute('cx'), c.getAttribute('cy'), c.getAttribute('r')]
+                              .join(' '));
+                const out = [];
+                for (let i = 0; i < boxes.length; ++i)
+                    for (let j = i + 1; j < boxes.length; ++j) {
+                        const [a, p] = boxes[i], [b, q] = boxes[j];
+                        if (p.left < q.right - 0.5 && q.left < p.right - 0.5 &&
+                            p.top < q.bottom - 0.5 && q.top < p.bottom - 0.5)
+                            out.push(`labels ${a} and ${b} overlap`);
+                    }
+                rings.forEach((r, i) => { if (rings.indexOf(r) !== i)
+                    out.push(`a marker ring hides under another at ${r}`); });
+                return out;
+            })""", "returnByValue": True}, session)["result"]["value"]
+        failures.extend(clashes)
         if figures["svg"] < args.min_svgs:
             failures.append(f"{figures['svg']} <svg> elements, expected >= {args.min_svgs}")
         for what in ("frontier points", "timeline instructions", "energy bars", "tables"):
