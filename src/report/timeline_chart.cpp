@@ -12,6 +12,13 @@ namespace joulepipe::report {
 
 namespace {
 
+// An upper bound on a bar label's drawn width at font-size 10 sans-serif:
+// 7 px a character ("F12.3" is about 29 px drawn, 35 here);
+// tests/report/browser_check.py checks that every drawn label fits its bar.
+double LabelWidth(const std::string& label) {
+  return 7.0 * static_cast<double>(label.size());
+}
+
 std::string Num(double v) {
   return SvgNum(v);
 }
@@ -55,9 +62,10 @@ std::string RenderTimelineSvg(const TimelineChart& c) {
            Num(w) + "\" height=\"" + Num(c.row_height - 4.0) + "\" fill=\"" + colour(b.mhz) +
            "\" stroke=\"white\" stroke-width=\"0.5\"><title>" + EscapeXml(b.title) +
            "</title></rect>\n";
-    if (!b.label.empty() && w >= 7.0 * b.label.size()) {
+    if (!b.label.empty() && w >= LabelWidth(b.label)) {
       const bool dark = (b.mhz - lo) / (hi - lo) < 0.55;
-      svg += "<text x=\"" + Num(x + w / 2) + "\" y=\"" + Num(y + c.row_height / 2.0 + 2) +
+      svg += "<text class=\"bar-label\" x=\"" + Num(x + w / 2) + "\" y=\"" +
+             Num(y + c.row_height / 2.0 + 2) +
              "\" text-anchor=\"middle\" font-size=\"10\" fill=\"" + (dark ? "white" : "black") +
              "\" pointer-events=\"none\">" + EscapeXml(b.label) + "</text>\n";
     }

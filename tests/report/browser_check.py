@@ -185,6 +185,22 @@ def main():
                 return out;
             })""", "returnByValue": True}, session)["result"]["value"]
         failures.extend(clashes)
+        # Every timeline label inside its bar.
+        spilled = tools.call("Runtime.evaluate", {
+            "expression": """[...document.querySelectorAll('svg')].flatMap(svg => {
+                const bars = [...svg.querySelectorAll('rect.instruction')]
+                    .map(r => r.getBoundingClientRect());
+                return [...svg.querySelectorAll('text.bar-label')].filter(t => {
+                    const b = t.getBoundingClientRect(), mid = (b.left + b.right) / 2,
+                          y = (b.top + b.bottom) / 2;
+                    const bar = bars.find(r => r.left <= mid && mid <= r.right &&
+                                               r.top <= y && y <= r.bottom);
+                    return !bar || b.left < bar.left - 0.5 || b.right > bar.right + 0.5;
+                }).map(t => t.textContent);
+            })""", "returnByValue": True}, session)["result"]["value"]
+        for label in spilled[:5]:
+            failures.append(f"timeline label '{label}' runs past its bar")
+        figures["bar labels"] = count(tools, session, "text.bar-label")
         if figures["svg"] < args.min_svgs:
             failures.append(f"{figures['svg']} <svg> elements, expected >= {args.min_svgs}")
         for what in ("frontier points", "timeline instructions", "energy bars", "tables"):
