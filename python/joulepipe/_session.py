@@ -106,6 +106,18 @@ def tensorboard_scalars(r: "IterationRecord") -> List[Tuple[str, float]]:
     return tags
 
 
+def _window_parts(rank: Optional[int], time_s: float, energy_j: Optional[float],
+                  avg_power_w: Optional[float], approximate: bool, unit: str) -> List[str]:
+    """A measured window's part of a line: its rank (in a job of more than
+    one), time, GPU energy in `unit` and average power."""
+    parts = [] if rank is None else [f"rank {rank}"]
+    parts.append(f"{time_s * 1e3:.1f} ms")
+    if energy_j is not None:
+        parts.append(f"{energy_j:.3f} {unit}{' (approx.)' if approximate else ''}")
+        parts.append(f"{avg_power_w:.1f} W/GPU")
+    return parts
+
+
 @dataclass
 class IterationRecord:
     iteration: int
@@ -123,13 +135,8 @@ class IterationRecord:
     rank: Optional[int] = None  # the job's rank, in a job of more than one
 
     def summary(self) -> str:
-        parts = [f"joulepipe: iteration {self.iteration}"]
-        if self.rank is not None:
-            parts.append(f"rank {self.rank}")
-        parts.append(f"{self.time_s * 1e3:.1f} ms")
-        if self.energy_j is not None:
-            parts.append(f"{self.energy_j:.3f} J/iter/GPU{' (approx.)' if self.approximate else ''}")
-            parts.append(f"{self.avg_power_w:.1f} W/GPU")
+        parts = [f"joulepipe: iteration {self.iteration}"] + _window_parts(
+            self.rank, self.time_s, self.energy_j, self.avg_power_w, self.approximate, "J/iter/GPU")
         if self.tokens_per_s:
             parts.append(f"{self.tokens_per_s:,.0f} tokens/s")
             if self.j_per_token is not None:
@@ -157,13 +164,8 @@ class PhaseRecord:
     def summary(self) -> str:
         where = (f"after iteration {self.after_iteration}" if self.after_iteration is not None
                  else "before the first iteration")
-        parts = [f"joulepipe: {self.kind} {where}"]
-        if self.rank is not None:
-            parts.append(f"rank {self.rank}")
-        parts.append(f"{self.time_s * 1e3:.1f} ms")
-        if self.energy_j is not None:
-            parts.append(f"{self.energy_j:.3f} J/GPU{' (approx.)' if self.approximate else ''}")
-            parts.append(f"{self.avg_power_w:.1f} W/GPU")
+        parts = [f"joulepipe: {self.kind} {where}"] + _window_parts(
+            self.rank, self.time_s, self.energy_j, self.avg_power_w, self.approximate, "J/GPU")
         return " | ".join(parts)
 
 
