@@ -498,11 +498,7 @@ class Session:
         self._open = True
         self._pipeline_done = False
         self._number = number
-        if self._monitor is not None:
-            try:
-                self._monitor.begin("joulepipe.iteration")
-            except Exception:
-                _logger.debug("iteration_begin: error ignored", exc_info=True)
+        self._window_begin("joulepipe.iteration")
         self._t0 = time.perf_counter()
         if self._off_shape:
             return
@@ -575,10 +571,18 @@ class Session:
                        "fall unevenly in a short window; such values are marked approximate")
         return True
 
+    def _window_begin(self, name: str) -> None:
+        """Opens the monitor's window `name` (nothing without a monitor)."""
+        if self._monitor is not None:
+            try:
+                self._monitor.begin(name)
+            except Exception:
+                _logger.debug("_window_begin: error ignored", exc_info=True)
+
     def _window_end(self, name: str) -> Tuple[Optional[float], bool]:
         """The GPU energy of the monitor's window `name` and whether it is
-        approximate; (None, False) without a monitor."""
-        if self._monitor is None or not self._monitor.is_open(name):
+        approximate; (None, False) without a monitor or on an error."""
+        if self._monitor is None:
             return None, False
         try:
             m = self._monitor.end(name)
@@ -599,11 +603,7 @@ class Session:
             self.iteration_end()
         self._phase_kind = kind
         self._phase_depth = 0
-        if self._monitor is not None:
-            try:
-                self._monitor.begin("joulepipe.phase")
-            except Exception:
-                _logger.debug("phase_begin: error ignored", exc_info=True)
+        self._window_begin("joulepipe.phase")
         self._phase_t0 = time.perf_counter()
 
     def phase_end(self) -> Optional[PhaseRecord]:
@@ -632,14 +632,7 @@ class Session:
             return None
         self._open = False
         elapsed = time.perf_counter() - self._t0
-        energy = None
-        approximate = False
-        if self._monitor is not None:
-            try:
-                m = self._monitor.end("joulepipe.iteration")
-                energy, approximate = m.gpu_energy_j, m.approximate
-            except Exception:
-                _logger.debug("iteration_end: error ignored", exc_info=True)
+        energy, approximate = self._window_end("joulepipe.iteration")
         self._drain_coordinated_log()  # the plan this iteration ran, before its record
         approximate = self._over_limit(energy, elapsed, "an iteration") or approximate
         tokens = self.options.tokens_per_iteration

@@ -88,6 +88,7 @@ class _State:
         self.optimizer_hook: Any = None  # torch's global optimizer-step hook, removed at disable
         self.megatron_args: Any = None  # Megatron-LM's get_args(), read at the session's start
         self.data_parallel = 1
+        self.says = True  # this rank writes iteration and phase lines (--joulepipe-log-rank)
         # Megatron-LM's functions measured as phases: name -> original.
         self.phase_originals: Dict[str, Any] = {}
         self.phase_module: Any = None
@@ -249,15 +250,9 @@ def _end_iteration(state: _State, say: bool = True) -> Optional[IterationRecord]
         state.last_record = record
         # A line when Megatron writes its own (iteration % --log-interval);
         # the log file and TensorBoard get every iteration.
-        if say and record.iteration % state.log_interval == 0 and _says(state):
+        if say and record.iteration % state.log_interval == 0 and state.says:
             state.log(record.summary())
     return record
-
-
-def _says(state: _State) -> bool:
-    """Whether this rank writes iteration and phase lines (--joulepipe-log-rank)."""
-    chosen = state.options.log_rank
-    return chosen is None or state.session is None or state.session.topo.rank == chosen
 
 
 @contextlib.contextmanager
@@ -291,7 +286,7 @@ def phase(kind: str) -> Iterator[None]:
     finally:
         try:
             record = s.phase_end()
-            if record is not None and _says(state):
+            if record is not None and state.says:
                 state.log(record.summary())
         except Exception:
             _logger.debug("phase: error ignored", exc_info=True)
@@ -361,10 +356,11 @@ def _start_session(state: _State) -> Optional[Session]:
         writer = state.writer if state.writer is not None else _megatron_writer()
         chosen = state.options.log_rank
         if chosen is not None and chosen >= topology.world_size:
-            state.options.log_rank = 0
             if topology.rank == 0:
                 state.log(f"joulepipe: --joulepipe-log-rank {chosen} is not a rank of this job "
                           f"({topology.world_size} ranks); rank 0 writes the lines instead")
+            chosen = 0
+        state.says = chosen is None or topology.rank == chosen
         session = Session(state.options, topology, exchange, state.log, writer)
         _wrap_megatron_lm_phases(state)
         return session
