@@ -13,6 +13,7 @@
 #include "joulepipe/model/energy.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/schedule/replay.hpp"
+#include "least_energy.hpp"
 #include "relaxation.hpp"
 #include "step_feed.hpp"
 
@@ -210,7 +211,10 @@ Frontier SolveFrontier(const schedule::Schedule& schedule, const model::Profile&
   effective.extra_deadlines_s.push_back(frontier.max_clock.time_s);
   const std::set<double> requested = RequestedDeadlines(t_fastest, t_slowest, effective);
   const std::vector<double> deadlines = Deadlines(t_fastest, t_slowest, effective, requested);
-  const std::set<double> sampled = SampledDeadlines(deadlines, effective, g.n);
+  // Sampled from the grid alone, so what the grid finds (its least-energy
+  // point above all) does not depend on the deadlines a command requested.
+  const std::set<double> sampled =
+      SampledDeadlines(Deadlines(t_fastest, t_slowest, effective, {}), effective, g.n);
   // Points name knobs only when the profile has some (else they stay empty).
   const model::Profile::KnobTable knobs = profile.has_knobs() ? profile.knob_settings() : nullptr;
 
@@ -266,6 +270,18 @@ Frontier SolveFrontier(const schedule::Schedule& schedule, const model::Profile&
   frontier.stats.refined = rounded.refined;
   std::vector<FrontierPoint> points = std::move(rounded.points);
   points.push_back(frontier.max_clock);
+  // The least-energy end gets the same search whatever was requested
+  // (least_energy.hpp), up to the slowest useful makespan or where the grid
+  // stops.
+  if (rounded.grid_least >= 0) {
+    const double search_to =
+        options.max_deadline_s > 0 ? std::min(t_slowest, options.max_deadline_s) : t_slowest;
+    for (RoundedPlan& plan :
+         SearchLeastEnergy(g, options.p_block_w, feed, initial, points[rounded.grid_least],
+                           search_to, StopCheck{options.cancel, nullptr})) {
+      points.push_back(PointOf(g, plan, knobs));
+    }
+  }
   frontier.points = ParetoFilter(std::move(points));
   frontier.stats.rounding_seconds = Seconds(started);
   return frontier;

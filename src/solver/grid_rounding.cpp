@@ -184,19 +184,24 @@ void GridRounder::RunTask(Job& job, int start) {
   job.candidates[start] = std::move(candidate);
 }
 
-FrontierPoint GridRounder::ToPoint(const RoundedPlan& plan) const {
+FrontierPoint PointOf(const ActivityGraph& g, const RoundedPlan& plan,
+                      const model::Profile::KnobTable& knobs) {
   FrontierPoint point{plan.time_s, plan.energy_j, {}, {}, {}};
-  point.mhz.resize(g_.n);
-  if (knobs_) {
-    point.knob.resize(g_.n);
-    point.knob_names = knobs_;
+  point.mhz.resize(g.n);
+  if (knobs) {
+    point.knob.resize(g.n);
+    point.knob_names = knobs;
   }
-  for (int p = 0; p < g_.n; ++p) {
-    const Option& option = g_.hulls[g_.hull_of[p]].pareto[plan.choice[p]];
-    point.mhz[g_.node_of[p]] = static_cast<std::uint16_t>(option.mhz);
-    if (knobs_) point.knob[g_.node_of[p]] = static_cast<std::uint16_t>(option.knob);
+  for (int p = 0; p < g.n; ++p) {
+    const Option& option = g.hulls[g.hull_of[p]].pareto[plan.choice[p]];
+    point.mhz[g.node_of[p]] = static_cast<std::uint16_t>(option.mhz);
+    if (knobs) point.knob[g.node_of[p]] = static_cast<std::uint16_t>(option.knob);
   }
   return point;
+}
+
+FrontierPoint GridRounder::ToPoint(const RoundedPlan& plan) const {
+  return PointOf(g_, plan, knobs_);
 }
 
 GridRounding GridRounder::Result() {
@@ -216,8 +221,15 @@ GridRounding GridRounder::Result() {
         }
         slot.point = ToPoint(*best);
       }
-      if (!out.points.empty() && SamePoint(out.points.back(), slot.point)) continue;
-      out.points.push_back(std::move(slot.point));
+      if (out.points.empty() || !SamePoint(out.points.back(), slot.point)) {
+        out.points.push_back(std::move(slot.point));
+      }
+      const int at = static_cast<int>(out.points.size()) - 1;
+      const bool requested = slot.job != nullptr && slot.job->requested;
+      if (!requested &&
+          (out.grid_least < 0 || out.points[at].energy_j < out.points[out.grid_least].energy_j)) {
+        out.grid_least = at;
+      }
     }
   }
   return out;

@@ -38,7 +38,16 @@ struct GridRounding {
   std::vector<FrontierPoint> points;
   int rounded = 0;  // deadlines rounded
   int refined = 0;  // of which refined
+  // The least-energy point of the grid's own deadlines (not a requested
+  // one's), an index into points; -1 when none. What it is does not depend
+  // on the deadlines a command requested (least_energy.hpp).
+  int grid_least = -1;
 };
+
+// The frontier point of a position-space plan: clocks (and, with `knobs`,
+// knob settings) per schedule node id, its exact time and energy.
+FrontierPoint PointOf(const ActivityGraph& g, const RoundedPlan& plan,
+                      const model::Profile::KnobTable& knobs);
 
 class GridRounder {
  public:

@@ -386,6 +386,44 @@ TEST(Frontier, ExtraDeadlinesArePlannedFor) {
   EXPECT_NE(frontier.BestWithin(1e6), nullptr);
 }
 
+// Near the least-energy end the frontier is flat to a few joules, so which
+// deadlines were tried used to decide which plan was least: the demo's
+// straggler deadline (1.2 x T) found a plan 1.1 J below what `plan
+// --least-energy` called least. The least-energy point is now searched from
+// the grid's own least point (least_energy.hpp), the same whatever a command
+// requested, and no requested deadline's plan is below it.
+TEST(Frontier, TheLeastEnergyPointIsTheSameWhateverWasRequested) {
+  struct Case {
+    const char* profile;
+    int microbatches;
+    double p_block_w, resolution_s;
+  };
+  for (const Case& c : {Case{"gpt3-175b+a100_sxm_bf16.csv", 96, kA100PBlock, 5e-3},
+                        Case{"gpt3-175b+a100_sxm_bf16.csv", 96, kA100PBlock, 1e-3},
+                        Case{"gpt3-175b+a40_bf16.csv", 24, kA40PBlock, 1e-3}}) {
+    SCOPED_TRACE(std::string(c.profile) + " x " + std::to_string(c.microbatches) + ", grid " +
+                 std::to_string(c.resolution_s));
+    const auto sched = MakeSchedule(schedule::Kind::k1F1B, 8, c.microbatches);
+    const model::Profile profile = RealProfile(c.profile);
+    Options options;
+    options.p_block_w = c.p_block_w;
+    options.resolution_s = c.resolution_s;
+    const Frontier plain = SolveFrontier(sched, profile, options);
+    const FrontierPoint& least = plain.points.back();
+    const double t0 = plain.max_clock.time_s;
+    for (const std::vector<double>& extras : std::vector<std::vector<double>>{
+             {1.2 * t0}, {1.05 * t0, 1.1 * t0, 1.2 * t0}, {least.time_s * 1.002}}) {
+      options.extra_deadlines_s = extras;
+      const Frontier asked = SolveFrontier(sched, profile, options);
+      SCOPED_TRACE("requested " + std::to_string(extras.front()) + " s and " +
+                   std::to_string(extras.size() - 1) + " more");
+      EXPECT_EQ(asked.points.back().time_s, least.time_s);
+      EXPECT_EQ(asked.points.back().energy_j, least.energy_j);
+      for (double d : extras) EXPECT_GE(asked.BestWithin(d)->energy_j, least.energy_j);
+    }
+  }
+}
+
 TEST(Frontier, InvalidOptionsThrow) {
   const auto sched = MakeSchedule(schedule::Kind::k1F1B, 2, 2);
   const model::Profile profile = SyntheticProfile(2, 4, 11);

@@ -22,6 +22,9 @@
 //      see the real clocks where the convex hull misprices them; requested
 //      ones (always including the max-clock time) also get a large-
 //      neighbourhood search (reset a window, refill greedily).
+//   5. The least-energy end gets that search too, from the least-energy
+//      point up to the slowest useful makespan, so the least-energy point is
+//      the same whatever deadlines were requested.
 #pragma once
 
 #include <atomic>
