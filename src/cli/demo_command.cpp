@@ -14,6 +14,7 @@
 #include "joulepipe/model/plan.hpp"
 #include "joulepipe/report/line_chart.hpp"
 #include "joulepipe/report/plan_report.hpp"
+#include "joulepipe/sim/waveform.hpp"
 #include "report_command.hpp"
 #include "simulate_command.hpp"
 
@@ -22,6 +23,7 @@ namespace joulepipe::cli {
 namespace {
 
 constexpr int kHealthyIterations = 10;
+constexpr double kDemoWaveformDtS = 0.01;  // 10 ms bins: the grid figures
 constexpr int kStragglerIterations = 10;
 constexpr double kStragglerSlowdown = 1.2;
 
@@ -86,7 +88,15 @@ sim::SimulateRequest DemoRequest() {
   r.job.straggler.for_iterations = 0;
   r.detection_lag = 0;
   r.resolution_s = 5e-3;
+  r.waveform_dt_s = kDemoWaveformDtS;
   return r;
+}
+
+// The grid's view of a run: its GPU power's swing within 1 s and ramp.
+std::string GridFigures(const sim::SimulationResult& run) {
+  const sim::GridMetrics m = sim::MeasureGrid(run.waveform, sim::GridOptions{});
+  return Printf("swing %.2f MW within 1 s, ramp %.1f MW/s, peak %.2f MW", m.swing_w / 1e6,
+                m.ramp_w_per_s / 1e6, m.peak_w / 1e6);
 }
 
 std::string FormatDemoReport(const sim::SimulateOutcome& o, const std::string& out_dir) {
@@ -131,6 +141,13 @@ std::string FormatDemoReport(const sim::SimulateOutcome& o, const std::string& o
   s += Printf("  straggler all run  baseline %7.1f MWh, joulepipe %7.1f MWh: %6.1f MWh saved\n\n",
               Mwh(base_slow.energy_j, iterations), Mwh(jp_slow.energy_j, iterations),
               Mwh(base_slow.energy_j - jp_slow.energy_j, iterations));
+
+  s += Printf(
+      "What the grid sees (the job's GPU power in %.0f ms bins, all %d iterations; the\n"
+      "slice's, without the all-reduce):\n",
+      kDemoWaveformDtS * 1e3, r.job.iterations);
+  s += "  baseline   " + GridFigures(o.baseline) + "\n";
+  s += "  joulepipe  " + GridFigures(o.joulepipe) + "\n\n";
 
   s += "How:\n";
   s += "  healthy    forwards and backwards off the critical path run at lower SM clocks\n";

@@ -138,6 +138,7 @@ SimulateOutcome SimulateJob(const model::Profile& profile, const SimulateRequest
   run.detection_lag = request.detection_lag;
   run.detector = request.detector;
   run.timeline_iterations = request.timeline_iterations;
+  run.waveform_dt_s = request.waveform_dt_s;
   run.max_timeline_events = 500'000;  // each policy: ~75 MB of JSON at most
   outcome.baseline = simulator.Run(Policy::kBaseline, run);
   Report(request, 0.5);

@@ -23,6 +23,7 @@
 #include "job_checks.hpp"
 #include "joulepipe/model/energy.hpp"
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/format.hpp"
 #include "joulepipe/schedule/replay.hpp"
 
 namespace joulepipe::sim {
@@ -409,6 +410,13 @@ SimulationResult Simulator::Run(Policy policy, const RunOptions& options) const 
   coord::CheckStragglerOptions(options.detector);
   CheckIterationIndex("RunOptions::timeline_iterations", options.timeline_iterations,
                       "iterations recorded in the timeline; 0 records none");
+  if (!(options.waveform_dt_s == 0 ||
+        (options.waveform_dt_s >= 1e-4 && options.waveform_dt_s <= 10))) {
+    throw model::InputError("RunOptions::waveform_dt_s",
+                            model::Format("RunOptions::waveform_dt_s must be 0 (no waveform) or "
+                                          "1e-4..10 s (got %g); 0.01 gives 10 ms bins",
+                                          options.waveform_dt_s));
+  }
   const int n = schedule_.num_nodes();
   const int d = job_.pipelines, iterations = job_.iterations, S = stages_;
   const double pb = job_.p_block_w, g = job_.gpus_per_stage;
@@ -461,7 +469,13 @@ SimulationResult Simulator::Run(Policy policy, const RunOptions& options) const 
   std::vector<double> last_end(lowered_of.size()), last_planned(lowered_of.size());
   double clock = 0;  // job time at the iteration's start
   bool recording_done = options.timeline_iterations == 0;
+  bool record = false;  // this iteration's events go into the timeline
+  const bool wave = options.waveform_dt_s > 0;
+  result.waveform.dt_s = options.waveform_dt_s;
   auto emit = [&](const TimelineEvent& event) {
+    // The whole TP group draws what the event's one GPU draws.
+    if (wave) result.waveform.Add(event.start_s, event.duration_s, g * event.energy_j);
+    if (!record) return;
     if (result.timeline.size() >= options.max_timeline_events) {
       result.timeline_truncated = true;
       recording_done = true;
@@ -479,7 +493,8 @@ SimulationResult Simulator::Run(Policy policy, const RunOptions& options) const 
         TablesOf(current[p], &cache);
       }
     }
-    const bool record = !recording_done && i < options.timeline_iterations;
+    record = !recording_done && i < options.timeline_iterations;
+    const bool trace = record || wave;  // events are made for either
     it.straggler_active = job_.straggler.ActiveAt(i);
     double compute_end = 0;
     for (int p = 0; p < d; ++p) {
@@ -513,7 +528,7 @@ SimulationResult Simulator::Run(Policy policy, const RunOptions& options) const 
         }
       }
 
-      if (record) {
+      if (trace) {
         const int c = result.plan[static_cast<std::size_t>(i) * d + p];
         for (int s = 0; s < S; ++s) {
           double free = 0;
@@ -592,7 +607,7 @@ SimulationResult Simulator::Run(Policy policy, const RunOptions& options) const 
     it.lowered_wait_s = g * lowered_s;
     it.energy_j = it.busy_energy_j + it.blocking_energy_j;
 
-    if (record) {
+    if (trace) {
       for (int p = 0; p < d; ++p) {
         for (int s = 0; s < S; ++s) {
           const double free = stage_end[static_cast<std::size_t>(p) * S + s];
@@ -611,6 +626,14 @@ SimulationResult Simulator::Run(Policy policy, const RunOptions& options) const 
       }
     }
     clock += it.time_s;
+    if (wave && clock / options.waveform_dt_s > kMaxWaveformBins) {
+      throw model::InputError(
+          "RunOptions::waveform_dt_s",
+          model::Format("the waveform of %d iterations (%.6g s and more) in bins of %g s "
+                        "exceeds %.0f bins; use a coarser RunOptions::waveform_dt_s or fewer "
+                        "iterations",
+                        iterations, clock, options.waveform_dt_s, kMaxWaveformBins));
+    }
   }
   return result;
 }

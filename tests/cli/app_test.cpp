@@ -6,6 +6,8 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "cli/plan_command.hpp"
@@ -42,6 +44,21 @@ TEST_F(AppTest, DemoSimulatesTheEmbeddedJobAndWritesTheFrontier) {
         "joulepipe site --model gpt3-175b --gpu a100-sxm --gpus 1024"}) {
     EXPECT_TRUE(Contains(r.out, needle)) << needle << "\n" << r.out;
   }
+  // What the grid sees (issue 45): the job's swing and ramp, both policies;
+  // joulepipe's lower clocks swing and ramp less.
+  double swing[2] = {0, 0}, ramp[2] = {0, 0};
+  int policies = 0;
+  for (const char* policy : {"  baseline   swing ", "  joulepipe  swing "}) {
+    const std::size_t at = r.out.find(policy);
+    ASSERT_NE(at, std::string::npos) << policy << "\n" << r.out;
+    ASSERT_EQ(std::sscanf(r.out.c_str() + at + std::string(policy).size(),
+                          "%lf MW within 1 s, ramp %lf MW/s", &swing[policies], &ramp[policies]),
+              2);
+    ++policies;
+  }
+  EXPECT_GT(swing[0], 0.1);
+  EXPECT_LT(swing[1], swing[0]);
+  EXPECT_LT(ramp[1], ramp[0]);
   for (const char* name : {"report.html", "frontier.svg", "simulation.json", "intrinsic_plan.json",
                            "straggler_plan.json"}) {
     EXPECT_TRUE(fs::is_regular_file(out / name)) << name;

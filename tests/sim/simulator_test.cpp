@@ -593,6 +593,46 @@ TEST(SimulatorTest, StragglerExtraTimeIsChargedAtBlockingPower) {
 
 // ---- Timeline ----------------------------------------------------------------------------
 
+// The waveform holds every GPU's power over the run: its integral is the
+// job's energy whatever happens (straggler, all-reduce, stalls, TP), its
+// length the run's, and the all-reduce shows as a drop to P_block on every
+// GPU at each iteration's end.
+TEST(SimulatorTest, WaveformIntegratesToTheJobsEnergy) {
+  const FrontierFixture f;
+  JobSpec job;
+  job.pipelines = 3;
+  job.gpus_per_stage = 2;
+  job.p_block_w = kPBlock;
+  job.iterations = 6;
+  job.allreduce_s = 0.05;
+  job.stall_probability = 0.3;
+  job.stall_s = 0.02;
+  job.straggler = {1, 1.2, 2, 0, 0};
+  const Simulator simulator(f.schedule, f.profile, job, f.candidates, f.baseline, f.intrinsic);
+  RunOptions options;
+  options.waveform_dt_s = 1e-3;
+  for (Policy policy : {Policy::kBaseline, Policy::kJoulepipe}) {
+    SCOPED_TRACE(PolicyName(policy));
+    const SimulationResult r = simulator.Run(policy, options);
+    EXPECT_LT(Relative(r.waveform.EnergyJ(), r.TotalEnergy()), 1e-9);
+    EXPECT_NEAR(r.waveform.gpu_w.size() * 1e-3, r.TotalTime(), 1e-3);
+    // The last bins lie inside the final all-reduce: every GPU at P_block.
+    const double all_blocked = kPBlock * 3 * f.schedule.spec.stages * 2;
+    EXPECT_NEAR(r.waveform.gpu_w[r.waveform.gpu_w.size() - 10], all_blocked, 1e-6);
+    const GridMetrics m = MeasureGrid(r.waveform, GridOptions{});
+    EXPECT_GT(m.peak_w, all_blocked);
+    EXPECT_NEAR(m.trough_w, all_blocked, 1e-6);
+    EXPECT_GT(m.swing_w, 0);
+  }
+  // Without RunOptions::waveform_dt_s there is none; a bad one is refused.
+  EXPECT_TRUE(simulator.Run(Policy::kBaseline).waveform.gpu_w.empty());
+  options.waveform_dt_s = 20;
+  EXPECT_NE(InputErrorOf([&] {
+              simulator.Run(Policy::kBaseline, options);
+            }).find("RunOptions::waveform_dt_s"),
+            std::string::npos);
+}
+
 TEST(SimulatorTest, TimelineIsChromeTraceJson) {
   const FrontierFixture f;
   JobSpec job;

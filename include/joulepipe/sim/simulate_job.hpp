@@ -55,6 +55,7 @@ struct SimulateRequest {
   coord::StragglerOptions detector;  // kMeasured
   double resolution_s = 5e-3;        // frontier grid (s), > 0; T and T' are planned exactly
   int timeline_iterations = 0;       // > 0: record the first N iterations of both policies
+  double waveform_dt_s = 0;          // > 0: both policies' job waveforms (RunOptions)
   // Called from the calling thread: phase ("relaxation", "rounding" while
   // planning, then "simulating") and the fraction of it done. Optional.
   std::function<void(const char* phase, double fraction)> progress;

@@ -67,6 +67,7 @@
 #include "joulepipe/model/wait_model.hpp"
 #include "joulepipe/schedule/schedule.hpp"
 #include "joulepipe/sim/timeline.hpp"
+#include "joulepipe/sim/waveform.hpp"
 
 namespace joulepipe::sim {
 
@@ -148,7 +149,13 @@ struct RunOptions {
   coord::StragglerOptions detector;  // kMeasured
   int timeline_iterations = 0;       // record the timeline of the first N iterations
   std::size_t max_timeline_events = 1'000'000;  // stop recording beyond this
+  // > 0: the whole job's GPU power over time in bins of this many seconds
+  // (SimulationResult::waveform, waveform.hpp), 1e-4..10; 0: none.
+  double waveform_dt_s = 0;
 };
+
+// The most bins a waveform may have (5e7 doubles, 400 MB).
+inline constexpr double kMaxWaveformBins = 5e7;
 
 struct IterationResult {
   double time_s = 0;             // iteration start to the end of the all-reduce
@@ -174,6 +181,9 @@ struct SimulationResult {
   std::vector<double> finish_s;
   std::vector<TimelineEvent> timeline;  // first RunOptions::timeline_iterations
   bool timeline_truncated = false;      // max_timeline_events was reached
+  // RunOptions::waveform_dt_s > 0: every GPU's power over the whole run
+  // (its integral is TotalEnergy()).
+  Waveform waveform;
 
   double GpuEnergy(int iteration, int pipeline, int stage) const {
     return gpu_energy_j[(static_cast<std::size_t>(iteration) * pipelines + pipeline) * stages +
