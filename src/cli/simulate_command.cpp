@@ -18,6 +18,7 @@
 #include "joulepipe/model/wait_model.hpp"
 #include "objective_flags.hpp"
 #include "output_dir.hpp"
+#include "simulate_grid.hpp"
 
 namespace joulepipe::cli {
 
@@ -307,6 +308,7 @@ constexpr char kSimulateFooter[] =
 }  // namespace
 
 struct SimulateFlags {
+  GridFlags grid;
   std::string profile;
   std::string wait_model;
   std::string schedule = "1f1b";
@@ -463,6 +465,23 @@ SimulateSubcommand::SimulateSubcommand(CLI::App* app)
       ->capture_default_str()
       ->type_name("MS");
   AddObjectiveFlags(c, &f->objective, "the whole job's GPUs");
+  c->add_flag("--grid", f->grid.grid,
+              "Print what the grid sees of the job: peak, trough, swing within 1 s, ramp and "
+              "the oscillation in a band, from its power over time (both policies; GPU + host "
+              "with --host-power)");
+  c->add_option("--waveform-ms", f->grid.waveform_ms, "Bin width of the job's power waveform, ms")
+      ->capture_default_str()
+      ->type_name("MS");
+  c->add_option("--band-lo-hz", f->grid.band_lo_hz, "The oscillation band's low end, Hz")
+      ->capture_default_str()
+      ->type_name("HZ");
+  c->add_option("--band-hi-hz", f->grid.band_hi_hz, "The oscillation band's high end, Hz")
+      ->capture_default_str()
+      ->type_name("HZ");
+  c->add_option("--waveform-csv", f->grid.waveform_csv,
+                "Write the job's power over time, both policies, as CSV "
+                "(time_s,baseline_gpu_w,joulepipe_gpu_w)")
+      ->type_name("FILE");
   c->add_flag(
       "--json", f->json,
       "Print one JSON object {baseline:{time_s,energy_j}, joulepipe:{...}, saving_pct, ...}");
@@ -511,6 +530,7 @@ int SimulateSubcommand::Run() const {
   request.resolution_s = f.resolution_ms * 1e-3;
   request.objective = ObjectiveFromFlags(f.objective, 0, &request.slowdown);
   request.timeline_iterations = f.timeline.empty() ? 0 : f.timeline_iterations;
+  request.waveform_dt_s = GridWaveformDtS(f.grid);
   sim::CheckSimulateRequest(request);  // flags before files
 
   const model::Profile profile = model::ReadProfileCsv(f.profile);
@@ -518,7 +538,23 @@ int SimulateSubcommand::Run() const {
   request.progress = ProgressLines(stderr, "simulate: ");
   const sim::SimulateOutcome outcome = sim::SimulateJob(profile, request);
   if (!f.timeline.empty()) WriteFileAtomically(f.timeline, SimulationTimeline(outcome));
-  std::string text = f.json ? SimulationJson(outcome) : FormatSimulationSummary(outcome);
+  const sim::GridOptions grid = GridOptionsOf(f.grid, outcome, f.objective.host_power_w);
+  if (!f.grid.waveform_csv.empty()) {
+    WriteFileAtomically(f.grid.waveform_csv, WaveformCsv(outcome, grid));
+  }
+  std::string text;
+  if (f.json) {
+    nlohmann::ordered_json root = nlohmann::ordered_json::parse(SimulationJson(outcome));
+    if (f.grid.grid) root["grid"] = GridJson(outcome, grid, request.waveform_dt_s);
+    text = root.dump() + "\n";
+  } else {
+    text = FormatSimulationSummary(outcome);
+    if (f.grid.grid) text += GridText(outcome, grid, request.waveform_dt_s);
+    if (!f.grid.waveform_csv.empty()) {
+      text += Printf("waveform      %s (%g ms bins, both policies)\n", f.grid.waveform_csv.c_str(),
+                     f.grid.waveform_ms);
+    }
+  }
   if (!f.json && !f.timeline.empty()) {
     const bool cut = outcome.baseline.timeline_truncated || outcome.joulepipe.timeline_truncated;
     text +=

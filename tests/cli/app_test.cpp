@@ -1,13 +1,12 @@
 // The command as a whole: demo, help, version, usage errors; and the plan
 // thinning (SelectPoints) as a unit.
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
-
-#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "cli/plan_command.hpp"
@@ -84,6 +83,49 @@ TEST_F(AppTest, DemoSimulatesTheEmbeddedJobAndWritesTheFrontier) {
       Quote(fs::path(JOULEPIPE_SOURCE_DIR) / "data" / "profiles" / "gpt3-175b+a100_sxm_bf16.csv") +
       " --plan " + Quote(out / "intrinsic_plan.json"));
   ASSERT_EQ(replay.code, 0) << replay.err;
+}
+
+// `simulate --grid`: the job's power as the grid sees it. With a 0.5 s
+// all-reduce every GPU waits at P_block at each iteration's end, so the
+// trough is the job's P_block power; the waveform's integral is the run's
+// energy; the CSV holds both policies' bins.
+TEST_F(AppTest, SimulateGridPrintsWhatTheGridSees) {
+  const std::string job =
+      "simulate --profile " +
+      Quote(fs::path(JOULEPIPE_SOURCE_DIR) / "data" / "profiles" / "gpt3-175b+a40_bf16.csv") +
+      " --p-block 70.38 --pipelines 4 --stages 8 --microbatches 24 --allreduce-ms 500 "
+      "--iterations 4 --straggler-slowdown 1.1 --straggler-from 2 --grid";
+  const fs::path csv = root_ / "wave.csv";
+  const Result r = Run(job + " --json --waveform-csv " + Quote(csv));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json out = nlohmann::json::parse(r.out);
+  const nlohmann::json& grid = out["grid"];
+  EXPECT_EQ(grid["bin_s"].get<double>(), 0.01);
+  const double blocked = 70.38 * 4 * 8;
+  for (const char* policy : {"baseline", "joulepipe"}) {
+    SCOPED_TRACE(policy);
+    const nlohmann::json& m = grid[policy];
+    EXPECT_NEAR(m["trough_w"].get<double>(), blocked, 1e-6);
+    EXPECT_GT(m["swing_w"].get<double>(), 0.5 * (m["peak_w"].get<double>() - blocked));
+    EXPECT_GT(m["ramp_w_per_s"].get<double>(), 0);
+    EXPECT_NEAR(m["energy_j"].get<double>(), 4 * out[policy]["energy_j"].get<double>(),
+                1e-6 * m["energy_j"].get<double>());
+  }
+  EXPECT_LT(grid["joulepipe"]["peak_w"].get<double>(), grid["baseline"]["peak_w"].get<double>());
+  const std::string wave = Slurp(csv);
+  EXPECT_EQ(wave.rfind("time_s,baseline_gpu_w,joulepipe_gpu_w\n", 0), 0u) << wave.substr(0, 80);
+  EXPECT_GT(std::count(wave.begin(), wave.end(), '\n'), 1000);
+
+  const Result text = Run(job + " --host-power 150");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_TRUE(Contains(text.out, "the job's GPU + host power in 10 ms bins")) << text.out;
+  EXPECT_TRUE(Contains(text.out, "  joulepipe ")) << text.out;
+  const Result bad = Run(job + " --waveform-ms 0");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_TRUE(Contains(bad.err, "--waveform-ms must be 0.1..10000 ms")) << bad.err;
+  const Result band = Run(job + " --band-hi-hz 80");
+  EXPECT_EQ(band.code, 2);
+  EXPECT_TRUE(Contains(band.err, "<= 50 Hz")) << band.err;
 }
 
 TEST_F(AppTest, DemoWithNoFilesWritesNothing) {

@@ -1,0 +1,39 @@
+// `simulate --grid`: what the grid sees of the simulated job, both policies
+// (sim/waveform.hpp): text rows, a JSON object and the waveform as CSV.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "joulepipe/sim/simulate_job.hpp"
+#include "joulepipe/sim/waveform.hpp"
+
+namespace joulepipe::cli {
+
+struct GridFlags {
+  bool grid = false;
+  double waveform_ms = 10;  // bin width
+  double band_lo_hz = 0.1, band_hi_hz = 20;
+  std::string waveform_csv;  // FILE: time_s,baseline_w,joulepipe_w
+};
+
+// Whether the run needs a waveform, and the bin width (s) it needs;
+// throws model::InputError naming --waveform-ms or --band-*-hz.
+double GridWaveformDtS(const GridFlags& flags);
+
+// The options MeasureGrid is given: the band, and the job's host power
+// (host_power_w per GPU x its GPUs) so the figures are the node's.
+sim::GridOptions GridOptionsOf(const GridFlags& flags, const sim::SimulateOutcome& outcome,
+                               double host_power_w);
+
+// "grid ..." rows for FormatSimulationSummary's output.
+std::string GridText(const sim::SimulateOutcome& outcome, const sim::GridOptions& options,
+                     double dt_s);
+nlohmann::ordered_json GridJson(const sim::SimulateOutcome& outcome, const sim::GridOptions& options,
+                        double dt_s);
+// time_s (the bin's start), baseline_w, joulepipe_w; node power when the
+// options count the host.
+std::string WaveformCsv(const sim::SimulateOutcome& outcome, const sim::GridOptions& options);
+
+}  // namespace joulepipe::cli
