@@ -478,6 +478,23 @@ SimulateSubcommand::SimulateSubcommand(CLI::App* app)
   c->add_option("--band-hi-hz", f->grid.band_hi_hz, "The oscillation band's high end, Hz")
       ->capture_default_str()
       ->type_name("HZ");
+  c->add_option("--max-ramp-mw-per-s", f->grid.max_ramp_mw_per_s,
+                "Grid plan: the job's power may ramp at most this fast (MW/s, between 0.1 s "
+                "means); prints the least-energy plan + power floor that keeps it, beside the "
+                "firmware floor alone")
+      ->type_name("MW/S");
+  c->add_option("--max-swing-mw", f->grid.max_swing_mw,
+                "Grid plan: the job's power may swing at most this much within 1 s (MW)")
+      ->type_name("MW");
+  c->add_option("--min-power-fraction", f->grid.min_power_fraction,
+                "Grid plan: the job's power may fall to no less than this fraction of its peak")
+      ->type_name("F");
+  c->add_option("--max-band-mw", f->grid.max_band_mw,
+                "Grid plan: the oscillation in the band may be at most this RMS (MW)")
+      ->type_name("MW");
+  c->add_flag("--grid-frontier", f->grid.frontier,
+              "Print the energy-smoothness frontier: what each ramp limit (shares of the "
+              "baseline's ramp) costs, joulepipe against the firmware floor");
   c->add_option("--waveform-csv", f->grid.waveform_csv,
                 "Write the job's power over time, both policies, as CSV "
                 "(time_s,baseline_gpu_w,joulepipe_gpu_w)")
@@ -543,13 +560,19 @@ int SimulateSubcommand::Run() const {
     WriteFileAtomically(f.grid.waveform_csv, WaveformCsv(outcome, grid));
   }
   std::string text;
+  GridPlanOutput grid_plan;
+  if (f.grid.plans()) {
+    grid_plan = GridPlanReport(outcome, profile, f.grid, grid, request.waveform_dt_s);
+  }
   if (f.json) {
     nlohmann::ordered_json root = nlohmann::ordered_json::parse(SimulationJson(outcome));
     if (f.grid.grid) root["grid"] = GridJson(outcome, grid, request.waveform_dt_s);
+    if (f.grid.plans()) root["grid_plan"] = grid_plan.json;
     text = root.dump() + "\n";
   } else {
     text = FormatSimulationSummary(outcome);
     if (f.grid.grid) text += GridText(outcome, grid, request.waveform_dt_s);
+    text += grid_plan.text;
     if (!f.grid.waveform_csv.empty()) {
       text += Printf("waveform      %s (%g ms bins, both policies)\n", f.grid.waveform_csv.c_str(),
                      f.grid.waveform_ms);

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "format.hpp"
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/sim/grid_plan.hpp"
 
 namespace joulepipe::cli {
 
@@ -30,7 +33,22 @@ nlohmann::ordered_json MetricsJson(const sim::GridMetrics& m) {
 }  // namespace
 
 double GridWaveformDtS(const GridFlags& f) {
-  if (!f.grid && f.waveform_csv.empty()) return 0;
+  if (!f.grid && f.waveform_csv.empty() && !f.plans()) return 0;
+  for (const auto& [value, flag] : {std::pair{f.max_swing_mw, "--max-swing-mw"},
+                                    std::pair{f.max_ramp_mw_per_s, "--max-ramp-mw-per-s"},
+                                    std::pair{f.max_band_mw, "--max-band-mw"}}) {
+    if (!(std::isfinite(value) && value >= 0 && value <= 1e6)) {
+      throw model::InputError(
+          flag, Printf("%s must be 0..1000000 (got %g); 0 for no limit", flag, value));
+    }
+  }
+  if (!(std::isfinite(f.min_power_fraction) && f.min_power_fraction >= 0 &&
+        f.min_power_fraction < 1)) {
+    throw model::InputError("--min-power-fraction",
+                            Printf("--min-power-fraction must be 0..1 (got %g): the trough the "
+                                   "job may fall to, as a fraction of its peak (e.g. 0.5)",
+                                   f.min_power_fraction));
+  }
   if (!(std::isfinite(f.waveform_ms) && f.waveform_ms >= 0.1 && f.waveform_ms <= 10000)) {
     throw model::InputError("--waveform-ms",
                             Printf("--waveform-ms must be 0.1..10000 ms (got %g): the width of "
@@ -77,7 +95,7 @@ std::string GridText(const sim::SimulateOutcome& outcome, const sim::GridOptions
 }
 
 nlohmann::ordered_json GridJson(const sim::SimulateOutcome& outcome, const sim::GridOptions& o,
-                        double dt_s) {
+                                double dt_s) {
   return {{"bin_s", dt_s},
           {"band_hz", {o.band_lo_hz, o.band_hi_hz}},
           {"host_w", o.host_w},
@@ -101,6 +119,118 @@ std::string WaveformCsv(const sim::SimulateOutcome& outcome, const sim::GridOpti
     s += Printf("%.6f,%.3f,%.3f\n", static_cast<double>(i) * a.dt_s, at(a, i), at(b, i));
   }
   return s;
+}
+
+namespace {
+
+constexpr int kGridPlanIterations = 4;
+
+std::string LimitsText(const sim::GridLimits& l) {
+  std::string s;
+  auto add = [&](const std::string& part) { s += (s.empty() ? "" : ", ") + part; };
+  if (l.max_swing_w > 0) add(Printf("swing <= %g MW", Mw(l.max_swing_w)));
+  if (l.max_ramp_w_per_s > 0) add(Printf("ramp <= %g MW/s", Mw(l.max_ramp_w_per_s)));
+  if (l.min_power_fraction > 0) add(Printf("trough >= %g %% of peak", 100 * l.min_power_fraction));
+  if (l.max_band_rms_w > 0) add(Printf("band RMS <= %g MW", Mw(l.max_band_rms_w)));
+  return s.empty() ? "none" : s;
+}
+
+std::string PointRow(const char* label, const sim::ShapedPoint& p, double base_j) {
+  const double change = 100 * (p.energy_j / base_j - 1);
+  return Printf("  %-42s %8.3f s %8.3f MJ %+6.1f%% %8.3f MJ %7.3f MW %6.2f MW/s %5.0f%%%s\n", label,
+                p.time_s, Mw(p.energy_j), change, Mw(p.filler_j), Mw(p.grid.swing_w),
+                Mw(p.grid.ramp_w_per_s), 100 * p.grid.trough_w / std::max(p.grid.peak_w, 1e-300),
+                p.meets ? "" : "  (misses)");
+}
+
+nlohmann::ordered_json PointJson(const sim::ShapedPoint& p,
+                                 const std::vector<sim::CandidatePlan>& candidates) {
+  return {{"plan_time_s", candidates[static_cast<std::size_t>(p.candidate)].time_s},
+          {"plan_energy_j", candidates[static_cast<std::size_t>(p.candidate)].energy_j},
+          {"iteration_s", p.time_s},
+          {"energy_j", p.energy_j},
+          {"filler_j", p.filler_j},
+          {"floor_w", p.floor_w},
+          {"meets", p.meets},
+          {"grid", MetricsJson(p.grid)}};
+}
+
+}  // namespace
+
+GridPlanOutput GridPlanReport(const sim::SimulateOutcome& o, const model::Profile& profile,
+                              const GridFlags& f, const sim::GridOptions& options, double dt_s) {
+  sim::GridPlanRequest r;
+  r.limits.max_swing_w = f.max_swing_mw * 1e6;
+  r.limits.max_ramp_w_per_s = f.max_ramp_mw_per_s * 1e6;
+  r.limits.max_band_rms_w = f.max_band_mw * 1e6;
+  r.limits.min_power_fraction = f.min_power_fraction;
+  r.options = options;
+  r.iterations = kGridPlanIterations;
+  r.waveform_dt_s = dt_s;
+  // The plans the healthy job may run: as fast as the operating point.
+  r.deadline_s = std::max(o.max_clock.time_s * (1 + o.request.slowdown), o.intrinsic.time_s);
+  const std::vector<sim::CandidatePlan> candidates = sim::GridCandidates(o.frontier, r.deadline_s);
+  const sim::GridPlan plan = sim::PlanForGrid(o.schedule, profile, o.request.job, candidates, 0, r);
+  const sim::ShapedPoint& base = plan.unshaped.front();
+  const sim::ShapedPoint& energy_plan = plan.unshaped.back();  // the least-energy plan
+  GridPlanOutput out;
+  out.text = Printf(
+      "grid plan     the healthy job (%d iterations per plan, %zu plans within %.6g s); limits: "
+      "%s\n",
+      r.iterations, candidates.size(), r.deadline_s, LimitsText(r.limits).c_str());
+  out.text += Printf("  %-42s %10s %11s %7s %11s %10s %11s %6s\n", "plan", "iteration", "energy",
+                     "change", "for grid", "swing", "ramp", "trough");
+  out.text += PointRow("baseline, full clocks", base, base.energy_j);
+  out.text += PointRow("joulepipe energy plan", energy_plan, base.energy_j);
+  out.text +=
+      PointRow(Printf("firmware: baseline + floor %.3f MW", Mw(plan.firmware.floor_w)).c_str(),
+               plan.firmware, base.energy_j);
+  out.text += PointRow(Printf("joulepipe: plan %.3f s + floor %.3f MW",
+                              candidates[static_cast<std::size_t>(plan.chosen.candidate)].time_s,
+                              Mw(plan.chosen.floor_w))
+                           .c_str(),
+                       plan.chosen, base.energy_j);
+  out.text +=
+      "  (\"for grid\": energy burnt by the floor, filler load or the firmware's power "
+      "floor, per iteration)\n";
+  out.json["limits"] = {{"max_swing_w", r.limits.max_swing_w},
+                        {"max_ramp_w_per_s", r.limits.max_ramp_w_per_s},
+                        {"min_power_fraction", r.limits.min_power_fraction},
+                        {"max_band_rms_w", r.limits.max_band_rms_w}};
+  out.json["deadline_s"] = r.deadline_s;
+  out.json["baseline"] = PointJson(base, candidates);
+  out.json["energy_plan"] = PointJson(energy_plan, candidates);
+  out.json["firmware"] = PointJson(plan.firmware, candidates);
+  out.json["chosen"] = PointJson(plan.chosen, candidates);
+  if (f.frontier) {
+    const double ramp = base.grid.ramp_w_per_s;
+    std::vector<double> ramps;
+    for (double share : {1.0, 0.5, 0.25, 0.1, 0.05, 0.02}) ramps.push_back(share * ramp);
+    const std::vector<sim::GridFrontierRow> rows =
+        sim::RampFrontier(o.schedule, profile, o.request.job, candidates, 0, r, ramps);
+    out.text += Printf(
+        "energy-smoothness frontier (ramp limits as shares of the baseline's %.2f MW/s; "
+        "energy per iteration against the baseline's)\n",
+        Mw(ramp));
+    out.text += Printf("  %-12s %-30s %s\n", "ramp limit", "firmware floor on baseline",
+                       "joulepipe plan + floor");
+    nlohmann::ordered_json sweep = nlohmann::ordered_json::array();
+    for (const sim::GridFrontierRow& row : rows) {
+      out.text += Printf(
+          "  %6.2f MW/s  %7.3f MJ %+6.1f%% (floor %.3f MW)   %7.3f MJ %+6.1f%% (plan %.3f s, "
+          "floor %.3f MW)\n",
+          Mw(row.max_ramp_w_per_s), Mw(row.firmware.energy_j),
+          100 * (row.firmware.energy_j / base.energy_j - 1), Mw(row.firmware.floor_w),
+          Mw(row.chosen.energy_j), 100 * (row.chosen.energy_j / base.energy_j - 1),
+          candidates[static_cast<std::size_t>(row.chosen.candidate)].time_s,
+          Mw(row.chosen.floor_w));
+      sweep.push_back({{"max_ramp_w_per_s", row.max_ramp_w_per_s},
+                       {"firmware", PointJson(row.firmware, candidates)},
+                       {"chosen", PointJson(row.chosen, candidates)}});
+    }
+    out.json["ramp_frontier"] = sweep;
+  }
+  return out;
 }
 
 }  // namespace joulepipe::cli

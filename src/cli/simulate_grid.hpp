@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "joulepipe/model/profile.hpp"
 #include "joulepipe/sim/simulate_job.hpp"
 #include "joulepipe/sim/waveform.hpp"
 
@@ -16,7 +17,23 @@ struct GridFlags {
   double waveform_ms = 10;  // bin width
   double band_lo_hz = 0.1, band_hi_hz = 20;
   std::string waveform_csv;  // FILE: time_s,baseline_w,joulepipe_w
+  // Limits for a grid plan (0: none), in MW and MW/s as the flags take them.
+  double max_swing_mw = 0, max_ramp_mw_per_s = 0, max_band_mw = 0;
+  double min_power_fraction = 0;
+  bool frontier = false;  // --grid-frontier: the energy-smoothness frontier over ramp limits
+  bool plans() const {
+    return max_swing_mw > 0 || max_ramp_mw_per_s > 0 || max_band_mw > 0 || min_power_fraction > 0 ||
+           frontier;
+  }
 };
+
+// The grid plan and, with --grid-frontier, the sweep: text and JSON.
+struct GridPlanOutput {
+  std::string text;
+  nlohmann::ordered_json json;
+};
+GridPlanOutput GridPlanReport(const sim::SimulateOutcome& outcome, const model::Profile& profile,
+                              const GridFlags& flags, const sim::GridOptions& options, double dt_s);
 
 // Whether the run needs a waveform, and the bin width (s) it needs;
 // throws model::InputError naming --waveform-ms or --band-*-hz.
@@ -30,8 +47,8 @@ sim::GridOptions GridOptionsOf(const GridFlags& flags, const sim::SimulateOutcom
 // "grid ..." rows for FormatSimulationSummary's output.
 std::string GridText(const sim::SimulateOutcome& outcome, const sim::GridOptions& options,
                      double dt_s);
-nlohmann::ordered_json GridJson(const sim::SimulateOutcome& outcome, const sim::GridOptions& options,
-                        double dt_s);
+nlohmann::ordered_json GridJson(const sim::SimulateOutcome& outcome,
+                                const sim::GridOptions& options, double dt_s);
 // time_s (the bin's start), baseline_w, joulepipe_w; node power when the
 // options count the host.
 std::string WaveformCsv(const sim::SimulateOutcome& outcome, const sim::GridOptions& options);

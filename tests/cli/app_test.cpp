@@ -128,6 +128,48 @@ TEST_F(AppTest, SimulateGridPrintsWhatTheGridSees) {
   EXPECT_TRUE(Contains(band.err, "<= 50 Hz")) << band.err;
 }
 
+// A grid plan: a ramp limit a third of the baseline's is met by the firmware
+// floor alone at an energy cost, and by joulepipe's plan + floor for less;
+// the energy-smoothness frontier never gets cheaper as the limit tightens.
+TEST_F(AppTest, SimulateGridPlanMeetsARampLimitForLessEnergyThanTheFirmwareFloor) {
+  const std::string job =
+      "simulate --profile " +
+      Quote(fs::path(JOULEPIPE_SOURCE_DIR) / "data" / "profiles" / "gpt3-175b+a40_bf16.csv") +
+      " --p-block 70.38 --pipelines 4 --stages 8 --microbatches 24 --allreduce-ms 500 "
+      "--iterations 2 --max-slowdown 1.05";
+  const Result free = Run(job + " --grid --json");
+  ASSERT_EQ(free.code, 0) << free.err;
+  const double base_ramp =
+      nlohmann::json::parse(free.out)["grid"]["baseline"]["ramp_w_per_s"].get<double>();
+  const double limit_mw = base_ramp / 3 / 1e6;
+  const Result r =
+      Run(job + " --json --grid-frontier --max-ramp-mw-per-s " + std::to_string(limit_mw));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json plan = nlohmann::json::parse(r.out)["grid_plan"];
+  EXPECT_FALSE(plan["baseline"]["meets"].get<bool>());
+  EXPECT_TRUE(plan["firmware"]["meets"].get<bool>());
+  EXPECT_TRUE(plan["chosen"]["meets"].get<bool>());
+  EXPECT_GT(plan["firmware"]["floor_w"].get<double>(), 0);
+  EXPECT_GT(plan["firmware"]["energy_j"].get<double>(), plan["baseline"]["energy_j"].get<double>());
+  EXPECT_LT(plan["chosen"]["energy_j"].get<double>(), plan["firmware"]["energy_j"].get<double>());
+  EXPECT_LE(plan["chosen"]["grid"]["ramp_w_per_s"].get<double>(), limit_mw * 1e6 * (1 + 1e-6));
+  const nlohmann::json& sweep = plan["ramp_frontier"];
+  ASSERT_EQ(sweep.size(), 6u);
+  for (std::size_t k = 1; k < sweep.size(); ++k) {
+    EXPECT_GE(sweep[k]["chosen"]["energy_j"].get<double>(),
+              sweep[k - 1]["chosen"]["energy_j"].get<double>() * (1 - 1e-9));
+    EXPECT_LE(sweep[k]["chosen"]["energy_j"].get<double>(),
+              sweep[k]["firmware"]["energy_j"].get<double>());
+  }
+  const Result text = Run(job + " --max-ramp-mw-per-s " + std::to_string(limit_mw));
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_TRUE(Contains(text.out, "firmware: baseline + floor")) << text.out;
+  EXPECT_TRUE(Contains(text.out, "energy burnt by the floor")) << text.out;
+  const Result bad = Run(job + " --min-power-fraction 1.5");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_TRUE(Contains(bad.err, "--min-power-fraction must be 0..1")) << bad.err;
+}
+
 TEST_F(AppTest, DemoWithNoFilesWritesNothing) {
   const fs::path out = root_ / "never";
   const Result r = Run("demo --no-files --out " + Quote(out));

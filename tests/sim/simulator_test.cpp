@@ -18,6 +18,7 @@
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/plan.hpp"
 #include "joulepipe/schedule/replay.hpp"
+#include "joulepipe/sim/grid_plan.hpp"
 #include "joulepipe/sim/timeline.hpp"
 #include "joulepipe/solver/frontier.hpp"
 
@@ -630,6 +631,68 @@ TEST(SimulatorTest, WaveformIntegratesToTheJobsEnergy) {
   EXPECT_NE(InputErrorOf([&] {
               simulator.Run(Policy::kBaseline, options);
             }).find("RunOptions::waveform_dt_s"),
+            std::string::npos);
+}
+
+// Grid plans (grid_plan.hpp): the firmware floor on the baseline meets the
+// limit; joulepipe's (plan, floor) meets it at no more energy and burns no
+// more filler, since its plans lower the peak the floor must follow; with
+// no limit the choice is the least-energy plan within the deadline, unfloored.
+TEST(SimulatorTest, GridPlanMeetsARampLimitForLessThanTheFirmwareFloor) {
+  const FrontierFixture f;
+  JobSpec job;
+  job.pipelines = 4;
+  job.gpus_per_stage = 2;
+  job.p_block_w = kPBlock;
+  job.allreduce_s = 0.05;
+  job.iterations = 3;
+  const double t0 = f.frontier.max_clock.time_s;
+  const std::vector<CandidatePlan> candidates = GridCandidates(f.frontier, t0);
+  ASSERT_GE(candidates.size(), 2u);
+  EXPECT_EQ(candidates[0].time_s, f.frontier.max_clock.time_s);  // the baseline first
+  GridPlanRequest request;
+  request.deadline_s = t0;
+  request.iterations = 3;
+  request.waveform_dt_s = 1e-3;
+  request.options.ramp_window_s = 0.005;
+  const GridPlan free = PlanForGrid(f.schedule, f.profile, job, candidates, 0, request);
+  EXPECT_EQ(free.chosen.floor_w, 0);
+  EXPECT_EQ(free.chosen.filler_j, 0);
+  EXPECT_EQ(free.chosen.candidate, static_cast<int>(candidates.size()) - 1);
+  EXPECT_LT(free.chosen.energy_j, free.firmware.energy_j);
+  const double base_ramp = free.firmware.grid.ramp_w_per_s;
+  ASSERT_GT(base_ramp, 0);
+
+  request.limits.max_ramp_w_per_s = 0.3 * base_ramp;
+  const GridPlan plan = PlanForGrid(f.schedule, f.profile, job, candidates, 0, request);
+  EXPECT_TRUE(plan.firmware.meets);
+  EXPECT_GT(plan.firmware.floor_w, 0);
+  EXPECT_GT(plan.firmware.filler_j, 0);
+  EXPECT_LE(plan.firmware.grid.ramp_w_per_s, 0.3 * base_ramp * (1 + 1e-9));
+  EXPECT_TRUE(plan.chosen.meets);
+  EXPECT_LE(plan.chosen.energy_j, plan.firmware.energy_j);
+  EXPECT_LE(plan.chosen.filler_j, plan.firmware.filler_j);
+  EXPECT_LE(plan.chosen.time_s, t0 + job.allreduce_s + 1e-9);
+  // The floor costs exactly what it burns: the plan's unshaped energy + filler.
+  const auto unshaped = std::find_if(plan.unshaped.begin(), plan.unshaped.end(),
+                                     [&](auto& p) { return p.candidate == plan.chosen.candidate; });
+  ASSERT_NE(unshaped, plan.unshaped.end());
+  EXPECT_NEAR(plan.chosen.energy_j, unshaped->energy_j + plan.chosen.filler_j,
+              1e-9 * plan.chosen.energy_j);
+  // The sweep: a tighter limit never costs less.
+  const std::vector<GridFrontierRow> rows =
+      RampFrontier(f.schedule, f.profile, job, candidates, 0, request,
+                   {base_ramp, 0.6 * base_ramp, 0.3 * base_ramp, 0.1 * base_ramp});
+  ASSERT_EQ(rows.size(), 4u);
+  for (std::size_t k = 1; k < rows.size(); ++k) {
+    EXPECT_GE(rows[k].chosen.energy_j, rows[k - 1].chosen.energy_j * (1 - 1e-9)) << k;
+    EXPECT_GE(rows[k].firmware.energy_j, rows[k - 1].firmware.energy_j * (1 - 1e-9)) << k;
+    EXPECT_LE(rows[k].chosen.energy_j, rows[k].firmware.energy_j) << k;
+  }
+  request.limits.min_power_fraction = 1.5;
+  EXPECT_NE(InputErrorOf([&] {
+              PlanForGrid(f.schedule, f.profile, job, candidates, 0, request);
+            }).find("GridLimits::min_power_fraction"),
             std::string::npos);
 }
 

@@ -5,6 +5,8 @@
 
 #include "joulepipe/sim/waveform.hpp"
 
+#include "joulepipe/sim/grid_plan.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -85,6 +87,24 @@ TEST(Waveform, StartAndStopPaddingAndHostPower) {
   EXPECT_NEAR(m.swing_w, 1200, 1e-9);  // the job's start
   EXPECT_NEAR(m.energy_j, 10 * 1300 + 4 * 100, 1e-6);
   EXPECT_NEAR(m.duration_s, 14, 1e-9);
+}
+
+// The least floor for a limit on the square wave (1000 W / 200 W): a swing
+// of at most 400 W needs the trough at 600 W; half the peak needs 500 W.
+TEST(Waveform, LeastFloorMeetsTheLimitAndNoLess) {
+  const Waveform w = SquareWave();
+  GridLimits swing;
+  swing.max_swing_w = 400;
+  EXPECT_NEAR(LeastFloorW(w, swing, GridOptions{}), 600, 1.0);
+  GridLimits half;
+  half.min_power_fraction = 0.5;
+  EXPECT_NEAR(LeastFloorW(w, half, GridOptions{}), 500, 1.0);
+  GridLimits none;
+  EXPECT_EQ(LeastFloorW(w, none, GridOptions{}), 0);
+  // The floor burns the difference: 0.4 kW for half the time.
+  const Waveform floored = WithFloor(w, 600, 0);
+  EXPECT_NEAR(floored.EnergyJ() - w.EnergyJ(), 400 * 32, 1e-6);
+  EXPECT_NEAR(MeasureGrid(floored, GridOptions{}).swing_w, 400, 1e-9);
 }
 
 TEST(Waveform, BadOptionsNameTheirField) {

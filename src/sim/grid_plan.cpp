@@ -1,0 +1,204 @@
+#include "joulepipe/sim/grid_plan.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <utility>
+
+#include "joulepipe/model/error.hpp"
+#include "joulepipe/model/format.hpp"
+
+namespace joulepipe::sim {
+
+namespace {
+
+using model::Format;
+using model::InputError;
+
+void CheckLimit(double value, const char* field, const char* what) {
+  if (std::isfinite(value) && value >= 0) return;
+  throw InputError(field,
+                   Format("%s must be >= 0 (got %g): %s; 0 for no limit", field, value, what));
+}
+
+void CheckRequest(const GridPlanRequest& r) {
+  CheckLimit(r.limits.max_swing_w, "GridLimits::max_swing_w", "the largest swing within 1 s, W");
+  CheckLimit(r.limits.max_ramp_w_per_s, "GridLimits::max_ramp_w_per_s", "the largest ramp, W/s");
+  CheckLimit(r.limits.max_band_rms_w, "GridLimits::max_band_rms_w",
+             "the largest oscillation in the band (RMS), W");
+  if (!(std::isfinite(r.limits.min_power_fraction) && r.limits.min_power_fraction >= 0 &&
+        r.limits.min_power_fraction < 1)) {
+    throw InputError("GridLimits::min_power_fraction",
+                     Format("GridLimits::min_power_fraction must be 0..1 (got %g): the trough "
+                            "the job may fall to, as a fraction of its peak",
+                            r.limits.min_power_fraction));
+  }
+  if (!(std::isfinite(r.deadline_s) && r.deadline_s > 0)) {
+    throw InputError("GridPlanRequest::deadline_s",
+                     Format("GridPlanRequest::deadline_s must be > 0 s (got %g): the slowest "
+                            "plan's predicted iteration time that may be used",
+                            r.deadline_s));
+  }
+  if (r.iterations < 1 || r.iterations > 1000) {
+    throw InputError("GridPlanRequest::iterations",
+                     Format("GridPlanRequest::iterations must be 1..1000 (got %d): iterations "
+                            "of the healthy job simulated per plan",
+                            r.iterations));
+  }
+}
+
+GridOptions Steady(GridOptions o) {
+  o.pad_s = 0;
+  o.idle_w = 0;
+  return o;
+}
+
+// The floored point of one candidate's waveform.
+ShapedPoint Shape(int candidate, const SimulationResult& run, double floor_w,
+                  const GridPlanRequest& r) {
+  const GridOptions o = Steady(r.options);
+  const Waveform shaped = WithFloor(run.waveform, floor_w, o.host_w);
+  ShapedPoint p;
+  p.candidate = candidate;
+  p.time_s = run.MeanTime();
+  p.floor_w = floor_w;
+  p.filler_j = (shaped.EnergyJ() - run.waveform.EnergyJ()) / static_cast<double>(r.iterations);
+  p.energy_j = run.MeanEnergy() + p.filler_j;
+  p.grid = MeasureGrid(shaped, o);
+  p.meets = r.limits.MetBy(p.grid);
+  return p;
+}
+
+}  // namespace
+
+bool GridLimits::MetBy(const GridMetrics& m) const {
+  // A relative slack of 1e-9: a floor found by bisection lands on a limit.
+  auto within = [](double value, double limit) {
+    return limit <= 0 || value <= limit * (1 + 1e-9);
+  };
+  return within(m.swing_w, max_swing_w) && within(m.ramp_w_per_s, max_ramp_w_per_s) &&
+         within(m.band_rms_w, max_band_rms_w) &&
+         (min_power_fraction <= 0 || m.trough_w >= min_power_fraction * m.peak_w * (1 - 1e-9));
+}
+
+Waveform WithFloor(const Waveform& waveform, double floor_w, double host_w) {
+  Waveform out = waveform;
+  const double gpu_floor = floor_w - host_w;  // the floor on the GPUs' part
+  if (floor_w <= 0) return out;
+  const std::size_t n = out.gpu_w.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    // The last bin is covered up to end_s only: floor the power over that part.
+    const double covered =
+        i + 1 == n ? std::clamp(out.end_s - static_cast<double>(i) * out.dt_s, 0.0, out.dt_s)
+                   : out.dt_s;
+    const double scale = covered / out.dt_s;
+    out.gpu_w[i] = std::max(out.gpu_w[i], gpu_floor * scale);
+  }
+  return out;
+}
+
+double LeastFloorW(const Waveform& waveform, const GridLimits& limits, const GridOptions& options) {
+  const GridOptions o = Steady(options);
+  const GridMetrics unshaped = MeasureGrid(waveform, o);
+  if (limits.MetBy(unshaped)) return 0;
+  // At the peak the waveform is flat: every limit is met (a fraction < 1).
+  double lo = unshaped.trough_w, hi = unshaped.peak_w;
+  while (hi - lo > 1e-3 * unshaped.peak_w) {
+    const double mid = 0.5 * (lo + hi);
+    if (limits.MetBy(MeasureGrid(WithFloor(waveform, mid, o.host_w), o))) {
+      hi = mid;
+    } else {
+      lo = mid;
+    }
+  }
+  return hi;
+}
+
+std::vector<CandidatePlan> GridCandidates(const solver::Frontier& frontier, double deadline_s,
+                                          int max_points) {
+  std::vector<CandidatePlan> out;
+  out.push_back({frontier.max_clock.mhz, frontier.max_clock.time_s, frontier.max_clock.energy_j});
+  std::vector<const solver::FrontierPoint*> within;
+  for (const solver::FrontierPoint& p : frontier.points) {
+    if (p.time_s <= deadline_s * (1 + 1e-12)) within.push_back(&p);
+  }
+  const std::size_t n = within.size(), k = std::min<std::size_t>(n, std::max(1, max_points));
+  std::size_t last = n;  // the previous index taken
+  for (std::size_t j = 0; j < k; ++j) {
+    // Evenly spread, ending on the last (least-energy, points descend in energy).
+    const std::size_t at = k == 1 ? n - 1 : j * (n - 1) / (k - 1);
+    if (at == last) continue;
+    last = at;
+    out.push_back({within[at]->mhz, within[at]->time_s, within[at]->energy_j});
+  }
+  return out;
+}
+
+namespace {
+
+// Every candidate the request may use, simulated on the healthy job with a
+// waveform: (candidate index, run).
+std::vector<std::pair<int, SimulationResult>> RunCandidates(
+    const schedule::Schedule& schedule, const model::Profile& profile, const JobSpec& job,
+    const std::vector<CandidatePlan>& candidates, int baseline, const GridPlanRequest& r) {
+  if (baseline < 0 || baseline >= static_cast<int>(candidates.size())) {
+    throw std::logic_error("PlanForGrid: baseline is not a candidate");
+  }
+  JobSpec healthy = job;
+  healthy.straggler = Straggler{};
+  healthy.iterations = r.iterations;
+  RunOptions run;
+  run.waveform_dt_s = r.waveform_dt_s;
+  std::vector<std::pair<int, SimulationResult>> runs;
+  for (int c = 0; c < static_cast<int>(candidates.size()); ++c) {
+    if (c != baseline && candidates[c].time_s > r.deadline_s * (1 + 1e-12)) continue;
+    // Every pipeline runs candidate c: it is this simulator's baseline.
+    const Simulator simulator(schedule, profile, healthy, candidates, c, c);
+    runs.emplace_back(c, simulator.Run(Policy::kBaseline, run));
+  }
+  return runs;
+}
+
+GridPlan Choose(const std::vector<std::pair<int, SimulationResult>>& runs, int baseline,
+                const GridPlanRequest& r) {
+  GridPlan plan;
+  plan.chosen.energy_j = std::numeric_limits<double>::infinity();
+  for (const auto& [c, result] : runs) {
+    plan.unshaped.push_back(Shape(c, result, 0, r));
+    const double floor_w = LeastFloorW(result.waveform, r.limits, r.options);
+    const ShapedPoint shaped = Shape(c, result, floor_w, r);
+    if (c == baseline) plan.firmware = shaped;
+    if (shaped.meets && shaped.energy_j < plan.chosen.energy_j) plan.chosen = shaped;
+  }
+  if (!plan.chosen.meets) plan.chosen = plan.firmware;  // nothing meets: the firmware says how
+  return plan;
+}
+
+}  // namespace
+
+std::vector<GridFrontierRow> RampFrontier(const schedule::Schedule& schedule,
+                                          const model::Profile& profile, const JobSpec& job,
+                                          const std::vector<CandidatePlan>& candidates,
+                                          int baseline, GridPlanRequest request,
+                                          const std::vector<double>& ramps) {
+  CheckRequest(request);
+  const auto runs = RunCandidates(schedule, profile, job, candidates, baseline, request);
+  std::vector<GridFrontierRow> rows;
+  for (double ramp : ramps) {
+    request.limits.max_ramp_w_per_s = ramp;
+    CheckRequest(request);
+    const GridPlan plan = Choose(runs, baseline, request);
+    rows.push_back({ramp, plan.firmware, plan.chosen});
+  }
+  return rows;
+}
+
+GridPlan PlanForGrid(const schedule::Schedule& schedule, const model::Profile& profile,
+                     const JobSpec& job, const std::vector<CandidatePlan>& candidates, int baseline,
+                     const GridPlanRequest& r) {
+  CheckRequest(r);
+  return Choose(RunCandidates(schedule, profile, job, candidates, baseline, r), baseline, r);
+}
+
+}  // namespace joulepipe::sim
