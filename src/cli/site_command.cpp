@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -110,6 +111,53 @@ nlohmann::ordered_json RunJson(const sim::RunFigures& f) {
 
 }  // namespace
 
+std::string GridRow(const char* label, const sim::SiteGridFigures& f) {
+  return Printf("  %-34s %8.2f MW %8.2f MW %8.2f / %6.2f MW %8.2f / %6.2f MW/s\n", label,
+                f.aligned.peak_w / 1e6, f.aligned.trough_w / 1e6, f.aligned.swing_w / 1e6,
+                f.random.swing_w / 1e6, f.aligned.ramp_w_per_s / 1e6, f.random.ramp_w_per_s / 1e6);
+}
+
+std::string GridReport(const sim::SiteProjection& p) {
+  const sim::SiteGrid& g = *p.grid;
+  const sim::SiteRequest& r = p.request;
+  std::string s = Printf(
+      "\nwhat the grid sees: %d job%s of %lld GPUs, IT power (GPU%s; cooling left out), %g ms "
+      "bins, healthy\n",
+      g.jobs, g.jobs == 1 ? "" : "s", static_cast<long long>(p.gpus),
+      r.host_power_w > 0 ? " + host" : "", g.bin_s * 1e3);
+  s += Printf("  %-34s %11s %11s %19s %22s\n", "", "peak", "trough", "swing in phase/random",
+              "ramp in phase/random");
+  s += GridRow("baseline, full clocks", g.baseline);
+  s += GridRow("joulepipe same-time plan", g.joulepipe);
+  if (g.shaped) {
+    const sim::GridLimits& l = r.grid_limits;
+    std::string limits;
+    auto add = [&](const std::string& part) { limits += (limits.empty() ? "" : ", ") + part; };
+    if (l.max_ramp_w_per_s > 0) add(Printf("ramp <= %g MW/s", l.max_ramp_w_per_s / 1e6));
+    if (l.max_swing_w > 0) add(Printf("swing <= %g MW", l.max_swing_w / 1e6));
+    if (l.min_power_fraction > 0) add(Printf("trough >= %g%% of peak", 100 * l.min_power_fraction));
+    if (l.max_band_rms_w > 0) add(Printf("band RMS <= %g MW", l.max_band_rms_w / 1e6));
+    s += Printf("  shaped for the site's %s (each job planned for 1/%d of it: all in phase)\n",
+                limits.c_str(), g.jobs);
+    s += GridRow(Printf("firmware floor %.3f MW per job", g.firmware.floor_w / 1e6).c_str(),
+                 g.firmware_grid);
+    s += GridRow(Printf("joulepipe plan + floor %.3f MW", g.chosen.floor_w / 1e6).c_str(),
+                 g.chosen_grid);
+    const sim::RunFigures& base = p.healthy.baseline;
+    auto cost = [&](const char* label, const sim::RunFigures& f, const sim::ShapedPoint& pt) {
+      return Printf("  %-34s %s facility (%+.1f%%), %s, of which for the grid %s GPU%s\n", label,
+                    Energy(f.facility_energy_j).c_str(),
+                    100 * (f.facility_energy_j / base.facility_energy_j - 1),
+                    (Money(f.cost) + " " + r.currency).c_str(),
+                    Energy(pt.filler_j * p.iterations).c_str(), pt.meets ? "" : " (misses)");
+    };
+    s += "  one job's run:\n";
+    s += cost("firmware floor", g.firmware_run, g.firmware);
+    s += cost("joulepipe plan + floor", g.chosen_run, g.chosen);
+  }
+  return s;
+}
+
 std::string FormatSiteReport(const sim::SiteProjection& p, const std::string& job_text) {
   const sim::SiteRequest& r = p.request;
   std::string s;
@@ -164,6 +212,7 @@ std::string FormatSiteReport(const sim::SiteProjection& p, const std::string& jo
         static_cast<long long>(b.job_gpus_peak_baseline),
         static_cast<long long>(b.job_gpus_peak_joulepipe));
   }
+  if (p.grid) s += GridReport(p);
   s += "\nPeak power is an upper bound: every GPU at its plan's most power-hungry\n"
        "instruction at once. Energy counts all waits (bubbles, all-reduce) at P_block:\n"
        "the wait model is uncalibrated here (simulate --wait-model prices clocks while\n"
@@ -215,6 +264,38 @@ std::string SiteJson(const sim::SiteProjection& p, const std::string& job_text) 
     }
     root["budget"] = j;
   }
+  if (p.grid) {
+    const sim::SiteGrid& g = *p.grid;
+    auto metrics = [](const sim::GridMetrics& m) {
+      return ordered_json{{"peak_w", m.peak_w},         {"trough_w", m.trough_w},
+                          {"swing_w", m.swing_w},       {"ramp_w_per_s", m.ramp_w_per_s},
+                          {"band_rms_w", m.band_rms_w}, {"energy_j", m.energy_j}};
+    };
+    auto figures = [&](const sim::SiteGridFigures& f) {
+      return ordered_json{{"aligned", metrics(f.aligned)}, {"random", metrics(f.random)}};
+    };
+    ordered_json j{{"jobs", g.jobs},
+                   {"bin_s", g.bin_s},
+                   {"baseline", figures(g.baseline)},
+                   {"joulepipe", figures(g.joulepipe)}};
+    if (g.shaped) {
+      auto shaped = [&](const sim::ShapedPoint& pt, const sim::SiteGridFigures& f,
+                        const sim::RunFigures& run) {
+        return ordered_json{{"floor_w", pt.floor_w},
+                            {"meets", pt.meets},
+                            {"filler_j_per_iteration", pt.filler_j},
+                            {"site", figures(f)},
+                            {"run", RunJson(run)}};
+      };
+      j["limits"] = {{"max_ramp_w_per_s", p.request.grid_limits.max_ramp_w_per_s},
+                     {"max_swing_w", p.request.grid_limits.max_swing_w},
+                     {"min_power_fraction", p.request.grid_limits.min_power_fraction},
+                     {"max_band_rms_w", p.request.grid_limits.max_band_rms_w}};
+      j["firmware"] = shaped(g.firmware, g.firmware_grid, g.firmware_run);
+      j["chosen"] = shaped(g.chosen, g.chosen_grid, g.chosen_run);
+    }
+    root["grid"] = j;
+  }
   return root.dump(2) + "\n";
 }
 
@@ -264,6 +345,9 @@ struct SiteFlags {
   double dp_gbps = physics::kDefaultInterNodeGbps;
   double resolution_ms = 5;
   bool json = false;
+  bool grid = false;
+  int jobs = 1;
+  double max_ramp_mw_per_s = 0, max_swing_mw = 0, min_power_fraction = 0, max_band_mw = 0;
 };
 
 SiteSubcommand::SiteSubcommand(CLI::App* app)
@@ -322,6 +406,25 @@ SiteSubcommand::SiteSubcommand(CLI::App* app)
       ->capture_default_str();
   c->add_option("--resolution-ms", f->resolution_ms, "Frontier grid spacing, ms")
       ->capture_default_str();
+  c->add_flag("--grid", f->grid,
+              "Print what the grid sees of the site's IT power: peak, trough, swing within 1 s "
+              "and ramp, every job in phase and at random phases");
+  c->add_option("--jobs", f->jobs, "Copies of this job at the site, for --grid (1..10000)")
+      ->capture_default_str()
+      ->type_name("N");
+  c->add_option("--max-ramp-mw-per-s", f->max_ramp_mw_per_s,
+                "The site's IT power may ramp at most this fast (MW/s): each job gets a grid "
+                "plan for the worst case (all jobs in phase); with the firmware floor for "
+                "comparison")
+      ->type_name("MW/S");
+  c->add_option("--max-swing-mw", f->max_swing_mw, "The site's swing within 1 s, at most (MW)")
+      ->type_name("MW");
+  c->add_option("--min-power-fraction", f->min_power_fraction,
+                "The site's trough, at least this fraction of its peak")
+      ->type_name("F");
+  c->add_option("--max-band-mw", f->max_band_mw,
+                "The site's oscillation in 0.1-20 Hz, at most this RMS (MW)")
+      ->type_name("MW");
   c->add_flag("--json", f->json, "Print one JSON object instead of the table");
   c->footer(kSiteFooter);
 }
@@ -384,6 +487,31 @@ int SiteSubcommand::Run() const {
   r.power_budget_w = f.power_budget_mw * 1e6;
   r.straggler_slowdown = f.straggler_slowdown;
   r.resolution_s = f.resolution_ms * 1e-3;
+  for (const auto& [value, flag] : {std::pair{f.max_swing_mw, "--max-swing-mw"},
+                                    std::pair{f.max_ramp_mw_per_s, "--max-ramp-mw-per-s"},
+                                    std::pair{f.max_band_mw, "--max-band-mw"}}) {
+    if (!(std::isfinite(value) && value >= 0 && value <= 1e6)) {
+      throw InputError(flag, Printf("%s must be 0..1000000 (got %g); 0 for no limit", flag, value));
+    }
+  }
+  if (!(std::isfinite(f.min_power_fraction) && f.min_power_fraction >= 0 &&
+        f.min_power_fraction < 1)) {
+    throw InputError("--min-power-fraction",
+                     Printf("--min-power-fraction must be 0..1 (got %g): the trough the site "
+                            "may fall to, as a fraction of its peak (e.g. 0.5)",
+                            f.min_power_fraction));
+  }
+  if (f.jobs < 1 || f.jobs > sim::kMaxSiteJobs) {
+    throw InputError("--jobs", Printf("--jobs must be 1..%d (got %d): copies of this job at the "
+                                      "site, for the grid figures",
+                                      sim::kMaxSiteJobs, f.jobs));
+  }
+  r.grid = f.grid;
+  r.jobs = f.jobs;
+  r.grid_limits.max_swing_w = f.max_swing_mw * 1e6;
+  r.grid_limits.max_ramp_w_per_s = f.max_ramp_mw_per_s * 1e6;
+  r.grid_limits.min_power_fraction = f.min_power_fraction;
+  r.grid_limits.max_band_rms_w = f.max_band_mw * 1e6;
   r.profile_name = f.profile.empty()
                        ? "the workload model's " + spec.model.id + " on " + gpu.id +
                              " profile (framework " + f.framework + ", " + f.precision + ")"

@@ -168,14 +168,58 @@ GridPlan Choose(const std::vector<std::pair<int, SimulationResult>>& runs, int b
     plan.unshaped.push_back(Shape(c, result, 0, r));
     const double floor_w = LeastFloorW(result.waveform, r.limits, r.options);
     const ShapedPoint shaped = Shape(c, result, floor_w, r);
-    if (c == baseline) plan.firmware = shaped;
-    if (shaped.meets && shaped.energy_j < plan.chosen.energy_j) plan.chosen = shaped;
+    const double host_w = r.options.host_w;
+    if (c == baseline) {
+      plan.firmware = shaped;
+      plan.firmware_waveform = WithFloor(result.waveform, floor_w, host_w);
+    }
+    if (shaped.meets && shaped.energy_j < plan.chosen.energy_j) {
+      plan.chosen = shaped;
+      plan.chosen_waveform = WithFloor(result.waveform, floor_w, host_w);
+    }
   }
-  if (!plan.chosen.meets) plan.chosen = plan.firmware;  // nothing meets: the firmware says how
+  if (!plan.chosen.meets) {  // nothing meets: the firmware says how
+    plan.chosen = plan.firmware;
+    plan.chosen_waveform = plan.firmware_waveform;
+  }
   return plan;
 }
 
 }  // namespace
+
+GridMetrics MeasureJobs(const Waveform& one, int jobs, bool aligned, double period_s,
+                        std::uint64_t seed, const GridOptions& options) {
+  if (jobs < 1 || jobs > kMaxSiteJobs) {
+    throw InputError("jobs",
+                     Format("the jobs at the site must be 1..%d (got %d)", kMaxSiteJobs, jobs));
+  }
+  GridOptions o = options;
+  o.host_w *= jobs;
+  o.idle_w *= jobs;
+  Waveform sum;
+  sum.dt_s = one.dt_s;
+  sum.end_s = one.end_s;
+  sum.gpu_w.assign(one.gpu_w.size(), 0.0);
+  const std::size_t n = one.gpu_w.size();
+  if (n == 0) return MeasureGrid(sum, o);
+  // Periodic copies need whole bins: the last, partial bin is dropped.
+  const std::size_t whole = n > 1 && one.end_s < static_cast<double>(n) * one.dt_s ? n - 1 : n;
+  sum.gpu_w.resize(whole);
+  sum.end_s = static_cast<double>(whole) * one.dt_s;
+  const auto period = static_cast<std::size_t>(std::max(1.0, std::round(period_s / one.dt_s)));
+  std::uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (int j = 0; j < jobs; ++j) {
+    std::size_t shift = 0;
+    if (!aligned && j > 0) {
+      state ^= state << 13;
+      state ^= state >> 7;
+      state ^= state << 17;
+      shift = static_cast<std::size_t>(state % period);
+    }
+    for (std::size_t i = 0; i < whole; ++i) sum.gpu_w[i] += one.gpu_w[(i + shift) % whole];
+  }
+  return MeasureGrid(sum, o);
+}
 
 std::vector<GridFrontierRow> RampFrontier(const schedule::Schedule& schedule,
                                           const model::Profile& profile, const JobSpec& job,

@@ -84,6 +84,58 @@ std::int64_t SharingTheBatch(std::int64_t pipelines, std::int64_t microbatches) 
   return pipelines;
 }
 
+constexpr double kSiteWaveformDtS = 0.01;
+
+// One job's waveform as the site's figures: GPU + host of `jobs` copies.
+SiteGridFigures JobsFigures(const Waveform& one, const SiteRequest& r, double host_w,
+                            double period_s) {
+  GridOptions o;
+  o.host_w = host_w;
+  return {MeasureJobs(one, r.jobs, true, period_s, r.seed, o),
+          MeasureJobs(one, r.jobs, false, period_s, r.seed, o)};
+}
+
+SiteGrid SiteGridOf(const model::Profile& profile, const SiteRequest& r,
+                    const SimulateOutcome& healthy, const SiteProjection& out) {
+  SiteGrid g;
+  g.jobs = r.jobs;
+  g.bin_s = kSiteWaveformDtS;
+  const double host_w = r.host_power_w * static_cast<double>(out.gpus);  // one job's
+  const double period = healthy.baseline.MeanTime();
+  g.baseline = JobsFigures(healthy.baseline.waveform, r, host_w, period);
+  g.joulepipe = JobsFigures(healthy.joulepipe.waveform, r, host_w, healthy.joulepipe.MeanTime());
+  if (!r.grid_limits.any()) return g;
+  // Every job in phase is the worst case: each keeps to limit / jobs.
+  GridPlanRequest plan;
+  plan.limits = r.grid_limits;
+  plan.limits.max_swing_w /= r.jobs;
+  plan.limits.max_ramp_w_per_s /= r.jobs;
+  plan.limits.max_band_rms_w /= r.jobs;
+  plan.options.host_w = host_w;
+  plan.deadline_s = healthy.max_clock.time_s;
+  plan.iterations = healthy.request.job.iterations;
+  plan.waveform_dt_s = kSiteWaveformDtS;
+  const std::vector<CandidatePlan> candidates = GridCandidates(healthy.frontier, plan.deadline_s);
+  const GridPlan shaped =
+      PlanForGrid(healthy.schedule, profile, healthy.request.job, candidates, 0, plan);
+  g.shaped = true;
+  g.job_limits = plan.limits;
+  g.firmware = shaped.firmware;
+  g.chosen = shaped.chosen;
+  g.firmware_grid = JobsFigures(shaped.firmware_waveform, r, host_w, shaped.firmware.time_s);
+  g.chosen_grid = JobsFigures(shaped.chosen_waveform, r, host_w, shaped.chosen.time_s);
+  // The floor raises the trough, never the peak: the peaks are the plans'.
+  const double copies = static_cast<double>(r.pipelines) * r.tp;
+  auto run = [&](const ShapedPoint& p) {
+    const std::vector<std::uint16_t>& mhz = candidates[static_cast<std::size_t>(p.candidate)].mhz;
+    return Figures(r, out.iterations, out.gpus, p.time_s, p.energy_j,
+                   copies * PeakPipelinePowerW(healthy.schedule, profile, mhz));
+  };
+  g.firmware_run = run(shaped.firmware);
+  g.chosen_run = run(shaped.chosen);
+  return g;
+}
+
 }  // namespace
 
 void CheckSiteRequest(const SiteRequest& r) {
@@ -111,6 +163,12 @@ void CheckSiteRequest(const SiteRequest& r) {
                 "the facility's power budget, W; 0 = none");
   RequireWithin("SiteRequest::straggler_slowdown", r.straggler_slowdown, 1, kMaxStragglerSlowdown,
                 "the straggling pipeline's iteration time over normal; 1 = none");
+  if (r.jobs < 1 || r.jobs > kMaxSiteJobs) {
+    throw InputError("SiteRequest::jobs",
+                     Format("SiteRequest::jobs must be 1..%d (got %d): copies of this job at the "
+                            "site, for the grid figures",
+                            kMaxSiteJobs, r.jobs));
+  }
   CheckSimulateRequest(JobRequest(r));
 }
 
@@ -124,6 +182,8 @@ SiteProjection ProjectSite(const model::Profile& profile, const SiteRequest& r) 
   };
 
   SimulateRequest job = JobRequest(r);
+  const bool grid = r.grid || r.grid_limits.any();
+  if (grid) job.waveform_dt_s = kSiteWaveformDtS;
   report(0);
   const SimulateOutcome healthy = SimulateJob(profile, job);
   out.gpus = healthy.gpus();
@@ -210,6 +270,7 @@ SiteProjection ProjectSite(const model::Profile& profile, const SiteRequest& r) 
     }
     out.budget = b;
   }
+  if (grid) out.grid = SiteGridOf(profile, r, healthy, out);
   report(1);
   return out;
 }

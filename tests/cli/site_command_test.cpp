@@ -144,6 +144,54 @@ TEST_F(SiteCommandTest, TheCostNamesItsCurrency) {
   EXPECT_NE(bad.err.find("--currency must be 1-8 characters"), std::string::npos) << bad.err;
 }
 
+// What the grid sees (issue 45): N jobs in phase swing N times one job;
+// at random phases no more than that; a site ramp limit is met, in phase, by
+// the firmware floor and by joulepipe's plan + floor, joulepipe for less
+// facility energy, its floor's energy counted.
+TEST_F(SiteCommandTest, GridFiguresScaleWithTheJobsAndARampLimitIsMet) {
+  const Result one = Site("--host-power 100 --grid --json");
+  ASSERT_EQ(one.code, 0) << one.err;
+  const nlohmann::json g1 = nlohmann::json::parse(one.out)["grid"];
+  const Result four = Site("--host-power 100 --grid --jobs 4 --json");
+  ASSERT_EQ(four.code, 0) << four.err;
+  const nlohmann::json g4 = nlohmann::json::parse(four.out)["grid"];
+  EXPECT_EQ(g4["jobs"], 4);
+  for (const char* policy : {"baseline", "joulepipe"}) {
+    SCOPED_TRACE(policy);
+    const double swing = g1[policy]["aligned"]["swing_w"].get<double>();
+    EXPECT_GT(swing, 0);
+    EXPECT_NEAR(g4[policy]["aligned"]["swing_w"].get<double>(), 4 * swing, 1e-6 * swing);
+    EXPECT_NEAR(g4[policy]["aligned"]["peak_w"].get<double>(),
+                4 * g1[policy]["aligned"]["peak_w"].get<double>(), 1e-3);
+    EXPECT_LE(g4[policy]["random"]["swing_w"].get<double>(), 4 * swing * (1 + 1e-9));
+    // The trough includes the host's 100 W per GPU of every job.
+    EXPECT_GE(g4[policy]["aligned"]["trough_w"].get<double>(), 4 * 16 * 100.0);
+  }
+  const double ramp = g4["baseline"]["aligned"]["ramp_w_per_s"].get<double>();
+  const Result shaped = Site("--host-power 100 --jobs 4 --json --max-ramp-mw-per-s " +
+                             std::to_string(ramp / 5 / 1e6));
+  ASSERT_EQ(shaped.code, 0) << shaped.err;
+  const nlohmann::json j = nlohmann::json::parse(shaped.out);
+  const nlohmann::json& g = j["grid"];
+  for (const char* how : {"firmware", "chosen"}) {
+    SCOPED_TRACE(how);
+    EXPECT_TRUE(g[how]["meets"].get<bool>());
+    EXPECT_LE(g[how]["site"]["aligned"]["ramp_w_per_s"].get<double>(), ramp / 5 * (1 + 1e-6));
+  }
+  EXPECT_GT(g["firmware"]["floor_w"].get<double>(), 0);
+  EXPECT_GT(g["firmware"]["run"]["facility_energy_mwh"].get<double>(),
+            j["healthy"]["baseline"]["facility_energy_mwh"].get<double>());
+  EXPECT_LT(g["chosen"]["run"]["facility_energy_mwh"].get<double>(),
+            g["firmware"]["run"]["facility_energy_mwh"].get<double>());
+  const Result text = Site("--jobs 4 --max-ramp-mw-per-s " + std::to_string(ramp / 5 / 1e6));
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("what the grid sees: 4 jobs of 16 GPUs"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("of which for the grid"), std::string::npos) << text.out;
+  const Result bad = Site("--grid --jobs 0");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("--jobs must be 1..10000"), std::string::npos) << bad.err;
+}
+
 TEST_F(SiteCommandTest, BadFlagsNameTheFlag) {
   const std::string job = "site --gpu a100-sxm --tp 1 --pp 4 --tokens 1e9 ";
   const Result gpus = Run(job + "--model gpt3-1.3b --global-batch 32 --gpus 18");

@@ -13,8 +13,9 @@ What is a command:
   * in a block with `$ ` prompts, each `$ ` line (what follows, up to the
     next prompt, is its shown output);
   * in other shell blocks, a line that starts `joulepipe`, `build/joulepipe`
-    or `./build/joulepipe` followed by a command name or an option (output
-    lines such as `joulepipe serve: listening ...` are not);
+    or `./build/joulepipe` followed by a command name or an option, then
+    nothing, a flag, a comment or a placeholder (output lines such as
+    `joulepipe serve: listening ...` or `joulepipe plan + floor ...` are not);
   * backslash continuations join; `# comments` are dropped.
 
 What it checks:
@@ -141,7 +142,11 @@ def is_command_line(text):
     words = text.split()
     if len(words) < 2 or words[0] not in ("joulepipe", "build/joulepipe", "./build/joulepipe"):
         return False
-    return words[1] in COMMANDS or words[1].startswith("-")
+    if not (words[1] in COMMANDS or words[1].startswith("-")):
+        return False
+    # A command's next word is a flag, a comment or a placeholder; output
+    # such as "joulepipe plan + floor 1.740 MW ..." is not a command.
+    return len(words) == 2 or words[2].startswith(("-", "#", "[", "...", "<"))
 
 
 def commands_in_block(block):
@@ -233,6 +238,7 @@ def check_doc(doc, rel, build, source, timings, env, failures, listing):
             where = f"{rel}:{number}"
             reason = not_runnable_reason(rel, argv, produced, workdir)
             listed = NOT_RUNNABLE.get((rel, squash(" ".join(argv))))
+            SEEN.add((rel, squash(" ".join(argv))))
             if listing:
                 print(f"{rel}\t{reason or 'runs'}\t{squash(' '.join(argv))}")
                 produced += outputs_of(argv)
@@ -300,6 +306,7 @@ def check_doc(doc, rel, build, source, timings, env, failures, listing):
 
 
 NOT_RUNNABLE = {}
+SEEN = set()  # the (document, command) pairs met
 
 
 def load_not_runnable(path):
@@ -352,6 +359,10 @@ def main():
         total_skipped += skipped
     print(f"in all: {total_ran} commands run, {total_skipped} not runnable (listed), "
           f"{timed} stated timings")
+    if not args.only:
+        for doc, command in sorted(set(NOT_RUNNABLE) - SEEN):
+            failures.append(f"not_runnable.tsv lists `{command}` in {doc}, which no longer shows "
+                            "it: drop the line")
     if total_ran < 20 and not args.only:
         failures.append(f"only {total_ran} commands ran: the parser has lost the docs' commands")
     if failures:

@@ -118,8 +118,10 @@ TEST(Monitor, AlignedEdgesRemoveTheCounterGranularity) {
     ASSERT_EQ(m.gpus.size(), 1u);
     EXPECT_TRUE(m.gpus[0].aligned);
     EXPECT_EQ(m.gpus[0].source, EnergySource::kCounter);
-    // Constant power: only the tick detection latency (< 1 ms) remains.
-    EXPECT_NEAR(m.gpu_energy_j / m.duration_s, 300, 300 * 0.01) << "window " << d;
+    // Constant power: only the tick detection latency remains (< 1 ms idle;
+    // a few ms on a loaded machine, where 1 % failed once at 0.25 s). An
+    // unaligned edge is off by up to a whole 100 ms update: 9-40 % here.
+    EXPECT_NEAR(m.gpu_energy_j / m.duration_s, 300, 300 * 0.03) << "window " << d;
   }
 }
 

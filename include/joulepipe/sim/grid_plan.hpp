@@ -21,6 +21,7 @@
 // does), so padding is not applied here.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,9 @@
 #include "joulepipe/solver/frontier.hpp"
 
 namespace joulepipe::sim {
+
+// The most copies of a job MeasureJobs sums (a site's jobs).
+inline constexpr int kMaxSiteJobs = 10'000;
 
 struct GridLimits {
   double max_swing_w = 0;         // largest swing within 1 s; 0: no limit
@@ -67,7 +71,18 @@ struct GridPlan {
   std::vector<ShapedPoint> unshaped;  // every candidate used, floor 0, in the given order
   ShapedPoint firmware;               // candidate `baseline` + the least floor that meets
   ShapedPoint chosen;                 // least energy that meets, over candidates and floors
+  // Their GPU power over the simulated iterations, floor applied (the
+  // floor's share on the GPUs when GridOptions::host_w > 0).
+  Waveform firmware_waveform, chosen_waveform;
 };
+
+// What the grid sees of `jobs` copies of one job's waveform (GridOptions as
+// for one job: host_w is one job's, and is multiplied too). Aligned: every
+// copy starts its iterations together, the worst case (every figure x jobs).
+// Random: each copy shifted by a uniform offset within one `period_s` (an
+// iteration), drawn from `seed`; the waveform is taken as periodic in it.
+GridMetrics MeasureJobs(const Waveform& one, int jobs, bool aligned, double period_s,
+                        std::uint64_t seed, const GridOptions& options);
 
 // `candidates` are the plans the job may run (CandidatePlan, e.g. frontier
 // points) with `baseline` the all-max-clock one; `job` the job (its

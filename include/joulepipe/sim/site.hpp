@@ -30,6 +30,7 @@
 
 #include "joulepipe/model/profile.hpp"
 #include "joulepipe/schedule/schedule.hpp"
+#include "joulepipe/sim/grid_plan.hpp"
 
 namespace joulepipe::sim {
 
@@ -49,6 +50,13 @@ struct SiteRequest {
   double power_budget_w = 0;        // facility budget (W), 0 = none
   double straggler_slowdown = 1;    // > 1: also the run with one pipeline this slow
   double resolution_s = 5e-3;       // frontier grid (s)
+  // What the grid sees (SiteGrid): `jobs` copies of this job at the site,
+  // and limits on the site's power, planned for the worst case (every job
+  // in phase: each job gets limit / jobs).
+  bool grid = false;
+  int jobs = 1;            // 1..kMaxSiteJobs
+  GridLimits grid_limits;  // on the site's IT power; any() implies grid
+  std::uint64_t seed = 1;  // the random phases
   std::function<void(const char* phase, double fraction)> progress;
   const std::atomic<bool>* cancel = nullptr;
   std::string profile_name = "the profile";
@@ -91,6 +99,27 @@ struct BudgetFigures {
   std::int64_t job_gpus_peak_baseline = 0, job_gpus_peak_joulepipe = 0;
 };
 
+// The site's IT power (GPU + host of every job; cooling, which does not
+// follow second-scale swings, left out) as the grid sees it, in 10 ms bins
+// over two healthy iterations: every job in phase (the worst case) and at
+// random phases.
+struct SiteGridFigures {
+  GridMetrics aligned, random;
+};
+struct SiteGrid {
+  int jobs = 1;
+  double bin_s = 0;
+  SiteGridFigures baseline, joulepipe;  // the baseline and the same-time plan, no floor
+  // With limits: each job's grid plan for limit / jobs (grid_plan.hpp),
+  // the firmware floor alone and joulepipe's plan + floor, their site
+  // figures and one job's whole run (filler energy included).
+  bool shaped = false;
+  GridLimits job_limits;
+  ShapedPoint firmware, chosen;
+  SiteGridFigures firmware_grid, chosen_grid;
+  RunFigures firmware_run, chosen_run;
+};
+
 struct SiteProjection {
   SiteRequest request;
   double p_block_w = 0;
@@ -100,6 +129,7 @@ struct SiteProjection {
   Scenario healthy;
   std::optional<Scenario> straggler;
   std::optional<BudgetFigures> budget;
+  std::optional<SiteGrid> grid;
   double solve_seconds = 0;
 };
 
