@@ -262,6 +262,7 @@ std::string SimulationJson(const sim::SimulateOutcome& o) {
   }
   root["per_iteration"] = iterations;
   root["simulate_seconds"] = o.simulate_seconds;
+  if (!o.baseline.waveform.gpu_w.empty()) root["waveform"] = WaveformExcerptJson(o);
   return root.dump() + "\n";
 }
 

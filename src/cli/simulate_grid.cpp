@@ -30,7 +30,54 @@ nlohmann::ordered_json MetricsJson(const sim::GridMetrics& m) {
           {"duration_s", m.duration_s}};
 }
 
+// At most `most` points: each the largest amplitude of the bins it covers.
+void Thin(const sim::Spectrum& s, std::size_t most, nlohmann::ordered_json* hz,
+          nlohmann::ordered_json* amplitude) {
+  const std::size_t n = s.hz.size();
+  const std::size_t group = std::max<std::size_t>(1, (n + most - 1) / most);
+  for (std::size_t i = 0; i < n; i += group) {
+    std::size_t best = i;
+    for (std::size_t k = i; k < std::min(n, i + group); ++k) {
+      if (s.amplitude_w[k] > s.amplitude_w[best]) best = k;
+    }
+    hz->push_back(s.hz[best]);
+    amplitude->push_back(s.amplitude_w[best]);
+  }
+}
+
 }  // namespace
+
+nlohmann::ordered_json WaveformExcerptJson(const sim::SimulateOutcome& o) {
+  constexpr double kLeadS = 1, kLoHz = 0.02, kHiHz = 20;
+  constexpr std::size_t kSpectrumPoints = 400;
+  const sim::Waveform& base = o.baseline.waveform;
+  const double dt = base.dt_s;
+  const double first = o.baseline.iterations.empty() ? 0 : o.baseline.iterations[0].time_s;
+  const auto bins = static_cast<std::size_t>(std::ceil(1.25 * first / dt));
+  auto excerpt = [&](const sim::Waveform& w) {
+    nlohmann::ordered_json a = nlohmann::ordered_json::array();
+    for (std::size_t i = 0; i < std::min(bins, w.gpu_w.size()); ++i) a.push_back(w.gpu_w[i]);
+    return a;
+  };
+  nlohmann::ordered_json j;
+  j["bin_s"] = dt;
+  j["lead_s"] = kLeadS;
+  j["idle_w"] = o.request.job.p_block_w * static_cast<double>(o.gpus());
+  j["baseline_w"] = excerpt(base);
+  j["joulepipe_w"] = excerpt(o.joulepipe.waveform);
+  nlohmann::ordered_json spectrum;
+  for (const auto& [name, run] :
+       {std::pair{"baseline", &o.baseline}, std::pair{"joulepipe", &o.joulepipe}}) {
+    nlohmann::ordered_json hz = nlohmann::ordered_json::array();
+    nlohmann::ordered_json amplitude = nlohmann::ordered_json::array();
+    Thin(sim::AmplitudeSpectrum(run->waveform, kLoHz, kHiHz), kSpectrumPoints, &hz, &amplitude);
+    spectrum[name] = {{"hz", hz}, {"amplitude_w", amplitude}};
+  }
+  j["spectrum"] = spectrum;
+  j["metrics"] = {{"baseline", MetricsJson(sim::MeasureGrid(base, sim::GridOptions{}))},
+                  {"joulepipe", MetricsJson(sim::MeasureGrid(o.joulepipe.waveform, {}))}};
+  return j;
+}
 
 double GridWaveformDtS(const GridFlags& f) {
   if (!f.grid && f.waveform_csv.empty() && !f.plans()) return 0;

@@ -44,6 +44,14 @@ double GridWaveformDtS(const GridFlags& flags);
 sim::GridOptions GridOptionsOf(const GridFlags& flags, const sim::SimulateOutcome& outcome,
                                double host_power_w);
 
+// For the report (SimulationJson adds it when the runs have waveforms):
+// both policies' GPU power from the job's start over its first iteration
+// and a quarter more, a lead of 1 s at the job's idle power (P_block on
+// every GPU) before it, their amplitude spectra from 0.02 to 20 Hz (at
+// most 400 points, each the largest of the bins it stands for) and their
+// grid figures.
+nlohmann::ordered_json WaveformExcerptJson(const sim::SimulateOutcome& outcome);
+
 // "grid ..." rows for FormatSimulationSummary's output.
 std::string GridText(const sim::SimulateOutcome& outcome, const sim::GridOptions& options,
                      double dt_s);

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <ctime>
 
+#include "grid_section.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/format.hpp"
 #include "joulepipe/model/version.hpp"
@@ -570,6 +571,7 @@ std::string RenderPlanReport(const PlanReportInputs& in) {
   if (measured) s4.tables.push_back(*measured);
 
   page.sections = {s1, s2, s3, s4};
+  if (std::optional<report::HtmlSection> grid = GridSection(in)) page.sections.push_back(*grid);
   page.footer = "Made by joulepipe " + std::string(model::Version()) +
                 " (joulepipe report). Self-contained: no scripts, fonts or images from "
                 "elsewhere.";

@@ -60,7 +60,50 @@ double LargestSwing(const std::vector<double>& p, std::size_t window) {
   return swing;
 }
 
+// The zero-padded FFT of `p` less `mean`: (bins, its length M).
+std::vector<std::complex<double>> MeanRemovedFft(const std::vector<double>& p, double mean) {
+  std::size_t size = 1;
+  while (size < p.size()) size <<= 1;
+  std::vector<std::complex<double>> x(size, 0.0);
+  for (std::size_t i = 0; i < p.size(); ++i) x[i] = p[i] - mean;
+  Fft(x);
+  return x;
+}
+
+// The power series MeasureGrid measures: host added, padding, the last
+// (partial) bin as the mean over its covered part.
+std::vector<double> Series(const Waveform& waveform, double host_w, std::size_t pad,
+                           double idle_w) {
+  std::vector<double> p(pad, idle_w);
+  p.reserve(waveform.gpu_w.size() + 2 * pad);
+  for (double w : waveform.gpu_w) p.push_back(w + host_w);
+  const std::size_t bins = waveform.gpu_w.size();
+  const double dt = waveform.dt_s;
+  const double last_s = std::clamp(waveform.end_s - static_cast<double>(bins - 1) * dt, 0.0, dt);
+  if (last_s > 0) p.back() = waveform.gpu_w.back() * dt / last_s + host_w;
+  p.insert(p.end(), pad, idle_w);
+  return p;
+}
+
 }  // namespace
+
+Spectrum AmplitudeSpectrum(const Waveform& waveform, double lo_hz, double hi_hz, double host_w) {
+  Spectrum out;
+  if (waveform.gpu_w.empty() || !(waveform.dt_s > 0)) return out;
+  const std::vector<double> p = Series(waveform, host_w, 0, 0);
+  double mean = 0;
+  for (double w : p) mean += w;
+  mean /= static_cast<double>(p.size());
+  const std::vector<std::complex<double>> x = MeanRemovedFft(p, mean);
+  const double df = 1 / (static_cast<double>(x.size()) * waveform.dt_s);
+  for (std::size_t k = 1; k <= x.size() / 2; ++k) {
+    const double f = static_cast<double>(k) * df;
+    if (f < lo_hz || f > hi_hz) continue;
+    out.hz.push_back(f);
+    out.amplitude_w.push_back(2 * std::abs(x[k]) / static_cast<double>(p.size()));
+  }
+  return out;
+}
 
 void Waveform::Add(double start_s, double duration_s, double energy_j) {
   if (!(duration_s > 0)) return;
@@ -107,14 +150,10 @@ GridMetrics MeasureGrid(const Waveform& waveform, const GridOptions& o) {
   if (waveform.gpu_w.empty()) return m;
 
   const auto pad = static_cast<std::size_t>(std::llround(o.pad_s / dt));
-  std::vector<double> p(pad, o.idle_w);
-  p.reserve(waveform.gpu_w.size() + 2 * pad);
-  for (double w : waveform.gpu_w) p.push_back(w + o.host_w);
   // The last bin is covered up to end_s only: its power is the mean there.
+  const std::vector<double> p = Series(waveform, o.host_w, pad, o.idle_w);
   const std::size_t bins = waveform.gpu_w.size();
   const double last_s = std::clamp(waveform.end_s - static_cast<double>(bins - 1) * dt, 0.0, dt);
-  if (last_s > 0) p.back() = waveform.gpu_w.back() * dt / last_s + o.host_w;
-  p.insert(p.end(), pad, o.idle_w);
   const std::size_t n = p.size();
 
   m.peak_w = p[0];
@@ -146,11 +185,8 @@ GridMetrics MeasureGrid(const Waveform& waveform, const GridOptions& o) {
   // The band: zero-padded FFT of the mean-removed waveform. Parseval with
   // padding to M: sum x^2 = (1/M) sum |X|^2, so the band's mean square over
   // the n real samples is (2 / (n M)) sum over its one-sided bins.
-  std::size_t size = 1;
-  while (size < n) size <<= 1;
-  std::vector<std::complex<double>> x(size, 0.0);
-  for (std::size_t i = 0; i < n; ++i) x[i] = p[i] - m.mean_w;
-  Fft(x);
+  const std::vector<std::complex<double>> x = MeanRemovedFft(p, m.mean_w);
+  const std::size_t size = x.size();
   const double df = 1 / (static_cast<double>(size) * dt);
   double band_power = 0;
   for (std::size_t k = 1; k <= size / 2; ++k) {

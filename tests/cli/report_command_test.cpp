@@ -76,6 +76,40 @@ TEST_F(ReportCommandTest, WritesOneSelfContainedPageWithEveryFigure) {
   EXPECT_EQ(Run("report --frontier " + Quote(plan_) + " --force --out " + Quote(out)).code, 0);
 }
 
+// A simulation with a waveform (`simulate --grid`) adds "What the grid
+// sees": the job's power at its start with the grid plan's floors, and its
+// spectrum; a malformed waveform is refused naming the file and the field.
+TEST_F(ReportCommandTest, AWaveformAddsWhatTheGridSees) {
+  const fs::path run = root_ / "run.json";
+  const Result sim = Run("simulate --profile " + Quote(kProfile) +
+                         " --p-block 83.64 --stages 8 --microbatches 8 --pipelines 2 "
+                         "--allreduce-ms 200 --iterations 3 --grid --min-power-fraction 0.5 "
+                         "--json");
+  ASSERT_EQ(sim.code, 0) << sim.err;
+  testing::Spit(run, sim.out);
+  const fs::path out = root_ / "report.html";
+  const Result r =
+      Run("report --frontier " + Quote(plan_) + " --sim " + Quote(run) + " --out " + Quote(out));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string html = Slurp(out);
+  for (const char* needle :
+       {"What the grid sees", "The job&apos;s power at its start and over its first iteration",
+        "Oscillation spectrum", "grid plan: firmware floor", "band RMS", "0.1 Hz"}) {
+    EXPECT_NE(html.find(needle), std::string::npos) << needle;
+  }
+  std::string broken = sim.out;
+  const std::size_t at = broken.find("\"joulepipe_w\":[");
+  ASSERT_NE(at, std::string::npos);
+  broken.replace(at, std::string("\"joulepipe_w\":[").size(), "\"joulepipe_w\":[\"x\",");
+  testing::Spit(run, broken);
+  const Result bad = Run("report --frontier " + Quote(plan_) + " --sim " + Quote(run) +
+                         " --force --out " + Quote(out));
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("waveform.joulepipe_w holds something that is not a number"),
+            std::string::npos)
+      << bad.err;
+}
+
 TEST_F(ReportCommandTest, RefusesInputsThatDoNotBelongTogether) {
   const fs::path out = root_ / "r.html";
   const Result none = Run("report --frontier " + Quote(root_ / "nothing") + " --out " + Quote(out));

@@ -111,6 +111,9 @@ def main():
     parser.add_argument("--screenshot", required=True)
     parser.add_argument("--chromium", default=shutil.which("chromium") or "chromium")
     parser.add_argument("--min-svgs", type=int, default=4)
+    parser.add_argument("--require-grid", action="store_true",
+                        help="the report must have its \"What the grid sees\" charts "
+                        "(a simulation with a waveform)")
     parser.add_argument("--timeout", type=float, default=60)
     args = parser.parse_args()
     if not shutil.which(args.chromium):
@@ -201,6 +204,10 @@ def main():
         for label in spilled[:5]:
             failures.append(f"timeline label '{label}' runs past its bar")
         figures["bar labels"] = count(tools, session, "text.bar-label")
+        figures["grid charts"] = count(tools, session, "#grid svg")
+        if args.require_grid and figures["grid charts"] < 2:
+            failures.append(f"{figures['grid charts']} charts in \"What the grid sees\", "
+                            "expected the power and the spectrum")
         if figures["svg"] < args.min_svgs:
             failures.append(f"{figures['svg']} <svg> elements, expected >= {args.min_svgs}")
         for what in ("frontier points", "timeline instructions", "energy bars", "tables"):

@@ -68,6 +68,14 @@ struct GridMetrics {
   double energy_j = 0;
 };
 
+// The one-sided amplitude spectrum of the waveform's power as MeasureGrid
+// sees it (host_w added; no padding), mean removed: the amplitude (W) of
+// each frequency from lo_hz to hi_hz, on the FFT's grid.
+struct Spectrum {
+  std::vector<double> hz, amplitude_w;
+};
+Spectrum AmplitudeSpectrum(const Waveform& waveform, double lo_hz, double hi_hz, double host_w = 0);
+
 // The last bin counts for the part of it before Waveform::end_s (its power
 // is the mean over that part). Throws model::InputError naming GridOptions::<field> for a window
 // shorter than a bin, an empty or inverted band, or negative power; an empty waveform gives zeros.
