@@ -479,20 +479,9 @@ SimulateSubcommand::SimulateSubcommand(CLI::App* app)
   c->add_option("--band-hi-hz", f->grid.band_hi_hz, "The oscillation band's high end, Hz")
       ->capture_default_str()
       ->type_name("HZ");
-  c->add_option("--max-ramp-mw-per-s", f->grid.max_ramp_mw_per_s,
-                "Grid plan: the job's power may ramp at most this fast (MW/s, between 0.1 s "
-                "means); prints the least-energy plan + power floor that keeps it, beside the "
-                "firmware floor alone")
-      ->type_name("MW/S");
-  c->add_option("--max-swing-mw", f->grid.max_swing_mw,
-                "Grid plan: the job's power may swing at most this much within 1 s (MW)")
-      ->type_name("MW");
-  c->add_option("--min-power-fraction", f->grid.min_power_fraction,
-                "Grid plan: the job's power may fall to no less than this fraction of its peak")
-      ->type_name("F");
-  c->add_option("--max-band-mw", f->grid.max_band_mw,
-                "Grid plan: the oscillation in the band may be at most this RMS (MW)")
-      ->type_name("MW");
+  AddGridLimitFlags(c, &f->grid.limits, "Grid plan: the job's",
+                    "prints the least-energy plan + power floor that keeps it, beside the "
+                    "firmware floor alone");
   c->add_flag("--grid-frontier", f->grid.frontier,
               "Print the energy-smoothness frontier: what each ramp limit (shares of the "
               "baseline's ramp) costs, joulepipe against the firmware floor");

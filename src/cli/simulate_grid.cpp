@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "format.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/sim/grid_plan.hpp"
@@ -79,8 +81,23 @@ nlohmann::ordered_json WaveformExcerptJson(const sim::SimulateOutcome& o) {
   return j;
 }
 
-double GridWaveformDtS(const GridFlags& f) {
-  if (!f.grid && f.waveform_csv.empty() && !f.plans()) return 0;
+void AddGridLimitFlags(CLI::App* c, GridLimitFlags* f, const char* whose, const char* then) {
+  c->add_option(
+       "--max-ramp-mw-per-s", f->max_ramp_mw_per_s,
+       Printf("%s power may ramp at most this fast (MW/s, between 0.1 s means); %s", whose, then))
+      ->type_name("MW/S");
+  c->add_option("--max-swing-mw", f->max_swing_mw,
+                Printf("%s power may swing at most this much within 1 s (MW)", whose))
+      ->type_name("MW");
+  c->add_option("--min-power-fraction", f->min_power_fraction,
+                Printf("%s power may fall to no less than this fraction of its peak", whose))
+      ->type_name("F");
+  c->add_option("--max-band-mw", f->max_band_mw,
+                Printf("%s oscillation in the band may be at most this RMS (MW)", whose))
+      ->type_name("MW");
+}
+
+sim::GridLimits GridLimitsOf(const GridLimitFlags& f) {
   for (const auto& [value, flag] : {std::pair{f.max_swing_mw, "--max-swing-mw"},
                                     std::pair{f.max_ramp_mw_per_s, "--max-ramp-mw-per-s"},
                                     std::pair{f.max_band_mw, "--max-band-mw"}}) {
@@ -93,9 +110,30 @@ double GridWaveformDtS(const GridFlags& f) {
         f.min_power_fraction < 1)) {
     throw model::InputError("--min-power-fraction",
                             Printf("--min-power-fraction must be 0..1 (got %g): the trough the "
-                                   "job may fall to, as a fraction of its peak (e.g. 0.5)",
+                                   "power may fall to, as a fraction of its peak (e.g. 0.5)",
                                    f.min_power_fraction));
   }
+  sim::GridLimits l;
+  l.max_swing_w = f.max_swing_mw * 1e6;
+  l.max_ramp_w_per_s = f.max_ramp_mw_per_s * 1e6;
+  l.max_band_rms_w = f.max_band_mw * 1e6;
+  l.min_power_fraction = f.min_power_fraction;
+  return l;
+}
+
+std::string GridLimitsText(const sim::GridLimits& l) {
+  std::string s;
+  auto add = [&](const std::string& part) { s += (s.empty() ? "" : ", ") + part; };
+  if (l.max_ramp_w_per_s > 0) add(Printf("ramp <= %g MW/s", Mw(l.max_ramp_w_per_s)));
+  if (l.max_swing_w > 0) add(Printf("swing <= %g MW", Mw(l.max_swing_w)));
+  if (l.min_power_fraction > 0) add(Printf("trough >= %g %% of peak", 100 * l.min_power_fraction));
+  if (l.max_band_rms_w > 0) add(Printf("band RMS <= %g MW", Mw(l.max_band_rms_w)));
+  return s.empty() ? "none" : s;
+}
+
+double GridWaveformDtS(const GridFlags& f) {
+  if (!f.grid && f.waveform_csv.empty() && !f.plans()) return 0;
+  GridLimitsOf(f.limits);  // checked before any work
   if (!(std::isfinite(f.waveform_ms) && f.waveform_ms >= 0.1 && f.waveform_ms <= 10000)) {
     throw model::InputError("--waveform-ms",
                             Printf("--waveform-ms must be 0.1..10000 ms (got %g): the width of "
@@ -172,16 +210,6 @@ namespace {
 
 constexpr int kGridPlanIterations = 4;
 
-std::string LimitsText(const sim::GridLimits& l) {
-  std::string s;
-  auto add = [&](const std::string& part) { s += (s.empty() ? "" : ", ") + part; };
-  if (l.max_swing_w > 0) add(Printf("swing <= %g MW", Mw(l.max_swing_w)));
-  if (l.max_ramp_w_per_s > 0) add(Printf("ramp <= %g MW/s", Mw(l.max_ramp_w_per_s)));
-  if (l.min_power_fraction > 0) add(Printf("trough >= %g %% of peak", 100 * l.min_power_fraction));
-  if (l.max_band_rms_w > 0) add(Printf("band RMS <= %g MW", Mw(l.max_band_rms_w)));
-  return s.empty() ? "none" : s;
-}
-
 std::string PointRow(const char* label, const sim::ShapedPoint& p, double base_j) {
   const double change = 100 * (p.energy_j / base_j - 1);
   return Printf("  %-42s %8.3f s %8.3f MJ %+6.1f%% %8.3f MJ %7.3f MW %6.2f MW/s %5.0f%%%s\n", label,
@@ -207,10 +235,7 @@ nlohmann::ordered_json PointJson(const sim::ShapedPoint& p,
 GridPlanOutput GridPlanReport(const sim::SimulateOutcome& o, const model::Profile& profile,
                               const GridFlags& f, const sim::GridOptions& options, double dt_s) {
   sim::GridPlanRequest r;
-  r.limits.max_swing_w = f.max_swing_mw * 1e6;
-  r.limits.max_ramp_w_per_s = f.max_ramp_mw_per_s * 1e6;
-  r.limits.max_band_rms_w = f.max_band_mw * 1e6;
-  r.limits.min_power_fraction = f.min_power_fraction;
+  r.limits = GridLimitsOf(f.limits);
   r.options = options;
   r.iterations = kGridPlanIterations;
   r.waveform_dt_s = dt_s;
@@ -224,7 +249,7 @@ GridPlanOutput GridPlanReport(const sim::SimulateOutcome& o, const model::Profil
   out.text = Printf(
       "grid plan     the healthy job (%d iterations per plan, %zu plans within %.6g s); limits: "
       "%s\n",
-      r.iterations, candidates.size(), r.deadline_s, LimitsText(r.limits).c_str());
+      r.iterations, candidates.size(), r.deadline_s, GridLimitsText(r.limits).c_str());
   out.text += Printf("  %-42s %10s %11s %7s %11s %10s %11s %6s\n", "plan", "iteration", "energy",
                      "change", "for grid", "swing", "ramp", "trough");
   out.text += PointRow("baseline, full clocks", base, base.energy_j);

@@ -7,24 +7,44 @@
 #include <nlohmann/json.hpp>
 
 #include "joulepipe/model/profile.hpp"
+#include "joulepipe/sim/grid_plan.hpp"
 #include "joulepipe/sim/simulate_job.hpp"
 #include "joulepipe/sim/waveform.hpp"
 
+namespace CLI {
+class App;
+}
+
 namespace joulepipe::cli {
+
+// A utility's limits as `simulate` and `site` take them (MW, MW/s; 0: no
+// limit).
+struct GridLimitFlags {
+  double max_swing_mw = 0, max_ramp_mw_per_s = 0, max_band_mw = 0;
+  double min_power_fraction = 0;
+  bool any() const {
+    return max_swing_mw > 0 || max_ramp_mw_per_s > 0 || max_band_mw > 0 || min_power_fraction > 0;
+  }
+};
+
+// Adds --max-ramp-mw-per-s, --max-swing-mw, --min-power-fraction and
+// --max-band-mw; `whose` ("the job's", "the site's") and `then` (what the
+// command does with them) make their help.
+void AddGridLimitFlags(CLI::App* command, GridLimitFlags* flags, const char* whose,
+                       const char* then);
+// The limits in W, checked: model::InputError naming the flag.
+sim::GridLimits GridLimitsOf(const GridLimitFlags& flags);
+// "ramp <= 5 MW/s, trough >= 50 % of peak", or "none".
+std::string GridLimitsText(const sim::GridLimits& limits);
 
 struct GridFlags {
   bool grid = false;
   double waveform_ms = 10;  // bin width
   double band_lo_hz = 0.1, band_hi_hz = 20;
   std::string waveform_csv;  // FILE: time_s,baseline_w,joulepipe_w
-  // Limits for a grid plan (0: none), in MW and MW/s as the flags take them.
-  double max_swing_mw = 0, max_ramp_mw_per_s = 0, max_band_mw = 0;
-  double min_power_fraction = 0;
-  bool frontier = false;  // --grid-frontier: the energy-smoothness frontier over ramp limits
-  bool plans() const {
-    return max_swing_mw > 0 || max_ramp_mw_per_s > 0 || max_band_mw > 0 || min_power_fraction > 0 ||
-           frontier;
-  }
+  GridLimitFlags limits;     // for a grid plan
+  bool frontier = false;     // --grid-frontier: the energy-smoothness frontier over ramp limits
+  bool plans() const { return limits.any() || frontier; }
 };
 
 // The grid plan and, with --grid-frontier, the sweep: text and JSON.

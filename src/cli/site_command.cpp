@@ -18,6 +18,7 @@
 #include "joulepipe/physics/workload.hpp"
 #include "joulepipe/solver/plan_pipeline.hpp"
 #include "signals.hpp"
+#include "simulate_grid.hpp"
 
 namespace joulepipe::cli {
 
@@ -130,13 +131,7 @@ std::string GridReport(const sim::SiteProjection& p) {
   s += GridRow("baseline, full clocks", g.baseline);
   s += GridRow("joulepipe same-time plan", g.joulepipe);
   if (g.shaped) {
-    const sim::GridLimits& l = r.grid_limits;
-    std::string limits;
-    auto add = [&](const std::string& part) { limits += (limits.empty() ? "" : ", ") + part; };
-    if (l.max_ramp_w_per_s > 0) add(Printf("ramp <= %g MW/s", l.max_ramp_w_per_s / 1e6));
-    if (l.max_swing_w > 0) add(Printf("swing <= %g MW", l.max_swing_w / 1e6));
-    if (l.min_power_fraction > 0) add(Printf("trough >= %g%% of peak", 100 * l.min_power_fraction));
-    if (l.max_band_rms_w > 0) add(Printf("band RMS <= %g MW", l.max_band_rms_w / 1e6));
+    const std::string limits = GridLimitsText(r.grid_limits);
     s += Printf("  shaped for the site's %s (each job planned for 1/%d of it: all in phase)\n",
                 limits.c_str(), g.jobs);
     s += GridRow(Printf("firmware floor %.3f MW per job", g.firmware.floor_w / 1e6).c_str(),
@@ -347,7 +342,7 @@ struct SiteFlags {
   bool json = false;
   bool grid = false;
   int jobs = 1;
-  double max_ramp_mw_per_s = 0, max_swing_mw = 0, min_power_fraction = 0, max_band_mw = 0;
+  GridLimitFlags limits;
 };
 
 SiteSubcommand::SiteSubcommand(CLI::App* app)
@@ -412,19 +407,9 @@ SiteSubcommand::SiteSubcommand(CLI::App* app)
   c->add_option("--jobs", f->jobs, "Copies of this job at the site, for --grid (1..10000)")
       ->capture_default_str()
       ->type_name("N");
-  c->add_option("--max-ramp-mw-per-s", f->max_ramp_mw_per_s,
-                "The site's IT power may ramp at most this fast (MW/s): each job gets a grid "
-                "plan for the worst case (all jobs in phase); with the firmware floor for "
-                "comparison")
-      ->type_name("MW/S");
-  c->add_option("--max-swing-mw", f->max_swing_mw, "The site's swing within 1 s, at most (MW)")
-      ->type_name("MW");
-  c->add_option("--min-power-fraction", f->min_power_fraction,
-                "The site's trough, at least this fraction of its peak")
-      ->type_name("F");
-  c->add_option("--max-band-mw", f->max_band_mw,
-                "The site's oscillation in 0.1-20 Hz, at most this RMS (MW)")
-      ->type_name("MW");
+  AddGridLimitFlags(c, &f->limits, "The site's IT",
+                    "each job gets a grid plan for the worst case (all jobs in phase), with the "
+                    "firmware floor for comparison");
   c->add_flag("--json", f->json, "Print one JSON object instead of the table");
   c->footer(kSiteFooter);
 }
@@ -487,20 +472,6 @@ int SiteSubcommand::Run() const {
   r.power_budget_w = f.power_budget_mw * 1e6;
   r.straggler_slowdown = f.straggler_slowdown;
   r.resolution_s = f.resolution_ms * 1e-3;
-  for (const auto& [value, flag] : {std::pair{f.max_swing_mw, "--max-swing-mw"},
-                                    std::pair{f.max_ramp_mw_per_s, "--max-ramp-mw-per-s"},
-                                    std::pair{f.max_band_mw, "--max-band-mw"}}) {
-    if (!(std::isfinite(value) && value >= 0 && value <= 1e6)) {
-      throw InputError(flag, Printf("%s must be 0..1000000 (got %g); 0 for no limit", flag, value));
-    }
-  }
-  if (!(std::isfinite(f.min_power_fraction) && f.min_power_fraction >= 0 &&
-        f.min_power_fraction < 1)) {
-    throw InputError("--min-power-fraction",
-                     Printf("--min-power-fraction must be 0..1 (got %g): the trough the site "
-                            "may fall to, as a fraction of its peak (e.g. 0.5)",
-                            f.min_power_fraction));
-  }
   if (f.jobs < 1 || f.jobs > sim::kMaxSiteJobs) {
     throw InputError("--jobs", Printf("--jobs must be 1..%d (got %d): copies of this job at the "
                                       "site, for the grid figures",
@@ -508,10 +479,7 @@ int SiteSubcommand::Run() const {
   }
   r.grid = f.grid;
   r.jobs = f.jobs;
-  r.grid_limits.max_swing_w = f.max_swing_mw * 1e6;
-  r.grid_limits.max_ramp_w_per_s = f.max_ramp_mw_per_s * 1e6;
-  r.grid_limits.min_power_fraction = f.min_power_fraction;
-  r.grid_limits.max_band_rms_w = f.max_band_mw * 1e6;
+  r.grid_limits = GridLimitsOf(f.limits);
   r.profile_name = f.profile.empty()
                        ? "the workload model's " + spec.model.id + " on " + gpu.id +
                              " profile (framework " + f.framework + ", " + f.precision + ")"
