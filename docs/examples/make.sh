@@ -35,7 +35,7 @@ job=(--profile "$profile" --schedule 1f1b --stages 8 --microbatches 96 --p-block
 "$jp" plan "${job[@]}" --out "$work/plan" >/dev/null 2>&1
 "$jp" simulate --profile "$profile" --p-block 83.64 --pipelines 16 --stages 8 \
   --microbatches 96 --tp 8 --straggler-slowdown 1.2 --iterations 2 --allreduce-ms 850 --grid \
-  --max-ramp-mw-per-s 0.5 --json >"$work/run.json" 2>/dev/null
+  --max-ramp-mw-per-s 0.5 --grid-frontier --json >"$work/run.json" 2>/dev/null
 "$jp" report --frontier "$work/plan" --profile "$profile" --sim "$work/run.json" \
   --host-power 150 --force --out "$out/report.html" >/dev/null
 # The report names where its inputs were read; make that the commands' names.

@@ -152,6 +152,33 @@ std::optional<HtmlSection> GridSection(const PlanReportInputs& in) {
   spectrum.vertical_lines.push_back({"20 Hz", std::log10(20.0)});
   section.svgs.push_back(RenderSvg(spectrum));
 
+  // The energy-smoothness frontier (`simulate --grid-frontier`).
+  if (in.sim->contains("grid_plan") && (*in.sim)["grid_plan"].contains("ramp_frontier")) {
+    const json& rows = (*in.sim)["grid_plan"]["ramp_frontier"];
+    const double base_j = OutputNumber((*in.sim)["grid_plan"], {"baseline", "energy_j"}, sn);
+    LineChart frontier;
+    frontier.title = "What each ramp limit costs: the energy-smoothness frontier";
+    frontier.subtitle = "the healthy job's energy per iteration against the baseline's, " + sn;
+    frontier.x_label = "ramp limit (MW/s)";
+    frontier.y_label = "energy per iteration vs baseline (%)";
+    Series firmware, chosen;
+    firmware.label = "firmware floor on the baseline";
+    firmware.color = kBaselineColor;
+    firmware.dots = true;
+    chosen.label = "joulepipe's plan + floor";
+    chosen.color = kJoulepipeColor;
+    chosen.dots = true;
+    for (const json& row : rows) {
+      const double ramp = OutputNumber(row, {"max_ramp_w_per_s"}, sn) / 1e6;
+      firmware.points.push_back(
+          {ramp, 100 * (OutputNumber(row, {"firmware", "energy_j"}, sn) / base_j - 1)});
+      chosen.points.push_back(
+          {ramp, 100 * (OutputNumber(row, {"chosen", "energy_j"}, sn) / base_j - 1)});
+    }
+    frontier.series = {firmware, chosen};
+    section.svgs.push_back(RenderSvg(frontier));
+  }
+
   if (w.contains("metrics")) {
     HtmlTable t;
     t.caption =

@@ -84,7 +84,7 @@ TEST_F(ReportCommandTest, AWaveformAddsWhatTheGridSees) {
   const Result sim = Run("simulate --profile " + Quote(kProfile) +
                          " --p-block 83.64 --stages 8 --microbatches 8 --pipelines 2 "
                          "--allreduce-ms 200 --iterations 3 --grid --min-power-fraction 0.5 "
-                         "--json");
+                         "--grid-frontier --json");
   ASSERT_EQ(sim.code, 0) << sim.err;
   testing::Spit(run, sim.out);
   const fs::path out = root_ / "report.html";
@@ -94,7 +94,8 @@ TEST_F(ReportCommandTest, AWaveformAddsWhatTheGridSees) {
   const std::string html = Slurp(out);
   for (const char* needle :
        {"What the grid sees", "The job&apos;s power at its start and over its first iteration",
-        "Oscillation spectrum", "grid plan: firmware floor", "band RMS", "0.1 Hz"}) {
+        "Oscillation spectrum", "grid plan: firmware floor", "band RMS", "0.1 Hz",
+        "the energy-smoothness frontier"}) {
     EXPECT_NE(html.find(needle), std::string::npos) << needle;
   }
   std::string broken = sim.out;

@@ -15,7 +15,7 @@ timeout 300 "$joulepipe" plan --profile "$profile" --schedule 1f1b "${shape[@]}"
   --resolution-ms 2 --out "$work/plan" >/dev/null
 timeout 300 "$joulepipe" simulate --profile "$profile" "${shape[@]}" --pipelines 4 --tp 8 \
   --straggler-slowdown 1.2 --iterations 2 --allreduce-ms 300 --grid --min-power-fraction 0.5 \
-  --json >"$work/run.json"
+  --grid-frontier --json >"$work/run.json"
 timeout 120 "$joulepipe" report --frontier "$work/plan" --sim "$work/run.json" \
   --host-power 150 --out "$work/report.html"
 timeout 180 python3 "$src/tests/report/browser_check.py" "$work/report.html" \
