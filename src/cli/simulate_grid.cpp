@@ -19,6 +19,20 @@ double Mw(double w) {
   return w / 1e6;
 }
 
+// Idle before the job starts and after it ends, for the start and stop.
+constexpr double kStartStopPadS = 2;
+
+// The units a job's figures print in: MW and MJ from a 0.1 MW peak up, kW
+// and kJ below (a 32-GPU job would read 0.014 MW).
+struct Unit {
+  double scale;
+  const char* power;
+  const char* energy;
+};
+Unit UnitFor(double peak_w) {
+  return peak_w >= 1e5 ? Unit{1e6, "MW", "MJ"} : Unit{1e3, "kW", "kJ"};
+}
+
 nlohmann::ordered_json MetricsJson(const sim::GridMetrics& m) {
   return {{"peak_w", m.peak_w},
           {"trough_w", m.trough_w},
@@ -163,6 +177,12 @@ sim::GridOptions GridOptionsOf(const GridFlags& f, const sim::SimulateOutcome& o
   return o;
 }
 
+sim::GridOptions WithStartAndStop(const sim::SimulateOutcome& outcome, sim::GridOptions o) {
+  o.pad_s = kStartStopPadS;
+  o.idle_w = outcome.request.job.p_block_w * static_cast<double>(outcome.gpus()) + o.host_w;
+  return o;
+}
+
 std::string GridText(const sim::SimulateOutcome& outcome, const sim::GridOptions& o, double dt_s) {
   std::string s = Printf(
       "grid          the job's %s power in %g ms bins; swing within 1 s, ramp between "
@@ -170,11 +190,24 @@ std::string GridText(const sim::SimulateOutcome& outcome, const sim::GridOptions
       o.host_w > 0 ? "GPU + host" : "GPU", dt_s * 1e3, o.band_lo_hz, o.band_hi_hz);
   s += Printf("  %-10s %9s %9s %9s %11s %10s   %s\n", "policy", "peak", "trough", "swing", "ramp",
               "band RMS", "largest in band");
+  const Unit u = UnitFor(sim::MeasureGrid(outcome.baseline.waveform, o).peak_w);
+  const double k = u.scale;
   for (const sim::SimulationResult* run : {&outcome.baseline, &outcome.joulepipe}) {
     const sim::GridMetrics m = sim::MeasureGrid(run->waveform, o);
-    s += Printf("  %-10s %6.3f MW %6.3f MW %6.3f MW %6.2f MW/s %7.3f MW   %.3f MW at %.3g Hz\n",
-                sim::PolicyName(run->policy), Mw(m.peak_w), Mw(m.trough_w), Mw(m.swing_w),
-                Mw(m.ramp_w_per_s), Mw(m.band_rms_w), Mw(m.band_peak_w), m.band_peak_hz);
+    s += Printf("  %-10s %6.3f %s %6.3f %s %6.3f %s %6.2f %s/s %7.3f %s   %.3f %s at %.3g Hz\n",
+                sim::PolicyName(run->policy), m.peak_w / k, u.power, m.trough_w / k, u.power,
+                m.swing_w / k, u.power, m.ramp_w_per_s / k, u.power, m.band_rms_w / k, u.power,
+                m.band_peak_w / k, u.power, m.band_peak_hz);
+  }
+  const sim::GridOptions padded = WithStartAndStop(outcome, o);
+  s += Printf(
+      "  with the job's start and stop (idle before and after at %.3f %s: P_block on every "
+      "GPU%s):\n",
+      padded.idle_w / k, u.power, o.host_w > 0 ? ", and the host" : "");
+  for (const sim::SimulationResult* run : {&outcome.baseline, &outcome.joulepipe}) {
+    const sim::GridMetrics m = sim::MeasureGrid(run->waveform, padded);
+    s += Printf("  %-10s swing %.3f %s within 1 s, ramp %.2f %s/s, start and stop included\n",
+                sim::PolicyName(run->policy), m.swing_w / k, u.power, m.ramp_w_per_s / k, u.power);
   }
   return s;
 }
@@ -187,7 +220,14 @@ nlohmann::ordered_json GridJson(const sim::SimulateOutcome& outcome, const sim::
           {"swing_window_s", o.swing_window_s},
           {"ramp_window_s", o.ramp_window_s},
           {"baseline", MetricsJson(sim::MeasureGrid(outcome.baseline.waveform, o))},
-          {"joulepipe", MetricsJson(sim::MeasureGrid(outcome.joulepipe.waveform, o))}};
+          {"joulepipe", MetricsJson(sim::MeasureGrid(outcome.joulepipe.waveform, o))},
+          {"with_start_and_stop",
+           {{"idle_w", WithStartAndStop(outcome, o).idle_w},
+            {"pad_s", kStartStopPadS},
+            {"baseline", MetricsJson(sim::MeasureGrid(outcome.baseline.waveform,
+                                                      WithStartAndStop(outcome, o)))},
+            {"joulepipe", MetricsJson(sim::MeasureGrid(outcome.joulepipe.waveform,
+                                                       WithStartAndStop(outcome, o)))}}}};
 }
 
 std::string WaveformCsv(const sim::SimulateOutcome& outcome, const sim::GridOptions& o) {
@@ -210,11 +250,12 @@ namespace {
 
 constexpr int kGridPlanIterations = 4;
 
-std::string PointRow(const char* label, const sim::ShapedPoint& p, double base_j) {
-  const double change = 100 * (p.energy_j / base_j - 1);
-  return Printf("  %-42s %8.3f s %8.3f MJ %+6.1f%% %8.3f MJ %7.3f MW %6.2f MW/s %5.0f%%%s\n", label,
-                p.time_s, Mw(p.energy_j), change, Mw(p.filler_j), Mw(p.grid.swing_w),
-                Mw(p.grid.ramp_w_per_s), 100 * p.grid.trough_w / std::max(p.grid.peak_w, 1e-300),
+std::string PointRow(const char* label, const sim::ShapedPoint& p, double base_j, const Unit& u) {
+  const double change = 100 * (p.energy_j / base_j - 1), k = u.scale;
+  return Printf("  %-42s %8.3f s %8.3f %s %+6.1f%% %8.3f %s %7.3f %s %6.2f %s/s %5.0f%%%s\n", label,
+                p.time_s, p.energy_j / k, u.energy, change, p.filler_j / k, u.energy,
+                p.grid.swing_w / k, u.power, p.grid.ramp_w_per_s / k, u.power,
+                100 * p.grid.trough_w / std::max(p.grid.peak_w, 1e-300),
                 p.meets ? "" : "  (misses)");
 }
 
@@ -252,16 +293,18 @@ GridPlanOutput GridPlanReport(const sim::SimulateOutcome& o, const model::Profil
       r.iterations, candidates.size(), r.deadline_s, GridLimitsText(r.limits).c_str());
   out.text += Printf("  %-42s %10s %11s %7s %11s %10s %11s %6s\n", "plan", "iteration", "energy",
                      "change", "for grid", "swing", "ramp", "trough");
-  out.text += PointRow("baseline, full clocks", base, base.energy_j);
-  out.text += PointRow("joulepipe energy plan", energy_plan, base.energy_j);
-  out.text +=
-      PointRow(Printf("firmware: baseline + floor %.3f MW", Mw(plan.firmware.floor_w)).c_str(),
-               plan.firmware, base.energy_j);
-  out.text += PointRow(Printf("joulepipe: plan %.3f s + floor %.3f MW",
+  const Unit u = UnitFor(base.grid.peak_w);
+  const double k = u.scale;
+  out.text += PointRow("baseline, full clocks", base, base.energy_j, u);
+  out.text += PointRow("joulepipe energy plan", energy_plan, base.energy_j, u);
+  out.text += PointRow(
+      Printf("firmware: baseline + floor %.3f %s", plan.firmware.floor_w / k, u.power).c_str(),
+      plan.firmware, base.energy_j, u);
+  out.text += PointRow(Printf("joulepipe: plan %.3f s + floor %.3f %s",
                               candidates[static_cast<std::size_t>(plan.chosen.candidate)].time_s,
-                              Mw(plan.chosen.floor_w))
+                              plan.chosen.floor_w / k, u.power)
                            .c_str(),
-                       plan.chosen, base.energy_j);
+                       plan.chosen, base.energy_j, u);
   out.text +=
       "  (\"for grid\": energy burnt by the floor, filler load or the firmware's power "
       "floor, per iteration)\n";
@@ -281,21 +324,21 @@ GridPlanOutput GridPlanReport(const sim::SimulateOutcome& o, const model::Profil
     const std::vector<sim::GridFrontierRow> rows =
         sim::RampFrontier(o.schedule, profile, o.request.job, candidates, 0, r, ramps);
     out.text += Printf(
-        "energy-smoothness frontier (ramp limits as shares of the baseline's %.2f MW/s; "
+        "energy-smoothness frontier (ramp limits as shares of the baseline's %.2f %s/s; "
         "energy per iteration against the baseline's)\n",
-        Mw(ramp));
+        ramp / k, u.power);
     out.text += Printf("  %-12s %-30s %s\n", "ramp limit", "firmware floor on baseline",
                        "joulepipe plan + floor");
     nlohmann::ordered_json sweep = nlohmann::ordered_json::array();
     for (const sim::GridFrontierRow& row : rows) {
       out.text += Printf(
-          "  %6.2f MW/s  %7.3f MJ %+6.1f%% (floor %.3f MW)   %7.3f MJ %+6.1f%% (plan %.3f s, "
-          "floor %.3f MW)\n",
-          Mw(row.max_ramp_w_per_s), Mw(row.firmware.energy_j),
-          100 * (row.firmware.energy_j / base.energy_j - 1), Mw(row.firmware.floor_w),
-          Mw(row.chosen.energy_j), 100 * (row.chosen.energy_j / base.energy_j - 1),
-          candidates[static_cast<std::size_t>(row.chosen.candidate)].time_s,
-          Mw(row.chosen.floor_w));
+          "  %6.2f %s/s  %7.3f %s %+6.1f%% (floor %.3f %s)   %7.3f %s %+6.1f%% (plan %.3f s, "
+          "floor %.3f %s)\n",
+          row.max_ramp_w_per_s / k, u.power, row.firmware.energy_j / k, u.energy,
+          100 * (row.firmware.energy_j / base.energy_j - 1), row.firmware.floor_w / k, u.power,
+          row.chosen.energy_j / k, u.energy, 100 * (row.chosen.energy_j / base.energy_j - 1),
+          candidates[static_cast<std::size_t>(row.chosen.candidate)].time_s, row.chosen.floor_w / k,
+          u.power);
       sweep.push_back({{"max_ramp_w_per_s", row.max_ramp_w_per_s},
                        {"firmware", PointJson(row.firmware, candidates)},
                        {"chosen", PointJson(row.chosen, candidates)}});

@@ -72,6 +72,10 @@ sim::GridOptions GridOptionsOf(const GridFlags& flags, const sim::SimulateOutcom
 // grid figures.
 nlohmann::ordered_json WaveformExcerptJson(const sim::SimulateOutcome& outcome);
 
+// `o` with the job's start and stop: 2 s before and after it at its idle
+// power (P_block on every GPU, and the host's power).
+sim::GridOptions WithStartAndStop(const sim::SimulateOutcome& outcome, sim::GridOptions o);
+
 // "grid ..." rows for FormatSimulationSummary's output.
 std::string GridText(const sim::SimulateOutcome& outcome, const sim::GridOptions& options,
                      double dt_s);
