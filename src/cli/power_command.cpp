@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 
@@ -11,6 +12,7 @@
 #include "joulepipe/gpu/nvml.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/monitor/monitor.hpp"
+#include "joulepipe/sim/waveform.hpp"
 #include "measure_command.hpp"
 #include "signals.hpp"
 
@@ -22,6 +24,7 @@ struct PowerFlags {
   std::string gpus;
   CLI::Option* gpus_option = nullptr;
   int interval_ms = 1000;
+  bool grid = false;
 };
 
 namespace {
@@ -39,6 +42,25 @@ constexpr char kPowerFooter[] =
     "\n"
     "Example:\n"
     "  joulepipe power --gpus 0,1 --interval-ms 500";
+
+// What the grid sees of the measured total (the streamed lines, one bin
+// each): the windows are at least a line apart, the band at most half the
+// line rate.
+std::string MeasuredGridText(const sim::Waveform& trace) {
+  if (trace.gpu_w.size() < 2) return "Grid: too few samples (stream longer than two intervals)\n";
+  sim::GridOptions o;
+  o.swing_window_s = std::max(o.swing_window_s, trace.dt_s);
+  o.ramp_window_s = std::max(o.ramp_window_s, trace.dt_s);
+  o.band_hi_hz = std::min(o.band_hi_hz, 0.5 / trace.dt_s);
+  o.band_lo_hz = std::min(o.band_lo_hz, 0.5 * o.band_hi_hz);
+  const sim::GridMetrics m = sim::MeasureGrid(trace, o);
+  return Printf(
+      "Grid (the total of the streamed samples, measured): peak %.2f W, trough %.2f W, swing "
+      "%.2f W within %g s, ramp %.2f W/s between %g s means, %g-%g Hz band RMS %.2f W. Instant "
+      "power read every %g ms: faster swings than that are not seen.\n",
+      m.peak_w, m.trough_w, m.swing_w, o.swing_window_s, m.ramp_w_per_s, o.ramp_window_s,
+      o.band_lo_hz, o.band_hi_hz, m.band_rms_w, trace.dt_s * 1e3);
+}
 
 int RunPower(const PowerFlags& f) {
   if (f.interval_ms < 1) {
@@ -68,16 +90,24 @@ int RunPower(const PowerFlags& f) {
   const auto start = monitor::Clock::now();
   monitor.Begin("power", monitor::Edges::kAligned);  // exact energy in the summary
   const double interval = f.interval_ms * 1e-3;
+  sim::Waveform trace;  // --grid: the total, one bin per line
+  trace.dt_s = interval;
   while (signals.Wait(interval) == 0) {
     const double t = std::chrono::duration<double>(monitor::Clock::now() - start).count();
     std::string line = Printf("%.3f", t);
     double total = 0;
+    bool every = true;  // every GPU has a reading (not so before the first sample)
     for (int i = 0; i < n; ++i) {
-      const double w = monitor.LatestPower(i).value_or(0);
-      total += w;
-      line += Printf("  %.2f", w);
+      const std::optional<double> w = monitor.LatestPower(i);
+      every = every && w.has_value();
+      total += w.value_or(0);
+      line += Printf("  %.2f", w.value_or(0));
     }
     line += Printf("  %.2f\n", total);
+    if (f.grid && every) {
+      trace.gpu_w.push_back(total);
+      trace.end_s = static_cast<double>(trace.gpu_w.size()) * interval;
+    }
     std::fputs(line.c_str(), stdout);
     std::fflush(stdout);
   }
@@ -104,6 +134,7 @@ int RunPower(const PowerFlags& f) {
                 m.complete() ? "" : "; incomplete: a GPU failed");
   out += "Methodology: " + methodology + " Streamed lines show instant power sampled every " +
          Printf("%d ms", f.interval_ms) + "; max is the highest sample.\n";
+  if (f.grid) out += MeasuredGridText(trace);
   std::fputs(out.c_str(), stdout);
   std::fflush(stdout);
   return kExitOk;
@@ -122,6 +153,9 @@ PowerSubcommand::PowerSubcommand(CLI::App* app)
   c->add_option("--interval-ms", f->interval_ms, "Sampling and printing period")
       ->capture_default_str()
       ->type_name("N");
+  c->add_flag("--grid", f->grid,
+              "Also summarise what the grid sees of the streamed total: peak, trough, swing "
+              "within 1 s, ramp and the 0.1-20 Hz band (use --interval-ms 10 or less)");
 }
 
 PowerSubcommand::~PowerSubcommand() = default;

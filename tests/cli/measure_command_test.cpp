@@ -235,8 +235,8 @@ TEST_F(MeasureCommandTest, PowerStreamsUntilSigintThenSummarises) {
   const std::string text = Slurp(out);
   EXPECT_EQ(text.rfind("time_s  GPU0_W  GPU1_W  total_W\n", 0), 0u) << text;
   EXPECT_NE(text.find("  62.12  62.12  124.24\n"), std::string::npos) << text;
-  for (const char* needle : {"Summary: ", "max 62.12 W", "[counter]", "GPU-only", "Methodology:",
-                             "simulated NVML library"}) {
+  for (const char* needle : {"Summary: ", "max 62.12 W", "[counter]", "GPU-only",
+                             "Methodology:", "simulated NVML library"}) {
     EXPECT_NE(text.find(needle), std::string::npos) << needle << " not in\n" << text;
   }
   // The means come from the energy counter over a window that need not span
@@ -251,6 +251,35 @@ TEST_F(MeasureCommandTest, PowerStreamsUntilSigintThenSummarises) {
   }
 }
 
+// `power --grid`: the streamed total as the grid sees it. Two idle simulated
+// GPUs draw a steady 124.24 W: no swing, no ramp.
+TEST_F(MeasureCommandTest, PowerGridSummarisesTheStreamedTotal) {
+  ScopedEnv count("JOULEPIPE_SIM_NVML_COUNT", "2");
+  const fs::path out = root_ / "power.out";
+  const pid_t pid = StartCli({"power", "--interval-ms", "20", "--grid"}, out, root_ / "err.txt");
+  ASSERT_TRUE(WaitUntil([&] { return Slurp(out).find("total_W\n") != std::string::npos; }, 10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  const std::string text = Slurp(out);
+  const std::size_t at = text.find("Grid (the total of the streamed samples, measured): peak ");
+  ASSERT_NE(at, std::string::npos) << text;
+  double peak = 0, trough = 0, swing = -1;
+  ASSERT_EQ(std::sscanf(text.c_str() + at,
+                        "Grid (the total of the streamed samples, measured): peak %lf W, trough "
+                        "%lf W, swing %lf W",
+                        &peak, &trough, &swing),
+            3)
+      << text.substr(at);
+  EXPECT_NEAR(peak, 124.24, 0.5);
+  EXPECT_NEAR(trough, 124.24, 0.5);
+  EXPECT_LT(swing, 0.5);
+  EXPECT_NE(text.find("0.1-20 Hz band RMS"), std::string::npos) << text.substr(at);
+}
+
 // ---- Trouble: outputs, lost GPUs, signals, timing ------------------------------
 
 TEST_F(MeasureCommandTest, UnwritableCsvIsRefusedBeforeTheCommandRuns) {
@@ -262,8 +291,8 @@ TEST_F(MeasureCommandTest, UnwritableCsvIsRefusedBeforeTheCommandRuns) {
     const Result r =
         Run("measure --csv " + Quote(csv) + " -- sh -c " + Quote("touch " + Quote(marker)));
     EXPECT_EQ(r.code, 2) << csv << "\n" << r.err;
-    EXPECT_FALSE(fs::exists(marker)) << "the command ran although --csv " << csv
-                                     << " cannot be written";
+    EXPECT_FALSE(fs::exists(marker))
+        << "the command ran although --csv " << csv << " cannot be written";
     EXPECT_EQ(r.err.rfind("joulepipe: error: --csv: ", 0), 0u) << r.err;
     EXPECT_NE(r.err.find("the command was not run"), std::string::npos) << r.err;
     fs::remove(marker);
@@ -292,13 +321,13 @@ TEST_F(MeasureCommandTest, GpuLostMidRunKeepsTheExitCodeAndReportsWhatWasMeasure
   const fs::path config = root_ / "sim.json";
   auto lose_gpu1_in_one_second = [&] {
     const double now =
-        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-            .count();
-    Spit(config, nlohmann::json{{"epoch_unix_s", now},
-                                {"count", 2},
-                                {"devices", {nlohmann::json::object(),
-                                             {{"faults", {{"gpu_lost_at_s", 1.0}}}}}}}
-                     .dump());
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    Spit(config,
+         nlohmann::json{
+             {"epoch_unix_s", now},
+             {"count", 2},
+             {"devices", {nlohmann::json::object(), {{"faults", {{"gpu_lost_at_s", 1.0}}}}}}}
+             .dump());
   };
   ScopedEnv sim("JOULEPIPE_SIM_NVML_CONFIG", config.string());
   const double idle_w = physics::FindGpu("a100-sxm4-80gb").idle_w;
