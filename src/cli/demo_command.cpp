@@ -184,7 +184,9 @@ std::string FormatDemoReport(const sim::SimulateOutcome& o, const std::string& o
   return s;
 }
 
-std::string DemoReportHtml(const sim::SimulateOutcome& o, const model::Profile& profile) {
+// `sim_json` is SimulationJson(o), made once for the file and the report.
+std::string DemoReportHtml(const sim::SimulateOutcome& o, const model::Profile& profile,
+                           const std::string& sim_json) {
   report::PlanReportInputs in;
   in.frontier_dir = "the demo's frontier";
   in.summary = {{"inputs",
@@ -198,7 +200,7 @@ std::string DemoReportHtml(const sim::SimulateOutcome& o, const model::Profile& 
   in.plan_name = "the intrinsic plan";
   in.profile_name = std::string(kEmbeddedDemoProfileName);
   in.profile = profile;
-  in.sim = nlohmann::json::parse(SimulationJson(o));
+  in.sim = nlohmann::json::parse(sim_json);
   in.sim_name = "the demo's simulation";
   return report::RenderPlanReport(in);
 }
@@ -219,12 +221,13 @@ void WriteDemoOutputs(const sim::SimulateOutcome& o, const model::Profile& profi
       "pipelines; GPU energy, simulated");
   chart.vertical_lines.push_back({"T' (straggler)", o.straggler_target_s, "#9467bd"});
   staged->WriteFile("frontier.svg", report::RenderSvg(chart));
-  staged->WriteFile("simulation.json", SimulationJson(o));
+  const std::string sim_json = SimulationJson(o);
+  staged->WriteFile("simulation.json", sim_json);
   staged->WriteFile("intrinsic_plan.json",
                     model::PlanToJson(solver::ToPlan(o.schedule, o.intrinsic)));
   staged->WriteFile("straggler_plan.json",
                     model::PlanToJson(solver::ToPlan(o.schedule, o.straggler_plan)));
-  staged->WriteFile("report.html", DemoReportHtml(o, profile));
+  staged->WriteFile("report.html", DemoReportHtml(o, profile, sim_json));
   staged->Commit();
 }
 

@@ -170,6 +170,10 @@ std::string FormatSimulationSummary(const sim::SimulateOutcome& o) {
 }
 
 std::string SimulationJson(const sim::SimulateOutcome& o) {
+  return SimulationJsonObject(o).dump() + "\n";
+}
+
+nlohmann::ordered_json SimulationJsonObject(const sim::SimulateOutcome& o) {
   using nlohmann::ordered_json;
   const sim::SimulateRequest& r = o.request;
   const sim::JobSpec& j = r.job;
@@ -263,7 +267,7 @@ std::string SimulationJson(const sim::SimulateOutcome& o) {
   root["per_iteration"] = iterations;
   root["simulate_seconds"] = o.simulate_seconds;
   if (!o.baseline.waveform.gpu_w.empty()) root["waveform"] = WaveformExcerptJson(o);
-  return root.dump() + "\n";
+  return root;
 }
 
 std::string SimulationTimeline(const sim::SimulateOutcome& o) {
@@ -555,7 +559,7 @@ int SimulateSubcommand::Run() const {
     grid_plan = GridPlanReport(outcome, profile, f.grid, grid, request.waveform_dt_s);
   }
   if (f.json) {
-    nlohmann::ordered_json root = nlohmann::ordered_json::parse(SimulationJson(outcome));
+    nlohmann::ordered_json root = SimulationJsonObject(outcome);
     if (f.grid.grid) root["grid"] = GridJson(outcome, grid, request.waveform_dt_s);
     if (f.grid.plans()) root["grid_plan"] = grid_plan.json;
     text = root.dump() + "\n";

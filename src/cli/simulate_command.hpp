@@ -7,6 +7,8 @@
 #include <memory>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "joulepipe/sim/simulate_job.hpp"
 #include "subcommand.hpp"
 
@@ -29,6 +31,8 @@ std::string FormatSimulationSummary(const sim::SimulateOutcome& outcome);
 //    ...inputs, gpus, per-pipeline and per-iteration figures}
 // time_s and energy_j are means per iteration over the whole job.
 std::string SimulationJson(const sim::SimulateOutcome& outcome);
+// The same object, for a caller that adds to it before writing it.
+nlohmann::ordered_json SimulationJsonObject(const sim::SimulateOutcome& outcome);
 
 // Chrome trace-event JSON of the recorded iterations: joulepipe pipelines
 // as pid p, baseline pipelines as pid D + p, stages as tid.

@@ -214,6 +214,7 @@ std::string GridText(const sim::SimulateOutcome& outcome, const sim::GridOptions
 
 nlohmann::ordered_json GridJson(const sim::SimulateOutcome& outcome, const sim::GridOptions& o,
                                 double dt_s) {
+  const sim::GridOptions padded = WithStartAndStop(outcome, o);
   return {{"bin_s", dt_s},
           {"band_hz", {o.band_lo_hz, o.band_hi_hz}},
           {"host_w", o.host_w},
@@ -222,12 +223,10 @@ nlohmann::ordered_json GridJson(const sim::SimulateOutcome& outcome, const sim::
           {"baseline", MetricsJson(sim::MeasureGrid(outcome.baseline.waveform, o))},
           {"joulepipe", MetricsJson(sim::MeasureGrid(outcome.joulepipe.waveform, o))},
           {"with_start_and_stop",
-           {{"idle_w", WithStartAndStop(outcome, o).idle_w},
+           {{"idle_w", padded.idle_w},
             {"pad_s", kStartStopPadS},
-            {"baseline", MetricsJson(sim::MeasureGrid(outcome.baseline.waveform,
-                                                      WithStartAndStop(outcome, o)))},
-            {"joulepipe", MetricsJson(sim::MeasureGrid(outcome.joulepipe.waveform,
-                                                       WithStartAndStop(outcome, o)))}}}};
+            {"baseline", MetricsJson(sim::MeasureGrid(outcome.baseline.waveform, padded))},
+            {"joulepipe", MetricsJson(sim::MeasureGrid(outcome.joulepipe.waveform, padded))}}}};
 }
 
 std::string WaveformCsv(const sim::SimulateOutcome& outcome, const sim::GridOptions& o) {

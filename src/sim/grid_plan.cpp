@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "counter_random.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/format.hpp"
 
@@ -14,6 +15,10 @@ namespace joulepipe::sim {
 namespace {
 
 using model::Format;
+
+// counter_random.hpp's stream of the site's random job phases (the
+// simulator's own are 1 and 2).
+constexpr std::uint64_t kPhaseStream = 3;
 using model::InputError;
 
 void CheckLimit(double value, const char* field, const char* what) {
@@ -89,10 +94,7 @@ Waveform WithFloor(const Waveform& waveform, double floor_w, double host_w) {
   const std::size_t n = out.gpu_w.size();
   for (std::size_t i = 0; i < n; ++i) {
     // The last bin is covered up to end_s only: floor the power over that part.
-    const double covered =
-        i + 1 == n ? std::clamp(out.end_s - static_cast<double>(i) * out.dt_s, 0.0, out.dt_s)
-                   : out.dt_s;
-    const double scale = covered / out.dt_s;
+    const double scale = i + 1 == n ? out.LastBinS() / out.dt_s : 1.0;
     out.gpu_w[i] = std::max(out.gpu_w[i], gpu_floor * scale);
   }
   return out;
@@ -196,26 +198,21 @@ GridMetrics MeasureJobs(const Waveform& one, int jobs, bool aligned, double peri
   GridOptions o = options;
   o.host_w *= jobs;
   o.idle_w *= jobs;
+  const std::size_t n = one.gpu_w.size();
+  // Periodic copies need whole bins: the last, partial bin is dropped.
+  const std::size_t whole = n > 1 && one.LastBinS() < one.dt_s ? n - 1 : n;
   Waveform sum;
   sum.dt_s = one.dt_s;
-  sum.end_s = one.end_s;
-  sum.gpu_w.assign(one.gpu_w.size(), 0.0);
-  const std::size_t n = one.gpu_w.size();
-  if (n == 0) return MeasureGrid(sum, o);
-  // Periodic copies need whole bins: the last, partial bin is dropped.
-  const std::size_t whole = n > 1 && one.end_s < static_cast<double>(n) * one.dt_s ? n - 1 : n;
-  sum.gpu_w.resize(whole);
   sum.end_s = static_cast<double>(whole) * one.dt_s;
-  const auto period = static_cast<std::size_t>(std::max(1.0, std::round(period_s / one.dt_s)));
-  std::uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+  sum.gpu_w.assign(whole, 0.0);
+  const auto period = static_cast<std::uint64_t>(std::max(1.0, std::round(period_s / one.dt_s)));
   for (int j = 0; j < jobs; ++j) {
-    std::size_t shift = 0;
-    if (!aligned && j > 0) {
-      state ^= state << 13;
-      state ^= state >> 7;
-      state ^= state << 17;
-      shift = static_cast<std::size_t>(state % period);
-    }
+    // The simulator's counter-based draws: job j's phase depends on the seed and j only.
+    const std::size_t shift =
+        aligned || j == 0
+            ? 0
+            : static_cast<std::size_t>(
+                  detail::Hash(seed, kPhaseStream, static_cast<std::uint64_t>(j), 0, 0) % period);
     for (std::size_t i = 0; i < whole; ++i) sum.gpu_w[i] += one.gpu_w[(i + shift) % whole];
   }
   return MeasureGrid(sum, o);

@@ -77,10 +77,7 @@ std::vector<double> Series(const Waveform& waveform, double host_w, std::size_t 
   std::vector<double> p(pad, idle_w);
   p.reserve(waveform.gpu_w.size() + 2 * pad);
   for (double w : waveform.gpu_w) p.push_back(w + host_w);
-  const std::size_t bins = waveform.gpu_w.size();
-  const double dt = waveform.dt_s;
-  const double last_s = std::clamp(waveform.end_s - static_cast<double>(bins - 1) * dt, 0.0, dt);
-  if (last_s > 0) p.back() = waveform.gpu_w.back() * dt / last_s + host_w;
+  p.back() = waveform.gpu_w.back() * waveform.dt_s / waveform.LastBinS() + host_w;
   p.insert(p.end(), pad, idle_w);
   return p;
 }
@@ -120,6 +117,11 @@ void Waveform::Add(double start_s, double duration_s, double energy_j) {
   }
 }
 
+double Waveform::LastBinS() const {
+  const double last_s = std::clamp(end_s - static_cast<double>(gpu_w.size() - 1) * dt_s, 0.0, dt_s);
+  return last_s > 0 ? last_s : dt_s;
+}
+
 double Waveform::EnergyJ() const {
   double sum = 0;
   for (double w : gpu_w) sum += w;
@@ -153,7 +155,6 @@ GridMetrics MeasureGrid(const Waveform& waveform, const GridOptions& o) {
   // The last bin is covered up to end_s only: its power is the mean there.
   const std::vector<double> p = Series(waveform, o.host_w, pad, o.idle_w);
   const std::size_t bins = waveform.gpu_w.size();
-  const double last_s = std::clamp(waveform.end_s - static_cast<double>(bins - 1) * dt, 0.0, dt);
   const std::size_t n = p.size();
 
   m.peak_w = p[0];
@@ -162,7 +163,7 @@ GridMetrics MeasureGrid(const Waveform& waveform, const GridOptions& o) {
     m.peak_w = std::max(m.peak_w, w);
     m.trough_w = std::min(m.trough_w, w);
   }
-  const double run_s = static_cast<double>(bins - 1) * dt + (last_s > 0 ? last_s : dt);
+  const double run_s = static_cast<double>(bins - 1) * dt + waveform.LastBinS();
   m.duration_s = run_s + 2 * static_cast<double>(pad) * dt;
   m.energy_j = waveform.EnergyJ() + o.host_w * run_s + o.idle_w * 2 * static_cast<double>(pad) * dt;
   m.mean_w = m.energy_j / m.duration_s;

@@ -257,6 +257,7 @@ def check_doc(doc, rel, build, source, timings, env, failures, listing):
             if listed is not None:
                 failures.append(f"{where}: `{' '.join(argv)}` runs here, but NOT_RUNNABLE lists "
                                 f"it as '{listed}': drop it from the list")
+            outputs = outputs_of(argv)
             if argv[0] != "joulepipe":
                 argv[0] = os.path.join(workdir, argv[0])
             else:
@@ -274,7 +275,7 @@ def check_doc(doc, rel, build, source, timings, env, failures, listing):
                 for _ in range(2):
                     times.append(run(argv, workdir, env, long_running)[3])
             ran += 1
-            produced += outputs_of(split_command(text))
+            produced += outputs
             tail = squash(err)[-600:]
             if expect_error is not None:
                 if rc == 0 or still_up:

@@ -41,6 +41,9 @@ struct Waveform {
   // (bins grow as needed). A zero duration adds nothing.
   void Add(double start_s, double duration_s, double energy_j);
   double EnergyJ() const;
+  // How much of the last bin the run covers (up to end_s; the whole bin
+  // when end_s does not say): its power is the mean over that part.
+  double LastBinS() const;
 };
 
 struct GridOptions {
