@@ -221,6 +221,45 @@ def test_optimize_applies_a_plan_files_wait_clocks(tmp_path):
     assert "head-wait@705 F0@1005/wait@600" in stderr, stderr
 
 
+def test_optimize_applies_a_grid_plans_hold_clock_and_start_ramp(tmp_path):
+    """A grid plan (simulate --grid-plan-out): every wait inside a step is
+    held at the hold clock, and for the first start_ramp_s seconds every
+    clock is capped by the ramp's step then due, between steps too; after
+    it the plan's clocks, and default clocks between steps."""
+    path = plan_file(tmp_path, [1005, 900, 1110, 855])
+    plan = json.loads(path.read_text())
+    plan["grid"] = {"hold_frequency": [1410], "start_ramp_s": 4,
+                    "start_ramp_frequencies": [600, 1005]}  # 2 s each
+    path.write_text(json.dumps(plan))
+    r, stderr = run_child(tmp_path, f"""
+        energy = jp.Energy("optimize", plan={str(path)!r}, microbatches=2)
+        start = time.monotonic()
+        for step, at in enumerate((0, 2.3, 4.3, 4.3)):  # two steps in the ramp, two after
+            time.sleep(max(0.0, start + at - time.monotonic()))
+            with energy.step():
+                for mb in range(2):
+                    with energy.forward(mb):
+                        time.sleep(0.02)
+                    time.sleep(0.05)  # waiting on the next stage: held
+                    with energy.backward(mb):
+                        time.sleep(0.02)
+                    time.sleep(0.05)
+        energy.close()
+        out([r.__dict__ for r in energy.records])
+    """)
+    locked = [c["args"]["max_mhz"] for c in calls(tmp_path)
+              if c["function"] == "nvmlDeviceSetGpuLockedClocks"]
+    # Step 1 under 600 MHz (every request capped to it); step 2 under 1005
+    # (F1's 1110 capped, the holds at 1005); steps 3 and 4 the plan, waits
+    # held at 1410 (step 3's F0 finds 1005 still locked from the ramp).
+    after = [900, 1410, 1110, 1410, 855, 1410]
+    assert locked == ([600] + [1005, 900, 1005, 855, 1005] + [1410] + after
+                      + [1005, 1410] + after), (locked, stderr)
+    resets = [c for c in calls(tmp_path) if c["function"] == "nvmlDeviceResetGpuLockedClocks"]
+    assert len(resets) >= 2, stderr  # steps 3 and 4 end at default clocks
+    assert "waits held at 1410 MHz; start ramp 4 s: 600 1005 MHz" in stderr, stderr
+
+
 def test_optimize_applies_a_power_limit_plan_and_locks_no_clock(tmp_path):
     path = plan_file(tmp_path, [1005, 900, 1110, 855])
     plan = json.loads(path.read_text())

@@ -486,6 +486,7 @@ SimulateSubcommand::SimulateSubcommand(CLI::App* app)
   AddGridLimitFlags(c, &f->grid.limits, "Grid plan: the job's",
                     "prints the least-energy plan + power floor that keeps it, beside the "
                     "firmware floor alone");
+  AddGridPlanOutFlags(c, &f->grid);
   c->add_flag("--grid-frontier", f->grid.frontier,
               "Print the energy-smoothness frontier: what each ramp limit (shares of the "
               "baseline's ramp) costs, joulepipe against the firmware floor");
@@ -543,6 +544,7 @@ int SimulateSubcommand::Run() const {
   request.timeline_iterations = f.timeline.empty() ? 0 : f.timeline_iterations;
   request.waveform_dt_s = GridWaveformDtS(f.grid);
   sim::CheckSimulateRequest(request);  // flags before files
+  CheckGridPlanOut(f.grid);
 
   const model::Profile profile = model::ReadProfileCsv(f.profile);
   if (!f.wait_model.empty()) job.waits = model::ReadWaitModelFile(f.wait_model);
@@ -558,6 +560,7 @@ int SimulateSubcommand::Run() const {
   if (f.grid.plans()) {
     grid_plan = GridPlanReport(outcome, profile, f.grid, grid, request.waveform_dt_s);
   }
+  if (!grid_plan.plan_file.empty()) WriteFileAtomically(f.grid.plan_out, grid_plan.plan_file);
   if (f.json) {
     nlohmann::ordered_json root = SimulationJsonObject(outcome);
     if (f.grid.grid) root["grid"] = GridJson(outcome, grid, request.waveform_dt_s);

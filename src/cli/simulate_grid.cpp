@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <utility>
 #include <vector>
 
@@ -9,7 +10,9 @@
 
 #include "format.hpp"
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/plan.hpp"
 #include "joulepipe/sim/grid_plan.hpp"
+#include "joulepipe/solver/frontier.hpp"
 
 namespace joulepipe::cli {
 
@@ -270,7 +273,129 @@ nlohmann::ordered_json PointJson(const sim::ShapedPoint& p,
           {"grid", MetricsJson(p.grid)}};
 }
 
+// The runtime's grid plan (--grid-plan-out): the least-energy plan that
+// meets the limits by clocks alone, its waits held at the stage's highest
+// clock (the power the simulation counts for a wait, P_block), and a start
+// ramp. Text for people, the plan file's contents.
+void RuntimePlan(const sim::SimulateOutcome& o, const model::Profile& profile, const GridFlags& f,
+                 const sim::GridPlanRequest& r, const sim::GridPlan& plan,
+                 const std::vector<sim::CandidatePlan>& candidates, const Unit& u,
+                 GridPlanOutput* out) {
+  const sim::ShapedPoint* pick = sim::ClocksOnlyChoice(plan);
+  if (pick == nullptr) {
+    throw model::InputError(
+        "--grid-plan-out",
+        Printf("--grid-plan-out: no plan within the deadline (%.6g s) keeps %s by clocks alone; "
+               "it takes a power floor (joulepipe's plan + %.3f %s), which only filler load or "
+               "the GPU firmware's power floor burns, and joulepipe's runtime runs neither. "
+               "Loosen the limit, or allow slower plans (--slowdown)",
+               r.deadline_s, GridLimitsText(r.limits).c_str(), plan.chosen.floor_w / u.scale,
+               u.power));
+  }
+  const sim::CandidatePlan& c = candidates[static_cast<std::size_t>(pick->candidate)];
+  solver::FrontierPoint point;
+  point.time_s = c.time_s;
+  point.energy_j = c.energy_j;
+  point.mhz = c.mhz;
+  model::Plan file = solver::ToPlan(o.schedule, point);
+  file.predicted = model::Prediction{c.time_s, c.energy_j};
+  model::GridShape shape;
+  for (const std::vector<int>& order : o.schedule.stage_order) {
+    int hold = 0;
+    for (int id : order) hold = std::max<int>(hold, o.frontier.max_clock.mhz[id]);
+    shape.hold_mhz.push_back(hold);
+  }
+  const bool ramp = f.start_ramp_s > 0 || (f.start_ramp_s < 0 && r.limits.max_ramp_w_per_s > 0);
+  std::string ramp_text = "no start ramp";
+  if (ramp) {
+    sim::StartRampRequest rr;
+    rr.max_ramp_w_per_s = r.limits.max_ramp_w_per_s;
+    rr.window_s = r.options.ramp_window_s;
+    rr.seconds = std::max(0.0, f.start_ramp_s);
+    rr.idle_w_per_gpu = o.request.job.p_block_w;
+    rr.gpus_per_stage = std::int64_t{o.request.job.pipelines} * o.request.job.gpus_per_stage;
+    const sim::StartRamp sr = sim::PlanStartRamp(o.schedule, profile, c, rr);
+    const bool meets =
+        r.limits.max_ramp_w_per_s <= 0 || sr.ramp_w_per_s <= r.limits.max_ramp_w_per_s * (1 + 1e-9);
+    if (f.start_ramp_s < 0 && sr.mhz.size() == 1) {
+      ramp_text =
+          meets ? Printf(
+                      "no start ramp needed: idle (%.3f %s) to computing (%.3f %s) is within "
+                      "the limit",
+                      sr.idle_w / u.scale, u.power, sr.power_w.back() / u.scale, u.power)
+                : Printf(
+                      "no start ramp: idle (%.3f %s) to the profile's lowest clock (%.3f %s) "
+                      "is already beyond the limit, so caps cannot help (profile lower clocks)",
+                      sr.idle_w / u.scale, u.power, sr.lowest_w / u.scale, u.power);
+    } else {
+      shape.start_ramp_s = std::round(sr.seconds() * 1e6) / 1e6;  // 0.3, not 0.30000000000000004
+      shape.start_ramp_mhz = sr.mhz;
+      ramp_text = Printf(
+          "start ramp %.3g s in %zu steps, %d..%d MHz: %.3f to %.3f %s, largest step %.3f %s "
+          "(%.2f %s/s%s)",
+          sr.seconds(), sr.mhz.size(), sr.mhz.front(), sr.mhz.back(), sr.idle_w / u.scale,
+          sr.power_w.back() / u.scale, u.power, sr.largest_step_w / u.scale, u.power,
+          sr.ramp_w_per_s / u.scale, u.power,
+          meets                 ? ""
+          : sr.first_is_largest ? ", misses the limit: the profile's lowest clock is its first step"
+                                : ", misses the limit: the profile's clocks are too far apart");
+    }
+  }
+  file.grid = shape;
+  out->plan_file = model::PlanToJson(file);
+  out->text += Printf(
+      "  runtime plan %s: plan %.3f s, %+.1f%% energy, clocks alone (no floor); waits held at the "
+      "stage's highest clock; %s\n",
+      f.plan_out.c_str(), c.time_s, 100 * (pick->energy_j / plan.unshaped.front().energy_j - 1),
+      ramp_text.c_str());
+  out->text +=
+      "  (the stop is not ramped: the runtime does not know when training ends, so the job's "
+      "power falls to idle at once)\n";
+  out->json["runtime_plan"] = {{"file", f.plan_out},
+                               {"plan_time_s", c.time_s},
+                               {"energy_j", pick->energy_j},
+                               {"grid", MetricsJson(pick->grid)},
+                               {"hold_mhz", shape.hold_mhz},
+                               {"start_ramp_s", shape.start_ramp_s},
+                               {"start_ramp_mhz", shape.start_ramp_mhz}};
+}
+
 }  // namespace
+
+void AddGridPlanOutFlags(CLI::App* c, GridFlags* f) {
+  c->add_option("--grid-plan-out", f->plan_out,
+                "With a grid limit: write the plan the runtime runs for it (the least-energy "
+                "clocks that keep the limit, waits held, a start ramp) as plan JSON")
+      ->type_name("FILE");
+  c->add_option("--start-ramp-s", f->start_ramp_s,
+                "The --grid-plan-out plan's start ramp, seconds (0: none; default: sized for "
+                "--max-ramp-mw-per-s, none without it)")
+      ->type_name("S");
+  c->add_flag("--force", f->force, "Replace an existing --grid-plan-out file");
+}
+
+void CheckGridPlanOut(const GridFlags& f) {
+  if (f.start_ramp_s >= 0 && f.plan_out.empty()) {
+    throw model::InputError("--start-ramp-s",
+                            "--start-ramp-s shapes the --grid-plan-out plan; add --grid-plan-out "
+                            "FILE");
+  }
+  if (!(f.start_ramp_s < 0 || f.start_ramp_s <= model::kMaxRampS)) {
+    throw model::InputError("--start-ramp-s", "--start-ramp-s must be seconds in 0..3600");
+  }
+  if (f.plan_out.empty()) return;
+  if (!f.limits.any()) {
+    throw model::InputError(
+        "--grid-plan-out",
+        "--grid-plan-out writes the plan for a grid limit; add --max-ramp-mw-per-s, "
+        "--max-swing-mw, --min-power-fraction or --max-band-mw");
+  }
+  if (std::filesystem::exists(f.plan_out) && !f.force) {
+    throw model::InputError("--grid-plan-out", "--grid-plan-out: " + f.plan_out +
+                                                   " exists; pass --force to replace it, or "
+                                                   "choose another file");
+  }
+}
 
 GridPlanOutput GridPlanReport(const sim::SimulateOutcome& o, const model::Profile& profile,
                               const GridFlags& f, const sim::GridOptions& options, double dt_s) {
@@ -316,6 +441,7 @@ GridPlanOutput GridPlanReport(const sim::SimulateOutcome& o, const model::Profil
   out.json["energy_plan"] = PointJson(energy_plan, candidates);
   out.json["firmware"] = PointJson(plan.firmware, candidates);
   out.json["chosen"] = PointJson(plan.chosen, candidates);
+  if (!f.plan_out.empty()) RuntimePlan(o, profile, f, r, plan, candidates, u, &out);
   if (f.frontier) {
     const double ramp = base.grid.ramp_w_per_s;
     std::vector<double> ramps;

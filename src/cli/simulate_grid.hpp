@@ -44,13 +44,29 @@ struct GridFlags {
   std::string waveform_csv;  // FILE: time_s,baseline_w,joulepipe_w
   GridLimitFlags limits;     // for a grid plan
   bool frontier = false;     // --grid-frontier: the energy-smoothness frontier over ramp limits
+  // --grid-plan-out FILE: the plan the runtime runs for the limits (clocks
+  // alone, waits held, a start ramp); --start-ramp-s: its length (< 0:
+  // sized for --max-ramp-mw-per-s, none without it; 0: none); --force:
+  // replace an existing FILE.
+  std::string plan_out;
+  double start_ramp_s = -1;
+  bool force = false;
   bool plans() const { return limits.any() || frontier; }
 };
+
+// Adds --grid-plan-out, --start-ramp-s and --force.
+void AddGridPlanOutFlags(CLI::App* command, GridFlags* flags);
+// Before any work: --grid-plan-out needs a limit and must not replace a
+// file without --force; --start-ramp-s is 0..3600. model::InputError
+// naming the flag.
+void CheckGridPlanOut(const GridFlags& flags);
 
 // The grid plan and, with --grid-frontier, the sweep: text and JSON.
 struct GridPlanOutput {
   std::string text;
   nlohmann::ordered_json json;
+  // With --grid-plan-out: the plan file's contents (model::PlanToJson).
+  std::string plan_file;
 };
 GridPlanOutput GridPlanReport(const sim::SimulateOutcome& outcome, const model::Profile& profile,
                               const GridFlags& flags, const sim::GridOptions& options, double dt_s);

@@ -83,6 +83,8 @@ class PlanReader {
     if (limits != root.end() && !limits->is_null()) ReadPowerLimits(*limits, &plan);
     auto heads = root.find("head_waits");
     if (heads != root.end() && !heads->is_null()) ReadHeadWaits(*heads, &plan);
+    auto grid = root.find("grid");
+    if (grid != root.end() && !grid->is_null()) ReadGrid(*grid, &plan);
     auto predicted = root.find("predicted");
     if (predicted != root.end() && !predicted->is_null())
       plan.predicted = ReadPrediction(*predicted);
@@ -270,6 +272,70 @@ class PlanReader {
     }
   }
 
+  void ReadGrid(const json& value, Plan* plan) const {
+    if (!value.is_object()) Fail("grid", "must be an object, got " + Show(value));
+    GridShape grid;
+    const json& holds = Require(value, "hold_frequency", "grid");
+    if (!holds.is_array() || static_cast<int>(holds.size()) != plan->num_stages) {
+      Fail("grid.hold_frequency", "must be an array of one clock (MHz, 0 = not held) per stage (" +
+                                      std::to_string(plan->num_stages) + "), got " + Show(holds));
+    }
+    for (std::size_t s = 0; s < holds.size(); ++s) {
+      grid.hold_mhz.push_back(
+          Integer(holds[s], "grid.hold_frequency[" + std::to_string(s) + "]", 0, kMaxClockMhz));
+    }
+    if (value.contains("start_ramp_s")) {
+      grid.start_ramp_s = Number(value["start_ramp_s"], "grid.start_ramp_s");
+      if (grid.start_ramp_s < 0 || grid.start_ramp_s > kMaxRampS) {
+        Fail("grid.start_ramp_s",
+             "must be seconds in 0..3600 (0: no start ramp), got " + Show(value["start_ramp_s"]));
+      }
+    }
+    const bool has_steps = value.contains("start_ramp_frequencies");
+    if (grid.start_ramp_s > 0 && !has_steps) {
+      Fail("grid", "has start_ramp_s without start_ramp_frequencies; a start ramp needs both");
+    }
+    if (has_steps) {
+      const json& steps = value["start_ramp_frequencies"];
+      if (!steps.is_array() || steps.empty() || static_cast<int>(steps.size()) > kMaxRampSteps) {
+        Fail("grid.start_ramp_frequencies", "must be an array of 1.." +
+                                                std::to_string(kMaxRampSteps) +
+                                                " clocks (MHz, ascending), got " + Show(steps));
+      }
+      if (grid.start_ramp_s == 0) {
+        Fail("grid.start_ramp_frequencies",
+             "needs start_ramp_s > 0 (the ramp's length); add it or drop the clocks");
+      }
+      for (std::size_t i = 0; i < steps.size(); ++i) {
+        const std::string path = "grid.start_ramp_frequencies[" + std::to_string(i) + "]";
+        const int mhz = Integer(steps[i], path, 1, kMaxClockMhz);
+        if (!grid.start_ramp_mhz.empty() && mhz < grid.start_ramp_mhz.back()) {
+          Fail(path, "is " + std::to_string(mhz) + " MHz, below the step before it (" +
+                         std::to_string(grid.start_ramp_mhz.back()) +
+                         " MHz); a start ramp's clocks must not fall");
+        }
+        grid.start_ramp_mhz.push_back(mhz);
+      }
+    }
+    // A grid plan holds its waits up: lowering them, or a power limit,
+    // would work against it.
+    if (!plan->head_waits.empty()) {
+      Fail("grid", "cannot go with head_waits: a grid plan holds its waits, it lowers none");
+    }
+    if (!plan->power_limits_w.empty()) {
+      Fail("grid", "cannot go with power_limits_w: a grid plan sets clocks, not power limits");
+    }
+    for (std::size_t s = 0; s < plan->stages.size(); ++s) {
+      for (std::size_t i = 0; i < plan->stages[s].size(); ++i) {
+        if (plan->stages[s][i].wait_mhz > 0) {
+          Fail("stages[" + std::to_string(s) + "][" + std::to_string(i) + "].wait_frequency",
+               "cannot be set in a grid plan: a grid plan holds its waits, it lowers none");
+        }
+      }
+    }
+    plan->grid = std::move(grid);
+  }
+
   Prediction ReadPrediction(const json& value) const {
     if (!value.is_object()) Fail("predicted", "must be an object, got " + Show(value));
     Prediction prediction;
@@ -311,6 +377,14 @@ std::string PlanToJson(const Plan& plan) {
     }
     out += "],\n";
   }
+  if (plan.grid) {
+    out += "  \"grid\": {\"hold_frequency\": " + json(plan.grid->hold_mhz).dump();
+    if (plan.grid->start_ramp_s > 0) {
+      out += ", \"start_ramp_s\": " + json(plan.grid->start_ramp_s).dump() +
+             ", \"start_ramp_frequencies\": " + json(plan.grid->start_ramp_mhz).dump();
+    }
+    out += "},\n";
+  }
   if (plan.predicted) {
     // json's double output is the shortest text that reads back exactly.
     out += "  \"predicted\": {\"time_s\": " + json(plan.predicted->time_s).dump() +
@@ -323,6 +397,17 @@ std::string PlanToJson(const Plan& plan) {
   }
   out += plan.stages.empty() ? "]\n}\n" : "\n  ]\n}\n";
   return out;
+}
+
+StageShape StageShapeOf(const Plan& plan, int stage) {
+  StageShape shape;
+  if (!plan.grid) return shape;
+  if (stage >= 0 && stage < static_cast<int>(plan.grid->hold_mhz.size())) {
+    shape.hold_mhz = plan.grid->hold_mhz[stage];
+  }
+  shape.start_ramp_s = plan.grid->start_ramp_s;
+  shape.start_ramp_mhz = plan.grid->start_ramp_mhz;
+  return shape;
 }
 
 Plan PlanFromJson(const std::string& text, const std::string& source) {

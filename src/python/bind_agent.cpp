@@ -30,6 +30,8 @@ py::dict StatsDict(const runtime::Stats& s) {
   d["failed"] = s.failed;
   d["lowered_waits"] = s.lowered_waits;
   d["timed_restores"] = s.timed_restores;
+  d["held_waits"] = s.held_waits;
+  d["ramp_capped"] = s.ramp_capped;
   d["step_begins"] = s.step_begins;
   d["step_ends"] = s.step_ends;
   d["instruction_begins"] = s.instruction_begins;

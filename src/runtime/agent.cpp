@@ -77,12 +77,20 @@ struct Agent::State {
   std::atomic<std::uint64_t> instruction_begins{0};
   std::atomic<std::uint64_t> instruction_ends{0};
   std::atomic<std::uint64_t> lowered_waits{0};
+  std::atomic<std::uint64_t> held_waits{0};
+  std::atomic<std::uint64_t> ramp_capped{0};
 
   // Instruction tracking (training thread only).
   std::vector<model::PlannedInstruction> plan;  // execute mode
   model::HeadWait head_wait;                    // execute mode: the wait before plan[0]
-  bool power_limit_plan = false;                // execute mode: no clock requests
-  std::size_t position = 0;                     // next plan entry
+  model::StageShape shape;                      // execute mode: a grid plan's levers
+  // The start ramp (training thread only): started at the first step of a
+  // plan with one, over once start_ramp_s has passed since.
+  bool ramp_started = false;
+  bool ramping = false;
+  SteadyClock::time_point ramp_start;
+  bool power_limit_plan = false;  // execute mode: no clock requests
+  std::size_t position = 0;       // next plan entry
   bool in_instruction = false;
   model::Kind current_kind = model::Kind::kForward;
   int current_microbatch = 0;
@@ -139,6 +147,30 @@ struct Agent::State {
     std::lock_guard<std::mutex> lock(reason_mutex);
     fell_back = false;
     reason.reset();
+  }
+
+  // The start ramp's clock cap now, or 0 when no ramp runs (it ends here
+  // once its time is up).
+  int RampCap() noexcept {
+    if (!ramping) return 0;
+    const double elapsed = std::chrono::duration<double>(SteadyClock::now() - ramp_start).count();
+    const std::size_t n = shape.start_ramp_mhz.size();
+    if (elapsed >= shape.start_ramp_s || n == 0) {
+      ramping = false;
+      return 0;
+    }
+    const auto step =
+        static_cast<std::size_t>(elapsed / shape.start_ramp_s * static_cast<double>(n));
+    return shape.start_ramp_mhz[step < n ? step : n - 1];
+  }
+
+  // `mhz` under the start ramp's cap (kDefaultClocks, i.e. the GPU's
+  // highest, becomes the cap itself).
+  int Capped(int mhz) noexcept {
+    const int cap = RampCap();
+    if (cap <= 0 || (mhz > 0 && mhz <= cap)) return mhz;
+    Bump(ramp_capped);
+    return cap;
   }
 
   void ResetTracking() {
@@ -224,11 +256,14 @@ Agent::~Agent() {
   state_->controller.reset();
 }
 
-void Agent::SetPlan(std::vector<model::PlannedInstruction> stage_plan, model::HeadWait head_wait) {
+void Agent::SetPlan(std::vector<model::PlannedInstruction> stage_plan, model::HeadWait head_wait,
+                    model::StageShape shape) {
   State& s = *state_;
   s.mode.store(Mode::kOff, std::memory_order_release);
   s.plan = std::move(stage_plan);
   s.head_wait = head_wait;
+  s.shape = std::move(shape);
+  if (s.shape.start_ramp_s <= 0 || s.shape.start_ramp_mhz.empty()) s.ramping = false;
   s.power_limit_plan = false;
   s.source.reset();
   s.ResetTracking();
@@ -310,6 +345,21 @@ void Agent::OnStepBegin() noexcept {
       return;
     }
     if (mode == Mode::kProfile) s.BeginWait();
+    if (mode == Mode::kExecute && !s.ramp_started && s.shape.start_ramp_s > 0 &&
+        !s.shape.start_ramp_mhz.empty()) {
+      s.ramp_started = true;
+      s.ramping = true;
+      s.ramp_start = SteadyClock::now();
+    }
+    if (mode == Mode::kExecute && s.ramping && s.controller && !s.power_limit_plan) {
+      // The wait before the first instruction, at the ramp's clock (none
+      // once the ramp is over: the step end's default clocks stand).
+      const int cap = s.RampCap();
+      if (cap > 0) {
+        s.controller->Request(cap);
+        Bump(s.ramp_capped);
+      }
+    }
     if (mode == Mode::kExecute && s.head_wait.mhz > 0 && s.controller && !s.power_limit_plan) {
       // The plan lowers the wait before the first instruction (the fill):
       // its clock back in time for it.
@@ -356,9 +406,11 @@ void Agent::OnStepEnd() noexcept {
     // instructions are slowed. A last instruction whose wait the plan lowers
     // has already asked for the default clocks after that wait
     // (OnInstructionEnd's RequestWait), so it is left to run.
+    // While a start ramp runs, the step ends at its clock instead.
     const bool tail_wait = mode == Mode::kExecute && s.plan.back().wait_mhz > 0;
     if (s.controller && !s.power_limit_plan && !tail_wait) {
-      s.controller->Request(ClockController::kDefaultClocks);
+      s.controller->Request(mode == Mode::kExecute ? s.Capped(ClockController::kDefaultClocks)
+                                                   : ClockController::kDefaultClocks);
     }
   } catch (const std::exception& e) {
     s.FallBack(std::string("step end failed: ") + e.what(), true);
@@ -396,7 +448,7 @@ void Agent::OnInstructionBegin(model::Kind kind, int microbatch, int chunk) noex
                    true);
         return;
       }
-      if (!s.power_limit_plan) s.controller->Request(expected.mhz);
+      if (!s.power_limit_plan) s.controller->Request(s.Capped(expected.mhz));
     } else {
       s.ProfileBegin(kind);
     }
@@ -435,7 +487,12 @@ void Agent::OnInstructionEnd(model::Kind kind, int microbatch, int chunk) noexce
       s.ProfileEnd(kind);
     }
     if (s.controller && !s.power_limit_plan) {
-      if (done != nullptr && done->wait_mhz > 0) {
+      if (done != nullptr && s.shape.hold_mhz > 0) {
+        // A grid plan holds the wait up at its clock until the next
+        // instruction (or the step's end) asks for another.
+        s.controller->Request(s.Capped(s.shape.hold_mhz));
+        Bump(s.held_waits);
+      } else if (done != nullptr && done->wait_mhz > 0) {
         // The plan lowers this wait: back to the next instruction's clock
         // (the default clocks after the step's last) in time for it.
         const int next =
@@ -485,6 +542,8 @@ Stats Agent::stats() const {
     out.timed_restores = c.timed_restores;
   }
   out.lowered_waits = s.lowered_waits.load(std::memory_order_relaxed);
+  out.held_waits = s.held_waits.load(std::memory_order_relaxed);
+  out.ramp_capped = s.ramp_capped.load(std::memory_order_relaxed);
   out.step_begins = s.step_begins.load(std::memory_order_relaxed);
   out.step_ends = s.step_ends.load(std::memory_order_relaxed);
   out.instruction_begins = s.instruction_begins.load(std::memory_order_relaxed);

@@ -126,6 +126,7 @@ struct CoordinatedPlan::State {
   bool loop_known = false;
   std::optional<RankPlan> running;
   model::HeadWait running_head_wait;            // kPlan: its stage's
+  model::StageShape running_shape;              // kPlan: a grid plan's, its stage's
   std::optional<double> running_power_limit_w;  // kPlan: a power-limit plan's (W)
 
   // Training thread: the iteration being measured.
@@ -232,7 +233,7 @@ struct CoordinatedPlan::State {
     const std::string head =
         running_head_wait.mhz > 0 ? "head-wait@" + std::to_string(running_head_wait.mhz) + " " : "";
     return name + " applied to stage " + std::to_string(plan.stage) + through + ": " + head +
-           ClocksText(in) + " MHz" +
+           ClocksText(in) + " MHz" + ShapeText(running_shape) +
            (reordered ? " (joulepipe reordered it to the order the loop ran)" : "") +
            (options.source == PlanSource::kInProcess ? "; " + plan.reason : "");
   }
@@ -241,7 +242,7 @@ struct CoordinatedPlan::State {
   // order when that is known; refused when it is not the loop's. A plan
   // source's head wait and power limit (kPlan) go with it.
   void Apply(RankPlan plan, const char* how, model::HeadWait head_wait = {},
-             std::optional<double> power_limit_w = std::nullopt) {
+             std::optional<double> power_limit_w = std::nullopt, model::StageShape shape = {}) {
     std::vector<model::PlannedInstruction> instructions = plan.instructions;
     bool reordered = false;
     if (loop_known && !SameOrder(instructions, loop)) {
@@ -253,6 +254,7 @@ struct CoordinatedPlan::State {
       reordered = true;
     }
     running_head_wait = head_wait;
+    running_shape = shape;
     running_power_limit_w = power_limit_w;
     Log(AppliedLine(plan, instructions, reordered, how));
     running_version.store(plan.version, std::memory_order_relaxed);
@@ -265,7 +267,7 @@ struct CoordinatedPlan::State {
     if (power_limit_w) {
       agent.SetPowerLimitPlan(std::move(instructions), *power_limit_w);
     } else {
-      agent.SetPlan(std::move(instructions), head_wait);
+      agent.SetPlan(std::move(instructions), head_wait, std::move(shape));
     }
   }
 
@@ -297,7 +299,7 @@ struct CoordinatedPlan::State {
     }
     std::optional<double> limit;
     if (!plan.power_limits_w.empty()) limit = plan.power_limits_w.at(options.stage);
-    Apply(std::move(r), "running", head_wait, limit);
+    Apply(std::move(r), "running", head_wait, limit, model::StageShapeOf(plan, options.stage));
   }
 
   // Training thread: a plan that is not the loop's. Default clocks.

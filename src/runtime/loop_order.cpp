@@ -1,8 +1,10 @@
-// InLoopOrder, SameOrder, ClocksText (loop_order.hpp has the contract).
+// InLoopOrder, SameOrder, ClocksText, ShapeText (loop_order.hpp has the contract).
 #include "joulepipe/runtime/loop_order.hpp"
 
 #include <algorithm>
 #include <tuple>
+
+#include "joulepipe/model/format.hpp"
 
 namespace joulepipe::runtime {
 
@@ -75,6 +77,17 @@ std::string ClocksText(const std::vector<model::PlannedInstruction>& plan) {
     out += "@" + std::to_string(p.mhz);
     if (p.wait_mhz > 0) out += "/wait@" + std::to_string(p.wait_mhz);
     if (!p.knobs.empty()) out += "[" + p.knobs + "]";
+  }
+  return out;
+}
+
+std::string ShapeText(const model::StageShape& shape) {
+  std::string out;
+  if (shape.hold_mhz > 0) out += "; waits held at " + std::to_string(shape.hold_mhz) + " MHz";
+  if (shape.start_ramp_s > 0 && !shape.start_ramp_mhz.empty()) {
+    out += "; start ramp " + model::Format("%g", shape.start_ramp_s) + " s:";
+    for (int mhz : shape.start_ramp_mhz) out += " " + std::to_string(mhz);
+    out += " MHz";
   }
   return out;
 }

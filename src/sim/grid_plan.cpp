@@ -9,6 +9,7 @@
 #include "counter_random.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/format.hpp"
+#include "joulepipe/model/plan.hpp"
 
 namespace joulepipe::sim {
 
@@ -240,6 +241,137 @@ GridPlan PlanForGrid(const schedule::Schedule& schedule, const model::Profile& p
                      const GridPlanRequest& r) {
   CheckRequest(r);
   return Choose(RunCandidates(schedule, profile, job, candidates, baseline, r), baseline, r);
+}
+
+const ShapedPoint* ClocksOnlyChoice(const GridPlan& plan) {
+  const ShapedPoint* best = nullptr;
+  for (const ShapedPoint& p : plan.unshaped) {
+    if (p.meets && (best == nullptr || p.energy_j < best->energy_j)) best = &p;
+  }
+  return best;
+}
+
+namespace {
+
+// The highest profiled clock of `points` (highest first) at or below `cap`,
+// else the lowest there is.
+const model::ClockPoint& AtOrBelow(const std::vector<model::ClockPoint>& points, int cap) {
+  for (const model::ClockPoint& p : points) {
+    if (p.mhz <= cap) return p;
+  }
+  return points.back();
+}
+
+// The job's power with every GPU computing `plan` under `cap` (W).
+double CappedPowerW(const schedule::Schedule& schedule, const model::Profile& profile,
+                    const CandidatePlan& plan, int cap, std::int64_t gpus_per_stage) {
+  std::vector<double> time(static_cast<std::size_t>(schedule.spec.stages), 0.0);
+  std::vector<double> energy(time.size(), 0.0);
+  for (int id = 0; id < schedule.num_nodes(); ++id) {
+    const model::Instruction& in = schedule.nodes[static_cast<std::size_t>(id)];
+    const std::vector<model::ClockPoint>& points = profile.Points(in.stage, in.kind);
+    if (points.empty()) continue;  // the schedule was checked against the profile
+    const int want = std::min<int>(plan.mhz[static_cast<std::size_t>(id)], cap);
+    const model::ClockPoint& p = AtOrBelow(points, want);
+    time[static_cast<std::size_t>(in.stage)] += p.time_s;
+    energy[static_cast<std::size_t>(in.stage)] += p.energy_j;
+  }
+  double watts = 0;
+  for (std::size_t s = 0; s < time.size(); ++s) {
+    if (time[s] > 0) watts += energy[s] / time[s];
+  }
+  return watts * static_cast<double>(gpus_per_stage);
+}
+
+}  // namespace
+
+StartRamp PlanStartRamp(const schedule::Schedule& schedule, const model::Profile& profile,
+                        const CandidatePlan& plan, const StartRampRequest& r) {
+  if (!(r.window_s > 0 && std::isfinite(r.window_s))) {
+    throw model::InputError("StartRampRequest::window_s",
+                            "StartRampRequest::window_s must be seconds > 0");
+  }
+  if (!(r.seconds >= 0 && r.seconds <= model::kMaxRampS)) {
+    throw model::InputError("StartRampRequest::seconds",
+                            "StartRampRequest::seconds must be 0..3600 (0: sized for the limit)");
+  }
+  if (r.seconds == 0 && !(r.max_ramp_w_per_s > 0 && std::isfinite(r.max_ramp_w_per_s))) {
+    throw model::InputError("StartRampRequest::max_ramp_w_per_s",
+                            "StartRampRequest::max_ramp_w_per_s must be > 0 when no length is "
+                            "given");
+  }
+  if (!(r.idle_w_per_gpu >= 0) || r.gpus_per_stage < 1) {
+    throw model::InputError(
+        "StartRampRequest::idle_w_per_gpu",
+        "StartRampRequest::idle_w_per_gpu must be >= 0 and gpus_per_stage >= 1");
+  }
+  if (plan.mhz.size() != static_cast<std::size_t>(schedule.num_nodes())) {
+    throw std::logic_error("PlanStartRamp: the plan is not the schedule's");
+  }
+  StartRamp ramp;
+  ramp.idle_w = r.idle_w_per_gpu * static_cast<double>(r.gpus_per_stage) * schedule.spec.stages;
+  // Every clock the plan could be capped at: the profile's, ascending.
+  std::vector<int> clocks;
+  for (int id = 0; id < schedule.num_nodes(); ++id) {
+    const model::Instruction& in = schedule.nodes[static_cast<std::size_t>(id)];
+    for (const model::ClockPoint& p : profile.Points(in.stage, in.kind)) clocks.push_back(p.mhz);
+  }
+  std::sort(clocks.begin(), clocks.end());
+  clocks.erase(std::unique(clocks.begin(), clocks.end()), clocks.end());
+  if (clocks.empty()) throw std::logic_error("PlanStartRamp: no profiled clock");
+  std::vector<double> power(clocks.size());
+  for (std::size_t i = 0; i < clocks.size(); ++i) {
+    power[i] = CappedPowerW(schedule, profile, plan, clocks[i], r.gpus_per_stage);
+  }
+  // When idle is below the lowest clock's power, the first step is that
+  // jump whatever the caps: the ramp begins at the lowest clock and rises
+  // evenly from there. Otherwise it rises evenly from idle (from full when
+  // idle is above it: nothing to ramp).
+  const double full = power.back();
+  ramp.lowest_w = power.front();
+  const bool jump = ramp.idle_w < power.front();
+  const double base = jump ? power.front() : std::min(ramp.idle_w, full);
+  const double rise = full - base;
+  // Steps of one window each: a rise of at most limit x window per step.
+  std::size_t steps = 1;
+  if (r.seconds > 0) {
+    steps = static_cast<std::size_t>(std::max(1.0, std::round(r.seconds / r.window_s)));
+  } else {
+    steps = (jump ? 1 : 0) + static_cast<std::size_t>(std::max(
+                                 0.0, std::ceil(rise / (r.max_ramp_w_per_s * r.window_s) - 1e-9)));
+    steps = std::max<std::size_t>(steps, 1);
+  }
+  steps = std::min<std::size_t>(steps, static_cast<std::size_t>(model::kMaxRampSteps));
+  ramp.step_s = r.seconds > 0 ? r.seconds / static_cast<double>(steps) : r.window_s;
+  // The even part's step k of n: target base + k/n of the rise; its cap the
+  // lowest clock that reaches it (power rises with the cap), the highest
+  // for the last step, never below the step before.
+  const std::size_t first_even = jump && steps > 1 ? 1 : 0;
+  const std::size_t n = steps - first_even;
+  double before = ramp.idle_w;
+  for (std::size_t j = 0; j < steps; ++j) {
+    std::size_t i = 0;  // the lowest clock
+    if (j == steps - 1) {
+      i = clocks.size() - 1;
+    } else if (j >= first_even) {
+      const double target =
+          base + rise * static_cast<double>(j - first_even + 1) / static_cast<double>(n);
+      while (i + 1 < clocks.size() && power[i] < target * (1 - 1e-12)) ++i;
+    }
+    if (!ramp.mhz.empty() && clocks[i] < ramp.mhz.back()) {
+      i = static_cast<std::size_t>(std::find(clocks.begin(), clocks.end(), ramp.mhz.back()) -
+                                   clocks.begin());
+    }
+    ramp.mhz.push_back(clocks[i]);
+    ramp.power_w.push_back(power[i]);
+    if (power[i] - before > ramp.largest_step_w) {
+      ramp.largest_step_w = power[i] - before;
+      ramp.first_is_largest = j == 0;
+    }
+    before = power[i];
+  }
+  ramp.ramp_w_per_s = ramp.largest_step_w / std::max(ramp.step_s, r.window_s);
+  return ramp;
 }
 
 }  // namespace joulepipe::sim

@@ -170,6 +170,60 @@ TEST_F(AppTest, SimulateGridPlanMeetsARampLimitForLessEnergyThanTheFirmwareFloor
   EXPECT_TRUE(Contains(bad.err, "--min-power-fraction must be 0..1")) << bad.err;
 }
 
+// --grid-plan-out: the runtime's plan for a limit the clocks alone meet:
+// the least-energy such plan, its waits held at each stage's highest clock,
+// and a start ramp sized for the ramp limit (ascending caps ending at the
+// highest clock). A file is never replaced without --force, a limit is
+// needed, and a limit only a floor meets is refused naming what it takes.
+TEST_F(AppTest, SimulateGridPlanOutWritesTheRuntimesShapedPlan) {
+  const std::string job =
+      "simulate --profile " +
+      Quote(fs::path(JOULEPIPE_SOURCE_DIR) / "data" / "profiles" / "gpt3-175b+a100_sxm_bf16.csv") +
+      " --p-block 83.64 --pipelines 16 --stages 8 --microbatches 96 --tp 8 --allreduce-ms 850 "
+      "--iterations 2";
+  const fs::path out = root_ / "shaped.json";
+  const Result r = Run(job + " --max-ramp-mw-per-s 1 --grid-plan-out " + Quote(out));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "runtime plan " + out.string() + ": plan 15.679 s, -13.6% energy"))
+      << r.out;
+  EXPECT_TRUE(Contains(r.out, "the stop is not ramped")) << r.out;
+  const nlohmann::json plan = nlohmann::json::parse(Slurp(out));
+  ASSERT_TRUE(plan.contains("grid")) << plan.dump();
+  EXPECT_EQ(plan["grid"]["hold_frequency"],
+            nlohmann::json::array({1410, 1410, 1410, 1410, 1410, 1410, 1410, 1410}));
+  const std::vector<int> ramp = plan["grid"]["start_ramp_frequencies"].get<std::vector<int>>();
+  ASSERT_GE(ramp.size(), 2u);
+  EXPECT_TRUE(std::is_sorted(ramp.begin(), ramp.end()));
+  EXPECT_EQ(ramp.back(), 1410);
+  EXPECT_NEAR(plan["grid"]["start_ramp_s"].get<double>(), 0.1 * static_cast<double>(ramp.size()),
+              1e-9);
+  EXPECT_NEAR(plan["predicted"]["time_s"].get<double>(), 15.679, 1e-3);
+  // It is a plan every command reads: evaluate replays it.
+  const Result evaluated = Run(
+      "evaluate --profile " +
+      Quote(fs::path(JOULEPIPE_SOURCE_DIR) / "data" / "profiles" / "gpt3-175b+a100_sxm_bf16.csv") +
+      " --p-block 83.64 --plan " + Quote(out));
+  EXPECT_EQ(evaluated.code, 0) << evaluated.err;
+
+  const Result again = Run(job + " --max-ramp-mw-per-s 1 --grid-plan-out " + Quote(out));
+  EXPECT_EQ(again.code, 2);
+  EXPECT_TRUE(Contains(again.err, "exists; pass --force to replace it")) << again.err;
+  EXPECT_EQ(
+      Run(job + " --max-ramp-mw-per-s 1 --start-ramp-s 2 --force --grid-plan-out " + Quote(out))
+          .code,
+      0);
+  EXPECT_EQ(nlohmann::json::parse(Slurp(out))["grid"]["start_ramp_s"].get<double>(), 2.0);
+  const Result no_limit = Run(job + " --grid-plan-out " + Quote(root_ / "x.json"));
+  EXPECT_EQ(no_limit.code, 2);
+  EXPECT_TRUE(Contains(no_limit.err, "--grid-plan-out writes the plan for a grid limit"))
+      << no_limit.err;
+  const Result floor =
+      Run(job + " --max-ramp-mw-per-s 0.1 --grid-plan-out " + Quote(root_ / "y.json"));
+  EXPECT_EQ(floor.code, 2);
+  EXPECT_TRUE(Contains(floor.err, "by clocks alone; it takes a power floor")) << floor.err;
+  EXPECT_FALSE(fs::exists(root_ / "y.json"));
+}
+
 TEST_F(AppTest, DemoWithNoFilesWritesNothing) {
   const fs::path out = root_ / "never";
   const Result r = Run("demo --no-files --out " + Quote(out));

@@ -339,5 +339,59 @@ TEST(PlanJson, HeadWaitsRoundTrip) {
   ExpectDocError(doc, {"head_waits[0] has no field 'wait_restore_s'"});
 }
 
+// A grid plan's levers (hold clocks, start ramp) travel with the plan; each
+// field is checked by name, and a grid plan that lowers waits or sets power
+// limits is refused.
+TEST(PlanJson, GridShapeRoundTripAndChecks) {
+  Plan plan = SmallPlan();
+  GridShape grid;
+  grid.hold_mhz.assign(plan.stages.size(), 1410);
+  grid.hold_mhz.front() = 0;
+  grid.start_ramp_s = 1.5;
+  grid.start_ramp_mhz = {210, 810, 1410};
+  plan.grid = grid;
+  const std::string text = PlanToJson(plan);
+  EXPECT_NE(text.find("\"grid\": {\"hold_frequency\": [0,"), std::string::npos) << text;
+  const Plan back = PlanFromJson(text, "p.json");
+  ASSERT_TRUE(back.grid.has_value());
+  EXPECT_EQ(back.grid->hold_mhz, grid.hold_mhz);
+  EXPECT_EQ(back.grid->start_ramp_s, 1.5);
+  EXPECT_EQ(back.grid->start_ramp_mhz, grid.start_ramp_mhz);
+  EXPECT_FALSE(PlanFromJson(PlanToJson(SmallPlan()), "p.json").grid.has_value());
+  const StageShape last = StageShapeOf(back, static_cast<int>(plan.stages.size()) - 1);
+  EXPECT_EQ(last.hold_mhz, 1410);
+  EXPECT_EQ(last.start_ramp_mhz.size(), 3u);
+  EXPECT_EQ(StageShapeOf(back, 0).hold_mhz, 0);
+  EXPECT_FALSE(StageShapeOf(SmallPlan(), 0).any());
+
+  const nlohmann::json good = nlohmann::json::parse(text);
+  nlohmann::json doc = good;
+  doc["grid"]["hold_frequency"] = {1410};
+  ExpectDocError(doc, {"grid.hold_frequency must be an array of one clock"});
+  doc = good;
+  doc["grid"]["hold_frequency"][1] = -5;
+  ExpectDocError(doc, {"grid.hold_frequency[1] must be an integer"});
+  doc = good;
+  doc["grid"]["start_ramp_frequencies"] = {1410, 810};
+  ExpectDocError(doc, {"grid.start_ramp_frequencies[1] is 810 MHz, below the step before it"});
+  doc = good;
+  doc["grid"].erase("start_ramp_frequencies");
+  ExpectDocError(doc, {"grid has start_ramp_s without start_ramp_frequencies"});
+  doc = good;
+  doc["grid"]["start_ramp_s"] = 0;
+  ExpectDocError(doc, {"grid.start_ramp_frequencies needs start_ramp_s > 0"});
+  doc = good;
+  doc["grid"]["start_ramp_s"] = 7200;
+  ExpectDocError(doc, {"grid.start_ramp_s must be seconds in 0..3600"});
+  doc = good;
+  doc["stages"][0][0]["wait_frequency"] = 600;
+  doc["stages"][0][0]["wait_restore_s"] = 0.01;
+  ExpectDocError(doc, {"stages[0][0].wait_frequency cannot be set in a grid plan"});
+  doc = good;
+  doc["power_limits_w"] = nlohmann::json::array();
+  for (size_t s = 0; s < plan.stages.size(); ++s) doc["power_limits_w"].push_back(300);
+  ExpectDocError(doc, {"grid cannot go with power_limits_w"});
+}
+
 }  // namespace
 }  // namespace joulepipe::model

@@ -242,6 +242,77 @@ TEST(AgentTest, PlannedHeadWaitLowersTheClockAtTheStepsBeginning) {
   EXPECT_EQ(f.agent->stats().lowered_waits, 1u);
 }
 
+// A grid plan's hold clock: every instruction's end locks it (it takes
+// precedence over the idle clock), the next instruction's begin its own
+// clock, and the step's end the default clocks.
+TEST(AgentTest, GridPlanHoldsEveryWaitAtItsClock) {
+  Fixture f(600);
+  model::StageShape shape;
+  shape.hold_mhz = 1410;
+  f.agent->SetPlan(SimplePlan(1, 1000, 1200), {}, shape);
+  for (int step = 0; step < 2; ++step) {
+    f.agent->OnStepBegin();
+    for (Kind kind : {Kind::kForward, Kind::kBackward}) {
+      f.agent->OnInstructionBegin(kind, 0, 0);
+      ASSERT_TRUE(f.agent->WaitIdle());
+      f.agent->OnInstructionEnd(kind, 0, 0);
+      ASSERT_TRUE(f.agent->WaitIdle());
+    }
+    f.agent->OnStepEnd();
+    ASSERT_TRUE(f.agent->WaitIdle());
+  }
+  const Calls one = {"lock 2 1000 1000", "lock 2 1410 1410", "lock 2 1200 1200", "lock 2 1410 1410",
+                     "restore"};
+  Calls two = one;
+  two.insert(two.end(), one.begin(), one.end());
+  EXPECT_EQ(f.control->calls(), two);
+  EXPECT_EQ(f.agent->stats().held_waits, 4u);
+  EXPECT_EQ(f.agent->stats().ramp_capped, 0u);
+}
+
+// A start ramp caps every clock by the step then due, from the first step
+// on, between steps too; after it the plan's own clocks and the default
+// clocks between steps. A later SetPlan does not restart it.
+TEST(AgentTest, StartRampCapsClocksUntilItIsOver) {
+  Fixture f;
+  model::StageShape shape;
+  shape.hold_mhz = 1410;
+  shape.start_ramp_s = 2.0;  // two steps of 1 s: long enough for a loaded machine
+  shape.start_ramp_mhz = {300, 1100};
+  const auto step = [&f] {
+    f.agent->OnStepBegin();
+    ASSERT_TRUE(f.agent->WaitIdle());
+    for (Kind kind : {Kind::kForward, Kind::kBackward}) {
+      f.agent->OnInstructionBegin(kind, 0, 0);
+      ASSERT_TRUE(f.agent->WaitIdle());
+      f.agent->OnInstructionEnd(kind, 0, 0);
+      ASSERT_TRUE(f.agent->WaitIdle());
+    }
+    f.agent->OnStepEnd();
+    ASSERT_TRUE(f.agent->WaitIdle());
+  };
+  f.agent->SetPlan(SimplePlan(1, 1000, 1200), {}, shape);
+  const auto start = std::chrono::steady_clock::now();
+  const auto since = [start] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  step();  // within the first second: everything at 300 MHz
+  ASSERT_LT(since(), 1.0) << "the machine is too slow for this test's timing";
+  EXPECT_EQ(f.control->calls(), Calls({"lock 2 300 300"}));
+  std::this_thread::sleep_until(start + std::chrono::milliseconds(1100));
+  f.agent->SetPlan(SimplePlan(1, 1000, 1200), {}, shape);  // no restart
+  step();  // 1..2 s: capped at 1100 (the forward's 1000 is below it)
+  ASSERT_LT(since(), 2.0) << "the machine is too slow for this test's timing";
+  EXPECT_EQ(f.control->calls(),
+            Calls({"lock 2 300 300", "lock 2 1100 1100", "lock 2 1000 1000", "lock 2 1100 1100"}));
+  std::this_thread::sleep_until(start + std::chrono::milliseconds(2100));
+  step();  // over: the plan's clocks, the hold clock, the default clocks
+  EXPECT_EQ(f.control->calls(), Calls({"lock 2 300 300", "lock 2 1100 1100", "lock 2 1000 1000",
+                                       "lock 2 1100 1100", "lock 2 1000 1000", "lock 2 1410 1410",
+                                       "lock 2 1200 1200", "lock 2 1410 1410", "restore"}));
+  EXPECT_GE(f.agent->stats().ramp_capped, 9u);
+}
+
 TEST(AgentTest, IdleClockAndNextClockCoalesceWhileTheControlIsBusy) {
   Fixture f(600);
   f.agent->SetPlan(SimplePlan(2, 1000, 1200));

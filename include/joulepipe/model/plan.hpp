@@ -20,6 +20,20 @@
 // F = 0 (and R = 0) where the stage's head wait is not lowered; R counts
 // from the step's beginning (Agent::OnStepBegin). Omitted when none is.
 //
+// A grid-shaped plan (sim/grid_plan.hpp; `joulepipe simulate ...
+// --grid-plan-out`) shapes the job's power for the grid, not only its
+// energy:
+//   "grid":{"hold_frequency":[MHz per stage], "start_ramp_s":R,
+//           "start_ramp_frequencies":[MHz, ...]}
+// hold_frequency: the clock every wait inside a step runs at (bubbles,
+// point-to-point waits), so that waits draw what the planner counted for
+// them rather than whatever the last instruction's lowered clock draws;
+// 0 = not held. start_ramp: for the first R seconds of training the clocks
+// are capped by the listed clocks in turn (ascending, R / count seconds
+// each; the steps between training steps too), so the job's power rises in
+// steps the grid's ramp limit accepts instead of at once. A grid plan
+// lowers no wait (no wait_frequency, no head_waits) and sets no power limit.
+//
 // A plan from a profile with knob columns (model/profile.hpp) names each
 // instruction's knob setting as "knobs":"overlap=2;comm_sms=12" (omitted
 // when the instruction uses the default: Profile::Find's knob 0).
@@ -57,6 +71,25 @@ struct HeadWait {
   double restore_s = 0;
 };
 
+// A grid-shaped plan's runtime levers (the "grid" object above).
+struct GridShape {
+  std::vector<int> hold_mhz;        // one per stage; 0 = waits not held
+  double start_ramp_s = 0;          // 0 = no start ramp
+  std::vector<int> start_ramp_mhz;  // ascending clock caps; empty iff start_ramp_s == 0
+};
+
+// The most steps a start ramp may have, and its longest duration.
+inline constexpr int kMaxRampSteps = 1'000;
+inline constexpr double kMaxRampS = 3'600;
+
+// One stage's view of a GridShape (what the runtime agent needs).
+struct StageShape {
+  int hold_mhz = 0;
+  double start_ramp_s = 0;
+  std::vector<int> start_ramp_mhz;
+  bool any() const { return hold_mhz > 0 || start_ramp_s > 0; }
+};
+
 struct Prediction {
   double time_s = 0;
   double energy_j = 0;
@@ -76,8 +109,13 @@ struct Plan {
   std::vector<double> power_limits_w;
   // Empty: no head wait is lowered. Else one per stage.
   std::vector<HeadWait> head_waits;
+  // A grid-shaped plan's levers; none for other plans.
+  std::optional<GridShape> grid;
   std::optional<Prediction> predicted;
 };
+
+// Stage `stage`'s share of plan.grid (empty when the plan has none).
+StageShape StageShapeOf(const Plan& plan, int stage);
 
 std::string PlanToJson(const Plan& plan);
 

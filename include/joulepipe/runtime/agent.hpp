@@ -121,6 +121,11 @@ struct Stats {
   // were overtaken by the next instruction's begin).
   std::uint64_t lowered_waits = 0;
   std::uint64_t timed_restores = 0;
+  // Grid-shaped plans (model::StageShape): waits held at the hold clock,
+  // and clocks the start ramp capped (instructions, holds and the steps
+  // between training steps while it runs).
+  std::uint64_t held_waits = 0;
+  std::uint64_t ramp_capped = 0;
   // Hooks (counted while the mode is not kOff).
   std::uint64_t step_begins = 0;
   std::uint64_t step_ends = 0;
@@ -144,7 +149,18 @@ class Agent {
   // empty plan falls back. Not a hook: may allocate. `head_wait`
   // (model::Plan::head_waits[stage]): when lowered, OnStepBegin locks its
   // clock and restores the first instruction's clock restore_s later.
-  void SetPlan(std::vector<model::PlannedInstruction> stage_plan, model::HeadWait head_wait = {});
+  //
+  // `shape` (model::StageShapeOf, a grid-shaped plan): with hold_mhz, every
+  // instruction's end locks hold_mhz instead of the idle clock (the wait
+  // until the next instruction, or until the step's end, is held there).
+  // With a start ramp, from the first OnStepBegin of a shaped plan on this
+  // agent (a later SetPlan does not restart it) and for start_ramp_s
+  // seconds, every clock the agent locks is capped by the ramp's step then
+  // due, and between steps the GPU waits at that step's clock instead of its
+  // default clocks (the default clocks would jump to full power). After the
+  // ramp, steps end at default clocks as always.
+  void SetPlan(std::vector<model::PlannedInstruction> stage_plan, model::HeadWait head_wait = {},
+               model::StageShape shape = {});
   // Execute mode with a power limit instead of clocks: `watts` (0 = the
   // default limit) for the whole plan; the plan's clocks are not applied
   // (they are what the limit is predicted to give). The idle clock is not

@@ -44,4 +44,8 @@ bool SameOrder(const std::vector<model::PlannedInstruction>& plan,
 // knob setting in brackets when it has one).
 std::string ClocksText(const std::vector<model::PlannedInstruction>& plan);
 
+// A grid plan's levers as the applied line shows them ("" for none):
+// "; waits held at 1410 MHz; start ramp 2 s: 210 600 1005 1410 MHz".
+std::string ShapeText(const model::StageShape& shape);
+
 }  // namespace joulepipe::runtime

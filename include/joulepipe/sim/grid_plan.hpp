@@ -113,6 +113,41 @@ std::vector<GridFrontierRow> RampFrontier(const schedule::Schedule& schedule,
                                           int baseline, GridPlanRequest request,
                                           const std::vector<double>& ramps);
 
+// The plan the runtime can run for the grid: the least-energy candidate
+// that meets the limits with no floor (clocks alone: no filler load, which
+// the runtime does not run), or nullptr when none does.
+const ShapedPoint* ClocksOnlyChoice(const GridPlan& plan);
+
+// A start ramp: clock caps for a job's first seconds, so that its power
+// rises from idle to its compute power in steps a ramp limit accepts
+// instead of at once (model::GridShape's start_ramp_*). The job's power
+// under a cap is predicted from the profile: every GPU computing the plan's
+// instructions at min(plan clock, cap) (each the highest profiled clock at
+// or below it), the mean power of one stage's instructions x its GPUs. It
+// is the power the ramp must reach; the iterations' own swings under each
+// cap are those of the steady state, scaled down.
+struct StartRamp {
+  double step_s = 0;              // each cap's time; seconds = step_s x steps
+  std::vector<int> mhz;           // ascending caps, one per step
+  std::vector<double> power_w;    // the job's power computing under each cap
+  double idle_w = 0;              // the job's power before it starts (P_block on every GPU)
+  double lowest_w = 0;            // the job's power computing under the profile's lowest clock
+  double largest_step_w = 0;      // the largest rise between steps (from idle first)
+  bool first_is_largest = false;  // that rise is the first, from idle to the lowest cap
+  double ramp_w_per_s = 0;        // what the ramp figure sees: largest_step_w / max(step_s, window)
+  double seconds() const { return step_s * static_cast<double>(mhz.size()); }
+};
+struct StartRampRequest {
+  double max_ramp_w_per_s = 0;      // the limit the ramp is sized for (> 0 unless seconds > 0)
+  double window_s = 0.1;            // the ramp figure's window (GridOptions::ramp_window_s)
+  double seconds = 0;               // > 0: this long (steps of window_s), whatever the limit
+  double idle_w_per_gpu = 0;        // P_block
+  std::int64_t gpus_per_stage = 1;  // pipelines x tensor-parallel GPUs
+};
+// Throws model::InputError naming StartRampRequest::<field> for a bad value.
+StartRamp PlanStartRamp(const schedule::Schedule& schedule, const model::Profile& profile,
+                        const CandidatePlan& plan, const StartRampRequest& request);
+
 // The least floor (W) that makes `waveform` meet `limits` under `options`,
 // found by bisection to within 0.1 % of the waveform's peak; 0 when it
 // meets them already.
