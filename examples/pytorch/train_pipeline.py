@@ -50,6 +50,11 @@ def main():
                         default="measure", help="what joulepipe does (default: measure)")
     parser.add_argument("--plan", help="optimize: a plan file or `joulepipe plan --out` DIR")
     parser.add_argument("--profile-out", help="profile: where rank 0 writes the profile CSV")
+    parser.add_argument("--power-trace",
+                        help="each rank's GPU power over time into this file ({rank} replaced); "
+                             "join them: joulepipe power --join")
+    parser.add_argument("--power-trace-s", type=float, default=60,
+                        help="how long the power trace records (default 60 s)")
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--microbatches", type=int, default=4)
     parser.add_argument("--batch", type=int, default=64, help="samples per microbatch")
@@ -86,6 +91,8 @@ def main():
         options["plan"] = args.plan
     if args.profile_out:
         options["profile_out"] = args.profile_out
+    if args.power_trace:
+        options.update(power_trace=args.power_trace, power_trace_s=args.power_trace_s)
     energy = jp.Energy(args.joulepipe, schedule="1f1b", microbatches=m, pp=STAGES,
                        pp_rank=rank, dp=1, dp_rank=0, tokens_per_iteration=m * b,
                        profile_stride_mhz=args.profile_stride_mhz,

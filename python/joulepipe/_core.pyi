@@ -319,6 +319,19 @@ class StepLogger:
     def summary(self) -> Dict[str, Any]: ...
     def format_summary(self) -> str: ...
 
+class PowerTrace:
+    """One GPU's power every interval_s for duration_s from construction, on a
+    thread of its own, with the training's step ends; join a job's ranks'
+    traces with ``joulepipe power --join``."""
+
+    done: bool
+    def __init__(self, nvml_index: int, *, interval_s: float = 0.01,
+                 duration_s: float = 60.0) -> None: ...
+    def mark_step_end(self, iteration: int) -> None: ...
+    def write(self, path: str, rank: int, gpu: str = "") -> Dict[str, Any]:
+        """Stops recording and writes the trace as JSON (atomically): samples,
+        read_errors, step_ends, seconds."""
+
 # ---- the runtime -----------------------------------------------------------------------
 
 class ProfileReport:

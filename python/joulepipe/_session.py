@@ -66,10 +66,55 @@ class Options:
     job_id: Optional[str] = None
     log_rank: Optional[int] = None     # iteration and phase lines from this rank only; None: all
     coordination_timeout_s: float = 120.0  # each side-group operation between the ranks
+    # The GPU's power over time (issue 45): every power_trace_ms for
+    # power_trace_s from the session's start, written to power_trace
+    # ("{rank}" replaced); `joulepipe power --join` makes the job's of them.
+    power_trace: Optional[str] = None
+    power_trace_ms: float = 10.0
+    power_trace_s: float = 60.0
 
 
 # The most characters of a profile read from profile= (model::kMaxInputFileBytes).
 MAX_PROFILE_CHARS = 256 << 20
+
+
+def power_trace_path(options: "Options", topology: "Topology") -> str:
+    """This rank's power trace file: power_trace with "{rank}" replaced, or,
+    in a job of more than one rank without it, ".rank<r>" before the
+    extension (power.json -> power.rank3.json)."""
+    path = options.power_trace or ""
+    if "{rank}" in path:
+        return path.replace("{rank}", str(topology.rank))
+    if topology.world_size > 1:
+        base, ext = os.path.splitext(path)
+        return f"{base}.rank{topology.rank}{ext or '.json'}"
+    return path
+
+
+def check_power_trace(options: "Options", topology: "Topology") -> None:
+    """The power_trace options, checked before training (ValueError naming
+    the option and the fix)."""
+    if options.power_trace is None:
+        return
+    if not isinstance(options.power_trace, str) or not options.power_trace:
+        raise ValueError(f"power_trace is the file each rank writes its GPU's power to, e.g. "
+                         f"'power.{{rank}}.json' (got {options.power_trace!r})")
+    ms, seconds = options.power_trace_ms, options.power_trace_s
+    if not isinstance(ms, (int, float)) or not 1 <= ms <= 10_000:
+        raise ValueError(f"power_trace_ms is the sampling interval, 1..10000 ms; NVML's power "
+                         f"reading is itself an average over tens of ms, so 10 (the default) "
+                         f"is fine enough (got {ms!r})")
+    if not isinstance(seconds, (int, float)) or not 0 < seconds <= 86_400:
+        raise ValueError(f"power_trace_s is how long to record from the start, seconds > 0 and "
+                         f"at most a day (got {seconds!r})")
+    if seconds / (ms / 1000) > 8_640_000:
+        raise ValueError(f"power_trace_s / power_trace_ms is {seconds / (ms / 1000):,.0f} "
+                         f"samples, more than the 8,640,000 a trace holds; record for less "
+                         f"time or less often")
+    path = power_trace_path(options, topology)
+    if os.path.exists(path):
+        raise ValueError(f"power_trace: {path} exists; joulepipe does not replace it. Move it, "
+                         f"or give another path")
 
 
 def check_max_slowdown(value: float) -> None:
@@ -175,6 +220,7 @@ class Session:
         if options.mode not in MODES[1:]:
             raise ValueError(f"mode must be one of measure, profile, optimize (got {options.mode!r})")
         check_max_slowdown(options.max_slowdown)
+        check_power_trace(options, topology)
         self.options = options
         self.topo = topology
         from joulepipe._exchange import Link
@@ -242,6 +288,8 @@ class Session:
                 self._monitor = _core.Monitor(gpus=[self._gpu["index"]])
             except Exception as error:
                 self._note(f"no GPU energy for this rank ({error}); logging time only")
+        self._trace: Any = None
+        self._start_power_trace()
         if options.log_path:
             self._open_log(options.log_path.replace("{rank}", str(topology.rank)))
         if options.mode in ("profile", "optimize"):
@@ -261,6 +309,50 @@ class Session:
             self._log_fn(f"joulepipe [rank {self.topo.rank}]: {line}")
         except Exception:
             _logger.debug("_note: error ignored", exc_info=True)
+
+    def _start_power_trace(self) -> None:
+        if not self.options.power_trace:
+            return
+        path = power_trace_path(self.options, self.topo)
+        if self._gpu is None:
+            self._note(f"power_trace: no GPU to trace; {path} is not written")
+            return
+        try:
+            self._trace = _core.PowerTrace(self._gpu["nvml_index"],
+                                           interval_s=self.options.power_trace_ms / 1000,
+                                           duration_s=self.options.power_trace_s)
+        except Exception as error:
+            self._note(f"power_trace: cannot record this GPU's power ({error}); {path} is not "
+                       "written, training goes on")
+            return
+        self._note(f"recording GPU {self._gpu['index']}'s power every "
+                   f"{self.options.power_trace_ms:g} ms for {self.options.power_trace_s:g} s "
+                   f"into {path}")
+
+    def _write_power_trace(self) -> None:
+        """Once the trace is over (or at close): the file, and one line."""
+        trace, self._trace = self._trace, None
+        if trace is None:
+            return
+        path = power_trace_path(self.options, self.topo)
+        try:
+            got = trace.write(path, self.topo.rank, self._gpu.get("name", "") if self._gpu else "")
+        except Exception as error:
+            self._note(f"power_trace: could not write {path}: {error}")
+            return
+        errors = f", {got['read_errors']} failed reads" if got["read_errors"] else ""
+        given = self.options.power_trace
+        if "{rank}" in given:
+            pattern = given.replace("{rank}", "*")
+        elif self.topo.world_size > 1:
+            base, ext = os.path.splitext(given)
+            pattern = f"{base}.rank*{ext or '.json'}"
+        else:
+            pattern = path
+        join = (f"; the job's power: joulepipe power --join {pattern}" if self.topo.rank == 0
+                else "")
+        self._note(f"power trace written to {path}: {got['samples']} samples over "
+                   f"{got['seconds']:.1f} s, {got['step_ends']} step ends{errors}{join}")
 
     def _find_gpu(self) -> Optional[Dict[str, Any]]:
         try:
@@ -653,6 +745,10 @@ class Session:
             predicted_saving=self._predicted_saving,
             rank=self.topo.rank if self.topo.world_size > 1 else None)
         self._last_applied = applied
+        if self._trace is not None:
+            self._trace.mark_step_end(record.iteration)
+            if self._trace.done:
+                self._write_power_trace()
         self._iteration += 1
         self.records.append(record)
         self._write(record)
@@ -1080,6 +1176,7 @@ class Session:
             self.iteration_end()
         self._phase_depth = 0
         self.phase_end()
+        self._write_power_trace()
         self._say_unfinished_sweep()
         waits = sorted(self.coordination_wait_s)
         if waits:

@@ -89,8 +89,11 @@ class Energy:
         plan from), profile_out, profile_stride_mhz, profile_floor,
         tokens_per_iteration, log_path ("{rank}" is replaced; .jsonl or
         .csv), job_id, coordination_timeout_s (each exchange between the
-        ranks' joulepipe threads). Bad values raise ValueError here, before
-        training."""
+        ranks' joulepipe threads), power_trace (a file per rank, "{rank}"
+        replaced: the GPU's power every power_trace_ms, default 10, for
+        power_trace_s, default 60, from here on; `joulepipe power --join`
+        joins the ranks' into the job's). Bad values raise ValueError here,
+        before training."""
         unknown = sorted(set(options) - set(Options.__dataclass_fields__))
         if unknown:
             raise TypeError(f"Energy() got unknown option(s) {', '.join(unknown)}; known: "

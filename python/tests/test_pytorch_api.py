@@ -345,6 +345,47 @@ def test_example_measure_prints_energy_per_iteration(tmp_path):
     assert calls(tmp_path) == []
 
 
+def test_example_power_traces_join_into_the_jobs(tmp_path):
+    """Issue 45, item 1: each rank records its GPU's power with its step
+    ends; `joulepipe power --join` aligns the ranks on those and sums them
+    into the job's power, with what the grid sees of it."""
+    out = torchrun(tmp_path, "--joulepipe", "measure", "--power-trace",
+                   tmp_path / "power.{rank}.json", "--power-trace-s", "30")
+    for rank in (0, 1):
+        assert f"power trace written to {tmp_path}/power.{rank}.json" in out, out
+    assert "the job's power: joulepipe power --join" in out, out
+    traces = [json.loads((tmp_path / f"power.{r}.json").read_text()) for r in (0, 1)]
+    for rank, t in enumerate(traces):
+        assert t["kind"] == "power_trace" and t["rank"] == rank and t["interval_s"] == 0.01
+        assert [i for i, _ in t["step_ends"]] == list(range(12)), t["step_ends"]
+        assert len(t["samples"]) >= 5
+    joined = subprocess.run(
+        [str(CLI), "power", "--join", tmp_path / "power.1.json", tmp_path / "power.0.json",
+         "--csv", tmp_path / "job.csv"], capture_output=True, text=True, timeout=60)
+    assert joined.returncode == 0, joined.stderr
+    assert "Joined 2 ranks' power traces" in joined.stdout, joined.stdout
+    assert "from rank 0's (median over 12 common step ends)" in joined.stdout, joined.stdout
+    assert "Grid (the job's joined power, measured): peak" in joined.stdout, joined.stdout
+    rows = (tmp_path / "job.csv").read_text().splitlines()
+    assert rows[0] == "time_s,total_w,rank0_w,rank1_w", rows[0]
+    for row in rows[1:]:
+        _, total, w0, w1 = map(float, row.split(","))
+        assert abs(total - (w0 + w1)) < 0.01, row
+    # Nothing is replaced without being asked: the CSV, and a trace file.
+    again = subprocess.run(
+        [str(CLI), "power", "--join", tmp_path / "power.0.json", tmp_path / "power.1.json",
+         "--csv", tmp_path / "job.csv"], capture_output=True, text=True, timeout=60)
+    assert again.returncode == 2 and "exists; pass --force" in again.stderr, again.stderr
+    r, _ = run_child(tmp_path, f"""
+        try:
+            jp.Energy("measure", power_trace={str(tmp_path / "power.0.json")!r})
+            out("accepted")
+        except ValueError as error:
+            out(str(error))
+    """)
+    assert "power_trace: " in r and "exists; joulepipe does not replace it" in r, r
+
+
 def test_example_profile_then_plan_then_optimize(tmp_path):
     # Wide layers: each instruction is milliseconds of CPU work, so timing
     # noise stays within what the planner's plausibility check allows. A CPU

@@ -4,14 +4,21 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
+#include <filesystem>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "format.hpp"
 #include "joulepipe/gpu/nvml.hpp"
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/output_files.hpp"
+#include "joulepipe/model/read_file.hpp"
 #include "joulepipe/monitor/monitor.hpp"
+#include "joulepipe/monitor/power_trace.hpp"
 #include "joulepipe/sim/waveform.hpp"
 #include "measure_command.hpp"
 #include "signals.hpp"
@@ -24,7 +31,14 @@ struct PowerFlags {
   std::string gpus;
   CLI::Option* gpus_option = nullptr;
   int interval_ms = 1000;
+  CLI::Option* interval_option = nullptr;
   bool grid = false;
+  // --join: the job's power from its ranks' traces (power_trace=), instead
+  // of streaming this node's.
+  std::vector<std::string> join;
+  bool clock_only = false;  // --clock-only: no alignment on the step ends
+  std::string csv;          // --csv FILE: the joined power per bin
+  bool force = false;
 };
 
 namespace {
@@ -40,13 +54,23 @@ constexpr char kPowerFooter[] =
     "with what was measured until then. GPU power only. docs/measure.md has the\n"
     "accuracy limits.\n"
     "\n"
-    "Example:\n"
-    "  joulepipe power --gpus 0,1 --interval-ms 500";
+    "\n"
+    "With --join TRACE...: no streaming. Joins the power traces a job's ranks\n"
+    "recorded (the Python session's power_trace=) into the job's power on one time\n"
+    "axis, aligned on the iteration boundaries (each rank's clock offset is the\n"
+    "median difference of its step ends from the first trace's), and prints the\n"
+    "offsets, the job's mean and peak power and what the grid sees of it; --csv\n"
+    "writes it per bin (time_s,total_w,rank<r>_w...).\n"
+    "\n"
+    "Examples:\n"
+    "  joulepipe power --gpus 0,1 --interval-ms 500\n"
+    "  joulepipe power --join power.*.json --csv job-power.csv";
 
 // What the grid sees of the measured total (the streamed lines, one bin
 // each): the windows are at least a line apart, the band at most half the
 // line rate.
-std::string MeasuredGridText(const sim::Waveform& trace) {
+std::string MeasuredGridText(const sim::Waveform& trace,
+                             const char* what = "the total of the streamed samples") {
   if (trace.gpu_w.size() < 2) return "Grid: too few samples (stream longer than two intervals)\n";
   sim::GridOptions o;
   o.swing_window_s = std::max(o.swing_window_s, trace.dt_s);
@@ -55,14 +79,111 @@ std::string MeasuredGridText(const sim::Waveform& trace) {
   o.band_lo_hz = std::min(o.band_lo_hz, 0.5 * o.band_hi_hz);
   const sim::GridMetrics m = sim::MeasureGrid(trace, o);
   return Printf(
-      "Grid (the total of the streamed samples, measured): peak %.2f W, trough %.2f W, swing "
+      "Grid (%s, measured): peak %.2f W, trough %.2f W, swing "
       "%.2f W within %g s, ramp %.2f W/s between %g s means, %g-%g Hz band RMS %.2f W. Instant "
       "power read every %g ms: faster swings than that are not seen.\n",
-      m.peak_w, m.trough_w, m.swing_w, o.swing_window_s, m.ramp_w_per_s, o.ramp_window_s,
+      what, m.peak_w, m.trough_w, m.swing_w, o.swing_window_s, m.ramp_w_per_s, o.ramp_window_s,
       o.band_lo_hz, o.band_hi_hz, m.band_rms_w, trace.dt_s * 1e3);
 }
 
+std::string UtcText(double unix_s) {
+  const auto t = static_cast<std::time_t>(unix_s);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+// --join: the job's power from its ranks' traces.
+int RunJoin(const PowerFlags& f) {
+  if (f.gpus_option->count() > 0 || f.interval_option->count() > 0) {
+    throw InputError("--join",
+                     "--join reads traces the ranks recorded; --gpus and --interval-ms are for "
+                     "streaming this node's power: drop them");
+  }
+  if (!f.csv.empty() && std::filesystem::exists(f.csv) && !f.force) {
+    throw InputError(
+        "--csv", "--csv: " + f.csv + " exists; pass --force to replace it, or choose another file");
+  }
+  std::vector<monitor::PowerTraceData> traces;
+  for (const std::string& path : f.join) {
+    traces.push_back(monitor::PowerTraceFromJson(model::ReadWholeFile(path, "power trace"), path));
+  }
+  // The first trace is the reference: rank order reads best.
+  std::vector<std::size_t> order(traces.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return traces[a].rank < traces[b].rank; });
+  std::vector<monitor::PowerTraceData> sorted;
+  std::vector<std::string> paths;
+  for (std::size_t i : order) {
+    sorted.push_back(std::move(traces[i]));
+    paths.push_back(f.join[i]);
+  }
+  const monitor::JoinedTrace j = monitor::JoinPowerTraces(sorted, !f.clock_only);
+  const double seconds = static_cast<double>(j.total_w.size()) * j.dt_s;
+  std::string out = Printf("Joined %zu ranks' power traces: %.3f s in common from %s, %g ms bins\n",
+                           sorted.size(), seconds, UtcText(j.start_unix_s).c_str(), j.dt_s * 1e3);
+  for (std::size_t k = 0; k < sorted.size(); ++k) {
+    const monitor::PowerTraceData& t = sorted[k];
+    std::string how;
+    if (k == 0) {
+      how = "the reference";
+    } else if (f.clock_only) {
+      how = "on its own clock (--clock-only)";
+    } else if (j.common_steps[k] == 0) {
+      how = "on its own clock: no iteration in common with rank " + std::to_string(j.ranks[0]);
+    } else {
+      how = Printf("clock %+.3f s from rank %d's (median over %d common step ends)", j.offset_s[k],
+                   j.ranks[0], j.common_steps[k]);
+    }
+    double sum = 0, peak = 0;
+    for (double w : j.rank_w[k]) {
+      sum += w;
+      peak = std::max(peak, w);
+    }
+    out += Printf(
+        "  rank %d (%s, %s): mean %.1f W, peak %.1f W; %zu samples every %g ms%s; %s\n", t.rank,
+        t.gpu.empty() ? "GPU" : t.gpu.c_str(), paths[k].c_str(),
+        sum / static_cast<double>(j.rank_w[k].size()), peak, t.t_s.size(), t.interval_s * 1e3,
+        t.read_errors > 0
+            ? Printf(", %llu failed reads", static_cast<unsigned long long>(t.read_errors)).c_str()
+            : "",
+        how.c_str());
+  }
+  sim::Waveform wave;
+  wave.dt_s = j.dt_s;
+  wave.gpu_w = j.total_w;
+  wave.end_s = seconds;
+  double sum = 0;
+  for (double w : j.total_w) sum += w;
+  out += Printf("  the job: mean %.1f W, energy %.3f kJ over the common window (GPU power)\n",
+                sum / static_cast<double>(j.total_w.size()), wave.EnergyJ() / 1e3);
+  out += MeasuredGridText(wave, "the job's joined power");
+  if (!f.csv.empty()) {
+    std::string csv = "time_s,total_w";
+    for (int r : j.ranks) csv += ",rank" + std::to_string(r) + "_w";
+    csv += "\n";
+    for (std::size_t b = 0; b < j.total_w.size(); ++b) {
+      csv += Printf("%.3f,%.3f", static_cast<double>(b) * j.dt_s, j.total_w[b]);
+      for (const std::vector<double>& w : j.rank_w) csv += Printf(",%.3f", w[b]);
+      csv += "\n";
+    }
+    model::WriteFileAtomically(f.csv, csv);
+    out += "Wrote " + f.csv + "\n";
+  }
+  std::fputs(out.c_str(), stdout);
+  return kExitOk;
+}
+
 int RunPower(const PowerFlags& f) {
+  if (!f.join.empty()) return RunJoin(f);
+  if (!f.csv.empty() || f.clock_only) {
+    throw InputError(f.csv.empty() ? "--clock-only" : "--csv",
+                     std::string(f.csv.empty() ? "--clock-only" : "--csv") +
+                         " goes with --join (the job's power from its ranks' traces)");
+  }
   if (f.interval_ms < 1) {
     throw InputError("--interval-ms must be >= 1 (got " + std::to_string(f.interval_ms) + ")");
   }
@@ -150,12 +271,22 @@ PowerSubcommand::PowerSubcommand(CLI::App* app)
   c->footer(kPowerFooter);
   f->gpus_option = c->add_option("--gpus", f->gpus, "Visible GPU indices (default: all visible)")
                        ->type_name("0,1,...");
-  c->add_option("--interval-ms", f->interval_ms, "Sampling and printing period")
-      ->capture_default_str()
-      ->type_name("N");
+  f->interval_option =
+      c->add_option("--interval-ms", f->interval_ms, "Sampling and printing period")
+          ->capture_default_str()
+          ->type_name("N");
   c->add_flag("--grid", f->grid,
               "Also summarise what the grid sees of the streamed total: peak, trough, swing "
               "within 1 s, ramp and the 0.1-20 Hz band (use --interval-ms 10 or less)");
+  c->add_option("--join", f->join,
+                "Join the power traces of a job's ranks (the Python session's power_trace=) into "
+                "the job's power, aligned on the iteration boundaries, and say what the grid sees")
+      ->type_name("TRACE...")
+      ->expected(1, -1);
+  c->add_flag("--clock-only", f->clock_only,
+              "--join: take each trace on its own clock (no alignment on the step ends)");
+  c->add_option("--csv", f->csv, "--join: write the job's power per bin as CSV")->type_name("FILE");
+  c->add_flag("--force", f->force, "--join: replace an existing --csv file");
 }
 
 PowerSubcommand::~PowerSubcommand() = default;

@@ -9,8 +9,10 @@
 
 #include "bindings.hpp"
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/output_files.hpp"
 #include "joulepipe/monitor/command_window.hpp"
 #include "joulepipe/monitor/monitor.hpp"
+#include "joulepipe/monitor/power_trace.hpp"
 #include "joulepipe/monitor/step_logger.hpp"
 
 namespace joulepipe::python {
@@ -195,6 +197,41 @@ void BindMonitor(py::module_& m) {
           py::arg("tokens") = -1.0)
       .def("summary", [](const monitor::StepLogger& l) { return SummaryDict(l.summary()); })
       .def("format_summary", &monitor::StepLogger::FormatSummary);
+
+  py::class_<monitor::PowerTrace>(m, "PowerTrace",
+                                  "One GPU's power over time, recorded on a thread of its own "
+                                  "(monitor/power_trace.hpp); join ranks' traces with "
+                                  "`joulepipe power --join`.")
+      .def(py::init([](int nvml_index, double interval_s, double duration_s) {
+             monitor::PowerTraceOptions o;
+             o.interval_s = interval_s;
+             o.duration_s = duration_s;
+             return std::make_unique<monitor::PowerTrace>(
+                 monitor::NvmlGpuMeterByNvmlIndex(nvml_index), o);
+           }),
+           py::arg("nvml_index"), py::kw_only(), py::arg("interval_s") = 0.01,
+           py::arg("duration_s") = 60.0)
+      .def("mark_step_end", &monitor::PowerTrace::MarkStepEnd, py::arg("iteration"))
+      .def_property_readonly("done", &monitor::PowerTrace::done)
+      .def(
+          "write",
+          [](monitor::PowerTrace& t, const std::string& path, int rank, const std::string& gpu) {
+            monitor::PowerTraceData d;
+            {
+              py::gil_scoped_release release;
+              d = t.Finish(rank, gpu);
+              model::WriteFileAtomically(path, monitor::PowerTraceToJson(d));
+            }
+            py::dict out;
+            out["samples"] = d.t_s.size();
+            out["read_errors"] = d.read_errors;
+            out["step_ends"] = d.step_ends.size();
+            out["seconds"] = d.t_s.empty() ? 0.0 : d.t_s.back() - d.t_s.front();
+            return out;
+          },
+          py::arg("path"), py::arg("rank"), py::arg("gpu") = "",
+          "Stops recording and writes the trace (JSON, atomically); returns samples, "
+          "read_errors, step_ends, seconds.");
 }
 
 }  // namespace joulepipe::python

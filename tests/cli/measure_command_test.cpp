@@ -22,6 +22,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/format.hpp"
 #include "cli_test_support.hpp"
 #include "joulepipe/physics/gpu_model.hpp"
 #include "process_test_support.hpp"
@@ -278,6 +279,47 @@ TEST_F(MeasureCommandTest, PowerGridSummarisesTheStreamedTotal) {
   EXPECT_NEAR(trough, 124.24, 0.5);
   EXPECT_LT(swing, 0.5);
   EXPECT_NE(text.find("0.1-20 Hz band RMS"), std::string::npos) << text.substr(at);
+}
+
+// power --join: two ranks' traces (one clock 2.3 s ahead) join into the job's
+// power, aligned on their step ends; wrong flag combinations and a bad file
+// are refused naming the flag or the field.
+TEST_F(MeasureCommandTest, PowerJoinAlignsRankTracesIntoTheJobs) {
+  for (int rank : {0, 1}) {
+    std::string samples, ends;
+    const double t0 = 1.8e9 + 2.3 * rank;  // rank 1's clock is 2.3 s ahead
+    for (int i = 0; i < 300; ++i) {
+      const double in = (i % 100) / 100.0;
+      samples += (i ? "," : "") + Printf("[%.6f,%d]", t0 + i * 0.01, in < 0.8 ? 400 : 100);
+    }
+    for (int k = 0; k < 3; ++k) ends += (k ? "," : "") + Printf("[%d,%.6f]", k, t0 + k + 1.0);
+    Spit(root_ / ("p" + std::to_string(rank) + ".json"),
+         "{\"version\":1,\"kind\":\"power_trace\",\"rank\":" + std::to_string(rank) +
+             ",\"gpu\":\"G\",\"interval_s\":0.01,\"samples\":[" + samples + "],\"step_ends\":[" +
+             ends + "]}");
+  }
+  const std::string both = Quote(root_ / "p0.json") + " " + Quote(root_ / "p1.json");
+  const Result r = Run("power --join " + both);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("clock +2.300 s from rank 0's (median over 3 common step ends)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("peak 800.00 W, trough 200.00 W"), std::string::npos) << r.out;
+  const Result raw = Run("power --clock-only --join " + both);
+  ASSERT_EQ(raw.code, 0) << raw.err;
+  // On their clocks the all-reduces do not meet.
+  EXPECT_NE(raw.out.find("peak 800.00 W, trough 500.00 W"), std::string::npos) << raw.out;
+  const Result mixed = Run("power --gpus 0 --join " + both);
+  EXPECT_EQ(mixed.code, 2);
+  EXPECT_NE(mixed.err.find("--gpus and --interval-ms are for streaming"), std::string::npos)
+      << mixed.err;
+  const Result stray = Run("power --csv x.csv");
+  EXPECT_EQ(stray.code, 2);
+  EXPECT_NE(stray.err.find("--csv goes with --join"), std::string::npos) << stray.err;
+  Spit(root_ / "bad.json", "{\"version\":1,\"kind\":\"power_trace\",\"rank\":0}");
+  const Result bad = Run("power --join " + Quote(root_ / "bad.json"));
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("bad.json: interval_s is missing"), std::string::npos) << bad.err;
 }
 
 // ---- Trouble: outputs, lost GPUs, signals, timing ------------------------------

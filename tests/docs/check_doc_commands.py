@@ -61,7 +61,7 @@ COMMANDS = {
 LONG_RUNNING = {"serve", "power"}
 # Options whose value is a file or folder the command reads.
 INPUT_FLAGS = {"--profile", "--plan", "--wait-model", "--frontier", "--token-file",
-               "--measure"}
+               "--measure", "--join"}
 SHELL_LANGS = {"", "sh", "bash", "shell", "console"}
 TIMING_RE = re.compile(r'<!--\s*doc-timing:\s*"([^"]+)"\s*([0-9.]+)\.\.([0-9.]+)\s*s\b[^>]*-->')
 PER_COMMAND_TIMEOUT_S = 600
