@@ -91,9 +91,10 @@ def power_trace_path(options: "Options", topology: "Topology") -> str:
     return path
 
 
-def check_power_trace(options: "Options", topology: "Topology") -> None:
+def check_power_trace(options: "Options", topology: Optional["Topology"]) -> None:
     """The power_trace options, checked before training (ValueError naming
-    the option and the fix)."""
+    the option and the fix); with the rank's topology, also that its file is
+    not there already."""
     if options.power_trace is None:
         return
     if not isinstance(options.power_trace, str) or not options.power_trace:
@@ -111,6 +112,8 @@ def check_power_trace(options: "Options", topology: "Topology") -> None:
         raise ValueError(f"power_trace_s / power_trace_ms is {seconds / (ms / 1000):,.0f} "
                          f"samples, more than the 8,640,000 a trace holds; record for less "
                          f"time or less often")
+    if topology is None:
+        return
     path = power_trace_path(options, topology)
     if os.path.exists(path):
         raise ValueError(f"power_trace: {path} exists; joulepipe does not replace it. Move it, "

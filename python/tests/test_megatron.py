@@ -474,6 +474,23 @@ def test_evaluations_and_checkpoints_are_reported_apart(tmp_path):
                 ("joulepipe/checkpoint-time-s", 2)} <= scalars, scalars
 
 
+def test_power_traces_from_megatron_lm_join_into_the_jobs(tmp_path):
+    """--joulepipe-power-trace: each rank's GPU power with Megatron-LM's
+    iteration numbers as its step ends; `joulepipe power --join` aligns the
+    two ranks on them."""
+    out = megatron_lm_loop(tmp_path, "--iterations", "4", "--joulepipe", "measure",
+                           "--joulepipe-power-trace", tmp_path / "power-{rank}.json")
+    assert "power trace written to" in out, out
+    for rank in (0, 1):
+        trace = json.loads((tmp_path / f"power-{rank}.json").read_text())
+        assert [i for i, _ in trace["step_ends"]] == [1, 2, 3, 4], trace["step_ends"]
+    joined = subprocess.run([str(CLI), "power", "--join", tmp_path / "power-0.json",
+                             tmp_path / "power-1.json"], capture_output=True, text=True,
+                            timeout=60)
+    assert joined.returncode == 0, joined.stderr
+    assert "(median over 4 common step ends)" in joined.stdout, joined.stdout
+
+
 def test_a_bad_phase_kind_or_log_rank_is_refused_with_its_name():
     import joulepipe.megatron as jpm
 
@@ -482,6 +499,8 @@ def test_a_bad_phase_kind_or_log_rank_is_refused_with_its_name():
             pass
     with pytest.raises(ValueError, match=r"log_rank \(--joulepipe-log-rank\)"):
         jpm.enable("measure", log_rank=-1)
+    with pytest.raises(ValueError, match="power_trace_ms is the sampling interval, 1..10000 ms"):
+        jpm.enable("measure", power_trace="p.json", power_trace_ms=0)
     assert not jpm.enabled()
     with jpm.phase("evaluation"):  # joulepipe off: the body runs, nothing else
         ran = True

@@ -55,7 +55,7 @@ import sys
 from typing import Any, Callable, Dict, Iterator, Optional
 
 from joulepipe._session import (MODES, IterationRecord, Options, Session, Topology,
-                                check_max_slowdown)
+                                check_max_slowdown, check_power_trace)
 from joulepipe.megatron.arguments import add_arguments, options_from_args  # noqa: F401
 
 from joulepipe._log import default_log, logger as _logger  # errors ignored on purpose, at debug
@@ -114,7 +114,8 @@ def enable(mode: str = "measure", *, plan: Optional[str] = None,
            profile: Optional[str] = None, profile_out: Optional[str] = None,
            profile_stride_mhz: int = 0, tokens_per_iteration: Optional[float] = None,
            log_path: Optional[str] = None, job_id: Optional[str] = None,
-           log_rank: Optional[int] = None,
+           log_rank: Optional[int] = None, power_trace: Optional[str] = None,
+           power_trace_ms: float = 10.0, power_trace_s: float = 60.0,
            log: Optional[Callable[[str], None]] = None, writer: Any = None) -> None:
     """Turns joulepipe on for this process (every rank calls it).
 
@@ -140,7 +141,9 @@ def enable(mode: str = "measure", *, plan: Optional[str] = None,
     resume counts on). writer:
     a TensorBoard-like ``add_scalar`` writer (default: Megatron's, when it
     exists), given joulepipe's own tags (joulepipe/...), never one Megatron
-    writes.
+    writes. power_trace: each rank's GPU power every power_trace_ms for
+    power_trace_s from the first iteration, with its step ends, into this
+    file ("{rank}" replaced); ``joulepipe power --join`` joins them.
 
     Idempotent: enabling again with the same options does nothing; with
     other options it restarts joulepipe with them.
@@ -155,10 +158,12 @@ def enable(mode: str = "measure", *, plan: Optional[str] = None,
                       profile=profile, profile_out=profile_out,
                       profile_stride_mhz=profile_stride_mhz,
                       tokens_per_iteration=tokens_per_iteration or 0, log_path=log_path,
-                      job_id=job_id, log_rank=log_rank)
+                      job_id=job_id, log_rank=log_rank, power_trace=power_trace,
+                      power_trace_ms=power_trace_ms, power_trace_s=power_trace_s)
     if mode not in MODES:
         raise ValueError(f"joulepipe mode must be one of {', '.join(MODES)} (got {mode!r})")
     check_max_slowdown(max_slowdown)
+    check_power_trace(options, None)  # the file itself once the rank is known
     if control not in ("auto", "nvml", "daemon"):
         raise ValueError(f"control must be auto, nvml or daemon (got {control!r})")
     if log_rank is not None and (not isinstance(log_rank, int) or log_rank < 0):

@@ -65,6 +65,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     group.add_argument(
         "--joulepipe-job-id", metavar="ID", default=None,
         help="the job's name at the coordinator (default: generated)")
+    group.add_argument(
+        "--joulepipe-power-trace", metavar="PATH", default=None,
+        help="each rank's GPU power over time, with its step ends, into PATH ({rank} is the "
+             "rank; never replaced); the job's power: joulepipe power --join")
+    group.add_argument(
+        "--joulepipe-power-trace-ms", metavar="MS", type=float, default=10.0,
+        help="the power trace's sampling interval (default 10 ms)")
+    group.add_argument(
+        "--joulepipe-power-trace-s", metavar="S", type=float, default=60.0,
+        help="how long the power trace records from the first iteration (default 60 s)")
     return parser
 
 
@@ -92,4 +102,7 @@ def options_from_args(args: Any) -> Dict[str, Any]:
         "log_path": getattr(args, "joulepipe_log", None),
         "job_id": getattr(args, "joulepipe_job_id", None),
         "log_rank": getattr(args, "joulepipe_log_rank", None),
+        "power_trace": getattr(args, "joulepipe_power_trace", None),
+        "power_trace_ms": getattr(args, "joulepipe_power_trace_ms", 10.0),
+        "power_trace_s": getattr(args, "joulepipe_power_trace_s", 60.0),
     }
