@@ -253,7 +253,8 @@ def simulate(profile: ProfileArg, *, stages: int, microbatches: int, schedule: s
              stall_s: float = 0.0, seed: int = 1, detection: str = "oracle",
              detection_lag: int = 0, resolution_s: float = 5e-3,
              wait_model: Optional[PathLike] = None,
-             progress: Progress = None) -> Dict[str, Any]:
+             progress: Progress = None, checkpoint_every: int = 0,
+             checkpoint_s: float = 0.0) -> Dict[str, Any]:
     """sim::SimulateJob, as `joulepipe simulate --json`: baseline and joulepipe
     totals, saving_pct, the planned points, notes. wait_model: the file
     `joulepipe calibrate-wait` writes (`--wait-model`); the joulepipe policy

@@ -99,12 +99,16 @@ std::string FormatSimulationSummary(const sim::SimulateOutcome& o) {
   }
   s += Printf(
       "  faults        clock variability %g, data stalls %s, P2P latency %g us, "
-      "all-reduce %g ms\n",
+      "all-reduce %g ms%s\n",
       j.clock_variability,
       j.stall_probability > 0 && j.stall_s > 0
           ? Printf("%g ms with p = %g", j.stall_s * 1e3, j.stall_probability).c_str()
           : "none",
-      j.p2p_latency_s * 1e6, j.allreduce_s * 1e3);
+      j.p2p_latency_s * 1e6, j.allreduce_s * 1e3,
+      j.checkpoint_every > 0 && j.checkpoint_s > 0
+          ? Printf(", checkpoint %g s every %d iterations", j.checkpoint_s, j.checkpoint_every)
+                .c_str()
+          : "");
   s += Printf("  iterations    %d (seed %llu)\n", j.iterations,
               static_cast<unsigned long long>(j.seed));
   s += "plans (one pipeline, noiseless)\n";
@@ -212,6 +216,8 @@ nlohmann::ordered_json SimulationJsonObject(const sim::SimulateOutcome& o) {
   inputs["stall_s"] = j.stall_s;
   inputs["p2p_latency_s"] = j.p2p_latency_s;
   inputs["allreduce_s"] = j.allreduce_s;
+  inputs["checkpoint_every"] = j.checkpoint_every;
+  inputs["checkpoint_s"] = j.checkpoint_s;
   inputs["seed"] = j.seed;
   inputs["resolution_s"] = r.resolution_s;
   inputs["goal"] = std::string(solver::GoalName(r.objective.goal));
@@ -336,6 +342,8 @@ struct SimulateFlags {
   double clock_variability = 0;
   double stall_probability = 0;
   double stall_ms = 0;
+  int checkpoint_every = 0;
+  double checkpoint_s = 0;
   double p2p_latency_us = 0;
   double allreduce_ms = 0;
   int iterations = 10;
@@ -433,6 +441,14 @@ SimulateSubcommand::SimulateSubcommand(CLI::App* app)
                 "joulepipe policy then lowers the waits its plans mark (default: uncalibrated, "
                 "every wait at P_block)")
       ->type_name("FILE");
+  c->add_option("--checkpoint-every", f->checkpoint_every,
+                "A checkpoint save after every N iterations (0: none): the whole job pauses "
+                "--checkpoint-s at P_block, a trough the grid sees")
+      ->capture_default_str()
+      ->type_name("N");
+  c->add_option("--checkpoint-s", f->checkpoint_s, "The pause of one checkpoint save, seconds")
+      ->capture_default_str()
+      ->type_name("S");
   c->add_option("--stall-ms", f->stall_ms, "Length of a data-loader stall, ms (at most an hour)")
       ->capture_default_str()
       ->type_name("MS");
@@ -526,6 +542,8 @@ int SimulateSubcommand::Run() const {
   job.clock_variability = f.clock_variability;
   job.stall_probability = f.stall_probability;
   job.stall_s = f.stall_ms * 1e-3;
+  job.checkpoint_every = f.checkpoint_every;
+  job.checkpoint_s = f.checkpoint_s;
   job.seed = f.seed;
   request.detection_lag = f.detection_lag;
   if (f.detection != "oracle" && f.detection != "measured") {

@@ -44,7 +44,7 @@ py::dict SimulateTask(const py::handle& profile_arg, int stages, int microbatche
                       int straggler_period, double clock_variability, double stall_probability,
                       double stall_s, std::uint64_t seed, const std::string& detection,
                       int detection_lag, double resolution_s, const py::object& wait_model,
-                      const py::object& progress) {
+                      const py::object& progress, int checkpoint_every, double checkpoint_s) {
   sim::SimulateRequest request;
   request.spec = SpecFrom(schedule, stages, microbatches, chunks);
   request.p_block_w = p_block_w;
@@ -61,6 +61,8 @@ py::dict SimulateTask(const py::handle& profile_arg, int stages, int microbatche
   request.job.clock_variability = clock_variability;
   request.job.stall_probability = stall_probability;
   request.job.stall_s = stall_s;
+  request.job.checkpoint_every = checkpoint_every;
+  request.job.checkpoint_s = checkpoint_s;
   request.job.seed = seed;
   if (detection == "oracle") {
     request.detection = sim::Detection::kOracle;
@@ -130,7 +132,8 @@ void BindSimulate(py::module_& m) {
         py::arg("stall_probability") = 0.0, py::arg("stall_s") = 0.0, py::arg("seed") = 1,
         py::arg("detection") = "oracle", py::arg("detection_lag") = 0,
         py::arg("resolution_s") = 5e-3, py::arg("wait_model") = py::none(),
-        py::arg("progress") = py::none());
+        py::arg("progress") = py::none(), py::arg("checkpoint_every") = 0,
+        py::arg("checkpoint_s") = 0.0);
 }
 
 }  // namespace joulepipe::python

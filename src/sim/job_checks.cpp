@@ -78,6 +78,12 @@ void CheckJobNumbers(const JobSpec& j, const schedule::Spec& spec) {
                  j.stall_probability));
   RequireDuration("JobSpec::stall_s", j.stall_s, kMaxStallS, 1e-3, "ms",
                   "the length of one data-loader stall, at most an hour");
+  Require(j.checkpoint_every >= 0, "JobSpec::checkpoint_every",
+          Format("JobSpec::checkpoint_every must be iterations >= 0 (got %d): a checkpoint "
+                 "save after every that many iterations; 0 for none",
+                 j.checkpoint_every));
+  RequireDuration("JobSpec::checkpoint_s", j.checkpoint_s, kMaxStallS, 1, "s",
+                  "the pause of one checkpoint save, at most an hour");
   const Straggler& g = j.straggler;
   Require(Within(g.slowdown, 1, kMaxStragglerSlowdown), "Straggler::slowdown",
           Format("Straggler::slowdown must be a factor 1..%g (got %g): the straggler's "

@@ -560,7 +560,9 @@ SimulationResult Simulator::Run(Policy policy, const RunOptions& options) const 
       }
     }
     it.compute_s = compute_end;
-    it.time_s = compute_end + job_.allreduce_s;
+    const double pause =
+        job_.checkpoint_every > 0 && (i + 1) % job_.checkpoint_every == 0 ? job_.checkpoint_s : 0.0;
+    it.time_s = compute_end + job_.allreduce_s + pause;
     if (measured) {
       // What the coordinator hears: each pipeline's compute time against its
       // plan's prediction; a changed verdict re-plans from the next iteration.
@@ -621,6 +623,10 @@ SimulationResult Simulator::Run(Policy policy, const RunOptions& options) const 
           if (job_.allreduce_s > 0) {
             emit({EventKind::kAllReduce, i, p, s, -1, 0, clock + compute_end, job_.allreduce_s,
                   pb * job_.allreduce_s});
+          }
+          if (pause > 0) {
+            emit({EventKind::kCheckpoint, i, p, s, -1, 0, clock + compute_end + job_.allreduce_s,
+                  pause, pb * pause});
           }
         }
       }

@@ -38,6 +38,8 @@ const char* EventKindName(EventKind kind) {
       return "stall";
     case EventKind::kAllReduce:
       return "allreduce";
+    case EventKind::kCheckpoint:
+      return "checkpoint";
   }
   return "?";
 }

@@ -330,6 +330,56 @@ TEST(SimulatorTest, AllReduceAndDataStallsAreChargedAtBlockingPower) {
   EXPECT_NEAR(noisy.busy_energy_j, quiet.busy_energy_j, 1e-9 * quiet.busy_energy_j);
 }
 
+// A checkpoint save every k iterations: that iteration is checkpoint_s
+// longer, charged at P_block on every GPU, an event of its own on every
+// stage, and the waveform's trough for that long.
+TEST(SimulatorTest, CheckpointPausesEveryKIterationsAtBlockingPower) {
+  const schedule::Schedule schedule = schedule::Build(MakeSpec(schedule::Kind::k1F1B, 4, 6));
+  const model::Profile profile = MakeProfile(4);
+  const CandidatePlan plan =
+      Candidate(schedule, profile, solver::UniformClocks(schedule, profile, true));
+  JobSpec job;
+  job.p_block_w = kPBlock;
+  job.gpus_per_stage = 2;
+  job.iterations = 4;
+  const SimulationResult quiet =
+      Simulator(schedule, profile, job, {plan}, 0, 0).Run(Policy::kBaseline);
+  job.checkpoint_every = 2;
+  job.checkpoint_s = 1.5;
+  RunOptions options;
+  options.timeline_iterations = 4;
+  options.waveform_dt_s = 0.01;
+  const SimulationResult saved =
+      Simulator(schedule, profile, job, {plan}, 0, 0).Run(Policy::kBaseline, options);
+  const double gpus = 4 * 2;
+  for (int i = 0; i < 4; ++i) {
+    const double pause = i % 2 == 1 ? 1.5 : 0;
+    EXPECT_NEAR(saved.iterations[i].time_s, quiet.iterations[i].time_s + pause, 1e-12) << i;
+    EXPECT_NEAR(saved.iterations[i].energy_j - quiet.iterations[i].energy_j, gpus * kPBlock * pause,
+                1e-9 * saved.iterations[i].energy_j)
+        << i;
+  }
+  int checkpoints = 0;
+  for (const TimelineEvent& e : saved.timeline) {
+    if (e.kind != EventKind::kCheckpoint) continue;
+    ++checkpoints;
+    EXPECT_DOUBLE_EQ(e.duration_s, 1.5);
+    EXPECT_DOUBLE_EQ(e.energy_j, kPBlock * 1.5);
+  }
+  EXPECT_EQ(checkpoints, 2 * 4);  // two saves x four stages (one pipeline)
+  EXPECT_STREQ(EventKindName(EventKind::kCheckpoint), "checkpoint");
+  // A second-and-a-half trough at P_block on every GPU.
+  int at_block = 0;
+  for (double w : saved.waveform.gpu_w) at_block += std::abs(w - gpus * kPBlock) < 1e-6;
+  EXPECT_GE(at_block, 2 * 149);
+  EXPECT_LT(Relative(saved.waveform.EnergyJ(), saved.TotalEnergy()), 1e-9);
+  job.checkpoint_every = -1;
+  EXPECT_NE(InputErrorOf([&] {
+              Simulator(schedule, profile, job, {plan}, 0, 0);
+            }).find("JobSpec::checkpoint_every"),
+            std::string::npos);
+}
+
 TEST(SimulatorTest, StallsFollowTheirProbabilityAndTheSeed) {
   const schedule::Schedule schedule = schedule::Build(MakeSpec(schedule::Kind::kGPipe, 2, 2));
   const model::Profile profile = MakeProfile(2);

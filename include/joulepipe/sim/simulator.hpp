@@ -112,6 +112,13 @@ struct JobSpec {
   double stall_probability = 0;  // [0, 1]
   double stall_s = 0;            // finite, >= 0
   std::uint64_t seed = 1;        // variability and stalls are a function of the seed only
+  // A checkpoint save every `checkpoint_every` iterations (0: none): after
+  // that iteration's all-reduce the whole job pauses checkpoint_s, every GPU
+  // waiting at P_block (the save is the hosts' and the storage's work): the
+  // longest trough the grid sees. Part of that iteration's time and energy,
+  // for both policies alike.
+  int checkpoint_every = 0;  // >= 0
+  double checkpoint_s = 0;   // finite, >= 0
   // Clocks while waiting (model/wait_model.hpp; its p_block_w is ignored:
   // p_block_w above is P_block). Uncalibrated (the default): every wait at
   // P_block, exactly as without it. Calibrated: the wait after each

@@ -19,7 +19,7 @@
 
 namespace joulepipe::sim {
 
-enum class EventKind : std::uint8_t { kInstruction, kWait, kStall, kAllReduce };
+enum class EventKind : std::uint8_t { kInstruction, kWait, kStall, kAllReduce, kCheckpoint };
 const char* EventKindName(EventKind kind);  // "instruction" | "wait" | "stall" | "allreduce"
 
 struct TimelineEvent {
