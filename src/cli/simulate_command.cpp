@@ -503,6 +503,9 @@ SimulateSubcommand::SimulateSubcommand(CLI::App* app)
                     "prints the least-energy plan + power floor that keeps it, beside the "
                     "firmware floor alone");
   AddGridPlanOutFlags(c, &f->grid);
+  c->add_flag("--grid-offsets", f->grid.offsets,
+              "Grid plan: also try offsets between the pipelines' starts (a lever that costs "
+              "time: the drops to the all-reduce come one after another; none by default)");
   c->add_flag("--grid-frontier", f->grid.frontier,
               "Print the energy-smoothness frontier: what each ramp limit (shares of the "
               "baseline's ramp) costs, joulepipe against the firmware floor");

@@ -269,6 +269,7 @@ nlohmann::ordered_json PointJson(const sim::ShapedPoint& p,
           {"energy_j", p.energy_j},
           {"filler_j", p.filler_j},
           {"floor_w", p.floor_w},
+          {"offset_s", p.offset_s},
           {"meets", p.meets},
           {"grid", MetricsJson(p.grid)}};
 }
@@ -406,6 +407,8 @@ GridPlanOutput GridPlanReport(const sim::SimulateOutcome& o, const model::Profil
   r.waveform_dt_s = dt_s;
   // The plans the healthy job may run: as fast as the operating point.
   r.deadline_s = std::max(o.max_clock.time_s * (1 + o.request.slowdown), o.intrinsic.time_s);
+  if (f.offsets)
+    r.offsets_s = sim::SpreadingOffsets(o.request.job.pipelines, options.ramp_window_s);
   const std::vector<sim::CandidatePlan> candidates = sim::GridCandidates(o.frontier, r.deadline_s);
   const sim::GridPlan plan = sim::PlanForGrid(o.schedule, profile, o.request.job, candidates, 0, r);
   const sim::ShapedPoint& base = plan.unshaped.front();
@@ -424,11 +427,27 @@ GridPlanOutput GridPlanReport(const sim::SimulateOutcome& o, const model::Profil
   out.text += PointRow(
       Printf("firmware: baseline + floor %.3f %s", plan.firmware.floor_w / k, u.power).c_str(),
       plan.firmware, base.energy_j, u);
-  out.text += PointRow(Printf("joulepipe: plan %.3f s + floor %.3f %s",
+  const std::string offsets =
+      plan.chosen.offset_s > 0 ? Printf(" + offsets %.3g ms", plan.chosen.offset_s * 1e3) : "";
+  out.text += PointRow(Printf("joulepipe: plan %.3f s%s + floor %.3f %s",
                               candidates[static_cast<std::size_t>(plan.chosen.candidate)].time_s,
-                              plan.chosen.floor_w / k, u.power)
+                              offsets.c_str(), plan.chosen.floor_w / k, u.power)
                            .c_str(),
                        plan.chosen, base.energy_j, u);
+  if (f.offsets) {
+    out.text += o.request.job.pipelines > 1
+                    ? Printf(
+                          "  (offsets tried: pipeline p starts p x %s ms late, within the "
+                          "deadline; the runtime does not apply offsets yet)\n",
+                          [&] {
+                            std::string list;
+                            for (double x : r.offsets_s)
+                              list += (list.empty() ? "" : ", ") + Printf("%.3g", x * 1e3);
+                            return list;
+                          }()
+                              .c_str())
+                    : "  (offsets: one pipeline, nothing to offset)\n";
+  }
   out.text +=
       "  (\"for grid\": energy burnt by the floor, filler load or the firmware's power "
       "floor, per iteration)\n";

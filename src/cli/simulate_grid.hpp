@@ -44,6 +44,7 @@ struct GridFlags {
   std::string waveform_csv;  // FILE: time_s,baseline_w,joulepipe_w
   GridLimitFlags limits;     // for a grid plan
   bool frontier = false;     // --grid-frontier: the energy-smoothness frontier over ramp limits
+  bool offsets = false;      // --grid-offsets: also offsets between the pipelines' starts
   // --grid-plan-out FILE: the plan the runtime runs for the limits (clocks
   // alone, waits held, a start ramp); --start-ramp-s: its length (< 0:
   // sized for --max-ramp-mw-per-s, none without it; 0: none); --force:

@@ -46,6 +46,14 @@ void CheckRequest(const GridPlanRequest& r) {
                             "plan's predicted iteration time that may be used",
                             r.deadline_s));
   }
+  for (double offset : r.offsets_s) {
+    if (!(std::isfinite(offset) && offset > 0 && offset <= 3600)) {
+      throw InputError("GridPlanRequest::offsets_s",
+                       Format("GridPlanRequest::offsets_s must be seconds in (0, 3600] (got %g): "
+                              "offsets between the pipelines' starts to try",
+                              offset));
+    }
+  }
   if (r.iterations < 1 || r.iterations > 1000) {
     throw InputError("GridPlanRequest::iterations",
                      Format("GridPlanRequest::iterations must be 1..1000 (got %d): iterations "
@@ -61,12 +69,13 @@ GridOptions Steady(GridOptions o) {
 }
 
 // The floored point of one candidate's waveform.
-ShapedPoint Shape(int candidate, const SimulationResult& run, double floor_w,
+ShapedPoint Shape(int candidate, double offset_s, const SimulationResult& run, double floor_w,
                   const GridPlanRequest& r) {
   const GridOptions o = Steady(r.options);
   const Waveform shaped = WithFloor(run.waveform, floor_w, o.host_w);
   ShapedPoint p;
   p.candidate = candidate;
+  p.offset_s = offset_s;
   p.time_s = run.MeanTime();
   p.floor_w = floor_w;
   p.filler_j = (shaped.EnergyJ() - run.waveform.EnergyJ()) / static_cast<double>(r.iterations);
@@ -140,11 +149,18 @@ std::vector<CandidatePlan> GridCandidates(const solver::Frontier& frontier, doub
 
 namespace {
 
-// Every candidate the request may use, simulated on the healthy job with a
-// waveform: (candidate index, run).
-std::vector<std::pair<int, SimulationResult>> RunCandidates(
-    const schedule::Schedule& schedule, const model::Profile& profile, const JobSpec& job,
-    const std::vector<CandidatePlan>& candidates, int baseline, const GridPlanRequest& r) {
+// One (candidate, offset) pair simulated on the healthy job.
+struct Run {
+  int candidate = 0;
+  double offset_s = 0;
+  SimulationResult result;
+};
+
+// Every candidate (with every offset) the request may use, simulated on the
+// healthy job with a waveform.
+std::vector<Run> RunCandidates(const schedule::Schedule& schedule, const model::Profile& profile,
+                               const JobSpec& job, const std::vector<CandidatePlan>& candidates,
+                               int baseline, const GridPlanRequest& r) {
   if (baseline < 0 || baseline >= static_cast<int>(candidates.size())) {
     throw std::logic_error("PlanForGrid: baseline is not a candidate");
   }
@@ -153,26 +169,31 @@ std::vector<std::pair<int, SimulationResult>> RunCandidates(
   healthy.iterations = r.iterations;
   RunOptions run;
   run.waveform_dt_s = r.waveform_dt_s;
-  std::vector<std::pair<int, SimulationResult>> runs;
+  std::vector<Run> runs;
+  std::vector<double> offsets = {0.0};
+  if (job.pipelines > 1) offsets.insert(offsets.end(), r.offsets_s.begin(), r.offsets_s.end());
   for (int c = 0; c < static_cast<int>(candidates.size()); ++c) {
-    if (c != baseline && candidates[c].time_s > r.deadline_s * (1 + 1e-12)) continue;
-    // Every pipeline runs candidate c: it is this simulator's baseline.
-    const Simulator simulator(schedule, profile, healthy, candidates, c, c);
-    runs.emplace_back(c, simulator.Run(Policy::kBaseline, run));
+    for (double offset : offsets) {
+      const double time_s = candidates[c].time_s + (job.pipelines - 1) * offset;
+      if (!(c == baseline && offset == 0) && time_s > r.deadline_s * (1 + 1e-12)) continue;
+      // Every pipeline runs candidate c: it is this simulator's baseline.
+      healthy.pipeline_offset_s = offset;
+      const Simulator simulator(schedule, profile, healthy, candidates, c, c);
+      runs.push_back({c, offset, simulator.Run(Policy::kBaseline, run)});
+    }
   }
   return runs;
 }
 
-GridPlan Choose(const std::vector<std::pair<int, SimulationResult>>& runs, int baseline,
-                const GridPlanRequest& r) {
+GridPlan Choose(const std::vector<Run>& runs, int baseline, const GridPlanRequest& r) {
   GridPlan plan;
   plan.chosen.energy_j = std::numeric_limits<double>::infinity();
-  for (const auto& [c, result] : runs) {
-    plan.unshaped.push_back(Shape(c, result, 0, r));
+  for (const auto& [c, offset, result] : runs) {
+    if (offset == 0) plan.unshaped.push_back(Shape(c, 0, result, 0, r));
     const double floor_w = LeastFloorW(result.waveform, r.limits, r.options);
-    const ShapedPoint shaped = Shape(c, result, floor_w, r);
+    const ShapedPoint shaped = Shape(c, offset, result, floor_w, r);
     const double host_w = r.options.host_w;
-    if (c == baseline) {
+    if (c == baseline && offset == 0) {
       plan.firmware = shaped;
       plan.firmware_waveform = WithFloor(result.waveform, floor_w, host_w);
     }
@@ -241,6 +262,15 @@ GridPlan PlanForGrid(const schedule::Schedule& schedule, const model::Profile& p
                      const GridPlanRequest& r) {
   CheckRequest(r);
   return Choose(RunCandidates(schedule, profile, job, candidates, baseline, r), baseline, r);
+}
+
+std::vector<double> SpreadingOffsets(int pipelines, double ramp_window_s) {
+  std::vector<double> out;
+  if (pipelines < 2 || !(ramp_window_s > 0)) return out;
+  for (double windows : {1.0, 2.0, 4.0, 8.0}) {
+    out.push_back(windows * ramp_window_s / (pipelines - 1));
+  }
+  return out;
 }
 
 const ShapedPoint* ClocksOnlyChoice(const GridPlan& plan) {

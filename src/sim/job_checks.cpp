@@ -84,6 +84,8 @@ void CheckJobNumbers(const JobSpec& j, const schedule::Spec& spec) {
                  j.checkpoint_every));
   RequireDuration("JobSpec::checkpoint_s", j.checkpoint_s, kMaxStallS, 1, "s",
                   "the pause of one checkpoint save, at most an hour");
+  RequireDuration("JobSpec::pipeline_offset_s", j.pipeline_offset_s, kMaxStallS, 1e-3, "ms",
+                  "each pipeline's start after the one before it; 0 for none");
   const Straggler& g = j.straggler;
   Require(Within(g.slowdown, 1, kMaxStragglerSlowdown), "Straggler::slowdown",
           Format("Straggler::slowdown must be a factor 1..%g (got %g): the straggler's "

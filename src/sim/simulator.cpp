@@ -507,7 +507,8 @@ SimulationResult Simulator::Run(Policy policy, const RunOptions& options) const 
         stall = job_.stall_s;
       }
       stall_of[p] = stall;
-      const double end = Walk(t, factor.data(), stall, start.data(), finish.data());
+      const double offset = p * job_.pipeline_offset_s;
+      const double end = Walk(t, factor.data(), offset + stall, start.data(), finish.data());
       result.finish_s[static_cast<std::size_t>(i) * d + p] = end;
       compute_end = std::max(compute_end, end);
       if (lower) {
@@ -533,9 +534,13 @@ SimulationResult Simulator::Run(Policy policy, const RunOptions& options) const 
         for (int s = 0; s < S; ++s) {
           double free = 0;
           int previous = -1;  // position of the stage's previous instruction
+          if (offset > 0) {
+            emit({EventKind::kOffset, i, p, s, -1, 0, clock, offset, pb * offset});
+            free = offset;
+          }
           if (stall > 0) {
-            emit({EventKind::kStall, i, p, s, -1, 0, clock, stall, pb * stall});
-            free = stall;
+            emit({EventKind::kStall, i, p, s, -1, 0, clock + free, stall, pb * stall});
+            free += stall;
           }
           for (int node : schedule_.stage_order[s]) {
             const int pos = position_of_[node];
@@ -569,6 +574,8 @@ SimulationResult Simulator::Run(Policy policy, const RunOptions& options) const 
       for (int p = 0; p < d; ++p) predicted[p] = candidates_[current[p]].time_s;
       const double* finish = &result.finish_s[static_cast<std::size_t>(i) * d];
       measured_s.assign(finish, finish + d);
+      // A pipeline's own time: its offset is the job's choice, not slowness.
+      for (int p = 0; p < d; ++p) measured_s[p] -= p * job_.pipeline_offset_s;
       if (detector->Observe(measured_s, predicted)) {
         current = ChooseFor(detector->slowdowns(), &current_target, &cache);
       }

@@ -40,6 +40,8 @@ const char* EventKindName(EventKind kind) {
       return "allreduce";
     case EventKind::kCheckpoint:
       return "checkpoint";
+    case EventKind::kOffset:
+      return "offset";
   }
   return "?";
 }

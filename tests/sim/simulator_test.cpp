@@ -746,6 +746,70 @@ TEST(SimulatorTest, GridPlanMeetsARampLimitForLessThanTheFirmwareFloor) {
             std::string::npos);
 }
 
+// Offsets between the pipelines' starts: pipeline p starts p x offset late
+// (an offset event at P_block), the iteration is (D - 1) offsets longer,
+// and the drops to the all-reduce come one after another, so the ramp
+// falls. As a grid lever they never cost more than the plan without them
+// (offset 0 is always tried) and are used only within the deadline.
+TEST(SimulatorTest, PipelineOffsetsStaggerTheDropsAndAreAGridLever) {
+  const FrontierFixture f;
+  JobSpec job;
+  job.pipelines = 4;
+  job.gpus_per_stage = 2;
+  job.p_block_w = kPBlock;
+  job.allreduce_s = 0.05;
+  job.iterations = 3;
+  const double t0 = f.frontier.max_clock.time_s;
+  const std::vector<CandidatePlan> candidates = GridCandidates(f.frontier, 1.2 * t0);
+  RunOptions run;
+  run.waveform_dt_s = 1e-3;
+  run.timeline_iterations = 1;
+  const SimulationResult aligned =
+      Simulator(f.schedule, f.profile, job, candidates, 0, 0).Run(Policy::kBaseline, run);
+  job.pipeline_offset_s = 0.01;
+  const SimulationResult offset =
+      Simulator(f.schedule, f.profile, job, candidates, 0, 0).Run(Policy::kBaseline, run);
+  EXPECT_NEAR(offset.iterations[0].time_s, aligned.iterations[0].time_s + 3 * 0.01, 1e-9);
+  int events = 0;
+  for (const TimelineEvent& e : offset.timeline) {
+    if (e.kind != EventKind::kOffset) continue;
+    ++events;
+    EXPECT_NEAR(e.duration_s, e.pipeline * 0.01, 1e-12);
+  }
+  EXPECT_EQ(events, 3 * f.schedule.spec.stages);  // pipelines 1..3, every stage
+  GridOptions o;
+  o.ramp_window_s = 0.005;
+  EXPECT_LT(MeasureGrid(offset.waveform, o).ramp_w_per_s,
+            MeasureGrid(aligned.waveform, o).ramp_w_per_s);
+  EXPECT_LT(Relative(offset.waveform.EnergyJ(), offset.TotalEnergy()), 1e-9);
+
+  job.pipeline_offset_s = 0;
+  GridPlanRequest request;
+  request.deadline_s = 1.2 * t0;
+  request.iterations = 3;
+  request.waveform_dt_s = 1e-3;
+  request.options.ramp_window_s = 0.005;
+  const GridPlan free = PlanForGrid(f.schedule, f.profile, job, candidates, 0, request);
+  request.limits.max_ramp_w_per_s = 0.2 * free.firmware.grid.ramp_w_per_s;
+  const GridPlan without = PlanForGrid(f.schedule, f.profile, job, candidates, 0, request);
+  request.offsets_s = SpreadingOffsets(job.pipelines, request.options.ramp_window_s);
+  ASSERT_EQ(request.offsets_s.size(), 4u);
+  EXPECT_NEAR(request.offsets_s[0], 0.005 / 3, 1e-15);
+  const GridPlan with = PlanForGrid(f.schedule, f.profile, job, candidates, 0, request);
+  EXPECT_TRUE(with.chosen.meets);
+  EXPECT_LE(with.chosen.energy_j, without.chosen.energy_j * (1 + 1e-12));
+  const CandidatePlan& c = candidates[static_cast<std::size_t>(with.chosen.candidate)];
+  EXPECT_LE(c.time_s + 3 * with.chosen.offset_s, request.deadline_s * (1 + 1e-12));
+  // The runtime's choice never has an offset; the unshaped list none either.
+  for (const ShapedPoint& p : with.unshaped) EXPECT_EQ(p.offset_s, 0);
+  EXPECT_TRUE(SpreadingOffsets(1, 0.1).empty());
+  request.offsets_s = {-1};
+  EXPECT_NE(InputErrorOf([&] {
+              PlanForGrid(f.schedule, f.profile, job, candidates, 0, request);
+            }).find("GridPlanRequest::offsets_s"),
+            std::string::npos);
+}
+
 TEST(SimulatorTest, TimelineIsChromeTraceJson) {
   const FrontierFixture f;
   JobSpec job;

@@ -55,6 +55,7 @@ struct ShapedPoint {
   double energy_j = 0;  // mean job energy per iteration, filler included
   double filler_j = 0;  // of which burnt by the floor, per iteration
   double floor_w = 0;   // the job's power floor (0: none)
+  double offset_s = 0;  // between the pipelines' starts (JobSpec::pipeline_offset_s)
   GridMetrics grid;     // of the floored waveform
   bool meets = false;   // within the limits
 };
@@ -65,12 +66,24 @@ struct GridPlanRequest {
   double deadline_s = 0;  // candidates slower than this (predicted) are not used; > 0
   int iterations = 4;     // iterations of the healthy job simulated per candidate, >= 1
   double waveform_dt_s = 0.01;
+  // A third lever, none by default: offsets between the pipelines' starts
+  // (JobSpec::pipeline_offset_s) to try with every candidate, each > 0;
+  // a pair is used when the plan's time plus (pipelines - 1) offsets is
+  // within the deadline. Training is unchanged; the pipelines' drops to the
+  // all-reduce come one after another instead of at once.
+  std::vector<double> offsets_s;
 };
 
+// The offsets that spread the pipelines' drops over 1, 2, 4 and 8 ramp
+// windows (GridPlanRequest::offsets_s for `pipelines` pipelines; none for
+// one pipeline).
+std::vector<double> SpreadingOffsets(int pipelines, double ramp_window_s);
+
 struct GridPlan {
-  std::vector<ShapedPoint> unshaped;  // every candidate used, floor 0, in the given order
-  ShapedPoint firmware;               // candidate `baseline` + the least floor that meets
-  ShapedPoint chosen;                 // least energy that meets, over candidates and floors
+  std::vector<ShapedPoint>
+      unshaped;          // every candidate used, floor 0, no offset, in the given order
+  ShapedPoint firmware;  // candidate `baseline` + the least floor that meets
+  ShapedPoint chosen;    // least energy that meets, over candidates, offsets and floors
   // Their GPU power over the simulated iterations, floor applied (the
   // floor's share on the GPUs when GridOptions::host_w > 0).
   Waveform firmware_waveform, chosen_waveform;
@@ -114,8 +127,9 @@ std::vector<GridFrontierRow> RampFrontier(const schedule::Schedule& schedule,
                                           const std::vector<double>& ramps);
 
 // The plan the runtime can run for the grid: the least-energy candidate
-// that meets the limits with no floor (clocks alone: no filler load, which
-// the runtime does not run), or nullptr when none does.
+// that meets the limits with no floor and no offset (clocks alone: the
+// runtime runs no filler load and offsets no pipeline), or nullptr when
+// none does.
 const ShapedPoint* ClocksOnlyChoice(const GridPlan& plan);
 
 // A start ramp: clock caps for a job's first seconds, so that its power

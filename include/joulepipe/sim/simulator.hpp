@@ -119,6 +119,13 @@ struct JobSpec {
   // for both policies alike.
   int checkpoint_every = 0;  // >= 0
   double checkpoint_s = 0;   // finite, >= 0
+  // Offsets between the pipelines' schedules (a grid lever, none by
+  // default): pipeline p starts each iteration p x pipeline_offset_s late,
+  // waiting at P_block, so the pipelines finish (and drop to the
+  // all-reduce) one after another instead of at once. Training is
+  // unchanged (the all-reduce still waits for every pipeline); the
+  // iteration takes up to (pipelines - 1) x the offset longer.
+  double pipeline_offset_s = 0;  // finite, >= 0
   // Clocks while waiting (model/wait_model.hpp; its p_block_w is ignored:
   // p_block_w above is P_block). Uncalibrated (the default): every wait at
   // P_block, exactly as without it. Calibrated: the wait after each

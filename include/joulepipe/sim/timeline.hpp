@@ -19,7 +19,14 @@
 
 namespace joulepipe::sim {
 
-enum class EventKind : std::uint8_t { kInstruction, kWait, kStall, kAllReduce, kCheckpoint };
+enum class EventKind : std::uint8_t {
+  kInstruction,
+  kWait,
+  kStall,
+  kAllReduce,
+  kCheckpoint,
+  kOffset
+};
 const char* EventKindName(EventKind kind);  // "instruction" | "wait" | "stall" | "allreduce"
 
 struct TimelineEvent {
