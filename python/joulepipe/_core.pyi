@@ -171,6 +171,7 @@ class Plan:
     microbatches: int
     chunks: int
     power_limits_w: List[float]
+    pipeline_offset_s: float
     predicted_time_s: Optional[float]
     predicted_energy_j: Optional[float]
     @staticmethod

@@ -280,6 +280,7 @@ class Session:
         self._file_jsonl = False  # the iteration log's format: JSON lines, else CSV
         self._closed = False
         self._plan_waits = False  # a plan file's CoordinatedPlan, started at the first iteration
+        self._offset_s = 0.0  # a grid plan's wait at each step's beginning (this pipeline's)
         self.phase_records: List[PhaseRecord] = []
         self._phase_kind: Optional[str] = None  # the open phase_begin()'s
         self._phase_depth = 0  # phase_begin calls inside the open phase
@@ -451,6 +452,13 @@ class Session:
             return
         self._plan_shape = {"schedule": plan.schedule, "microbatches": plan.microbatches,
                             "chunks": plan.chunks}
+        # A grid plan's offset between the pipelines: this pipeline (its
+        # data-parallel rank) starts each iteration dp_rank x it late.
+        self._offset_s = plan.pipeline_offset_s * self.topo.dp_rank
+        if self._offset_s > 0:
+            self._note(f"pipeline {self.topo.dp_rank} starts each iteration "
+                       f"{self._offset_s * 1e3:.3g} ms late (the plan's offset between "
+                       f"pipelines, {plan.pipeline_offset_s * 1e3:.3g} ms each)")
         self._coordinated = _core.CoordinatedPlan.from_plan(
             self._agent, plan, path, self.topo.rank, stage=self.topo.pp_rank,
             stages=self.topo.pp, through=self._control)
@@ -601,6 +609,10 @@ class Session:
             self._coordinated.on_step_begin()  # a waiting plan first, then the agent's
         elif self._agent is not None:
             self._agent.on_step_begin()
+        if self._offset_s > 0 and self._coordinated is not None and self.failure is None:
+            # The grid plan's offset: this pipeline's work starts later, the
+            # GPU waiting meanwhile (part of the iteration, as simulated).
+            time.sleep(self._offset_s)
 
     # The instruction hooks are the hot path (bench/python_hooks.py): a flag
     # test, then one native call.

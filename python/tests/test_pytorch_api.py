@@ -260,6 +260,29 @@ def test_optimize_applies_a_grid_plans_hold_clock_and_start_ramp(tmp_path):
     assert "waits held at 1410 MHz; start ramp 4 s: 600 1005 MHz" in stderr, stderr
 
 
+def test_a_grid_plans_pipeline_offset_delays_each_pipeline_by_its_rank(tmp_path):
+    """grid.pipeline_offset_s: data-parallel pipeline p waits p x the offset
+    at each step's beginning (inside the iteration, as simulated); pipeline
+    0 does not wait."""
+    path = plan_file(tmp_path, [1005, 900, 1110, 855])
+    plan = json.loads(path.read_text())
+    plan["grid"] = {"hold_frequency": [0], "pipeline_offset_s": 0.25}
+    path.write_text(json.dumps(plan))
+    r, stderr = run_child(tmp_path, f"""
+        times = {{}}
+        for dp_rank in (0, 2):
+            energy = jp.Energy("optimize", plan={str(path)!r}, microbatches=2, dp=3,
+                               dp_rank=dp_rank)
+            times[dp_rank] = [x["time_s"] for x in train(energy, steps=2)]
+        out(times)
+    """)
+    # The loop's own work is 0.3 s a step; pipeline 2 adds 2 x 0.25 s.
+    assert all(t < 0.3 + 0.25 for t in r["0"]), r
+    assert all(t >= 0.3 + 0.5 for t in r["2"]), r
+    assert "pipeline 2 starts each iteration 500 ms late (the plan's offset between pipelines, " \
+           "250 ms each)" in stderr, stderr
+
+
 def test_optimize_applies_a_power_limit_plan_and_locks_no_clock(tmp_path):
     path = plan_file(tmp_path, [1005, 900, 1110, 855])
     plan = json.loads(path.read_text())

@@ -275,18 +275,18 @@ nlohmann::ordered_json PointJson(const sim::ShapedPoint& p,
 }
 
 // The runtime's grid plan (--grid-plan-out): the least-energy plan that
-// meets the limits by clocks alone, its waits held at the stage's highest
+// meets the limits without a floor (clocks, offsets), its waits held at the stage's highest
 // clock (the power the simulation counts for a wait, P_block), and a start
 // ramp. Text for people, the plan file's contents.
 void RuntimePlan(const sim::SimulateOutcome& o, const model::Profile& profile, const GridFlags& f,
                  const sim::GridPlanRequest& r, const sim::GridPlan& plan,
                  const std::vector<sim::CandidatePlan>& candidates, const Unit& u,
                  GridPlanOutput* out) {
-  const sim::ShapedPoint* pick = sim::ClocksOnlyChoice(plan);
+  const sim::ShapedPoint* pick = sim::FloorlessChoice(plan);
   if (pick == nullptr) {
     throw model::InputError(
         "--grid-plan-out",
-        Printf("--grid-plan-out: no plan within the deadline (%.6g s) keeps %s by clocks alone; "
+        Printf("--grid-plan-out: no plan within the deadline (%.6g s) keeps %s without a floor; "
                "it takes a power floor (joulepipe's plan + %.3f %s), which only filler load or "
                "the GPU firmware's power floor burns, and joulepipe's runtime runs neither. "
                "Loosen the limit, or allow slower plans (--slowdown)",
@@ -342,13 +342,15 @@ void RuntimePlan(const sim::SimulateOutcome& o, const model::Profile& profile, c
                                 : ", misses the limit: the profile's clocks are too far apart");
     }
   }
+  shape.pipeline_offset_s = pick->offset_s;
   file.grid = shape;
   out->plan_file = model::PlanToJson(file);
   out->text += Printf(
-      "  runtime plan %s: plan %.3f s, %+.1f%% energy, clocks alone (no floor); waits held at the "
+      "  runtime plan %s: plan %.3f s%s, %+.1f%% energy, no floor; waits held at the "
       "stage's highest clock; %s\n",
-      f.plan_out.c_str(), c.time_s, 100 * (pick->energy_j / plan.unshaped.front().energy_j - 1),
-      ramp_text.c_str());
+      f.plan_out.c_str(), c.time_s,
+      pick->offset_s > 0 ? Printf(" + offsets %.3g ms", pick->offset_s * 1e3).c_str() : "",
+      100 * (pick->energy_j / plan.unshaped.front().energy_j - 1), ramp_text.c_str());
   out->text +=
       "  (the stop is not ramped: the runtime does not know when training ends, so the job's "
       "power falls to idle at once)\n";
@@ -358,7 +360,8 @@ void RuntimePlan(const sim::SimulateOutcome& o, const model::Profile& profile, c
                                {"grid", MetricsJson(pick->grid)},
                                {"hold_mhz", shape.hold_mhz},
                                {"start_ramp_s", shape.start_ramp_s},
-                               {"start_ramp_mhz", shape.start_ramp_mhz}};
+                               {"start_ramp_mhz", shape.start_ramp_mhz},
+                               {"pipeline_offset_s", shape.pipeline_offset_s}};
 }
 
 }  // namespace
@@ -438,7 +441,7 @@ GridPlanOutput GridPlanReport(const sim::SimulateOutcome& o, const model::Profil
     out.text += o.request.job.pipelines > 1
                     ? Printf(
                           "  (offsets tried: pipeline p starts p x %s ms late, within the "
-                          "deadline; the runtime does not apply offsets yet)\n",
+                          "deadline)\n",
                           [&] {
                             std::string list;
                             for (double x : r.offsets_s)

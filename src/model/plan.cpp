@@ -291,6 +291,14 @@ class PlanReader {
              "must be seconds in 0..3600 (0: no start ramp), got " + Show(value["start_ramp_s"]));
       }
     }
+    if (value.contains("pipeline_offset_s")) {
+      grid.pipeline_offset_s = Number(value["pipeline_offset_s"], "grid.pipeline_offset_s");
+      if (grid.pipeline_offset_s < 0 || grid.pipeline_offset_s > kMaxRampS) {
+        Fail("grid.pipeline_offset_s",
+             "must be seconds in 0..3600 (each pipeline's start after the one before it), got " +
+                 Show(value["pipeline_offset_s"]));
+      }
+    }
     const bool has_steps = value.contains("start_ramp_frequencies");
     if (grid.start_ramp_s > 0 && !has_steps) {
       Fail("grid", "has start_ramp_s without start_ramp_frequencies; a start ramp needs both");
@@ -382,6 +390,9 @@ std::string PlanToJson(const Plan& plan) {
     if (plan.grid->start_ramp_s > 0) {
       out += ", \"start_ramp_s\": " + json(plan.grid->start_ramp_s).dump() +
              ", \"start_ramp_frequencies\": " + json(plan.grid->start_ramp_mhz).dump();
+    }
+    if (plan.grid->pipeline_offset_s > 0) {
+      out += ", \"pipeline_offset_s\": " + json(plan.grid->pipeline_offset_s).dump();
     }
     out += "},\n";
   }

@@ -305,6 +305,11 @@ void BindPlan(py::module_& m) {
           },
           py::arg("stage"))
       .def("head_wait", &HeadWaitOf, py::arg("stage"), kHeadWaitDoc)
+      .def_property_readonly(
+          "pipeline_offset_s",
+          [](const model::Plan& p) { return p.grid ? p.grid->pipeline_offset_s : 0.0; },
+          "A grid plan's offset between the pipelines' starts (s): data-parallel pipeline p "
+          "starts each iteration p x this late; 0 for other plans")
       .def("to_json", &model::PlanToJson)
       .def("__repr__", [](const model::Plan& p) {
         return "<Plan " + p.schedule + ": " + std::to_string(p.num_stages) + " stages x " +

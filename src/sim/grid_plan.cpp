@@ -189,7 +189,8 @@ GridPlan Choose(const std::vector<Run>& runs, int baseline, const GridPlanReques
   GridPlan plan;
   plan.chosen.energy_j = std::numeric_limits<double>::infinity();
   for (const auto& [c, offset, result] : runs) {
-    if (offset == 0) plan.unshaped.push_back(Shape(c, 0, result, 0, r));
+    plan.unfloored.push_back(Shape(c, offset, result, 0, r));
+    if (offset == 0) plan.unshaped.push_back(plan.unfloored.back());
     const double floor_w = LeastFloorW(result.waveform, r.limits, r.options);
     const ShapedPoint shaped = Shape(c, offset, result, floor_w, r);
     const double host_w = r.options.host_w;
@@ -273,9 +274,9 @@ std::vector<double> SpreadingOffsets(int pipelines, double ramp_window_s) {
   return out;
 }
 
-const ShapedPoint* ClocksOnlyChoice(const GridPlan& plan) {
+const ShapedPoint* FloorlessChoice(const GridPlan& plan) {
   const ShapedPoint* best = nullptr;
-  for (const ShapedPoint& p : plan.unshaped) {
+  for (const ShapedPoint& p : plan.unfloored) {
     if (p.meets && (best == nullptr || p.energy_j < best->energy_j)) best = &p;
   }
   return best;

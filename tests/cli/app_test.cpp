@@ -170,7 +170,7 @@ TEST_F(AppTest, SimulateGridPlanMeetsARampLimitForLessEnergyThanTheFirmwareFloor
   EXPECT_TRUE(Contains(bad.err, "--min-power-fraction must be 0..1")) << bad.err;
 }
 
-// --grid-plan-out: the runtime's plan for a limit the clocks alone meet:
+// --grid-plan-out: the runtime's plan for a limit met without a floor:
 // the least-energy such plan, its waits held at each stage's highest clock,
 // and a start ramp sized for the ramp limit (ascending caps ending at the
 // highest clock). A file is never replaced without --force, a limit is
@@ -213,6 +213,13 @@ TEST_F(AppTest, SimulateGridPlanOutWritesTheRuntimesShapedPlan) {
           .code,
       0);
   EXPECT_EQ(nlohmann::json::parse(Slurp(out))["grid"]["start_ramp_s"].get<double>(), 2.0);
+  // With --grid-offsets and room for them the plan may carry an offset.
+  const fs::path offset = root_ / "offset.json";
+  const Result with_offsets = Run(job + " --max-slowdown 1.05 --grid-offsets --max-ramp-mw-per-s " +
+                                  "0.5 --grid-plan-out " + Quote(offset));
+  ASSERT_EQ(with_offsets.code, 0) << with_offsets.err;
+  EXPECT_GT(nlohmann::json::parse(Slurp(offset))["grid"].value("pipeline_offset_s", 0.0), 0)
+      << with_offsets.out;
   const Result no_limit = Run(job + " --grid-plan-out " + Quote(root_ / "x.json"));
   EXPECT_EQ(no_limit.code, 2);
   EXPECT_TRUE(Contains(no_limit.err, "--grid-plan-out writes the plan for a grid limit"))
@@ -220,7 +227,7 @@ TEST_F(AppTest, SimulateGridPlanOutWritesTheRuntimesShapedPlan) {
   const Result floor =
       Run(job + " --max-ramp-mw-per-s 0.1 --grid-plan-out " + Quote(root_ / "y.json"));
   EXPECT_EQ(floor.code, 2);
-  EXPECT_TRUE(Contains(floor.err, "by clocks alone; it takes a power floor")) << floor.err;
+  EXPECT_TRUE(Contains(floor.err, "without a floor; it takes a power floor")) << floor.err;
   EXPECT_FALSE(fs::exists(root_ / "y.json"));
 }
 

@@ -349,6 +349,7 @@ TEST(PlanJson, GridShapeRoundTripAndChecks) {
   grid.hold_mhz.front() = 0;
   grid.start_ramp_s = 1.5;
   grid.start_ramp_mhz = {210, 810, 1410};
+  grid.pipeline_offset_s = 0.0125;
   plan.grid = grid;
   const std::string text = PlanToJson(plan);
   EXPECT_NE(text.find("\"grid\": {\"hold_frequency\": [0,"), std::string::npos) << text;
@@ -357,6 +358,7 @@ TEST(PlanJson, GridShapeRoundTripAndChecks) {
   EXPECT_EQ(back.grid->hold_mhz, grid.hold_mhz);
   EXPECT_EQ(back.grid->start_ramp_s, 1.5);
   EXPECT_EQ(back.grid->start_ramp_mhz, grid.start_ramp_mhz);
+  EXPECT_EQ(back.grid->pipeline_offset_s, 0.0125);
   EXPECT_FALSE(PlanFromJson(PlanToJson(SmallPlan()), "p.json").grid.has_value());
   const StageShape last = StageShapeOf(back, static_cast<int>(plan.stages.size()) - 1);
   EXPECT_EQ(last.hold_mhz, 1410);
@@ -383,6 +385,9 @@ TEST(PlanJson, GridShapeRoundTripAndChecks) {
   doc = good;
   doc["grid"]["start_ramp_s"] = 7200;
   ExpectDocError(doc, {"grid.start_ramp_s must be seconds in 0..3600"});
+  doc = good;
+  doc["grid"]["pipeline_offset_s"] = -0.1;
+  ExpectDocError(doc, {"grid.pipeline_offset_s must be seconds in 0..3600"});
   doc = good;
   doc["stages"][0][0]["wait_frequency"] = 600;
   doc["stages"][0][0]["wait_restore_s"] = 0.01;

@@ -800,7 +800,7 @@ TEST(SimulatorTest, PipelineOffsetsStaggerTheDropsAndAreAGridLever) {
   EXPECT_LE(with.chosen.energy_j, without.chosen.energy_j * (1 + 1e-12));
   const CandidatePlan& c = candidates[static_cast<std::size_t>(with.chosen.candidate)];
   EXPECT_LE(c.time_s + 3 * with.chosen.offset_s, request.deadline_s * (1 + 1e-12));
-  // The runtime's choice never has an offset; the unshaped list none either.
+  // The unshaped list (the baseline and energy plan rows) has no offset.
   for (const ShapedPoint& p : with.unshaped) EXPECT_EQ(p.offset_s, 0);
   EXPECT_TRUE(SpreadingOffsets(1, 0.1).empty());
   request.offsets_s = {-1};

@@ -1,5 +1,5 @@
 // PlanStartRamp: the caps a shaped plan's start runs under, sized for a
-// ramp limit, and ClocksOnlyChoice.
+// ramp limit, and FloorlessChoice.
 #include <algorithm>
 #include <cstdint>
 
@@ -110,18 +110,22 @@ TEST(StartRamp, BadRequestsNameTheirField) {
   }
 }
 
-TEST(StartRamp, ClocksOnlyChoiceIsTheLeastEnergyPlanThatMeetsWithoutAFloor) {
+TEST(StartRamp, FloorlessChoiceIsTheLeastEnergyPairThatMeetsWithoutAFloor) {
   GridPlan plan;
-  plan.unshaped.resize(3);
-  plan.unshaped[0].energy_j = 10;  // meets
-  plan.unshaped[0].meets = true;
-  plan.unshaped[1].energy_j = 7;  // misses
-  plan.unshaped[2].energy_j = 8;  // meets
-  plan.unshaped[2].meets = true;
-  ASSERT_NE(ClocksOnlyChoice(plan), nullptr);
-  EXPECT_EQ(ClocksOnlyChoice(plan)->energy_j, 8);
-  plan.unshaped[0].meets = plan.unshaped[2].meets = false;
-  EXPECT_EQ(ClocksOnlyChoice(plan), nullptr);
+  plan.unfloored.resize(4);
+  plan.unfloored[0].energy_j = 10;  // meets
+  plan.unfloored[0].meets = true;
+  plan.unfloored[1].energy_j = 7;  // misses
+  plan.unfloored[2].energy_j = 8;  // meets
+  plan.unfloored[2].meets = true;
+  plan.unfloored[3].energy_j = 7.5;  // meets, with an offset
+  plan.unfloored[3].offset_s = 0.01;
+  plan.unfloored[3].meets = true;
+  ASSERT_NE(FloorlessChoice(plan), nullptr);
+  EXPECT_EQ(FloorlessChoice(plan)->energy_j, 7.5);
+  EXPECT_EQ(FloorlessChoice(plan)->offset_s, 0.01);
+  for (ShapedPoint& p : plan.unfloored) p.meets = false;
+  EXPECT_EQ(FloorlessChoice(plan), nullptr);
 }
 
 }  // namespace

@@ -24,14 +24,17 @@
 // --grid-plan-out`) shapes the job's power for the grid, not only its
 // energy:
 //   "grid":{"hold_frequency":[MHz per stage], "start_ramp_s":R,
-//           "start_ramp_frequencies":[MHz, ...]}
+//           "start_ramp_frequencies":[MHz, ...], "pipeline_offset_s":D}
 // hold_frequency: the clock every wait inside a step runs at (bubbles,
 // point-to-point waits), so that waits draw what the planner counted for
 // them rather than whatever the last instruction's lowered clock draws;
 // 0 = not held. start_ramp: for the first R seconds of training the clocks
 // are capped by the listed clocks in turn (ascending, R / count seconds
 // each; the steps between training steps too), so the job's power rises in
-// steps the grid's ramp limit accepts instead of at once. A grid plan
+// steps the grid's ramp limit accepts instead of at once. pipeline_offset_s
+// (optional, 0): data-parallel pipeline p starts each iteration p x D late,
+// so the pipelines' drops to the all-reduce come one after another (the
+// Python session waits that long at each step's beginning). A grid plan
 // lowers no wait (no wait_frequency, no head_waits) and sets no power limit.
 //
 // A plan from a profile with knob columns (model/profile.hpp) names each
@@ -76,6 +79,9 @@ struct GridShape {
   std::vector<int> hold_mhz;        // one per stage; 0 = waits not held
   double start_ramp_s = 0;          // 0 = no start ramp
   std::vector<int> start_ramp_mhz;  // ascending clock caps; empty iff start_ramp_s == 0
+  // Pipeline p (its data-parallel rank) starts each iteration p x this
+  // late, waiting at default clocks (sim::JobSpec::pipeline_offset_s).
+  double pipeline_offset_s = 0;  // 0..3600
 };
 
 // The most steps a start ramp may have, and its longest duration.

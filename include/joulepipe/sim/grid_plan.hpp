@@ -80,8 +80,10 @@ struct GridPlanRequest {
 std::vector<double> SpreadingOffsets(int pipelines, double ramp_window_s);
 
 struct GridPlan {
-  std::vector<ShapedPoint>
-      unshaped;          // every candidate used, floor 0, no offset, in the given order
+  // Every candidate used, floor 0, no offset, in the given order.
+  std::vector<ShapedPoint> unshaped;
+  // Every (candidate, offset) pair used, floor 0.
+  std::vector<ShapedPoint> unfloored;
   ShapedPoint firmware;  // candidate `baseline` + the least floor that meets
   ShapedPoint chosen;    // least energy that meets, over candidates, offsets and floors
   // Their GPU power over the simulated iterations, floor applied (the
@@ -126,11 +128,10 @@ std::vector<GridFrontierRow> RampFrontier(const schedule::Schedule& schedule,
                                           int baseline, GridPlanRequest request,
                                           const std::vector<double>& ramps);
 
-// The plan the runtime can run for the grid: the least-energy candidate
-// that meets the limits with no floor and no offset (clocks alone: the
-// runtime runs no filler load and offsets no pipeline), or nullptr when
-// none does.
-const ShapedPoint* ClocksOnlyChoice(const GridPlan& plan);
+// The plan the runtime can run for the grid: the least-energy (candidate,
+// offset) pair that meets the limits with no floor (the runtime runs no
+// filler load), or nullptr when none does.
+const ShapedPoint* FloorlessChoice(const GridPlan& plan);
 
 // A start ramp: clock caps for a job's first seconds, so that its power
 // rises from idle to its compute power in steps a ramp limit accepts
