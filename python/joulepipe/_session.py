@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -293,6 +294,7 @@ class Session:
             except Exception as error:
                 self._note(f"no GPU energy for this rank ({error}); logging time only")
         self._trace: Any = None
+        self._trace_writer: Optional[threading.Thread] = None
         self._start_power_trace()
         if options.log_path:
             self._open_log(options.log_path.replace("{rank}", str(topology.rank)))
@@ -333,11 +335,24 @@ class Session:
                    f"{self.options.power_trace_ms:g} ms for {self.options.power_trace_s:g} s "
                    f"into {path}")
 
-    def _write_power_trace(self) -> None:
-        """Once the trace is over (or at close): the file, and one line."""
+    def _write_power_trace(self, background: bool = False) -> None:
+        """Once the trace is over (on a thread: a day's trace is seconds of
+        writing, not the training thread's) or at close (at once, after a
+        write still running): the file, and one line."""
         trace, self._trace = self._trace, None
         if trace is None:
+            writer, self._trace_writer = self._trace_writer, None
+            if writer is not None and not background:
+                writer.join(timeout=120)
             return
+        if background:
+            self._trace_writer = threading.Thread(target=self._write_trace_file, args=(trace,),
+                                                  name="joulepipe-power-trace", daemon=True)
+            self._trace_writer.start()
+        else:
+            self._write_trace_file(trace)
+
+    def _write_trace_file(self, trace: Any) -> None:
         path = power_trace_path(self.options, self.topo)
         try:
             got = trace.write(path, self.topo.rank, self._gpu.get("name", "") if self._gpu else "")
@@ -763,7 +778,7 @@ class Session:
         if self._trace is not None:
             self._trace.mark_step_end(record.iteration)
             if self._trace.done:
-                self._write_power_trace()
+                self._write_power_trace(background=True)
         self._iteration += 1
         self.records.append(record)
         self._write(record)

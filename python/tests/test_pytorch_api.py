@@ -409,6 +409,23 @@ def test_example_power_traces_join_into_the_jobs(tmp_path):
     assert "power_trace: " in r and "exists; joulepipe does not replace it" in r, r
 
 
+def test_a_power_trace_over_before_training_ends_is_written_then(tmp_path):
+    """power_trace_s shorter than training: the trace stops by itself, is
+    written off the training thread, and only the step ends inside it are
+    marked."""
+    r, stderr = run_child(tmp_path, """
+        energy = jp.Energy("measure", microbatches=2, power_trace="trace.json",
+                           power_trace_ms=20, power_trace_s=1.0)
+        train(energy, steps=6)  # 0.3 s a step: 1.8 s
+        out(open("trace.json").read())
+    """)
+    trace = json.loads(r)
+    assert 0 < len(trace["samples"]) <= 51, len(trace["samples"])
+    ends = [i for i, _ in trace["step_ends"]]
+    assert 1 <= len(ends) < 6 and ends == list(range(len(ends))), ends
+    assert "power trace written to trace.json" in stderr, stderr
+
+
 def test_example_profile_then_plan_then_optimize(tmp_path):
     # Wide layers: each instruction is milliseconds of CPU work, so timing
     # noise stays within what the planner's plausibility check allows. A CPU

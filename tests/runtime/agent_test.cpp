@@ -242,6 +242,21 @@ TEST(AgentTest, PlannedHeadWaitLowersTheClockAtTheStepsBeginning) {
   EXPECT_EQ(f.agent->stats().lowered_waits, 1u);
 }
 
+// One step of SimplePlan(1, ...), waiting after every hook until the
+// controller has applied it (so no request coalesces).
+void RunOneStepSlowly(Agent* agent) {
+  agent->OnStepBegin();
+  ASSERT_TRUE(agent->WaitIdle());
+  for (Kind kind : {Kind::kForward, Kind::kBackward}) {
+    agent->OnInstructionBegin(kind, 0, 0);
+    ASSERT_TRUE(agent->WaitIdle());
+    agent->OnInstructionEnd(kind, 0, 0);
+    ASSERT_TRUE(agent->WaitIdle());
+  }
+  agent->OnStepEnd();
+  ASSERT_TRUE(agent->WaitIdle());
+}
+
 // A grid plan's hold clock: every instruction's end locks it (it takes
 // precedence over the idle clock), the next instruction's begin its own
 // clock, and the step's end the default clocks.
@@ -250,17 +265,7 @@ TEST(AgentTest, GridPlanHoldsEveryWaitAtItsClock) {
   model::StageShape shape;
   shape.hold_mhz = 1410;
   f.agent->SetPlan(SimplePlan(1, 1000, 1200), {}, shape);
-  for (int step = 0; step < 2; ++step) {
-    f.agent->OnStepBegin();
-    for (Kind kind : {Kind::kForward, Kind::kBackward}) {
-      f.agent->OnInstructionBegin(kind, 0, 0);
-      ASSERT_TRUE(f.agent->WaitIdle());
-      f.agent->OnInstructionEnd(kind, 0, 0);
-      ASSERT_TRUE(f.agent->WaitIdle());
-    }
-    f.agent->OnStepEnd();
-    ASSERT_TRUE(f.agent->WaitIdle());
-  }
+  for (int step = 0; step < 2; ++step) RunOneStepSlowly(f.agent.get());
   const Calls one = {"lock 2 1000 1000", "lock 2 1410 1410", "lock 2 1200 1200", "lock 2 1410 1410",
                      "restore"};
   Calls two = one;
@@ -279,18 +284,7 @@ TEST(AgentTest, StartRampCapsClocksUntilItIsOver) {
   shape.hold_mhz = 1410;
   shape.start_ramp_s = 2.0;  // two steps of 1 s: long enough for a loaded machine
   shape.start_ramp_mhz = {300, 1100};
-  const auto step = [&f] {
-    f.agent->OnStepBegin();
-    ASSERT_TRUE(f.agent->WaitIdle());
-    for (Kind kind : {Kind::kForward, Kind::kBackward}) {
-      f.agent->OnInstructionBegin(kind, 0, 0);
-      ASSERT_TRUE(f.agent->WaitIdle());
-      f.agent->OnInstructionEnd(kind, 0, 0);
-      ASSERT_TRUE(f.agent->WaitIdle());
-    }
-    f.agent->OnStepEnd();
-    ASSERT_TRUE(f.agent->WaitIdle());
-  };
+  const auto step = [&f] { RunOneStepSlowly(f.agent.get()); };
   f.agent->SetPlan(SimplePlan(1, 1000, 1200), {}, shape);
   const auto start = std::chrono::steady_clock::now();
   const auto since = [start] {
