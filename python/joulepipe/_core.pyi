@@ -172,6 +172,7 @@ class Plan:
     chunks: int
     power_limits_w: List[float]
     pipeline_offset_s: float
+    stop_ramp_s: float
     predicted_time_s: Optional[float]
     predicted_energy_j: Optional[float]
     @staticmethod

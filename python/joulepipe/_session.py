@@ -73,6 +73,9 @@ class Options:
     power_trace: Optional[str] = None
     power_trace_ms: float = 10.0
     power_trace_s: float = 60.0
+    # The last training iteration (as iteration_begin numbers them), when
+    # known: a grid plan's stop ramp begins that many seconds before it.
+    last_iteration: Optional[int] = None
 
 
 # The most characters of a profile read from profile= (model::kMaxInputFileBytes).
@@ -225,6 +228,10 @@ class Session:
             raise ValueError(f"mode must be one of measure, profile, optimize (got {options.mode!r})")
         check_max_slowdown(options.max_slowdown)
         check_power_trace(options, topology)
+        last = options.last_iteration
+        if last is not None and (not isinstance(last, int) or isinstance(last, bool) or last < 0):
+            raise ValueError(f"last_iteration is the last training step's number (as the loop "
+                             f"counts them, from 0), a whole number >= 0 (got {last!r})")
         self.options = options
         self.topo = topology
         from joulepipe._exchange import Link
@@ -282,6 +289,7 @@ class Session:
         self._closed = False
         self._plan_waits = False  # a plan file's CoordinatedPlan, started at the first iteration
         self._offset_s = 0.0  # a grid plan's wait at each step's beginning (this pipeline's)
+        self._stop_ramp_s = 0.0  # a grid plan's stop ramp, until it has begun
         self.phase_records: List[PhaseRecord] = []
         self._phase_kind: Optional[str] = None  # the open phase_begin()'s
         self._phase_depth = 0  # phase_begin calls inside the open phase
@@ -470,6 +478,11 @@ class Session:
         # A grid plan's offset between the pipelines: this pipeline (its
         # data-parallel rank) starts each iteration dp_rank x it late.
         self._offset_s = plan.pipeline_offset_s * self.topo.dp_rank
+        self._stop_ramp_s = plan.stop_ramp_s
+        if self._stop_ramp_s > 0 and self.options.last_iteration is None:
+            self._note(f"the plan ramps the job's stop over {self._stop_ramp_s:g} s, but the "
+                       "last iteration is not known (last_iteration=, Megatron-LM's "
+                       "--train-iters): the stop is not ramped")
         if self._offset_s > 0:
             self._note(f"pipeline {self.topo.dp_rank} starts each iteration "
                        f"{self._offset_s * 1e3:.3g} ms late (the plan's offset between "
@@ -624,10 +637,29 @@ class Session:
             self._coordinated.on_step_begin()  # a waiting plan first, then the agent's
         elif self._agent is not None:
             self._agent.on_step_begin()
+        if self._stop_ramp_s > 0 and self.options.last_iteration is not None:
+            self._maybe_begin_stop_ramp(number)
         if self._offset_s > 0 and self._coordinated is not None and self.failure is None:
             # The grid plan's offset: this pipeline's work starts later, the
             # GPU waiting meanwhile (part of the iteration, as simulated).
             time.sleep(self._offset_s)
+
+    def _maybe_begin_stop_ramp(self, number: Optional[int]) -> None:
+        """Once the iterations left (this one included), at the median of the
+        last ten iterations' times, fit in the plan's stop ramp: the agent
+        lowers the clocks in steps from here on."""
+        current = number if number is not None else self._iteration
+        left = self.options.last_iteration - current + 1
+        times = sorted(r.time_s for r in self.records[-10:])
+        if left < 1 or not times or self._agent is None or self.failure is not None:
+            return
+        seconds = left * times[len(times) // 2]
+        if seconds > self._stop_ramp_s:
+            return
+        self._stop_ramp_s = 0.0  # once
+        if self._agent.begin_stop_ramp(seconds):
+            self._note(f"ramping the job's stop: clocks step down over the last {left} "
+                       f"iteration(s), about {seconds:.3g} s")
 
     # The instruction hooks are the hot path (bench/python_hooks.py): a flag
     # test, then one native call.

@@ -92,8 +92,9 @@ class Energy:
         ranks' joulepipe threads), power_trace (a file per rank, "{rank}"
         replaced: the GPU's power every power_trace_ms, default 10, for
         power_trace_s, default 60, from here on; `joulepipe power --join`
-        joins the ranks' into the job's). Bad values raise ValueError here,
-        before training."""
+        joins the ranks' into the job's), last_iteration (the last step's
+        number, from 0: a grid plan's stop ramp begins that long before it).
+        Bad values raise ValueError here, before training."""
         unknown = sorted(set(options) - set(Options.__dataclass_fields__))
         if unknown:
             raise TypeError(f"Energy() got unknown option(s) {', '.join(unknown)}; known: "

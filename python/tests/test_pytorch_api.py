@@ -217,7 +217,7 @@ def test_optimize_applies_a_plan_files_wait_clocks(tmp_path):
               if c["function"] == "nvmlDeviceSetGpuLockedClocks"]
     # Per step: the head wait, F0 (restored before it began), the wait after
     # it, B0, F1, B1.
-    assert locked == [705, 1005, 600, 900, 1110, 855] * 2, (locked, stderr)
+    assert locked == [705, 1005, 600, 900, 1110, 855] * 2, (str(locked), stderr)
     assert "head-wait@705 F0@1005/wait@600" in stderr, stderr
 
 
@@ -254,7 +254,7 @@ def test_optimize_applies_a_grid_plans_hold_clock_and_start_ramp(tmp_path):
     # held at 1410 (step 3's F0 finds 1005 still locked from the ramp).
     after = [900, 1410, 1110, 1410, 855, 1410]
     assert locked == ([600] + [1005, 900, 1005, 855, 1005] + [1410] + after
-                      + [1005, 1410] + after), (locked, stderr)
+                      + [1005, 1410] + after), (str(locked), stderr)
     resets = [c for c in calls(tmp_path) if c["function"] == "nvmlDeviceResetGpuLockedClocks"]
     assert len(resets) >= 2, stderr  # steps 3 and 4 end at default clocks
     assert "waits held at 1410 MHz; start ramp 4 s: 600 1005 MHz" in stderr, stderr
@@ -281,6 +281,34 @@ def test_a_grid_plans_pipeline_offset_delays_each_pipeline_by_its_rank(tmp_path)
     assert all(t >= 0.3 + 0.5 for t in r["2"]), r
     assert "pipeline 2 starts each iteration 500 ms late (the plan's offset between pipelines, " \
            "250 ms each)" in stderr, stderr
+
+
+def test_a_grid_plans_stop_ramp_steps_the_clocks_down_before_the_last_step(tmp_path):
+    """grid.stop_ramp_s with last_iteration: once the steps left fit in the
+    ramp, the clocks step down through the start ramp's clocks, the lowest
+    held to the end; then the reset."""
+    path = plan_file(tmp_path, [1005, 900, 1110, 855])
+    plan = json.loads(path.read_text())
+    plan["grid"] = {"hold_frequency": [0], "start_ramp_s": 0.001,
+                    "start_ramp_frequencies": [600, 1005], "stop_ramp_s": 0.5}
+    path.write_text(json.dumps(plan))
+    r, stderr = run_child(tmp_path, f"""
+        energy = jp.Energy("optimize", plan={str(path)!r}, microbatches=2, last_iteration=5)
+        out(train(energy, steps=6))  # 0.3 s a step: the ramp begins at step 5 (0.3 s left)
+    """)
+    assert "ramping the job's stop: clocks step down over the last 1 iteration(s)" in stderr, stderr
+    log = calls(tmp_path)
+    locked = [c["args"]["max_mhz"] if c["function"] == "nvmlDeviceSetGpuLockedClocks" else 0
+              for c in log]
+    assert log[-1]["function"] == "nvmlDeviceResetGpuLockedClocks", log[-3:]
+    # The last step under the stop ramp: F1's 1110 capped, B1 and the
+    # step's end at the lowest clock, 600, held until the close's reset.
+    # (Steps run back to back here, so a step end's reset coalesces with the
+    # next step's first clock and does not show.)
+    assert locked[-2] == 600 and 1110 not in locked[-4:], str(locked)
+    with pytest.raises(ValueError, match="last_iteration is the last training step's number"):
+        import joulepipe.pytorch as jp
+        jp.Energy("measure", last_iteration=-1)
 
 
 def test_optimize_applies_a_power_limit_plan_and_locks_no_clock(tmp_path):

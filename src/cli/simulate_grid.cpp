@@ -331,6 +331,7 @@ void RuntimePlan(const sim::SimulateOutcome& o, const model::Profile& profile, c
     } else {
       shape.start_ramp_s = std::round(sr.seconds() * 1e6) / 1e6;  // 0.3, not 0.30000000000000004
       shape.start_ramp_mhz = sr.mhz;
+      shape.stop_ramp_s = shape.start_ramp_s;  // the same steps, descending
       ramp_text = Printf(
           "start ramp %.3g s in %zu steps, %d..%d MHz: %.3f to %.3f %s, largest step %.3f %s "
           "(%.2f %s/s%s)",
@@ -352,8 +353,15 @@ void RuntimePlan(const sim::SimulateOutcome& o, const model::Profile& profile, c
       pick->offset_s > 0 ? Printf(" + offsets %.3g ms", pick->offset_s * 1e3).c_str() : "",
       100 * (pick->energy_j / plan.unshaped.front().energy_j - 1), ramp_text.c_str());
   out->text +=
-      "  (the stop is not ramped: the runtime does not know when training ends, so the job's "
-      "power falls to idle at once)\n";
+      shape.stop_ramp_s > 0
+          ? Printf(
+                "  (the stop: the same caps descending over the job's last %.3g s, when the "
+                "session knows the last iteration, last_iteration= or Megatron-LM's "
+                "--train-iters; then its last step, the lowest cap to idle)\n",
+                shape.stop_ramp_s)
+          : std::string(
+                "  (no stop ramp: the job's power falls to idle at once when training "
+                "ends)\n");
   out->json["runtime_plan"] = {{"file", f.plan_out},
                                {"plan_time_s", c.time_s},
                                {"energy_j", pick->energy_j},
@@ -361,7 +369,8 @@ void RuntimePlan(const sim::SimulateOutcome& o, const model::Profile& profile, c
                                {"hold_mhz", shape.hold_mhz},
                                {"start_ramp_s", shape.start_ramp_s},
                                {"start_ramp_mhz", shape.start_ramp_mhz},
-                               {"pipeline_offset_s", shape.pipeline_offset_s}};
+                               {"pipeline_offset_s", shape.pipeline_offset_s},
+                               {"stop_ramp_s", shape.stop_ramp_s}};
 }
 
 }  // namespace

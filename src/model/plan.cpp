@@ -299,7 +299,19 @@ class PlanReader {
                  Show(value["pipeline_offset_s"]));
       }
     }
+    if (value.contains("stop_ramp_s")) {
+      grid.stop_ramp_s = Number(value["stop_ramp_s"], "grid.stop_ramp_s");
+      if (grid.stop_ramp_s < 0 || grid.stop_ramp_s > kMaxRampS) {
+        Fail("grid.stop_ramp_s",
+             "must be seconds in 0..3600 (0: no stop ramp), got " + Show(value["stop_ramp_s"]));
+      }
+    }
     const bool has_steps = value.contains("start_ramp_frequencies");
+    if (grid.stop_ramp_s > 0 && !has_steps) {
+      Fail("grid",
+           "has stop_ramp_s without start_ramp_frequencies; the stop ramp runs the start "
+           "ramp's clocks in descending order");
+    }
     if (grid.start_ramp_s > 0 && !has_steps) {
       Fail("grid", "has start_ramp_s without start_ramp_frequencies; a start ramp needs both");
     }
@@ -391,6 +403,9 @@ std::string PlanToJson(const Plan& plan) {
       out += ", \"start_ramp_s\": " + json(plan.grid->start_ramp_s).dump() +
              ", \"start_ramp_frequencies\": " + json(plan.grid->start_ramp_mhz).dump();
     }
+    if (plan.grid->stop_ramp_s > 0) {
+      out += ", \"stop_ramp_s\": " + json(plan.grid->stop_ramp_s).dump();
+    }
     if (plan.grid->pipeline_offset_s > 0) {
       out += ", \"pipeline_offset_s\": " + json(plan.grid->pipeline_offset_s).dump();
     }
@@ -418,6 +433,7 @@ StageShape StageShapeOf(const Plan& plan, int stage) {
   }
   shape.start_ramp_s = plan.grid->start_ramp_s;
   shape.start_ramp_mhz = plan.grid->start_ramp_mhz;
+  shape.stop_ramp_s = plan.grid->stop_ramp_s;
   return shape;
 }
 

@@ -103,6 +103,15 @@ void BindAgent(py::module_& m) {
              if (runtime::Agent* agent = a.agent()) agent->OnStepEnd();
            })
       .def(
+          "begin_stop_ramp",
+          [](A& a, double seconds) {
+            runtime::Agent* agent = a.agent();
+            return agent != nullptr && agent->BeginStopRamp(seconds);
+          },
+          py::arg("seconds"),
+          "A grid plan's stop ramp: training ends in about `seconds`; False when there is "
+          "none to begin (Agent::BeginStopRamp)")
+      .def(
           "on_instruction_begin",
           [](A& a, model::Kind kind, int microbatch, int chunk) {
             if (runtime::Agent* agent = a.agent()) {

@@ -310,6 +310,10 @@ void BindPlan(py::module_& m) {
           [](const model::Plan& p) { return p.grid ? p.grid->pipeline_offset_s : 0.0; },
           "A grid plan's offset between the pipelines' starts (s): data-parallel pipeline p "
           "starts each iteration p x this late; 0 for other plans")
+      .def_property_readonly(
+          "stop_ramp_s", [](const model::Plan& p) { return p.grid ? p.grid->stop_ramp_s : 0.0; },
+          "A grid plan's stop ramp (s): the start ramp's clocks descending over the job's last "
+          "this many seconds; 0 for none")
       .def("to_json", &model::PlanToJson)
       .def("__repr__", [](const model::Plan& p) {
         return "<Plan " + p.schedule + ": " + std::to_string(p.num_stages) + " stages x " +

@@ -89,6 +89,11 @@ struct Agent::State {
   bool ramp_started = false;
   bool ramping = false;
   SteadyClock::time_point ramp_start;
+  // The stop ramp (training thread only): from BeginStopRamp on, the start
+  // ramp's clocks descending over stop_s, then the lowest held.
+  bool stopping = false;
+  double stop_s = 0;
+  SteadyClock::time_point stop_start;
   bool power_limit_plan = false;  // execute mode: no clock requests
   std::size_t position = 0;       // next plan entry
   bool in_instruction = false;
@@ -152,6 +157,14 @@ struct Agent::State {
   // The start ramp's clock cap now, or 0 when no ramp runs (it ends here
   // once its time is up).
   int RampCap() noexcept {
+    if (stopping) {
+      const std::size_t n = shape.start_ramp_mhz.size();
+      if (n == 0) return 0;
+      const double elapsed = std::chrono::duration<double>(SteadyClock::now() - stop_start).count();
+      if (elapsed >= stop_s) return shape.start_ramp_mhz.front();
+      const auto step = static_cast<std::size_t>(elapsed / stop_s * static_cast<double>(n));
+      return shape.start_ramp_mhz[n - 1 - (step < n ? step : n - 1)];
+    }
     if (!ramping) return 0;
     const double elapsed = std::chrono::duration<double>(SteadyClock::now() - ramp_start).count();
     const std::size_t n = shape.start_ramp_mhz.size();
@@ -264,6 +277,7 @@ void Agent::SetPlan(std::vector<model::PlannedInstruction> stage_plan, model::He
   s.head_wait = head_wait;
   s.shape = std::move(shape);
   if (s.shape.start_ramp_s <= 0 || s.shape.start_ramp_mhz.empty()) s.ramping = false;
+  if (s.shape.stop_ramp_s <= 0 || s.shape.start_ramp_mhz.empty()) s.stopping = false;
   s.power_limit_plan = false;
   s.source.reset();
   s.ResetTracking();
@@ -351,7 +365,8 @@ void Agent::OnStepBegin() noexcept {
       s.ramping = true;
       s.ramp_start = SteadyClock::now();
     }
-    if (mode == Mode::kExecute && s.ramping && s.controller && !s.power_limit_plan) {
+    if (mode == Mode::kExecute && (s.ramping || s.stopping) && s.controller &&
+        !s.power_limit_plan) {
       // The wait before the first instruction, at the ramp's clock (none
       // once the ramp is over: the step end's default clocks stand).
       const int cap = s.RampCap();
@@ -508,6 +523,22 @@ void Agent::OnInstructionEnd(model::Kind kind, int microbatch, int chunk) noexce
   } catch (...) {
     s.FallBack("instruction end failed: unknown exception", true);
   }
+}
+
+bool Agent::BeginStopRamp(double seconds) noexcept {
+  State& s = *state_;
+  if (s.mode.load(std::memory_order_acquire) != Mode::kExecute || s.power_limit_plan ||
+      s.stopping || s.shape.stop_ramp_s <= 0 || s.shape.start_ramp_mhz.empty() || !(seconds > 0) ||
+      !s.controller) {
+    return false;
+  }
+  s.ramping = false;  // the stop ramp takes over from a start ramp still running
+  s.stopping = true;
+  s.stop_s = std::min(seconds, s.shape.stop_ramp_s);
+  s.stop_start = SteadyClock::now();
+  Bump(s.ramp_capped);
+  s.controller->Request(s.RampCap());
+  return true;
 }
 
 std::string_view Agent::planned_knobs() const noexcept {

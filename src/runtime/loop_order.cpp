@@ -89,6 +89,7 @@ std::string ShapeText(const model::StageShape& shape) {
     for (int mhz : shape.start_ramp_mhz) out += " " + std::to_string(mhz);
     out += " MHz";
   }
+  if (shape.stop_ramp_s > 0) out += "; stop ramp " + model::Format("%g", shape.stop_ramp_s) + " s";
   return out;
 }
 

@@ -186,7 +186,8 @@ TEST_F(AppTest, SimulateGridPlanOutWritesTheRuntimesShapedPlan) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(Contains(r.out, "runtime plan " + out.string() + ": plan 15.679 s, -13.6% energy"))
       << r.out;
-  EXPECT_TRUE(Contains(r.out, "the stop is not ramped")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "the stop: the same caps descending over the job's last 0.3 s"))
+      << r.out;
   const nlohmann::json plan = nlohmann::json::parse(Slurp(out));
   ASSERT_TRUE(plan.contains("grid")) << plan.dump();
   EXPECT_EQ(plan["grid"]["hold_frequency"],
@@ -197,6 +198,7 @@ TEST_F(AppTest, SimulateGridPlanOutWritesTheRuntimesShapedPlan) {
   EXPECT_EQ(ramp.back(), 1410);
   EXPECT_NEAR(plan["grid"]["start_ramp_s"].get<double>(), 0.1 * static_cast<double>(ramp.size()),
               1e-9);
+  EXPECT_EQ(plan["grid"]["stop_ramp_s"], plan["grid"]["start_ramp_s"]);
   EXPECT_NEAR(plan["predicted"]["time_s"].get<double>(), 15.679, 1e-3);
   // It is a plan every command reads: evaluate replays it.
   const Result evaluated = Run(

@@ -350,6 +350,7 @@ TEST(PlanJson, GridShapeRoundTripAndChecks) {
   grid.start_ramp_s = 1.5;
   grid.start_ramp_mhz = {210, 810, 1410};
   grid.pipeline_offset_s = 0.0125;
+  grid.stop_ramp_s = 1.5;
   plan.grid = grid;
   const std::string text = PlanToJson(plan);
   EXPECT_NE(text.find("\"grid\": {\"hold_frequency\": [0,"), std::string::npos) << text;
@@ -359,6 +360,8 @@ TEST(PlanJson, GridShapeRoundTripAndChecks) {
   EXPECT_EQ(back.grid->start_ramp_s, 1.5);
   EXPECT_EQ(back.grid->start_ramp_mhz, grid.start_ramp_mhz);
   EXPECT_EQ(back.grid->pipeline_offset_s, 0.0125);
+  EXPECT_EQ(back.grid->stop_ramp_s, 1.5);
+  EXPECT_EQ(StageShapeOf(back, 0).stop_ramp_s, 1.5);
   EXPECT_FALSE(PlanFromJson(PlanToJson(SmallPlan()), "p.json").grid.has_value());
   const StageShape last = StageShapeOf(back, static_cast<int>(plan.stages.size()) - 1);
   EXPECT_EQ(last.hold_mhz, 1410);
@@ -378,6 +381,8 @@ TEST(PlanJson, GridShapeRoundTripAndChecks) {
   ExpectDocError(doc, {"grid.start_ramp_frequencies[1] is 810 MHz, below the step before it"});
   doc = good;
   doc["grid"].erase("start_ramp_frequencies");
+  ExpectDocError(doc, {"grid has stop_ramp_s without start_ramp_frequencies"});
+  doc["grid"].erase("stop_ramp_s");
   ExpectDocError(doc, {"grid has start_ramp_s without start_ramp_frequencies"});
   doc = good;
   doc["grid"]["start_ramp_s"] = 0;

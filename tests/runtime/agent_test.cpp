@@ -307,6 +307,36 @@ TEST(AgentTest, StartRampCapsClocksUntilItIsOver) {
   EXPECT_GE(f.agent->stats().ramp_capped, 9u);
 }
 
+// The stop ramp: once begun, the start ramp's clocks descending (between
+// steps too), then the lowest held; refused without one, and only once.
+TEST(AgentTest, StopRampStepsTheClocksDownAndHoldsTheLowest) {
+  Fixture f;
+  f.agent->SetPlan(SimplePlan(1, 1000, 1200));
+  EXPECT_FALSE(f.agent->BeginStopRamp(1.0));  // no stop ramp in the plan
+  model::StageShape shape;
+  shape.start_ramp_s = 0.001;  // over before the first step's hooks
+  shape.start_ramp_mhz = {300, 1100};
+  shape.stop_ramp_s = 2.0;
+  f.agent->SetPlan(SimplePlan(1, 1000, 1200), {}, shape);
+  f.agent->OnStepBegin();  // starts the (already spent) start ramp
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  RunOneStepSlowly(f.agent.get());
+  const std::size_t before = f.control->calls().size();
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(f.agent->BeginStopRamp(10.0));  // capped at stop_ramp_s: 1 s a clock
+  EXPECT_FALSE(f.agent->BeginStopRamp(10.0));
+  ASSERT_TRUE(f.agent->WaitIdle());
+  RunOneStepSlowly(f.agent.get());  // within the first second: capped at 1100
+  ASSERT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0)
+      << "the machine is too slow for this test's timing";
+  std::this_thread::sleep_until(start + std::chrono::milliseconds(2100));
+  RunOneStepSlowly(f.agent.get());  // after it: the lowest, held, between steps too
+  const Calls all = f.control->calls();
+  const Calls after(all.begin() + static_cast<std::ptrdiff_t>(before), all.end());
+  EXPECT_EQ(after,
+            Calls({"lock 2 1100 1100", "lock 2 1000 1000", "lock 2 1100 1100", "lock 2 300 300"}));
+}
+
 TEST(AgentTest, IdleClockAndNextClockCoalesceWhileTheControlIsBusy) {
   Fixture f(600);
   f.agent->SetPlan(SimplePlan(2, 1000, 1200));

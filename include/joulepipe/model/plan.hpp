@@ -24,7 +24,8 @@
 // --grid-plan-out`) shapes the job's power for the grid, not only its
 // energy:
 //   "grid":{"hold_frequency":[MHz per stage], "start_ramp_s":R,
-//           "start_ramp_frequencies":[MHz, ...], "pipeline_offset_s":D}
+//           "start_ramp_frequencies":[MHz, ...], "pipeline_offset_s":D,
+//           "stop_ramp_s":E}
 // hold_frequency: the clock every wait inside a step runs at (bubbles,
 // point-to-point waits), so that waits draw what the planner counted for
 // them rather than whatever the last instruction's lowered clock draws;
@@ -33,6 +34,9 @@
 // each; the steps between training steps too), so the job's power rises in
 // steps the grid's ramp limit accepts instead of at once. pipeline_offset_s
 // (optional, 0): data-parallel pipeline p starts each iteration p x D late,
+// stop_ramp_s (optional, 0; needs the start ramp's clocks): the same caps in
+// descending order over the job's last E seconds, when the runtime knows
+// when training ends (Agent::BeginStopRamp),
 // so the pipelines' drops to the all-reduce come one after another (the
 // Python session waits that long at each step's beginning). A grid plan
 // lowers no wait (no wait_frequency, no head_waits) and sets no power limit.
@@ -82,6 +86,10 @@ struct GridShape {
   // Pipeline p (its data-parallel rank) starts each iteration p x this
   // late, waiting at default clocks (sim::JobSpec::pipeline_offset_s).
   double pipeline_offset_s = 0;  // 0..3600
+  // The stop ramp: the start ramp's clocks in descending order over the
+  // job's last stop_ramp_s seconds, once the runtime is told when training
+  // ends. Needs start_ramp_mhz. 0 = none.
+  double stop_ramp_s = 0;  // 0..3600
 };
 
 // The most steps a start ramp may have, and its longest duration.
@@ -93,7 +101,8 @@ struct StageShape {
   int hold_mhz = 0;
   double start_ramp_s = 0;
   std::vector<int> start_ramp_mhz;
-  bool any() const { return hold_mhz > 0 || start_ramp_s > 0; }
+  double stop_ramp_s = 0;  // its caps: start_ramp_mhz, descending
+  bool any() const { return hold_mhz > 0 || start_ramp_s > 0 || stop_ramp_s > 0; }
 };
 
 struct Prediction {

@@ -184,6 +184,16 @@ class Agent {
   void OnInstructionBegin(model::Kind kind, int microbatch, int chunk) noexcept;
   void OnInstructionEnd(model::Kind kind, int microbatch, int chunk) noexcept;
 
+  // A grid plan's stop ramp (StageShape::stop_ramp_s > 0): training ends in
+  // about `seconds`. From now on every clock the agent locks (between steps
+  // too) is capped by the start ramp's clocks in descending order, each for
+  // an equal share of min(seconds, stop_ramp_s), then the lowest until the
+  // agent is closed or disabled, so the job's power falls in steps before
+  // the last one to idle. Training thread, like the hooks; never throws.
+  // False (nothing done) outside execute mode, without a stop ramp, or
+  // once it has begun.
+  bool BeginStopRamp(double seconds) noexcept;
+
   // Execute mode: the knob setting (model::PlannedInstruction::knobs, e.g.
   // "overlap=2;comm_sms=12") the plan gives the instruction now running
   // (after its OnInstructionBegin) or, between instructions, the next one;

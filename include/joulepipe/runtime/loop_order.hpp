@@ -45,7 +45,8 @@ bool SameOrder(const std::vector<model::PlannedInstruction>& plan,
 std::string ClocksText(const std::vector<model::PlannedInstruction>& plan);
 
 // A grid plan's levers as the applied line shows them ("" for none):
-// "; waits held at 1410 MHz; start ramp 2 s: 210 600 1005 1410 MHz".
+// "; waits held at 1410 MHz; start ramp 2 s: 210 600 1005 1410 MHz; stop
+// ramp 2 s".
 std::string ShapeText(const model::StageShape& shape);
 
 }  // namespace joulepipe::runtime

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import functools
 import logging
 import re
@@ -354,6 +355,13 @@ def _start_session(state: _State) -> Optional[Session]:
                     and not state.options.plan else LocalExchange())
         # Looked up once: the training path reads them every iteration.
         state.megatron_args = args = _megatron_args()
+        options = state.options
+        train_iters = getattr(args, "train_iters", None)
+        if isinstance(train_iters, int) and train_iters > 0:
+            # Megatron-LM numbers its iterations 1..train_iters: a grid
+            # plan's stop ramp ends at the last. (A copy: enable() compares
+            # the options it was given.)
+            options = dataclasses.replace(options, last_iteration=train_iters)
         state.data_parallel = _data_parallel_size()
         interval = getattr(args, "log_interval", None)
         if isinstance(interval, int) and interval > 0:
@@ -366,7 +374,7 @@ def _start_session(state: _State) -> Optional[Session]:
                           f"({topology.world_size} ranks); rank 0 writes the lines instead")
             chosen = 0
         state.says = chosen is None or topology.rank == chosen
-        session = Session(state.options, topology, exchange, state.log, writer)
+        session = Session(options, topology, exchange, state.log, writer)
         _wrap_megatron_lm_phases(state)
         return session
     except Exception as error:
