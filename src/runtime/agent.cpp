@@ -154,8 +154,9 @@ struct Agent::State {
     reason.reset();
   }
 
-  // The start ramp's clock cap now, or 0 when no ramp runs (it ends here
-  // once its time is up).
+  // The ramp's clock cap now: the stop ramp's once begun (its lowest clock
+  // after it), else the start ramp's while it runs (it ends here once its
+  // time is up); 0 for none. Reads the steady clock only while one runs.
   int RampCap() noexcept {
     if (stopping) {
       const std::size_t n = shape.start_ramp_mhz.size();
@@ -177,8 +178,8 @@ struct Agent::State {
     return shape.start_ramp_mhz[step < n ? step : n - 1];
   }
 
-  // `mhz` under the start ramp's cap (kDefaultClocks, i.e. the GPU's
-  // highest, becomes the cap itself).
+  // `mhz` under the ramp's cap (kDefaultClocks, i.e. the GPU's highest,
+  // becomes the cap itself).
   int Capped(int mhz) noexcept {
     const int cap = RampCap();
     if (cap <= 0 || (mhz > 0 && mhz <= cap)) return mhz;
@@ -421,7 +422,7 @@ void Agent::OnStepEnd() noexcept {
     // instructions are slowed. A last instruction whose wait the plan lowers
     // has already asked for the default clocks after that wait
     // (OnInstructionEnd's RequestWait), so it is left to run.
-    // While a start ramp runs, the step ends at its clock instead.
+    // While a ramp (start or stop) runs, the step ends at its clock instead.
     const bool tail_wait = mode == Mode::kExecute && s.plan.back().wait_mhz > 0;
     if (s.controller && !s.power_limit_plan && !tail_wait) {
       s.controller->Request(mode == Mode::kExecute ? s.Capped(ClockController::kDefaultClocks)
