@@ -335,6 +335,12 @@ class PowerTrace:
         """Stops recording and writes the trace as JSON (atomically): samples,
         read_errors, step_ends, seconds."""
 
+def join_power_traces(paths: Sequence[PathLike], *,
+                      align_on_steps: bool = True) -> Dict[str, Any]:
+    """`joulepipe power --join` as a call: dt_s, start_unix_s, total_w, ranks,
+    offset_s, common_steps, rank_w and grid (peak_w, trough_w, mean_w,
+    swing_w, ramp_w_per_s, band_rms_w, energy_j)."""
+
 # ---- the runtime -----------------------------------------------------------------------
 
 class ProfileReport:

@@ -714,3 +714,26 @@ def test_measure_command_is_the_clis_supervisor(tmp_path):
     assert r["killed_s"] < 5, r
     assert r["missing"][0] is False and r["missing"][1] == 127, r
     assert "cannot run /no/such/joulepipe-command" in r["missing"][2], r
+
+
+def test_join_power_traces_is_power_join_as_a_call(tmp_path):
+    """jp.join_power_traces: two ranks' traces, rank 1's clock 2.3 s ahead,
+    aligned on their step ends into the job's power with its grid figures."""
+    for rank in (0, 1):
+        t0 = 1.8e9 + 2.3 * rank
+        samples = [[t0 + i * 0.01, 400 if (i % 100) < 80 else 100] for i in range(300)]
+        ends = [[k, t0 + k + 1.0] for k in range(3)]
+        (tmp_path / f"p{rank}.json").write_text(json.dumps(
+            {"version": 1, "kind": "power_trace", "rank": rank, "gpu": "G", "interval_s": 0.01,
+             "samples": samples, "step_ends": ends}))
+    j = jp.join_power_traces([tmp_path / "p1.json", tmp_path / "p0.json"])
+    assert j["ranks"] == [1, 0] and j["common_steps"] == [3, 3]
+    assert j["offset_s"][1] == pytest.approx(-2.3, abs=1e-6)  # rank 0's clock, from rank 1's
+    assert j["grid"]["peak_w"] == 800 and j["grid"]["trough_w"] == 200
+    assert all(abs(t - a - b) < 1e-9 for t, a, b in zip(j["total_w"], *j["rank_w"]))
+    unaligned = jp.join_power_traces([tmp_path / "p0.json", tmp_path / "p1.json"],
+                                     align_on_steps=False)
+    assert unaligned["grid"]["trough_w"] == 500
+    with pytest.raises(jp.InputError, match="kind must be"):
+        (tmp_path / "x.json").write_text('{"version": 1, "kind": "plan"}')
+        jp.join_power_traces([tmp_path / "x.json"])

@@ -1,4 +1,6 @@
 // Measurement: Monitor, Measurement, StepLogger (monitor::*).
+#include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -6,14 +8,17 @@
 #include <vector>
 
 #include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
 
 #include "bindings.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/output_files.hpp"
+#include "joulepipe/model/read_file.hpp"
 #include "joulepipe/monitor/command_window.hpp"
 #include "joulepipe/monitor/monitor.hpp"
 #include "joulepipe/monitor/power_trace.hpp"
 #include "joulepipe/monitor/step_logger.hpp"
+#include "joulepipe/sim/waveform.hpp"
 
 namespace joulepipe::python {
 
@@ -215,7 +220,8 @@ void BindMonitor(py::module_& m) {
       .def_property_readonly("done", &monitor::PowerTrace::done)
       .def(
           "write",
-          [](monitor::PowerTrace& t, const std::string& path, int rank, const std::string& gpu) {
+          [](monitor::PowerTrace& t, const std::filesystem::path& path, int rank,
+             const std::string& gpu) {
             monitor::PowerTraceData d;
             {
               py::gil_scoped_release release;
@@ -232,6 +238,52 @@ void BindMonitor(py::module_& m) {
           py::arg("path"), py::arg("rank"), py::arg("gpu") = "",
           "Stops recording and writes the trace (JSON, atomically); returns samples, "
           "read_errors, step_ends, seconds.");
+
+  m.def(
+      "join_power_traces",
+      [](const std::vector<std::filesystem::path>& paths, bool align_on_steps) {
+        std::vector<monitor::PowerTraceData> traces;
+        for (const std::filesystem::path& path : paths) {
+          traces.push_back(monitor::PowerTraceFromJson(
+              model::ReadWholeFile(path.string(), "power trace"), path.string()));
+        }
+        const monitor::JoinedTrace j = monitor::JoinPowerTraces(traces, align_on_steps);
+        // What `power --join` says of it, on the bins (windows at least one
+        // bin, the band at most half the bin rate).
+        sim::Waveform wave;
+        wave.dt_s = j.dt_s;
+        wave.gpu_w = j.total_w;
+        wave.end_s = j.dt_s * static_cast<double>(j.total_w.size());
+        sim::GridOptions o;
+        o.swing_window_s = std::max(o.swing_window_s, j.dt_s);
+        o.ramp_window_s = std::max(o.ramp_window_s, j.dt_s);
+        o.band_hi_hz = std::min(o.band_hi_hz, 0.5 / j.dt_s);
+        o.band_lo_hz = std::min(o.band_lo_hz, 0.5 * o.band_hi_hz);
+        const sim::GridMetrics g = sim::MeasureGrid(wave, o);
+        py::dict grid;
+        grid["peak_w"] = g.peak_w;
+        grid["trough_w"] = g.trough_w;
+        grid["mean_w"] = g.mean_w;
+        grid["swing_w"] = g.swing_w;
+        grid["ramp_w_per_s"] = g.ramp_w_per_s;
+        grid["band_rms_w"] = g.band_rms_w;
+        grid["energy_j"] = g.energy_j;
+        py::dict out;
+        out["dt_s"] = j.dt_s;
+        out["start_unix_s"] = j.start_unix_s;
+        out["total_w"] = j.total_w;
+        out["ranks"] = j.ranks;
+        out["offset_s"] = j.offset_s;
+        out["common_steps"] = j.common_steps;
+        out["rank_w"] = j.rank_w;
+        out["grid"] = grid;
+        return out;
+      },
+      py::arg("paths"), py::kw_only(), py::arg("align_on_steps") = true,
+      "`joulepipe power --join` as a call: the ranks' power traces (power_trace=) joined into "
+      "the job's power on their step ends. Returns dt_s, start_unix_s, total_w (per bin), "
+      "ranks, offset_s and common_steps (per trace, in the order given), rank_w, and grid "
+      "(peak_w, trough_w, mean_w, swing_w, ramp_w_per_s, band_rms_w, energy_j).");
 }
 
 }  // namespace joulepipe::python
