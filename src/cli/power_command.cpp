@@ -72,11 +72,7 @@ constexpr char kPowerFooter[] =
 std::string MeasuredGridText(const sim::Waveform& trace,
                              const char* what = "the total of the streamed samples") {
   if (trace.gpu_w.size() < 2) return "Grid: too few samples (stream longer than two intervals)\n";
-  sim::GridOptions o;
-  o.swing_window_s = std::max(o.swing_window_s, trace.dt_s);
-  o.ramp_window_s = std::max(o.ramp_window_s, trace.dt_s);
-  o.band_hi_hz = std::min(o.band_hi_hz, 0.5 / trace.dt_s);
-  o.band_lo_hz = std::min(o.band_lo_hz, 0.5 * o.band_hi_hz);
+  const sim::GridOptions o = sim::MeasuredGridOptions(trace.dt_s);
   const sim::GridMetrics m = sim::MeasureGrid(trace, o);
   return Printf(
       "Grid (%s, measured): peak %.2f W, trough %.2f W, swing "

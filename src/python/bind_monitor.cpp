@@ -248,18 +248,12 @@ void BindMonitor(py::module_& m) {
               model::ReadWholeFile(path.string(), "power trace"), path.string()));
         }
         const monitor::JoinedTrace j = monitor::JoinPowerTraces(traces, align_on_steps);
-        // What `power --join` says of it, on the bins (windows at least one
-        // bin, the band at most half the bin rate).
+        // What `power --join` says of it (sim::MeasuredGridOptions).
         sim::Waveform wave;
         wave.dt_s = j.dt_s;
         wave.gpu_w = j.total_w;
         wave.end_s = j.dt_s * static_cast<double>(j.total_w.size());
-        sim::GridOptions o;
-        o.swing_window_s = std::max(o.swing_window_s, j.dt_s);
-        o.ramp_window_s = std::max(o.ramp_window_s, j.dt_s);
-        o.band_hi_hz = std::min(o.band_hi_hz, 0.5 / j.dt_s);
-        o.band_lo_hz = std::min(o.band_lo_hz, 0.5 * o.band_hi_hz);
-        const sim::GridMetrics g = sim::MeasureGrid(wave, o);
+        const sim::GridMetrics g = sim::MeasureGrid(wave, sim::MeasuredGridOptions(j.dt_s));
         py::dict grid;
         grid["peak_w"] = g.peak_w;
         grid["trough_w"] = g.trough_w;

@@ -205,4 +205,13 @@ GridMetrics MeasureGrid(const Waveform& waveform, const GridOptions& o) {
   return m;
 }
 
+GridOptions MeasuredGridOptions(double dt_s) {
+  GridOptions o;
+  o.swing_window_s = std::max(o.swing_window_s, dt_s);
+  o.ramp_window_s = std::max(o.ramp_window_s, dt_s);
+  o.band_hi_hz = std::min(o.band_hi_hz, 0.5 / dt_s);
+  o.band_lo_hz = std::min(o.band_lo_hz, 0.5 * o.band_hi_hz);
+  return o;
+}
+
 }  // namespace joulepipe::sim

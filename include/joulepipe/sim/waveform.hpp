@@ -79,6 +79,11 @@ struct Spectrum {
 };
 Spectrum AmplitudeSpectrum(const Waveform& waveform, double lo_hz, double hi_hz, double host_w = 0);
 
+// GridOptions for a measured waveform of `dt_s` bins (power read every
+// dt_s): the windows at least one bin long, the band at most half the bin
+// rate (its low end at most half its high end).
+GridOptions MeasuredGridOptions(double dt_s);
+
 // The last bin counts for the part of it before Waveform::end_s (its power
 // is the mean over that part). Throws model::InputError naming GridOptions::<field> for a window
 // shorter than a bin, an empty or inverted band, or negative power; an empty waveform gives zeros.
