@@ -24,6 +24,7 @@
 #include "joulepipe/monitor/background_command.hpp"
 #include "joulepipe/monitor/wait_calibration.hpp"
 #include "measure_command.hpp"
+#include "output_dir.hpp"
 #include "signals.hpp"
 
 namespace joulepipe::cli {
@@ -117,9 +118,7 @@ void CheckLoadRunning(monitor::BackgroundCommand& load) {
 
 int RunCalibrateWait(const CalibrateWaitFlags& f) {
   if (f.out.empty()) throw InputError("--out is required (the wait-model JSON to write)");
-  if (std::filesystem::exists(f.out) && !f.force)
-    throw InputError("--out " + f.out +
-                     " exists; pass --force to replace it, or choose another file");
+  RefuseToReplace("--out", f.out, f.force);
   if (!(f.dwell_s > 0 && f.dwell_s <= 600))
     throw InputError("--dwell-s must be in (0, 600] seconds");
   if (!(f.settle_s >= 0 && f.settle_s <= 60))

@@ -21,6 +21,7 @@
 #include "joulepipe/monitor/power_trace.hpp"
 #include "joulepipe/sim/waveform.hpp"
 #include "measure_command.hpp"
+#include "output_dir.hpp"
 #include "signals.hpp"
 
 namespace joulepipe::cli {
@@ -98,10 +99,7 @@ int RunJoin(const PowerFlags& f) {
                      "--join reads traces the ranks recorded; --gpus and --interval-ms are for "
                      "streaming this node's power: drop them");
   }
-  if (!f.csv.empty() && std::filesystem::exists(f.csv) && !f.force) {
-    throw InputError(
-        "--csv", "--csv: " + f.csv + " exists; pass --force to replace it, or choose another file");
-  }
+  if (!f.csv.empty()) RefuseToReplace("--csv", f.csv, f.force);
   std::vector<monitor::PowerTraceData> traces;
   for (const std::string& path : f.join) {
     traces.push_back(monitor::PowerTraceFromJson(model::ReadWholeFile(path, "power trace"), path));

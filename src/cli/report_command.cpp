@@ -3,8 +3,6 @@
 // (report/plan_report.hpp) as one HTML file.
 #include "report_command.hpp"
 
-#include <sys/stat.h>
-
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -22,6 +20,7 @@
 #include "joulepipe/model/version.hpp"
 #include "joulepipe/report/plan_report.hpp"
 #include "joulepipe/solver/operating_point.hpp"
+#include "output_dir.hpp"
 
 namespace joulepipe::cli {
 
@@ -112,12 +111,7 @@ ReportSubcommand::~ReportSubcommand() = default;
 
 int ReportSubcommand::Run() const {
   const ReportFlags& f = *flags_;
-  struct stat st{};
-  if (!f.force && ::stat(f.out.c_str(), &st) == 0) {
-    throw InputError("--out " + f.out +
-                     " exists; pass --force to replace it, or choose another "
-                     "file");
-  }
+  RefuseToReplace("--out", f.out, f.force);
   if (!(f.max_slowdown >= 1 && f.max_slowdown <= 100)) {
     throw InputError(Printf("--max-slowdown must be a factor 1..100 (got %g)", f.max_slowdown));
   }

@@ -13,6 +13,7 @@
 #include "joulepipe/model/plan.hpp"
 #include "joulepipe/sim/grid_plan.hpp"
 #include "joulepipe/solver/frontier.hpp"
+#include "output_dir.hpp"
 
 namespace joulepipe::cli {
 
@@ -403,11 +404,7 @@ void CheckGridPlanOut(const GridFlags& f) {
         "--grid-plan-out writes the plan for a grid limit; add --max-ramp-mw-per-s, "
         "--max-swing-mw, --min-power-fraction or --max-band-mw");
   }
-  if (std::filesystem::exists(f.plan_out) && !f.force) {
-    throw model::InputError("--grid-plan-out", "--grid-plan-out: " + f.plan_out +
-                                                   " exists; pass --force to replace it, or "
-                                                   "choose another file");
-  }
+  RefuseToReplace("--grid-plan-out", f.plan_out, f.force);
 }
 
 GridPlanOutput GridPlanReport(const sim::SimulateOutcome& o, const model::Profile& profile,
