@@ -82,16 +82,18 @@ class Options:
 MAX_PROFILE_CHARS = 256 << 20
 
 
-def power_trace_path(options: "Options", topology: "Topology") -> str:
+def power_trace_path(options: "Options", topology: "Topology", rank: Optional[str] = None) -> str:
     """This rank's power trace file: power_trace with "{rank}" replaced, or,
     in a job of more than one rank without it, ".rank<r>" before the
-    extension (power.json -> power.rank3.json)."""
+    extension (power.json -> power.rank3.json). `rank` "*" gives the pattern
+    of every rank's file."""
     path = options.power_trace or ""
+    rank = str(topology.rank) if rank is None else rank
     if "{rank}" in path:
-        return path.replace("{rank}", str(topology.rank))
+        return path.replace("{rank}", rank)
     if topology.world_size > 1:
         base, ext = os.path.splitext(path)
-        return f"{base}.rank{topology.rank}{ext or '.json'}"
+        return f"{base}.rank{rank}{ext or '.json'}"
     return path
 
 
@@ -368,14 +370,7 @@ class Session:
             self._note(f"power_trace: could not write {path}: {error}")
             return
         errors = f", {got['read_errors']} failed reads" if got["read_errors"] else ""
-        given = self.options.power_trace
-        if "{rank}" in given:
-            pattern = given.replace("{rank}", "*")
-        elif self.topo.world_size > 1:
-            base, ext = os.path.splitext(given)
-            pattern = f"{base}.rank*{ext or '.json'}"
-        else:
-            pattern = path
+        pattern = power_trace_path(self.options, self.topo, rank="*")
         join = (f"; the job's power: joulepipe power --join {pattern}" if self.topo.rank == 0
                 else "")
         self._note(f"power trace written to {path}: {got['samples']} samples over "

@@ -16,7 +16,6 @@
 #include "joulepipe/gpu/nvml.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/output_files.hpp"
-#include "joulepipe/model/read_file.hpp"
 #include "joulepipe/monitor/monitor.hpp"
 #include "joulepipe/monitor/power_trace.hpp"
 #include "joulepipe/sim/waveform.hpp"
@@ -102,7 +101,7 @@ int RunJoin(const PowerFlags& f) {
   if (!f.csv.empty()) RefuseToReplace("--csv", f.csv, f.force);
   std::vector<monitor::PowerTraceData> traces;
   for (const std::string& path : f.join) {
-    traces.push_back(monitor::PowerTraceFromJson(model::ReadWholeFile(path, "power trace"), path));
+    traces.push_back(monitor::ReadPowerTraceFile(path));
   }
   // The first trace is the reference: rank order reads best.
   std::vector<std::size_t> order(traces.size());

@@ -15,6 +15,7 @@
 #include "joulepipe/model/format.hpp"
 #include "joulepipe/model/json_input.hpp"
 #include "joulepipe/model/profile.hpp"
+#include "joulepipe/model/read_file.hpp"
 
 namespace joulepipe::monitor {
 
@@ -250,6 +251,10 @@ PowerTraceData PowerTraceFromJson(const std::string& text, const std::string& so
     t.step_ends.push_back(end);
   }
   return t;
+}
+
+PowerTraceData ReadPowerTraceFile(const std::string& path) {
+  return PowerTraceFromJson(model::ReadWholeFile(path, "power trace"), path);
 }
 
 // ---- Joining ----------------------------------------------------------------

@@ -13,7 +13,6 @@
 #include "bindings.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/output_files.hpp"
-#include "joulepipe/model/read_file.hpp"
 #include "joulepipe/monitor/command_window.hpp"
 #include "joulepipe/monitor/monitor.hpp"
 #include "joulepipe/monitor/power_trace.hpp"
@@ -244,8 +243,7 @@ void BindMonitor(py::module_& m) {
       [](const std::vector<std::filesystem::path>& paths, bool align_on_steps) {
         std::vector<monitor::PowerTraceData> traces;
         for (const std::filesystem::path& path : paths) {
-          traces.push_back(monitor::PowerTraceFromJson(
-              model::ReadWholeFile(path.string(), "power trace"), path.string()));
+          traces.push_back(monitor::ReadPowerTraceFile(path.string()));
         }
         const monitor::JoinedTrace j = monitor::JoinPowerTraces(traces, align_on_steps);
         // What `power --join` says of it (sim::MeasuredGridOptions).

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "joulepipe/gpu/device.hpp"
 #include "joulepipe/gpu/error.hpp"
@@ -158,24 +159,30 @@ struct Agent::State {
   // after it), else the start ramp's while it runs (it ends here once its
   // time is up); 0 for none. Reads the steady clock only while one runs.
   int RampCap() noexcept {
+    const std::vector<int>& caps = shape.start_ramp_mhz;
     if (stopping) {
-      const std::size_t n = shape.start_ramp_mhz.size();
-      if (n == 0) return 0;
-      const double elapsed = std::chrono::duration<double>(SteadyClock::now() - stop_start).count();
-      if (elapsed >= stop_s) return shape.start_ramp_mhz.front();
-      const auto step = static_cast<std::size_t>(elapsed / stop_s * static_cast<double>(n));
-      return shape.start_ramp_mhz[n - 1 - (step < n ? step : n - 1)];
+      if (caps.empty()) return 0;
+      const double elapsed = SecondsSince(stop_start);
+      return elapsed >= stop_s ? caps.front() : caps[caps.size() - 1 - StepAt(elapsed, stop_s)];
     }
     if (!ramping) return 0;
-    const double elapsed = std::chrono::duration<double>(SteadyClock::now() - ramp_start).count();
-    const std::size_t n = shape.start_ramp_mhz.size();
-    if (elapsed >= shape.start_ramp_s || n == 0) {
+    const double elapsed = SecondsSince(ramp_start);
+    if (elapsed >= shape.start_ramp_s || caps.empty()) {
       ramping = false;
       return 0;
     }
-    const auto step =
-        static_cast<std::size_t>(elapsed / shape.start_ramp_s * static_cast<double>(n));
-    return shape.start_ramp_mhz[step < n ? step : n - 1];
+    return caps[StepAt(elapsed, shape.start_ramp_s)];
+  }
+
+  // Which of the ramp's equal steps `elapsed` of `length` seconds falls in.
+  std::size_t StepAt(double elapsed, double length) const noexcept {
+    const std::size_t n = shape.start_ramp_mhz.size();
+    const auto step = static_cast<std::size_t>(elapsed / length * static_cast<double>(n));
+    return step < n ? step : n - 1;
+  }
+
+  static double SecondsSince(SteadyClock::time_point start) noexcept {
+    return std::chrono::duration<double>(SteadyClock::now() - start).count();
   }
 
   // `mhz` under the ramp's cap (kDefaultClocks, i.e. the GPU's highest,

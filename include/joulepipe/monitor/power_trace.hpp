@@ -90,6 +90,8 @@ class PowerTrace {
 std::string PowerTraceToJson(const PowerTraceData& trace);
 // Throws model::InputError naming `source` and the field.
 PowerTraceData PowerTraceFromJson(const std::string& text, const std::string& source);
+// The trace file at `path` (model::ReadWholeFile's limits and errors).
+PowerTraceData ReadPowerTraceFile(const std::string& path);
 
 struct JoinedTrace {
   double dt_s = 0;                // bin width: the coarsest trace's interval
