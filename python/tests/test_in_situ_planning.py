@@ -3,7 +3,10 @@ a row: a row the planner's plausibility check would refuse (a noisy sample,
 a throttled GPU) is left out of planning and said in words about the job,
 and the job runs its plan. Before, the whole plan failed ("planning failed:
 the profile of job joulepipe-... line 24: ... re-measure this clock or
-delete the row; every rank keeps default clocks")."""
+delete the row; every rank keeps default clocks"). The rule is one for every
+command (model::PlannableRows): `joulepipe plan` leaves the same row out of
+the same measured file, and refuses it by line in a file that was not
+measured in a job (its user can re-measure it)."""
 
 import subprocess
 
@@ -47,13 +50,20 @@ def test_a_noisy_row_is_left_out_and_the_job_plans(tmp_path):
     cells[4] = repr(float(cells[4]) * 3)
     lines[noisy] = ",".join(cells)
     profile.write_text("\n".join(lines) + "\n")
-    # As a file, the planner refuses it by line, as it should: a user can
-    # re-measure a file.
-    refused = subprocess.run([str(CLI), "plan", "--profile", str(profile), "--schedule", "1f1b",
-                              "--stages", "1", "--microbatches", "2", "--out",
-                              str(tmp_path / "plan")], capture_output=True, text=True,
-                             timeout=120)
+    # Not measured in a job: the planner refuses it by line, as it should (a
+    # user can re-measure a file).
+    plan_args = [str(CLI), "plan", "--profile", str(profile), "--schedule", "1f1b",
+                 "--stages", "1", "--microbatches", "2", "--out", str(tmp_path / "plan")]
+    refused = subprocess.run(plan_args, capture_output=True, text=True, timeout=120)
     assert refused.returncode != 0 and "re-measure this clock" in refused.stderr, refused.stderr
+    # Measured in a job: every command leaves the row out, the same way.
+    text = profile.read_text()
+    assert "# source: simulated" in text, text[:300]
+    profile.write_text(text.replace("# source: simulated", "# source: measured"))
+    planned = subprocess.run(plan_args, capture_output=True, text=True, timeout=120)
+    assert planned.returncode == 0, planned.stderr
+    said_by_plan = [l for l in planned.stdout.splitlines() if "left out of the plan" in l]
+    assert len(said_by_plan) == 1 and f"at {mhz} MHz" in said_by_plan[0], planned.stdout
 
     run = run_child(tmp_path, CHILD, profile, timeout=120)
     out = run.stdout + run.stderr

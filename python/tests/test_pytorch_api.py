@@ -137,7 +137,9 @@ def test_a_step_reading_above_the_power_limit_is_marked_approximate(tmp_path):
         e._session._monitor = Reads484W()
         out(train(e, steps=3, microbatches=1))
     """)
-    assert [round(x["avg_power_w"], 1) for x in r] == [484.5] * 3
+    # The session divides by its own step time, which can exceed the fake
+    # meter's window by the calls between them (0.1 % seen on a busy CPU).
+    assert [x["avg_power_w"] for x in r] == [pytest.approx(484.5, rel=0.01)] * 3
     assert all(x["approximate"] for x in r)
     assert stderr.count("above this GPU's power limit (400 W)") == 1, stderr
 
@@ -455,25 +457,21 @@ def test_a_power_trace_over_before_training_ends_is_written_then(tmp_path):
 
 
 def test_example_profile_then_plan_then_optimize(tmp_path):
-    # Wide layers: each instruction is milliseconds of CPU work, so timing
-    # noise stays within what the planner's plausibility check allows. A CPU
-    # shared with other work can still time one row implausibly (the planner
-    # then refuses the profile, as it should): two new profiles are allowed.
-    for attempt in (1, 2, 3):
-        out = torchrun(tmp_path, "--joulepipe", "profile", "--profile-out",
-                       tmp_path / "prof.csv", "--iterations", "30", "--width", "1024")
-        profile = (tmp_path / "prof.csv").read_text()
-        assert "# source: measured" in profile and "# p_block_w:" in profile, out
-        assert "profile written to" in out
-        (tmp_path / "calls.jsonl").unlink()
-        planned = subprocess.run(
-            [str(CLI), "plan", "--profile", tmp_path / "prof.csv", "--schedule", "1f1b",
-             "--stages", "2", "--microbatches", "4", "--out", tmp_path / "plan"],
-            capture_output=True, text=True, timeout=120)
-        if planned.returncode == 0:
-            break
-        assert attempt < 3 and "not a plausible measurement" in planned.stderr, planned.stderr
-        (tmp_path / "prof.csv").unlink()
+    # Wide layers: each instruction is milliseconds of CPU work. A CPU shared
+    # with other work can still time a row implausibly; the profile is
+    # measured in the job, so `plan` leaves such a row out (and says so)
+    # instead of refusing the profile: one profile is enough.
+    out = torchrun(tmp_path, "--joulepipe", "profile", "--profile-out",
+                   tmp_path / "prof.csv", "--iterations", "30", "--width", "1024")
+    profile = (tmp_path / "prof.csv").read_text()
+    assert "# source: measured" in profile and "# p_block_w:" in profile, out
+    assert "profile written to" in out
+    (tmp_path / "calls.jsonl").unlink()
+    planned = subprocess.run(
+        [str(CLI), "plan", "--profile", tmp_path / "prof.csv", "--schedule", "1f1b",
+         "--stages", "2", "--microbatches", "4", "--out", tmp_path / "plan"],
+        capture_output=True, text=True, timeout=120)
+    assert planned.returncode == 0, planned.stderr
     chosen = json.loads((tmp_path / "plan" / "chosen.json").read_text())
 
     out = torchrun(tmp_path, "--joulepipe", "optimize", "--plan", tmp_path / "plan",

@@ -130,10 +130,13 @@ int EvaluateSubcommand::Run() const {
   request.plan_name = f.plan;
   // The flag before the files; the profile's value is checked where it is used.
   if (request.p_block_w) model::CheckPBlock(*request.p_block_w, "EvaluateRequest::p_block_w");
-  const model::Profile profile = model::ReadProfileCsv(f.profile);
+  // The rows as `plan` planned them (the one rule), so a plan is replayed on
+  // the figures it was made from.
+  const model::RowRuleResult rows = ReadPlannableProfile(f.profile);
   const model::Plan plan = model::ReadPlanFile(f.plan);
   if (!f.wait_model.empty()) request.waits = model::ReadWaitModelFile(f.wait_model);
-  const schedule::PlanEvaluation evaluation = schedule::EvaluatePlan(profile, plan, request);
+  schedule::PlanEvaluation evaluation = schedule::EvaluatePlan(rows.profile, plan, request);
+  evaluation.notes.insert(evaluation.notes.begin(), rows.notes.begin(), rows.notes.end());
   if (f.json) {
     for (const std::string& note : evaluation.notes) {
       std::fprintf(stderr, "joulepipe: note: %s\n", WithFlagNames(note).c_str());

@@ -66,4 +66,8 @@ int DataParallelFromFlags(long long gpus, int tp, int pp) {
   return static_cast<int>(dp);
 }
 
+model::RowRuleResult ReadPlannableProfile(const std::string& path) {
+  return model::PlannableRows(model::ReadProfileCsv(path), path);
+}
+
 }  // namespace joulepipe::cli

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "joulepipe/model/profile_rows.hpp"
 #include "joulepipe/schedule/schedule.hpp"
 
 namespace CLI {
@@ -35,5 +36,13 @@ void AddJobFlags(CLI::App* command, std::string* model, std::string* gpu, long l
 // InputError naming the flags: TP or PP below 1, GPUs not a multiple of
 // TP x PP, more than physics::kMaxDp pipelines.
 int DataParallelFromFlags(long long gpus, int tp, int pp);
+
+// The profile CSV at `path` as every command plans or replays it: read, then
+// the one rule for its rows (model::PlannableRows: a measured profile's
+// implausible rows left out and rows faster than the highest clock planned
+// at its time; any other profile's implausible row an error naming its
+// line). The notes say each row left out or adjusted: every command shows
+// them.
+model::RowRuleResult ReadPlannableProfile(const std::string& path);
 
 }  // namespace joulepipe::cli

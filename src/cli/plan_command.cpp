@@ -18,6 +18,7 @@
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/plan.hpp"
 #include "joulepipe/model/profile.hpp"
+#include "joulepipe/model/profile_rows.hpp"
 #include "joulepipe/model/wait_model.hpp"
 #include "joulepipe/report/line_chart.hpp"
 #include "objective_flags.hpp"
@@ -511,9 +512,9 @@ int PlanSubcommand::Run() const {
     limits.plan = request;
     solver::CheckPowerLimitRequest(limits);
   }
-  std::vector<std::string> profile_notes;
-  const model::Profile profile =
-      solver::NoRowFasterThanTheTopClock(model::ReadProfileCsv(f.profile), &profile_notes);
+  const model::RowRuleResult rows = ReadPlannableProfile(f.profile);
+  const model::Profile& profile = rows.profile;
+  const std::vector<std::string>& profile_notes = rows.notes;
   if (!f.wait_model.empty()) {
     if (f.lever == "power-limit") {
       throw model::InputError(

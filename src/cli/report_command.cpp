@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 
 #include "format.hpp"
+#include "inputs.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/json_input.hpp"
 #include "joulepipe/model/output_files.hpp"
@@ -150,7 +151,11 @@ int ReportSubcommand::Run() const {
       f.profile.empty() ? report::OutputText(in.summary, "inputs", "profile", "") : f.profile;
   if (in.profile_name.empty()) throw InputError(summary_path + " names no profile; pass --profile");
   try {
-    in.profile = model::ReadProfileCsv(in.profile_name);
+    model::RowRuleResult rows = ReadPlannableProfile(in.profile_name);  // as `plan` read it
+    for (const std::string& note : rows.notes) {
+      std::fprintf(stderr, "joulepipe: note: %s\n", note.c_str());
+    }
+    in.profile = std::move(rows.profile);
   } catch (const InputError& e) {
     if (!f.profile.empty()) throw;
     throw InputError(std::string(e.what()) +

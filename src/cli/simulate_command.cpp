@@ -567,10 +567,14 @@ int SimulateSubcommand::Run() const {
   sim::CheckSimulateRequest(request);  // flags before files
   CheckGridPlanOut(f.grid);
 
-  const model::Profile profile = model::ReadProfileCsv(f.profile);
+  // Planned and replayed on the rows the one rule gives (as `plan` and
+  // `evaluate` use them); its notes lead the simulation's.
+  const model::RowRuleResult rows = ReadPlannableProfile(f.profile);
+  const model::Profile& profile = rows.profile;
   if (!f.wait_model.empty()) job.waits = model::ReadWaitModelFile(f.wait_model);
   request.progress = ProgressLines(stderr, "simulate: ");
-  const sim::SimulateOutcome outcome = sim::SimulateJob(profile, request);
+  sim::SimulateOutcome outcome = sim::SimulateJob(profile, request);
+  outcome.notes.insert(outcome.notes.begin(), rows.notes.begin(), rows.notes.end());
   if (!f.timeline.empty()) WriteFileAtomically(f.timeline, SimulationTimeline(outcome));
   const sim::GridOptions grid = GridOptionsOf(f.grid, outcome, f.objective.host_power_w);
   if (!f.grid.waveform_csv.empty()) {

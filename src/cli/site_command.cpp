@@ -449,8 +449,15 @@ int SiteSubcommand::Run() const {
     throw InputError("--schedule must be gpipe or 1f1b (got '" + f.schedule + "')");
   }
   const physics::SimulatedWorkload w = physics::SimulateWorkload(spec, gpu);
-  const model::Profile profile =
-      f.profile.empty() ? physics::StampedProfile(w, gpu) : model::ReadProfileCsv(f.profile);
+  model::RowRuleResult rows;
+  if (f.profile.empty()) {
+    rows.profile = physics::StampedProfile(w, gpu);
+  } else {
+    rows = ReadPlannableProfile(f.profile);
+    for (const std::string& note : rows.notes)
+      std::fprintf(stderr, "joulepipe: note: %s\n", note.c_str());
+  }
+  const model::Profile& profile = rows.profile;
   double allreduce = 0;
   for (const physics::SimulatedStage& s : w.stages) {
     allreduce =

@@ -7,6 +7,7 @@
 #include "joulepipe/model/energy.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/format.hpp"
+#include "joulepipe/model/profile_rows.hpp"
 
 namespace joulepipe::coord {
 
@@ -176,15 +177,22 @@ void Job::CheckProfileMayChange() const {
   }
 }
 
-model::Profile PlannableProfile(const model::Profile& profile, std::vector<std::string>* notes) {
-  return solver::NoRowFasterThanTheTopClock(solver::LeaveOutImplausibleRows(profile, notes), notes);
+model::Profile PlannableProfile(const model::Profile& profile, const std::string& name,
+                                std::vector<std::string>* notes) {
+  model::RowRuleResult rows = model::PlannableRows(profile, name);
+  if (notes != nullptr) notes->insert(notes->end(), rows.notes.begin(), rows.notes.end());
+  return std::move(rows.profile);
 }
 
 void Job::SetProfile(model::Profile profile, std::string csv) {
   CheckProfileMayChange();
-  profile_csv_ = csv.empty() ? model::ProfileToCsv(profile) : std::move(csv);
   std::vector<std::string> notes;
-  profile_ = std::make_shared<const model::Profile>(PlannableProfile(profile, &notes));
+  // Refused before anything changes: a profile the rule rejects leaves the
+  // job as it was.
+  auto plannable = std::make_shared<const model::Profile>(
+      PlannableProfile(profile, "the profile of job " + config_.job_id, &notes));
+  profile_csv_ = csv.empty() ? model::ProfileToCsv(profile) : std::move(csv);
+  profile_ = std::move(plannable);
   profile_notes_ = std::move(notes);
   failure_.clear();  // a new profile is a new attempt
 }

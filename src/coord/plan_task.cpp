@@ -17,7 +17,7 @@ struct Sized {
 };
 
 Sized SizeOf(const model::Profile& profile, const solver::PlanRequest& request) {
-  const model::Profile plannable = PlannableProfile(profile, nullptr);
+  const model::Profile plannable = PlannableProfile(profile, request.profile_name, nullptr);
   const solver::PipelinePlan prepared = solver::PreparePipelinePlan(plannable, request);
   Sized out;
   out.deadlines = std::max(

@@ -18,6 +18,7 @@
 
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/format.hpp"
+#include "socket_file.hpp"
 
 namespace joulepipe::daemon {
 namespace {
@@ -138,48 +139,16 @@ std::string Admission(const Peer& peer, const Config& config, const std::string&
 Server::Server(const Config& config, std::string config_source, Handler* handler)
     : config_(config), config_source_(std::move(config_source)), handler_(handler) {
   CheckAllowList(config_, config_source_);  // names that must exist, at start
-  const sockaddr_un address = Address(config_.socket);
+  Address(config_.socket);                  // clients connect by this path: it must fit sun_path
   RemoveStale(config_.socket);
-  listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (listen_fd_ < 0) throw InputError("cannot create a Unix socket: " + Errno());
-  // Bind with a restrictive umask so the socket is never briefly more open
-  // than configured; then set the exact mode and group.
-  const mode_t old_mask = ::umask(0177);
-  const int bound =
-      ::bind(listen_fd_, reinterpret_cast<const sockaddr*>(&address), sizeof(address));
-  const int bind_errno = errno;
-  ::umask(old_mask);
-  if (bound != 0) {
-    const std::string reason = std::strerror(bind_errno);
-    ::close(listen_fd_);
-    throw InputError("Config::socket",
-                     "cannot bind " + config_.socket + ": " + reason +
-                         "; check that its directory exists and is writable (systemd: "
-                         "RuntimeDirectory), or choose another \"socket\" path");
-  }
-  struct stat info{};
-  if (::stat(config_.socket.c_str(), &info) == 0) {
-    socket_dev_ = info.st_dev;
-    socket_ino_ = info.st_ino;
-  }
-  try {
-    if (!config_.socket_group.empty() && ::chown(config_.socket.c_str(), static_cast<uid_t>(-1),
-                                                 GroupOf(config_.socket_group)) != 0) {
-      throw InputError("Config::socket_group", "cannot give " + config_.socket +
-                                                   " to the \"socket_group\" " +
-                                                   config_.socket_group + ": " + Errno());
-    }
-    if (::chmod(config_.socket.c_str(), config_.socket_mode) != 0) {
-      throw InputError("cannot set the mode of " + config_.socket + ": " + Errno());
-    }
-    if (::listen(listen_fd_, 64) != 0) {
-      throw InputError("cannot listen on " + config_.socket + ": " + Errno());
-    }
-  } catch (...) {
-    ::close(listen_fd_);
-    ::unlink(config_.socket.c_str());
-    throw;
-  }
+  // Bound in a private folder and renamed into place (socket_file.hpp): no
+  // mode or group is ever set through a path another user could swap.
+  const gid_t group =
+      config_.socket_group.empty() ? static_cast<gid_t>(-1) : GroupOf(config_.socket_group);
+  const BoundSocket bound = BindSocketFile(config_.socket, config_.socket_mode, group, 64);
+  listen_fd_ = bound.fd;
+  socket_dev_ = bound.dev;
+  socket_ino_ = bound.ino;
 }
 
 Server::~Server() {

@@ -19,6 +19,7 @@
 #include "joulepipe/model/field_names.hpp"
 #include "joulepipe/model/plan.hpp"
 #include "joulepipe/model/profile.hpp"
+#include "joulepipe/model/profile_rows.hpp"
 #include "joulepipe/model/wait_model.hpp"
 #include "joulepipe/schedule/evaluate_plan.hpp"
 #include "joulepipe/solver/frontier.hpp"
@@ -186,10 +187,9 @@ std::shared_ptr<PlanResult> PlanPipelineTask(
   request.profile_name = profile_name ? *profile_name : ProfileName(profile_arg);
   if (!wait_model.is_none())
     request.waits = model::ReadWaitModelFile(py::str(wait_model).cast<std::string>());
-  model::Profile storage;
-  std::vector<std::string> profile_notes;  // as `joulepipe plan`
-  const model::Profile profile =
-      solver::NoRowFasterThanTheTopClock(ProfileFrom(profile_arg, &storage), &profile_notes);
+  const model::RowRuleResult rows = PlannableFrom(profile_arg);  // as `joulepipe plan`
+  const model::Profile& profile = rows.profile;
+  const std::vector<std::string>& profile_notes = rows.notes;
   auto result = std::make_shared<PlanResult>();
   result->plan = RunCancellable<solver::PipelinePlan>(
       [&profile, request](const std::atomic<bool>* cancel, ProgressFn report) {
@@ -213,8 +213,8 @@ std::shared_ptr<PlanResult> PlanPipelineTask(
 
 py::dict EvaluatePlanTask(const py::handle& profile_arg, const std::string& plan_json,
                           std::optional<double> p_block_w, const std::string& plan_name) {
-  model::Profile storage;
-  const model::Profile& profile = ProfileFrom(profile_arg, &storage);
+  const model::RowRuleResult rows = PlannableFrom(profile_arg);  // as `joulepipe evaluate`
+  const model::Profile& profile = rows.profile;
   const model::Plan plan = model::PlanFromJson(plan_json, plan_name);
   schedule::EvaluateRequest request;
   request.p_block_w = p_block_w;
@@ -225,6 +225,7 @@ py::dict EvaluatePlanTask(const py::handle& profile_arg, const std::string& plan
     py::gil_scoped_release release;
     e = schedule::EvaluatePlan(profile, plan, request);
   }
+  e.notes.insert(e.notes.begin(), rows.notes.begin(), rows.notes.end());
   py::dict out;
   out["schedule"] = std::string(schedule::KindName(e.spec.kind));
   out["stages"] = e.spec.stages;

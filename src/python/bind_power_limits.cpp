@@ -36,8 +36,8 @@ py::dict PlanPowerLimitsTask(const py::handle& profile_arg, int stages, int micr
   request.slowdown = slowdown;
   solver::CheckPlanRequest(request);
   request.profile_name = ProfileName(profile_arg);
-  model::Profile storage;
-  const model::Profile& profile = ProfileFrom(profile_arg, &storage);
+  const model::RowRuleResult rows = PlannableFrom(profile_arg);  // as `joulepipe plan`
+  const model::Profile& profile = rows.profile;
   request.objective = objective;
   solver::PowerLimitRequest limits;
   limits.plan = request;

@@ -151,6 +151,14 @@ py::list Points(const model::Profile& p, int stage, model::Kind kind) {
 
 }  // namespace
 
+model::RowRuleResult PlannableFrom(const py::handle& profile) {
+  model::Profile storage;
+  const model::Profile& read = ProfileFrom(profile, &storage);
+  const std::string name = ProfileName(profile);
+  py::gil_scoped_release release;
+  return model::PlannableRows(read, name);
+}
+
 const model::Profile& ProfileFrom(const py::handle& profile, model::Profile* storage) {
   if (py::isinstance<model::Profile>(profile)) return profile.cast<const model::Profile&>();
   if (py::isinstance<py::str>(profile) || py::hasattr(profile, "__fspath__")) {

@@ -79,8 +79,8 @@ py::dict SimulateTask(const py::handle& profile_arg, int stages, int microbatche
     request.job.waits = model::ReadWaitModelFile(py::str(wait_model).cast<std::string>());
   request.profile_name = ProfileName(profile_arg);
   sim::CheckSimulateRequest(request);
-  model::Profile storage;
-  const model::Profile& profile = ProfileFrom(profile_arg, &storage);
+  const model::RowRuleResult rows = PlannableFrom(profile_arg);  // as `joulepipe simulate`
+  const model::Profile& profile = rows.profile;
   sim::SimulateOutcome o = RunCancellable<sim::SimulateOutcome>(
       [&profile, request](const std::atomic<bool>* cancel, ProgressFn report) {
         sim::SimulateRequest r = request;
@@ -115,7 +115,9 @@ py::dict SimulateTask(const py::handle& profile_arg, int stages, int microbatche
   out["wait_model"] = o.request.job.waits.Describe();
   const double e0 = o.baseline.TotalEnergy();
   out["saving_pct"] = e0 > 0 ? 100 * (e0 - o.joulepipe.TotalEnergy()) / e0 : 0.0;
-  out["notes"] = o.notes;
+  std::vector<std::string> notes = rows.notes;
+  notes.insert(notes.end(), o.notes.begin(), o.notes.end());
+  out["notes"] = notes;
   return out;
 }
 

@@ -19,6 +19,7 @@
 
 #include "joulepipe/model/plan.hpp"
 #include "joulepipe/model/profile.hpp"
+#include "joulepipe/model/profile_rows.hpp"
 
 namespace joulepipe::python {
 
@@ -52,6 +53,9 @@ std::vector<model::PlannedInstruction> StagePlanFromList(const py::handle& list,
 const model::Profile& ProfileFrom(const py::handle& profile, model::Profile* storage);
 // How messages name that argument: its path, or "the profile".
 std::string ProfileName(const py::handle& profile);
+// The profile argument as every call plans or replays it: ProfileFrom, then
+// the one rule for its rows (model::PlannableRows), as the CLI reads a file.
+model::RowRuleResult PlannableFrom(const py::handle& profile);
 
 // Seconds since the Unix epoch (system clock): the `now` of coord::Job calls.
 double UnixNow();

@@ -78,25 +78,32 @@ struct Range {
 std::vector<double> NiceTicks(double lo, double hi, int target) {
   if (!std::isfinite(lo) || !std::isfinite(hi)) return {};
   if (hi < lo) std::swap(lo, hi);
-  if (hi == lo) {
-    const double pad = lo == 0 ? 1 : std::fabs(lo) * 0.05;
+  // A span below the values' own resolution (two times that differ in the
+  // last bits) would give a step smaller than an ulp, and `t += step` would
+  // never reach hi: such a range is drawn as one value.
+  const double scale = std::max(std::fabs(lo), std::fabs(hi));
+  if (hi - lo <= scale * 1e-9) {
+    const double pad = scale == 0 ? 1 : scale * 0.05;
     lo -= pad;
     hi += pad;
   }
-  target = std::max(target, 1);
+  target = std::clamp(target, 1, 1000);
   const double raw = (hi - lo) / target;
+  if (!std::isfinite(raw) || raw <= 0) return {lo, hi};  // a span past the doubles' range
   const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
   double step = magnitude;
   for (double m : {1.0, 2.0, 2.5, 5.0, 10.0}) {
     step = m * magnitude;
     if (step >= raw) break;
   }
+  // Ticks by index, not by adding steps up: the count is known (at most
+  // target + 2, since step >= raw), whatever rounding does.
+  const double first_index = std::floor(lo / step + 1e-9);
+  const double count = std::ceil(hi / step - 1e-9) - first_index;
+  const int n = static_cast<int>(std::clamp(count, 1.0, static_cast<double>(target) + 2));
   std::vector<double> ticks;
-  const double first = std::floor(lo / step + 1e-9) * step;
-  for (double t = first;; t += step) {
-    ticks.push_back(t);
-    if (t >= hi - step * 1e-9) break;
-  }
+  ticks.reserve(n + 1);
+  for (int k = 0; k <= n; ++k) ticks.push_back((first_index + k) * step);
   return ticks;
 }
 

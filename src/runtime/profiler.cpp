@@ -10,6 +10,7 @@
 #include "joulepipe/model/energy.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/format.hpp"
+#include "joulepipe/model/profile_rows.hpp"
 #include "joulepipe/model/version.hpp"
 #include "joulepipe/solver/plan_pipeline.hpp"
 
@@ -296,13 +297,13 @@ void InSituProfiler::OnStepEnd() {
 
 bool InSituProfiler::QueueRemeasures() {
   if (options_.remeasure_iterations <= 0) return false;
-  std::vector<solver::ImplausibleRow> odd;
+  std::vector<model::ImplausibleRow> odd;
   try {
-    odd = solver::ImplausibleRows(ToProfile(Report()));
+    odd = model::ImplausibleRows(ToProfile(Report()));
   } catch (const std::exception&) {
     return false;  // rows the profile cannot hold: the planner says why
   }
-  for (const solver::ImplausibleRow& bad : odd) {
+  for (const model::ImplausibleRow& bad : odd) {
     KindState& k = kinds_[static_cast<size_t>(bad.kind)];
     // The clocks requested for the row (a throttled GPU runs several
     // requests at the clock the row names).

@@ -9,6 +9,7 @@
 #include "joulepipe/coord/plan_task.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/format.hpp"
+#include "joulepipe/model/profile_rows.hpp"
 
 namespace joulepipe::serve {
 
@@ -73,7 +74,9 @@ ServerOptions Checked(ServerOptions options) {
                    Format("%s has no p_block_w metadata line, so Zeus jobs could not be planned: "
                           "set ZeusDefaults::p_block_w (the GPU's power while blocked, W)",
                           z.profile_name.c_str()));
-    solver::CheckProfileRows(*z.profile, z.profile_name);
+    // Refused now, as a job given it would refuse it (the one rule for a
+    // profile's rows; a measured profile's odd rows are left out per job).
+    model::PlannableRows(*z.profile, z.profile_name);
     if (z.profile_csv.empty()) z.profile_csv = model::ProfileToCsv(*z.profile);
   }
   return options;

@@ -15,6 +15,7 @@
 
 #include "cli_test_support.hpp"
 #include "joulepipe/model/profile.hpp"
+#include "joulepipe/model/profile_rows.hpp"
 #include "joulepipe/physics/gpu_model.hpp"
 #include "joulepipe/physics/workload.hpp"
 #include "joulepipe/solver/plan_pipeline.hpp"
@@ -356,7 +357,7 @@ TEST(SimulatedProfilesArePlausible, EveryModelOnEveryGpuDownToItsLowestClock) {
         options.min_mhz = min_mhz;
         SCOPED_TRACE(model.id + " on " + gpu.id + " from " + std::to_string(min_mhz) + " MHz");
         const model::Profile profile = physics::SimulateProfile(spec, gpu, options);
-        EXPECT_NO_THROW(solver::CheckProfileRows(profile, "simulated"));
+        EXPECT_NO_THROW(model::CheckProfileRows(profile, "simulated"));
         ++checked;
       }
     }

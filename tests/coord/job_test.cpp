@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/model/profile_rows.hpp"
 #include "joulepipe/protocol/json.hpp"
 #include "joulepipe/solver/plan_pipeline.hpp"
 
@@ -132,7 +133,15 @@ TEST(Job, ANoisyRowIsLeftOutNotThePlan) {
       }
     }
   }
-  EXPECT_THROW(solver::CheckProfileRows(noisy, "noisy"), model::InputError);
+  EXPECT_THROW(model::CheckProfileRows(noisy, "noisy"), model::InputError);
+  // Not measured in the job (its user can re-measure it): refused, as
+  // `joulepipe plan` refuses it, and the job keeps no profile.
+  Job refusing(Config());
+  RegisterAll(&refusing);
+  EXPECT_THROW(refusing.SetProfile(noisy), model::InputError);
+  EXPECT_EQ(refusing.profile(), nullptr);
+  // Measured in the job, where nobody can re-measure it: the row is left out.
+  noisy.metadata.source = "measured";
   Job job(Config());
   RegisterAll(&job);
   job.SetProfile(noisy);
@@ -141,8 +150,12 @@ TEST(Job, ANoisyRowIsLeftOutNotThePlan) {
       << job.profile_notes()[0];
   job.SetPlan(solver::PlanPipeline(*job.profile(), job.PlanRequest()), 1000);
   for (int rank : {1, 3, 5}) {
-    for (const model::PlannedInstruction& i : job.PlanFor(rank)->instructions) {
-      if (i.instruction.kind == model::Kind::kForward) EXPECT_NE(i.mhz, 1300);
+    const auto plan = job.PlanFor(rank);  // kept: the loop reads into it
+    ASSERT_TRUE(plan.has_value());
+    for (const model::PlannedInstruction& i : plan->instructions) {
+      if (i.instruction.kind == model::Kind::kForward) {
+        EXPECT_NE(i.mhz, 1300);
+      }
     }
   }
   const nlohmann::json status = protocol::JobStatusToJson(job.Status());

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -37,6 +38,25 @@ TEST(NiceTicks, DegenerateAndReversedRanges) {
   EXPECT_LE(reversed.front(), 0);
   EXPECT_GE(reversed.back(), 10);
   EXPECT_TRUE(NiceTicks(std::nan(""), 1, 5).empty());
+}
+
+TEST(NiceTicks, RangesNarrowerThanTheirValuesResolutionEnd) {
+  // Two frontier times that differ in their last bits (a measured profile
+  // whose plans all take the baseline's time) once made the step smaller
+  // than an ulp: the loop never reached hi and filled memory.
+  for (double at : {4.2e-3, 1.0, 3.7e5, -2.5e-7}) {
+    for (double ulps : {1.0, 3.0, 1e3}) {
+      const double hi = at + std::fabs(at) * ulps * 2.3e-16;
+      const std::vector<double> ticks = NiceTicks(at, hi, 6);
+      ASSERT_GE(ticks.size(), 2u) << at;
+      EXPECT_LE(ticks.size(), 9u) << at;
+      EXPECT_LE(ticks.front(), std::min(at, hi));
+      EXPECT_GE(ticks.back(), std::max(at, hi));
+    }
+  }
+  // Huge spans and targets stay bounded too.
+  EXPECT_LE(NiceTicks(-1e308, 1e308, 6).size(), 9u);
+  EXPECT_LE(NiceTicks(0, 1, 1 << 30).size(), 1003u);
 }
 
 TEST(LineChart, DrawsSeriesMarkersAndLines) {

@@ -12,6 +12,7 @@
 
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/profile.hpp"
+#include "joulepipe/model/profile_rows.hpp"
 #include "joulepipe/solver/plan_pipeline.hpp"
 
 namespace joulepipe::runtime {
@@ -410,7 +411,7 @@ TEST(InSituProfilerTest, AnImplausibleRowIsMeasuredAgainBeforeItIsDone) {
   EXPECT_NE(r.notes[0].find("stage 0 forward at 1350 MHz was measured at"), std::string::npos)
       << r.notes[0];
   EXPECT_NE(r.notes[0].find("measured again over 3 iterations"), std::string::npos) << r.notes[0];
-  EXPECT_TRUE(solver::ImplausibleRows(ToProfile(r)).empty());
+  EXPECT_TRUE(model::ImplausibleRows(ToProfile(r)).empty());
 }
 
 TEST(InSituProfilerTest, ARowStillImplausibleAfterItsReMeasureIsKeptForThePlannerToLeaveOut) {
@@ -419,7 +420,7 @@ TEST(InSituProfilerTest, ARowStillImplausibleAfterItsReMeasureIsKeptForThePlanne
   const std::vector<int> visits = SweepWithOneDisturbedClock(p, 1350, 99, &iterations);
   ASSERT_TRUE(p.done());  // once only: it does not loop
   EXPECT_EQ(visits.size(), 7u);
-  const std::vector<solver::ImplausibleRow> odd = solver::ImplausibleRows(ToProfile(p.Report()));
+  const std::vector<model::ImplausibleRow> odd = model::ImplausibleRows(ToProfile(p.Report()));
   ASSERT_EQ(odd.size(), 1u);
   EXPECT_EQ(odd[0].mhz, 1350);
 }

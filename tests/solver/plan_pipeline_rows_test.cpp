@@ -12,13 +12,18 @@
 #include "../test_support/profiles.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/profile.hpp"
+#include "joulepipe/model/profile_rows.hpp"
 #include "joulepipe/schedule/schedule.hpp"
 #include "joulepipe/solver/plan_pipeline.hpp"
 
 namespace joulepipe::solver {
 namespace {
 
+using model::CheckProfileRows;
+using model::ImplausibleRows;
 using model::Kind;
+using model::LeaveOutImplausibleRows;
+using model::NoRowFasterThanTheTopClock;
 using model::testing::Point;
 
 const char* const kRealProfiles[] = {"gpt3-175b+a100_sxm_bf16", "bloom+a100_sxm_bf16",

@@ -109,14 +109,16 @@ using protocol::RankPlan;
 // Checks every field (and fills world_size when 0). Throws model::InputError.
 void CheckJobConfig(JobConfig* config);
 
-// The profile a coordinated job plans with. A job's profile is usually
+// The profile a coordinated job plans with: the one rule for a profile's
+// rows (model::PlannableRows) that every front end applies. A profile
 // measured in the job itself (the in-situ profiler), where a noisy sample or
 // a GPU throttled by its power cap makes a row implausible and nobody can
-// re-measure it: such rows are left out, not the whole plan
-// (solver::LeaveOutImplausibleRows), and rows measured faster than their
-// highest clock are planned at its time (solver::NoRowFasterThanTheTopClock),
-// each said in `notes` when given.
-model::Profile PlannableProfile(const model::Profile& profile, std::vector<std::string>* notes);
+// re-measure it, has such rows left out, not the whole plan, and rows
+// measured faster than their highest clock planned at its time, each said
+// in `notes` when given; any other profile with an implausible row is
+// refused (model::InputError naming `name`), as `joulepipe plan` refuses it.
+model::Profile PlannableProfile(const model::Profile& profile, const std::string& name,
+                                std::vector<std::string>* notes);
 
 // A solved plan as a store keeps it: the frontier (every point's clocks),
 // which point is the intrinsic plan, the all-max-clock time and P_block.

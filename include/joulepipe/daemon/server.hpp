@@ -34,8 +34,10 @@
 //
 // The socket file: a stale one (nothing listening) is removed at start; one
 // with a live daemon behind it, or a path that is not a socket, is an error.
-// It is created with the configured mode and group and unlinked when the
-// Server is destroyed (if it is still ours).
+// It is created with the configured mode and group without ever naming a path
+// another user could swap (bound in a private folder, then renamed into
+// place: src/daemon/socket_file.hpp) and unlinked when the Server is
+// destroyed (if it is still ours).
 #pragma once
 
 #include <sys/types.h>

@@ -115,69 +115,9 @@ inline constexpr double kMaxDeadlineFactor = 100;  // each extra_deadline_factor
 // field and the range.
 void CheckPlanRequest(const PlanRequest& request);
 
-// Whether the rows of each (stage, kind) agree with one another as DVFS
-// allows. For two clocks g > f of one instruction, with a margin of
-// kRowMargin for measurement noise:
-//   * t(f) >= t(g) / kRowMargin: a lower clock does not make it faster;
-//   * t(f) <= t(g) x g/f x kRowMargin: a lower clock slows at most the
-//     part of the work that runs at the SM clock, so by at most g/f;
-//   * the mean powers e/t at f and g are within kMaxPowerRatio of each other.
-// Each row is compared with the row of its (stage, kind) that agrees with
-// the most others (usually the highest clock), so the message blames the odd
-// row, not its neighbours. Every measured and simulated profile shipped with
-// joulepipe passes with room to spare (tests/solver/plan_pipeline_test.cpp).
-// Throws model::InputError naming `profile_name`, the row's line (when it was
-// read from a file: ClockPoint::line), clock and figures, the row it was
-// compared with, and the fix.
-inline constexpr double kRowMargin = 1.5;
-inline constexpr double kMaxPowerRatio = 20;
-void CheckProfileRows(const model::Profile& profile, const std::string& profile_name);
-
-// One row CheckProfileRows would refuse: its (stage, kind), its index in
-// Points(stage, kind) and clock, and `why` in words about the job (which
-// stage, instruction and clock, what was measured against which reference
-// row, and the rule it breaks), with no file line.
-struct ImplausibleRow {
-  int stage = 0;
-  model::Kind kind = model::Kind::kForward;
-  std::size_t index = 0;
-  int mhz = 0;
-  std::string why;
-};
-// Every such row, by stage, kind, then index ascending; empty when
-// CheckProfileRows passes. The in-situ profiler re-measures these clocks
-// once before it reports (runtime/profiler.hpp).
-std::vector<ImplausibleRow> ImplausibleRows(const model::Profile& profile);
-
-// For a profile measured inside a running job, where nobody can re-measure
-// a row (noise, a GPU throttled by its power or thermal cap): the profile
-// without the rows CheckProfileRows would refuse, each said in `notes` (when
-// given) in words about the job: which stage, instruction and clock, what
-// was measured against which reference, and that the clock is left out.
-// Every (stage, kind) keeps its reference row, so the result passes
-// CheckProfileRows and still fits every schedule the input fitted.
-model::Profile LeaveOutImplausibleRows(const model::Profile& profile,
-                                       std::vector<std::string>* notes);
-
-// The one rule for a profile whose highest clock is not its fastest (noise,
-// throttling): the baseline is what the job runs today, every instruction at
-// its highest clock, and a lower clock does not make an instruction faster,
-// so a row measured faster than its (stage, kind)'s highest clock is
-// planned as taking as long as that clock (its energy as measured), each
-// said in `notes` (when given). No plan is then faster than the baseline:
-// every saving is at the baseline's time or slower, within the relaxation's
-// bound, and no slowdown is negative. The rule is for profiles joulepipe
-// measured in a running job (metadata source "measured"); others (imported
-// measurements such as Perseus's, simulated ones) and profiles with knob
-// settings (another setting may be faster by design) are returned as they
-// are. Every front end that plans a profile applies it (coord's
-// PlannableProfile, `joulepipe plan`, Python's plan_pipeline).
-model::Profile NoRowFasterThanTheTopClock(const model::Profile& profile,
-                                          std::vector<std::string>* notes);
-
 // The cheap first half: checks the request, resolves P_block, builds the
 // schedule, checks that the profile fits it and that its rows are plausible
-// (CheckProfileRows), evaluates the all-max-clock baseline, which fixes the
+// (model::CheckProfileRows), evaluates the all-max-clock baseline, which fixes the
 // deadline, and checks that the deadline grid between the fastest and the
 // slowest useful plan (dominated clocks dropped, as the solver drops them)
 // is not too fine. Every input error is found here, so a caller can check
