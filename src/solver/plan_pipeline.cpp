@@ -31,6 +31,14 @@ void RequireCount(const char* field, int value, int most, const char* what) {
   throw InputError(field, Format("%s must be 1..%d (got %d): %s", field, most, value, what));
 }
 
+// `x` > 0 rounded up to `digits` significant digits: the least such number
+// >= x (a hair above it where x already has that many digits).
+double RoundUpSignificant(double x, int digits) {
+  if (!(x > 0) || !std::isfinite(x)) return x;
+  const double unit = std::pow(10.0, std::floor(std::log10(x)) - (digits - 1));
+  return std::ceil(x / unit * (1 + 1e-12)) * unit;
+}
+
 // ---- The grid's real span ------------------------------------------------------
 
 // The clocks of the fastest and of the least-energy option of every
@@ -123,14 +131,16 @@ void CheckGridSize(double fastest_s, double slowest_s, double resolution_s,
                    const std::string& why) {
   const double deadlines = std::max(0.0, slowest_s - fastest_s) / resolution_s;
   if (deadlines <= kMaxGridDeadlines) return;
-  const double finest_ms = (slowest_s - fastest_s) / kMaxGridDeadlines * 1e3;
+  // Rounded UP to the 3 significant digits the message shows, so the advice
+  // plans when followed (rounding to nearest once advised 16.1 ms where
+  // 16.1x ms was the least that fits).
+  const double finest_ms = RoundUpSignificant((slowest_s - fastest_s) / kMaxGridDeadlines * 1e3, 3);
   throw InputError(
       "PlanRequest::resolution_s",
       Format("the useful plans take from %.6g s (the fastest clocks) to %.6g s (the "
              "least-energy ones); PlanRequest::resolution_s of %g ms would plan about %.0f "
              "deadlines between them (at most %.0f); use %.3g ms or more",
-             fastest_s, slowest_s, resolution_s * 1e3, deadlines, kMaxGridDeadlines,
-             finest_ms * 1.001) +
+             fastest_s, slowest_s, resolution_s * 1e3, deadlines, kMaxGridDeadlines, finest_ms) +
           (why.empty() ? "" : "; " + why));
 }
 

@@ -202,6 +202,9 @@ TEST_F(PlanAnyProfileTest, MemoryAndTimeStayBoundedAndEveryAdviceWorks) {
       args.push_back("--resolution-ms");
       args.push_back(m[1].str());
       run = RunPlan(args, root_ / "err.txt");
+      EXPECT_EQ(run.exit_code, 0) << "the advised --resolution-ms " << m[1].str()
+                                  << " did not plan profile " << i << " (" << g.what << ")\n"
+                                  << run.err;
     }
     worst_rss = std::max(worst_rss, run.max_rss_kb);
     worst_seconds = std::max(worst_seconds, run.seconds);
@@ -224,6 +227,7 @@ TEST_F(PlanAnyProfileTest, MemoryAndTimeStayBoundedAndEveryAdviceWorks) {
       fs::remove_all(root_ / ("out" + std::to_string(i)));
     } else {
       ++refused;
+      if (std::getenv("JOULEPIPE_PLAN_FUZZ_SHOW")) std::printf("refused: %s", run.err.c_str());
       // Refusals are the clear kind (exit 2, a message), never "out of
       // memory" or an internal error.
       EXPECT_EQ(run.exit_code, 2) << "profile " << i << " (" << g.what << ")\n" << g.csv << run.err;
