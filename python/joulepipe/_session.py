@@ -290,8 +290,6 @@ class Session:
         self._file_jsonl = False  # the iteration log's format: JSON lines, else CSV
         self._closed = False
         self._plan_waits = False  # a plan file's CoordinatedPlan, started at the first iteration
-        self._offset_s = 0.0  # a grid plan's wait at each step's beginning (this pipeline's)
-        self._stop_ramp_s = 0.0  # a grid plan's stop ramp, until it has begun
         self.phase_records: List[PhaseRecord] = []
         self._phase_kind: Optional[str] = None  # the open phase_begin()'s
         self._phase_depth = 0  # phase_begin calls inside the open phase
@@ -427,8 +425,8 @@ class Session:
             # Embedded coordination: rank 0's plans reach this rank through
             # the rounds (offer()); the native object applies them at a step
             # boundary, in the loop's order (runtime/coordinated_plan.hpp).
-            self._coordinated = _core.CoordinatedPlan.in_process(self._agent, self.topo.rank,
-                                                                 through=control)
+            self._coordinated = _core.CoordinatedPlan.in_process(
+                self._agent, self.topo.rank, through=control, **self._grid_timing())
             self._set_hooks(self._coordinated)
         if self.options.profile:
             try:
@@ -470,21 +468,11 @@ class Session:
             return
         self._plan_shape = {"schedule": plan.schedule, "microbatches": plan.microbatches,
                             "chunks": plan.chunks}
-        # A grid plan's offset between the pipelines: this pipeline (its
-        # data-parallel rank) starts each iteration dp_rank x it late.
-        self._offset_s = plan.pipeline_offset_s * self.topo.dp_rank
-        self._stop_ramp_s = plan.stop_ramp_s
-        if self._stop_ramp_s > 0 and self.options.last_iteration is None:
-            self._note(f"the plan ramps the job's stop over {self._stop_ramp_s:g} s, but the "
-                       "last iteration is not known (last_iteration=, Megatron-LM's "
-                       "--train-iters): the stop is not ramped")
-        if self._offset_s > 0:
-            self._note(f"pipeline {self.topo.dp_rank} starts each iteration "
-                       f"{self._offset_s * 1e3:.3g} ms late (the plan's offset between "
-                       f"pipelines, {plan.pipeline_offset_s * 1e3:.3g} ms each)")
+        # A grid plan's offset between pipelines and stop ramp are the native
+        # object's to time (runtime/grid_timing.hpp), and to say.
         self._coordinated = _core.CoordinatedPlan.from_plan(
             self._agent, plan, path, self.topo.rank, stage=self.topo.pp_rank,
-            stages=self.topo.pp, through=self._control)
+            stages=self.topo.pp, through=self._control, **self._grid_timing())
         self._set_hooks(self._coordinated)
         self._phase = "execute"
         # Started at the first iteration, once set_shape has checked the
@@ -629,32 +617,17 @@ class Session:
         if self._off_shape:
             return
         if self._coordinated is not None:
-            self._coordinated.on_step_begin()  # a waiting plan first, then the agent's
+            # A waiting plan first, then the agent's; then a grid plan's
+            # timing (its stop ramp, this pipeline's offset).
+            self._coordinated.on_step_begin(
+                number if number is not None else self._iteration)
         elif self._agent is not None:
             self._agent.on_step_begin()
-        if self._stop_ramp_s > 0 and self.options.last_iteration is not None:
-            self._maybe_begin_stop_ramp(number)
-        if self._offset_s > 0 and self._coordinated is not None and self.failure is None:
-            # The grid plan's offset: this pipeline's work starts later, the
-            # GPU waiting meanwhile (part of the iteration, as simulated).
-            time.sleep(self._offset_s)
 
-    def _maybe_begin_stop_ramp(self, number: Optional[int]) -> None:
-        """Once the iterations left (this one included), at the median of the
-        last ten iterations' times, fit in the plan's stop ramp: the agent
-        lowers the clocks in steps from here on."""
-        current = number if number is not None else self._iteration
-        left = self.options.last_iteration - current + 1
-        times = sorted(r.time_s for r in self.records[-10:])
-        if left < 1 or not times or self._agent is None or self.failure is not None:
-            return
-        seconds = left * times[len(times) // 2]
-        if seconds > self._stop_ramp_s:
-            return
-        self._stop_ramp_s = 0.0  # once
-        if self._agent.begin_stop_ramp(seconds):
-            self._note(f"ramping the job's stop: clocks step down over the last {left} "
-                       f"iteration(s), about {seconds:.3g} s")
+    def _grid_timing(self) -> Dict[str, Any]:
+        """What the native plan object needs to time a grid plan's levers:
+        this rank's pipeline and the job's last iteration."""
+        return {"pipeline": self.topo.dp_rank, "last_iteration": self.options.last_iteration}
 
     # The instruction hooks are the hot path (bench/python_hooks.py): a flag
     # test, then one native call.
@@ -1034,7 +1007,7 @@ class Session:
                 self._agent, self.options.coordinator, job_id, self.topo.rank,
                 token=self.options.coordinator_token, registration=registration,
                 start_wait_s=0.0, start_timeout_s=10.0, meter_nvml_index=self._gpu["nvml_index"],
-                through=self._control)
+                through=self._control, **self._grid_timing())
             coordinated.start()  # bounded: registration and one poll without waiting
         except Exception as error:
             self._fail(f"cannot join the coordinator's job {job_id}: {error}")

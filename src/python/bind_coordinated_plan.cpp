@@ -74,8 +74,11 @@ class CoordinatedPlanBinding : public AgentDependent {
                          int rank, std::optional<std::string> token,
                          std::optional<py::dict> registration, double start_wait_s,
                          double start_timeout_s, std::optional<int> meter_nvml_index,
-                         const std::string& through) {
+                         const std::string& through, int pipeline,
+                         std::optional<std::int64_t> last_iteration) {
     runtime::CoordinatedPlanOptions options;
+    options.pipeline = pipeline;
+    options.last_iteration = last_iteration;
     options.coordinator.url = url;
     options.coordinator.token = token.value_or("");
     options.job_id = job_id;
@@ -88,8 +91,11 @@ class CoordinatedPlanBinding : public AgentDependent {
   }
 
   // The job's own ranks hand this rank its plans (offer()).
-  CoordinatedPlanBinding(AgentBinding& agent, int rank, const std::string& through) {
+  CoordinatedPlanBinding(AgentBinding& agent, int rank, const std::string& through, int pipeline,
+                         std::optional<std::int64_t> last_iteration) {
     runtime::CoordinatedPlanOptions options;
+    options.pipeline = pipeline;
+    options.last_iteration = last_iteration;
     options.source = runtime::PlanSource::kInProcess;
     options.rank = rank;
     options.through = through;
@@ -98,8 +104,11 @@ class CoordinatedPlanBinding : public AgentDependent {
 
   // Stage `stage` of a plan `joulepipe plan` wrote, from start() on.
   CoordinatedPlanBinding(AgentBinding& agent, const model::Plan& plan, const std::string& name,
-                         int rank, int stage, int stages, const std::string& through) {
+                         int rank, int stage, int stages, const std::string& through, int pipeline,
+                         std::optional<std::int64_t> last_iteration) {
     runtime::CoordinatedPlanOptions options;
+    options.pipeline = pipeline;
+    options.last_iteration = last_iteration;
     options.source = runtime::PlanSource::kPlan;
     options.plan = std::make_shared<const model::Plan>(plan);
     options.plan_name = name;
@@ -160,8 +169,11 @@ class CoordinatedPlanBinding : public AgentDependent {
     return start_result_;
   }
 
-  void OnStepBegin() {
-    if (plan_) plan_->OnStepBegin();
+  // May wait (a grid plan's offset between pipelines): without the GIL.
+  void OnStepBegin(std::optional<std::int64_t> iteration) {
+    if (!plan_) return;
+    py::gil_scoped_release release;
+    plan_->OnStepBegin(iteration);
   }
 
   void OnInstructionBegin(model::Kind kind, int microbatch, int chunk) {
@@ -234,36 +246,41 @@ void BindCoordinatedPlan(py::module_& m) {
   py::class_<C>(m, "CoordinatedPlan", "Runs an Agent on the plans a coordinator hands this rank.")
       .def(py::init<AgentBinding&, const std::string&, const std::string&, int,
                     std::optional<std::string>, std::optional<py::dict>, double, double,
-                    std::optional<int>, const std::string&>(),
+                    std::optional<int>, const std::string&, int, std::optional<std::int64_t>>(),
            py::arg("agent"), py::arg("url"), py::arg("job_id"), py::arg("rank"),
            py::arg("token") = py::none(), py::arg("registration") = py::none(),
            py::arg("start_wait_s") = 60.0, py::arg("start_timeout_s") = 90.0,
            py::arg("meter_nvml_index") = py::none(), py::arg("through") = "",
-           py::keep_alive<1, 2>())
+           py::arg("pipeline") = 0, py::arg("last_iteration") = py::none(), py::keep_alive<1, 2>())
       // Embedded coordination: the job's own ranks hand this rank its plans
       // (offer(rank_plan_json)); nothing is sent anywhere.
       .def_static(
           "in_process",
-          [](AgentBinding& agent, int rank, const std::string& through) {
-            return std::make_unique<C>(agent, rank, through);
+          [](AgentBinding& agent, int rank, const std::string& through, int pipeline,
+             std::optional<std::int64_t> last_iteration) {
+            return std::make_unique<C>(agent, rank, through, pipeline, last_iteration);
           },
-          py::arg("agent"), py::arg("rank"), py::arg("through") = "", py::keep_alive<0, 1>())
+          py::arg("agent"), py::arg("rank"), py::arg("through") = "", py::arg("pipeline") = 0,
+          py::arg("last_iteration") = py::none(), py::keep_alive<0, 1>())
       // A plan file: this rank runs stage `stage` of `plan` (a Plan) from
       // start() on; `stages` is the job's (another count is refused).
       .def_static(
           "from_plan",
           [](AgentBinding& agent, const model::Plan& plan, const std::string& name, int rank,
-             int stage, int stages, const std::string& through) {
-            return std::make_unique<C>(agent, plan, name, rank, stage, stages, through);
+             int stage, int stages, const std::string& through, int pipeline,
+             std::optional<std::int64_t> last_iteration) {
+            return std::make_unique<C>(agent, plan, name, rank, stage, stages, through, pipeline,
+                                       last_iteration);
           },
           py::arg("agent"), py::arg("plan"), py::arg("name"), py::arg("rank"), py::arg("stage"),
-          py::arg("stages") = 0, py::arg("through") = "", py::keep_alive<0, 1>())
+          py::arg("stages") = 0, py::arg("through") = "", py::arg("pipeline") = 0,
+          py::arg("last_iteration") = py::none(), py::keep_alive<0, 1>())
       .def("start", &C::Start)
       .def("offer", &C::Offer, py::arg("rank_plan_json"))
       .def_property_readonly("loop_order", &C::LoopOrder)
       // The hooks a loop calls (they drive the agent: never call its own
       // hooks too). Never raise; no-ops once closed.
-      .def("on_step_begin", &C::OnStepBegin)
+      .def("on_step_begin", &C::OnStepBegin, py::arg("iteration") = py::none())
       .def("on_instruction_begin", &C::OnInstructionBegin, py::arg("kind"), py::arg("microbatch"),
            py::arg("chunk") = 0)
       .def("on_instruction_end", &C::OnInstructionEnd, py::arg("kind"), py::arg("microbatch"),

@@ -12,6 +12,7 @@
 // client's waits are cut short by its own cancel predicate: the stop flag
 // for the background thread, Start()'s deadline for Start().
 #include "joulepipe/runtime/coordinated_plan.hpp"
+#include "joulepipe/runtime/grid_timing.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -125,8 +126,10 @@ struct CoordinatedPlan::State {
   bool recording = false;
   bool loop_known = false;
   std::optional<RankPlan> running;
-  model::HeadWait running_head_wait;            // kPlan: its stage's
-  model::StageShape running_shape;              // kPlan: a grid plan's, its stage's
+  model::HeadWait running_head_wait;  // kPlan: its stage's
+  model::StageShape running_shape;    // kPlan: a grid plan's, its stage's
+  GridTiming grid_timing{options.pipeline, options.last_iteration};
+  std::int64_t steps_begun = 0;
   std::optional<double> running_power_limit_w;  // kPlan: a power-limit plan's (W)
 
   // Training thread: the iteration being measured.
@@ -242,7 +245,8 @@ struct CoordinatedPlan::State {
   // order when that is known; refused when it is not the loop's. A plan
   // source's head wait and power limit (kPlan) go with it.
   void Apply(RankPlan plan, const char* how, model::HeadWait head_wait = {},
-             std::optional<double> power_limit_w = std::nullopt, model::StageShape shape = {}) {
+             std::optional<double> power_limit_w = std::nullopt, model::StageShape shape = {},
+             double pipeline_offset_s = 0) {
     std::vector<model::PlannedInstruction> instructions = plan.instructions;
     bool reordered = false;
     if (loop_known && !SameOrder(instructions, loop)) {
@@ -257,6 +261,9 @@ struct CoordinatedPlan::State {
     running_shape = shape;
     running_power_limit_w = power_limit_w;
     Log(AppliedLine(plan, instructions, reordered, how));
+    for (const std::string& line : grid_timing.SetPlan(pipeline_offset_s, shape.stop_ramp_s)) {
+      Log(line);
+    }
     running_version.store(plan.version, std::memory_order_relaxed);
     running_predicted_time_s.store(plan.predicted ? plan.predicted->time_s : 0,
                                    std::memory_order_relaxed);
@@ -299,7 +306,8 @@ struct CoordinatedPlan::State {
     }
     std::optional<double> limit;
     if (!plan.power_limits_w.empty()) limit = plan.power_limits_w.at(options.stage);
-    Apply(std::move(r), "running", head_wait, limit, model::StageShapeOf(plan, options.stage));
+    Apply(std::move(r), "running", head_wait, limit, model::StageShapeOf(plan, options.stage),
+          plan.grid ? plan.grid->pipeline_offset_s : 0);
   }
 
   // Training thread: a plan that is not the loop's. Default clocks.
@@ -321,6 +329,7 @@ struct CoordinatedPlan::State {
     running_predicted_time_s.store(0, std::memory_order_relaxed);
     running_predicted_energy_j.store(0, std::memory_order_relaxed);
     running.reset();
+    grid_timing.Clear();
     agent.Disable();
   }
 
@@ -600,7 +609,7 @@ bool CoordinatedPlan::ApplyPendingPlan() noexcept {
   }
 }
 
-void CoordinatedPlan::OnStepBegin() noexcept {
+void CoordinatedPlan::OnStepBegin(std::optional<std::int64_t> iteration) noexcept {
   State& s = *state_;
   ApplyPendingPlan();
   s.step_start = SteadyClock::now();
@@ -611,6 +620,19 @@ void CoordinatedPlan::OnStepBegin() noexcept {
     s.loop.clear();
   }
   s.agent.OnStepBegin();
+  const std::int64_t number = iteration.value_or(s.options.first_iteration + s.steps_begun);
+  ++s.steps_begun;
+  // A plan refused or fallen back from (default clocks) times nothing.
+  if (!s.running || s.agent.mode() != Mode::kExecute) return;
+  const GridTiming::AtStepBegin now = s.grid_timing.OnStepBegin(number, s.step_start);
+  if (now.stop_ramp_s > 0 && s.agent.BeginStopRamp(now.stop_ramp_s)) {
+    s.Log(model::Format(
+        "ramping the job's stop: clocks step down over the last %lld iteration(s), about %.3g s",
+        static_cast<long long>(now.iterations_left), now.stop_ramp_s));
+  }
+  // The offset between pipelines: this pipeline's work starts later, the
+  // GPU waiting meanwhile (part of the iteration, as simulated).
+  if (now.wait_s > 0) std::this_thread::sleep_for(State::ToDuration(now.wait_s));
 }
 
 void CoordinatedPlan::OnInstructionBegin(model::Kind kind, int microbatch, int chunk) noexcept {

@@ -131,6 +131,12 @@ struct CoordinatedPlanOptions {
   // reports say energy_j null (not measured).
   std::shared_ptr<monitor::GpuMeter> meter;
   std::int64_t first_iteration = 0;  // the number of the first OnStepEnd's iteration
+  // A grid plan's timed levers (grid_timing.hpp): this rank's pipeline
+  // (data-parallel rank), whose every step waits pipeline x the plan's
+  // offset at its beginning, and the number of the job's last iteration (as
+  // OnStepBegin's `iteration` counts), without which no stop ramp begins.
+  int pipeline = 0;
+  std::optional<std::int64_t> last_iteration;
   // One line per event; default: stderr with a "joulepipe runtime: " prefix.
   std::function<void(const std::string&)> log;
 };
@@ -168,8 +174,13 @@ class CoordinatedPlan {
   bool Start() noexcept;
 
   // Training thread, at the iteration's start: applies a waiting plan, marks
-  // the iteration's start, then agent.OnStepBegin().
-  void OnStepBegin() noexcept;
+  // the iteration's start, then agent.OnStepBegin(); then a running grid
+  // plan's timing (grid_timing.hpp): the stop ramp begins when the
+  // iterations left fit in it (Agent::BeginStopRamp, logged), and this
+  // pipeline waits its offset, inside the step. `iteration`: the step's
+  // number as the training framework counts (its logs, a resume included);
+  // unset: first_iteration + the steps begun before.
+  void OnStepBegin(std::optional<std::int64_t> iteration = std::nullopt) noexcept;
   // Training thread, around each forward/backward: the agent's hooks.
   void OnInstructionBegin(model::Kind kind, int microbatch, int chunk) noexcept;
   void OnInstructionEnd(model::Kind kind, int microbatch, int chunk) noexcept;
