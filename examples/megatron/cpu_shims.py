@@ -103,15 +103,19 @@ def apply():
 
 
 class EmulatedKernels:
-    """CPU only: makes a forward or backward take as long as a compute-bound
-    kernel would at the GPU's current SM clock, so that on a CPU with the
-    simulated NVML library the step time responds to clocks as on a GPU
-    (in-situ profiles and plans then mean what they would there).
+    """CPU only: stands in for a forward's or backward's GPU kernels with an
+    emulated kernel on the simulated GPU (joulepipe._core.SimulatedStream,
+    docs/sim-nvml.md), so that on a CPU with the simulated NVML library the
+    step time and the GPU's power respond to clocks as on a GPU: the kernel's
+    compute share runs at the SM clock in force while it runs (a clock
+    changed in the middle of it acts on the rest), and it draws the simulated
+    GPU's power at that clock instead of a constant figure.
 
-    wait(ms_at_max) sleeps ms_at_max x max clock / current clock, the clock
-    read from NVML (the simulated library reports the locked clock). The
-    sleep also makes the instruction's time far less sensitive to a CPU
-    shared by several ranks than the tiny model's computation is.
+    wait(ms_at_max) queues a compute-bound kernel of ms_at_max at the GPU's
+    highest clock and waits for the device to run it (the host waits here as
+    a loop that reads a result would). The kernel also makes the
+    instruction's time far less sensitive to a CPU shared by several ranks
+    than the tiny model's computation is.
     """
 
     def __init__(self, device_index):
@@ -119,16 +123,15 @@ class EmulatedKernels:
         # documented `pip install .` is enough.
         from joulepipe import _core
 
-        self._core = _core
         gpu = next((g for g in _core.gpus() if g["nvml_index"] == device_index), None)
         if gpu is None:
             raise SystemExit(f"--emulate-kernel-ms: no GPU with NVML index {device_index}; run "
                              "with the simulated NVML library (docs/megatron.md)")
-        self._index = device_index
-        self._max_mhz = gpu["default_sm_mhz"]
+        try:
+            self._stream = _core.SimulatedStream(device_index)
+        except Exception as error:  # a real driver: nothing to emulate
+            raise SystemExit(f"--emulate-kernel-ms: {error}")
 
     def wait(self, ms_at_max):
-        import time
-
-        mhz = self._core.sm_clock_mhz(self._index)
-        time.sleep(ms_at_max / 1e3 * self._max_mhz / max(mhz, 1))
+        self._stream.launch(ms_at_max / 1e3, compute_fraction=1.0)
+        self._stream.synchronize()

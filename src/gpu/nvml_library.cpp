@@ -166,6 +166,7 @@ LoadedNvml* Load() {
   }
   loaded->info.driver_version = SystemString(loaded->api.system_get_driver_version);
   loaded->info.nvml_version = SystemString(loaded->api.system_get_nvml_version);
+  loaded->handle = handle.get();
   handle.release();  // stays loaded for the life of the process
   return loaded.release();
 }

@@ -50,6 +50,7 @@ struct NvmlApi {
 struct LoadedNvml {
   NvmlApi api;
   NvmlInfo info;
+  void* handle = nullptr;  // dlopen's, for the simulated library's extensions (sim_stream.cpp)
 };
 
 // The process-wide library (nvml.hpp has the contract); throws

@@ -4,6 +4,7 @@
 
 #include "bindings.hpp"
 #include "joulepipe/gpu/device.hpp"
+#include "joulepipe/gpu/sim_stream.hpp"
 
 namespace joulepipe::python {
 
@@ -53,6 +54,29 @@ void BindGpu(py::module_& m) {
       py::arg("nvml_index"),
       "The SM clock the GPU with this NVML index runs now (MHz), as NVML reports it: under a "
       "power or thermal cap it is lower than the clock locked. Raises GpuError.");
+  py::class_<gpu::SimulatedStream>(
+      m, "SimulatedStream",
+      "A stream of the simulated GPU (the simulated NVML library only): emulated kernels run "
+      "asynchronously to the host, their duration and power following the SM clock in force "
+      "while they run (docs/sim-nvml.md). Raises GpuError without the simulated library.")
+      .def(py::init<unsigned, unsigned>(), py::arg("nvml_index"), py::arg("depth") = 0)
+      .def(
+          "launch",
+          [](gpu::SimulatedStream& s, double seconds, double compute_fraction, double activity) {
+            py::gil_scoped_release release;  // waits when the launch queue is full
+            s.Launch(seconds, compute_fraction, activity);
+          },
+          py::arg("seconds_at_max_clock"), py::arg("compute_fraction") = 1.0,
+          py::arg("activity") = 1.0,
+          "Queues a kernel taking this long at the GPU's highest clock; returns at once unless "
+          "the launch queue is full.")
+      .def(
+          "synchronize",
+          [](gpu::SimulatedStream& s) {
+            py::gil_scoped_release release;
+            s.Synchronize();
+          },
+          "Waits until the device has run everything queued.");
 }
 
 }  // namespace joulepipe::python
