@@ -33,12 +33,14 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "bench_stats.hpp"
 #include "joulepipe/gpu/clock_control.hpp"
 #include "joulepipe/gpu/nvml.hpp"
+#include "joulepipe/gpu/sim_stream.hpp"
 #include "joulepipe/model/plan.hpp"
 #include "joulepipe/runtime/agent.hpp"
 
@@ -89,13 +91,17 @@ void Work(double us) {
 
 void RunHooks(const char* label, std::shared_ptr<joulepipe::gpu::ClockControl> control,
               int nvml_index, const std::vector<int>& clocks, std::optional<int> idle_mhz,
-              double pace_us, int steps) {
+              double pace_us, int steps, void* stream = nullptr) {
   AgentOptions options;
   options.nvml_index = nvml_index;
   options.control = std::move(control);
   options.idle_clock_mhz = idle_mhz;
   options.log = [](const std::string&) {};
   Agent agent(std::move(options));
+  if (stream != nullptr) {
+    std::string why;
+    if (!agent.SetStream(stream, &why)) throw std::runtime_error("no stream order: " + why);
+  }
   const std::vector<PlannedInstruction> plan = MakePlan(clocks);
   agent.SetPlan(plan);
   std::vector<double> begin_us;
@@ -201,6 +207,14 @@ int main(int argc, char** argv) {
     RunHooks("nvml direct, paced 20 us:", nvml, nvml_index, clocks, std::nullopt, 20, steps);
     RunHooks("nvml direct, paced 500 us (2 steps):", nvml, nvml_index, clocks, std::nullopt, 500,
              2);
+    // Stream order (Agent::SetStream): each hook also records a CUDA event
+    // on the training's stream, here the simulated library's (a queue push
+    // under a mutex; the real driver's cuEventRecord is a few hundred ns).
+    joulepipe::gpu::SimulatedStream stream(static_cast<unsigned>(nvml_index));
+    RunHooks("stream order, fake control, paced 20 us:", std::make_shared<NullControl>(), 0,
+             fake_clocks, std::nullopt, 20, steps, stream.handle());
+    RunHooks("stream order, nvml direct, paced 20 us:", nvml, nvml_index, clocks, std::nullopt, 20,
+             steps, stream.handle());
     RunLatency(*nvml, nvml_index, clocks, 5000);
     std::printf("target: < 2 us per hook (median and p99)\n");
   } catch (const std::exception& e) {

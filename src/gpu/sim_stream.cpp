@@ -81,4 +81,8 @@ void SimulatedStream::Synchronize() {
   impl_->synchronize(impl_->stream);
 }
 
+void* SimulatedStream::handle() const {
+  return impl_->stream;
+}
+
 }  // namespace joulepipe::gpu

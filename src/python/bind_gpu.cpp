@@ -76,7 +76,13 @@ void BindGpu(py::module_& m) {
             py::gil_scoped_release release;
             s.Synchronize();
           },
-          "Waits until the device has run everything queued.");
+          "Waits until the device has run everything queued.")
+      .def_property_readonly(
+          "handle",
+          [](const gpu::SimulatedStream& s) {
+            return reinterpret_cast<std::uintptr_t>(s.handle());
+          },
+          "The stream as the CUDA driver names it (an int, as torch's cuda_stream).");
 }
 
 }  // namespace joulepipe::python

@@ -64,7 +64,11 @@ const char* ModeName(Mode mode) {
 
 struct Agent::State {
   AgentOptions options;
+  // Declared before the controller, so destroyed after it (its thread asks
+  // the markers until it is joined).
+  std::unique_ptr<DeviceMarkers> markers;       // SetStream's; null: the host's points
   std::unique_ptr<ClockController> controller;  // null when options.control is null
+  std::atomic<std::uint64_t> markers_recorded{0};
   std::atomic<Mode> mode{Mode::kOff};
 
   // The fallback: set once (until SetPlan/SetProfiler clear it); logged once.
@@ -113,6 +117,31 @@ struct Agent::State {
   monitor::Measurement measurement;  // reused: no allocation once warm
   int current_mhz = 0;
   bool waiting = false;  // kWaitWindow is open
+
+  // A hook's clock: at the device's point when markers are set (execute
+  // mode), else now.
+  void Post(int mhz) noexcept {
+    if (markers && mode.load(std::memory_order_relaxed) == Mode::kExecute) {
+      const std::uint64_t m = markers->Record();
+      if (m != 0)
+        markers_recorded.store(markers_recorded.load(std::memory_order_relaxed) + 1,
+                               std::memory_order_relaxed);
+      controller->RequestAt(m, mhz);
+      return;
+    }
+    controller->Request(mhz);
+  }
+  void PostWait(int wait_mhz, int restore_mhz, double restore_after_s) noexcept {
+    if (markers && mode.load(std::memory_order_relaxed) == Mode::kExecute) {
+      const std::uint64_t m = markers->Record();
+      if (m != 0)
+        markers_recorded.store(markers_recorded.load(std::memory_order_relaxed) + 1,
+                               std::memory_order_relaxed);
+      controller->RequestWaitAt(m, wait_mhz, restore_mhz, restore_after_s);
+      return;
+    }
+    controller->RequestWait(wait_mhz, restore_mhz, restore_after_s);
+  }
 
   void Log(const std::string& line) noexcept {
     try {
@@ -379,14 +408,14 @@ void Agent::OnStepBegin() noexcept {
       // once the ramp is over: the step end's default clocks stand).
       const int cap = s.RampCap();
       if (cap > 0) {
-        s.controller->Request(cap);
+        s.Post(cap);
         Bump(s.ramp_capped);
       }
     }
     if (mode == Mode::kExecute && s.head_wait.mhz > 0 && s.controller && !s.power_limit_plan) {
       // The plan lowers the wait before the first instruction (the fill):
       // its clock back in time for it.
-      s.controller->RequestWait(s.head_wait.mhz, s.plan.front().mhz, s.head_wait.restore_s);
+      s.PostWait(s.head_wait.mhz, s.plan.front().mhz, s.head_wait.restore_s);
       Bump(s.lowered_waits);
     }
   } catch (const std::exception& e) {
@@ -432,8 +461,8 @@ void Agent::OnStepEnd() noexcept {
     // While a ramp (start or stop) runs, the step ends at its clock instead.
     const bool tail_wait = mode == Mode::kExecute && s.plan.back().wait_mhz > 0;
     if (s.controller && !s.power_limit_plan && !tail_wait) {
-      s.controller->Request(mode == Mode::kExecute ? s.Capped(ClockController::kDefaultClocks)
-                                                   : ClockController::kDefaultClocks);
+      s.Post(mode == Mode::kExecute ? s.Capped(ClockController::kDefaultClocks)
+                                    : ClockController::kDefaultClocks);
     }
   } catch (const std::exception& e) {
     s.FallBack(std::string("step end failed: ") + e.what(), true);
@@ -471,7 +500,7 @@ void Agent::OnInstructionBegin(model::Kind kind, int microbatch, int chunk) noex
                    true);
         return;
       }
-      if (!s.power_limit_plan) s.controller->Request(s.Capped(expected.mhz));
+      if (!s.power_limit_plan) s.Post(s.Capped(expected.mhz));
     } else {
       s.ProfileBegin(kind);
     }
@@ -513,17 +542,17 @@ void Agent::OnInstructionEnd(model::Kind kind, int microbatch, int chunk) noexce
       if (done != nullptr && s.shape.hold_mhz > 0) {
         // A grid plan holds the wait up at its clock until the next
         // instruction (or the step's end) asks for another.
-        s.controller->Request(s.Capped(s.shape.hold_mhz));
+        s.Post(s.Capped(s.shape.hold_mhz));
         Bump(s.held_waits);
       } else if (done != nullptr && done->wait_mhz > 0) {
         // The plan lowers this wait: back to the next instruction's clock
         // (the default clocks after the step's last) in time for it.
         const int next =
             s.position < s.plan.size() ? s.plan[s.position].mhz : ClockController::kDefaultClocks;
-        s.controller->RequestWait(done->wait_mhz, next, done->wait_restore_s);
+        s.PostWait(done->wait_mhz, next, done->wait_restore_s);
         Bump(s.lowered_waits);
       } else if (s.options.idle_clock_mhz) {
-        s.controller->Request(*s.options.idle_clock_mhz);
+        s.Post(*s.options.idle_clock_mhz);
       }
     }
   } catch (const std::exception& e) {
@@ -545,7 +574,7 @@ bool Agent::BeginStopRamp(double seconds) noexcept {
   s.stop_s = std::min(seconds, s.shape.stop_ramp_s);
   s.stop_start = SteadyClock::now();
   Bump(s.ramp_capped);
-  s.controller->Request(s.RampCap());
+  s.Post(s.RampCap());
   return true;
 }
 
@@ -587,7 +616,37 @@ Stats Agent::stats() const {
   out.step_ends = s.step_ends.load(std::memory_order_relaxed);
   out.instruction_begins = s.instruction_begins.load(std::memory_order_relaxed);
   out.instruction_ends = s.instruction_ends.load(std::memory_order_relaxed);
+  out.markers = s.markers_recorded.load(std::memory_order_relaxed);
+  out.markers_skipped = s.markers ? s.markers->skipped() : 0;
   return out;
+}
+
+bool Agent::SetStream(gpu::CudaStream stream, std::string* why_not) {
+  State& s = *state_;
+  std::string why;
+  if (s.markers) {
+    why = "the agent follows a stream already";
+  } else if (!s.controller) {
+    why = "the agent has no clock controller";
+  } else if (s.mode.load(std::memory_order_acquire) != Mode::kOff) {
+    why = "the agent runs a plan or profile already: give the stream before";
+  } else {
+    s.markers = DeviceMarkers::Open(stream, &why);
+    if (s.markers) {
+      s.controller->SetMarkers(s.markers.get());
+      s.Log(
+          "clocks follow the GPU: each is applied when the device reaches its instruction on "
+          "the training's stream (CUDA events through " +
+          s.markers->library() + ")");
+      return true;
+    }
+  }
+  if (why_not != nullptr) *why_not = why;
+  return false;
+}
+
+bool Agent::stream_ordered() const {
+  return state_->markers != nullptr;
 }
 
 bool Agent::WaitIdle(double timeout_s) const {

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
+#include <optional>
 #include <utility>
 
 namespace joulepipe::runtime {
@@ -81,8 +82,107 @@ void ClockController::RequestPowerLimit(double watts) noexcept {
   Post(-static_cast<std::int64_t>(mw + 0.5));
 }
 
+void ClockController::SetMarkers(DeviceMarkers* markers) noexcept {
+  markers_.store(markers, std::memory_order_seq_cst);
+}
+
+void ClockController::RequestAt(std::uint64_t marker, int mhz) noexcept {
+  if (marker == 0 || markers_.load(std::memory_order_relaxed) == nullptr) {
+    Request(mhz);
+    return;
+  }
+  Ordered r;
+  r.marker = marker;
+  r.wanted = mhz < 0 ? kDefaultClocks : mhz;
+  PostOrdered(r);
+}
+
+void ClockController::RequestWaitAt(std::uint64_t marker, int wait_mhz, int restore_mhz,
+                                    double restore_after_s) noexcept {
+  if (marker == 0 || markers_.load(std::memory_order_relaxed) == nullptr) {
+    RequestWait(wait_mhz, restore_mhz, restore_after_s);
+    return;
+  }
+  Ordered r;
+  r.marker = marker;
+  r.wanted = wait_mhz < 0 ? kDefaultClocks : wait_mhz;
+  r.restore_mhz = restore_mhz < 0 ? kDefaultClocks : restore_mhz;
+  r.restore_after_s =
+      std::isfinite(restore_after_s) && restore_after_s > 0 ? std::min(restore_after_s, 3600.0) : 0;
+  PostOrdered(r);
+}
+
+void ClockController::PostOrdered(const Ordered& request) noexcept {
+  if (failed_.load(std::memory_order_acquire)) return;
+  const std::uint64_t head = ordered_head_.load(std::memory_order_relaxed);
+  if (head - ordered_tail_.load(std::memory_order_acquire) >= kOrderedCapacity) {
+    // Thousands of requests behind the device: act at the host's point.
+    if (request.restore_after_s >= 0) {
+      RequestWait(static_cast<int>(request.wanted), request.restore_mhz, request.restore_after_s);
+    } else {
+      Request(static_cast<int>(request.wanted));
+    }
+    return;
+  }
+  Bump(requested_);
+  Ordered& slot = ordered_[head % kOrderedCapacity];
+  slot = request;
+  slot.generation = generation_.load(std::memory_order_relaxed);
+  ordered_head_.store(head + 1, std::memory_order_release);
+  if (sleeping_.load(std::memory_order_seq_cst)) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+    }
+    wake_.notify_one();
+  }
+}
+
+bool ClockController::OrderedEmpty() const {
+  return ordered_tail_.load(std::memory_order_acquire) ==
+         ordered_head_.load(std::memory_order_acquire);
+}
+
+bool ClockController::DrainOrdered() {
+  DeviceMarkers* markers = markers_.load(std::memory_order_acquire);
+  std::uint64_t tail = ordered_tail_.load(std::memory_order_relaxed);
+  const std::uint64_t head = ordered_head_.load(std::memory_order_acquire);
+  const std::uint64_t generation = generation_.load(std::memory_order_seq_cst);
+  std::optional<Ordered> newest;
+  bool took = false;
+  for (; tail != head; ++tail) {
+    const Ordered& r = ordered_[tail % kOrderedCapacity];
+    if (r.generation < generation || markers == nullptr) {  // overridden by a host-order request
+      if (markers != nullptr) markers->Retire(r.marker);
+      Bump(coalesced_);
+      took = true;
+      continue;
+    }
+    if (!markers->Reached(r.marker)) break;
+    markers->Retire(r.marker);
+    if (newest) Bump(coalesced_);
+    newest = r;
+    took = true;
+  }
+  ordered_tail_.store(tail, std::memory_order_release);
+  if (newest && !failed_.load(std::memory_order_acquire)) {
+    Apply(newest->wanted);
+    if (newest->restore_after_s >= 0) {
+      // The wait's restore counts from when the device got here.
+      restore_mhz_.store(newest->restore_mhz, std::memory_order_seq_cst);
+      restore_at_ns_.store(std::max<std::int64_t>(1, NowNs() + static_cast<std::int64_t>(
+                                                                   newest->restore_after_s * 1e9)),
+                           std::memory_order_seq_cst);
+    } else {
+      restore_at_ns_.store(0, std::memory_order_seq_cst);
+    }
+  }
+  return took;
+}
+
 void ClockController::Post(std::int64_t wanted) noexcept {
   if (failed_.load(std::memory_order_acquire)) return;
+  // Every request queued behind a marker before this one is overridden.
+  generation_.store(generation_.load(std::memory_order_relaxed) + 1, std::memory_order_seq_cst);
   // requested_ and coalesced_ have one writer: the thread calling Request.
   Bump(requested_);
   const std::int64_t previous = slot_.exchange(wanted, std::memory_order_seq_cst);
@@ -90,7 +190,9 @@ void ClockController::Post(std::int64_t wanted) noexcept {
   if (sleeping_.load(std::memory_order_seq_cst)) {
     // The thread is waiting or about to: taking the mutex orders this notify
     // after its predicate check, so the wake-up cannot be lost.
-    { std::lock_guard<std::mutex> lock(mutex_); }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+    }
     wake_.notify_one();
   }
 }
@@ -103,7 +205,8 @@ bool ClockController::WaitIdle(double timeout_s) const {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   while (true) {
     // slot_ before busy_: Run sets busy_ before it empties the slot.
-    if (slot_.load(std::memory_order_seq_cst) == kEmpty && !busy_.load(std::memory_order_seq_cst)) {
+    if (slot_.load(std::memory_order_seq_cst) == kEmpty && !busy_.load(std::memory_order_seq_cst) &&
+        OrderedEmpty()) {
       return true;
     }
     if (std::chrono::steady_clock::now() >= deadline) return false;
@@ -141,6 +244,12 @@ void ClockController::Run() {
       last_request = Steady::now();
       continue;
     }
+    // Requests behind markers the device has reached (stream order).
+    if (!OrderedEmpty() && DrainOrdered()) {
+      busy_.store(false, std::memory_order_seq_cst);
+      last_request = Steady::now();
+      continue;
+    }
     // A restore that came due (and was not disarmed by a later request).
     std::int64_t due = restore_at_ns_.load(std::memory_order_seq_cst);
     if (due != 0 && NowNs() >= due &&
@@ -157,7 +266,7 @@ void ClockController::Run() {
     busy_.store(false, std::memory_order_seq_cst);
     if (stop_.load(std::memory_order_seq_cst)) break;
     if (Steady::now() - last_request < deep_sleep_after ||
-        restore_at_ns_.load(std::memory_order_seq_cst) != 0) {
+        restore_at_ns_.load(std::memory_order_seq_cst) != 0 || !OrderedEmpty()) {
       std::this_thread::sleep_for(poll);  // polling: Request needs no wake-up
       continue;
     }
@@ -166,7 +275,7 @@ void ClockController::Run() {
     // Dekker with Request: publish "sleeping", then re-check the slot.
     sleeping_.store(true, std::memory_order_seq_cst);
     wake_.wait(lock, [this] {
-      return slot_.load(std::memory_order_seq_cst) != kEmpty ||
+      return slot_.load(std::memory_order_seq_cst) != kEmpty || !OrderedEmpty() ||
              stop_.load(std::memory_order_seq_cst);
     });
     sleeping_.store(false, std::memory_order_seq_cst);

@@ -22,6 +22,9 @@
 namespace joulepipe::sim_nvml {
 namespace {
 
+constexpr double kPollS = 50e-6;       // the device thread's polling while in use
+constexpr double kSleepAfterS = 0.05;  // then it sleeps until a launch wakes it
+
 // An event's state, shared by its handle and the queue items that record it.
 struct EventState {
   std::mutex mu;
@@ -69,7 +72,8 @@ struct SimStream {
     std::unique_lock<std::mutex> lock(mu);
     room.wait(lock, [this] { return queue.size() < depth; });
     queue.push_back(std::move(item));
-    changed.notify_all();
+    // A wake-up is a system call: only when the device thread sleeps.
+    if (idle) changed.notify_all();
   }
   void Synchronize() {
     std::unique_lock<std::mutex> lock(mu);
@@ -94,6 +98,7 @@ struct SimStream {
   std::condition_variable changed, room, drained;
   std::deque<joulepipe::sim_nvml::Item> queue;
   bool busy = false;  // the device thread holds an item it took from the queue
+  bool idle = false;  // the device thread waits for the queue (under mu)
   bool stop = false;
   std::thread worker;
 };
@@ -178,7 +183,19 @@ void SimStream::Run() {
         busy = false;
         drained.notify_all();
       }
+      // Like a GPU's front end, poll for work while the stream is in use
+      // (every kPollS: the host's launch needs no wake-up, which would cost
+      // a system call per launch), and sleep after kSleepAfterS idle.
+      const auto since = std::chrono::steady_clock::now();
+      while (!stop && queue.empty() &&
+             std::chrono::steady_clock::now() - since < std::chrono::duration<double>(kSleepAfterS)) {
+        lock.unlock();
+        std::this_thread::sleep_for(std::chrono::duration<double>(kPollS));
+        lock.lock();
+      }
+      idle = true;
       changed.wait(lock, [this] { return stop || !queue.empty(); });
+      idle = false;
       if (stop && queue.empty()) return;
       item = std::move(queue.front());
       queue.pop_front();

@@ -34,6 +34,9 @@ class SimulatedStream {
   void Launch(double seconds_at_max_clock, double compute_fraction = 1, double activity = 1);
   // Waits until the device has run everything queued.
   void Synchronize();
+  // The stream as the CUDA driver API names it (a CUstream of the simulated
+  // library): what Agent::SetStream takes, as PyTorch's cuda_stream.
+  void* handle() const;
 
  private:
   struct Impl;

@@ -75,6 +75,7 @@
 #include "joulepipe/monitor/monitor.hpp"
 #include "joulepipe/runtime/clock_source.hpp"
 #include "joulepipe/runtime/controller.hpp"
+#include "joulepipe/runtime/device_markers.hpp"
 
 namespace joulepipe::runtime {
 
@@ -126,6 +127,10 @@ struct Stats {
   // between training steps while it runs).
   std::uint64_t held_waits = 0;
   std::uint64_t ramp_capped = 0;
+  // Stream order (SetStream): markers the hooks recorded, and requests that
+  // fell back to the host's point (the marker ring was full).
+  std::uint64_t markers = 0;
+  std::uint64_t markers_skipped = 0;
   // Hooks (counted while the mode is not kOff).
   std::uint64_t step_begins = 0;
   std::uint64_t step_ends = 0;
@@ -171,6 +176,19 @@ class Agent {
   void SetProfiler(std::shared_ptr<ClockSource> source);
   // kOff: default clocks restored (asynchronously), hooks become no-ops.
   void Disable();
+
+  // Where the GPU is (device_markers.hpp): in execute mode, every clock a
+  // hook asks for is applied when the device reaches the hook's point on
+  // `stream` (a CUstream: the stream the training launches its kernels on),
+  // not when the host passes it; the hooks record a CUDA event there (one
+  // cuEventRecord each) and never synchronise. False, with the reason, when
+  // there is no CUDA driver (the hooks then keep marking the host's points,
+  // as they do without this call). Once per agent, before the first plan,
+  // from the training thread (the one whose CUDA context owns the stream).
+  // Profile mode still measures and locks at the host's points.
+  bool SetStream(gpu::CudaStream stream, std::string* why_not);
+  // Whether SetStream succeeded: clocks follow the device.
+  bool stream_ordered() const;
 
   // Hooks, called on the training thread: never throw, never block on the
   // GPU, no allocation (execute mode).

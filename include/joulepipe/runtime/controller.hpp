@@ -36,6 +36,16 @@
 // the polling costs about 1/poll_period_s short wake-ups per second of a
 // CPU core while training runs (5,000/s at the default 200 µs).
 //
+// Stream order (device_markers.hpp): with markers set, RequestAt and
+// RequestWaitAt queue a request behind a marker just recorded on the
+// training's stream, and the controller thread applies it only when the
+// device reaches that marker, in order (a run of markers found reached
+// together applies the newest request; the others count as coalesced). A
+// timed restore counts from there. A host-order request (Request,
+// RequestWait, RequestPowerLimit) overrides every request queued before it:
+// those are dropped, never applied later. While requests wait for their
+// markers the thread polls (no deep sleep).
+//
 // Threads and cost: Request() may be called from one thread at a time (the
 // training thread); it never blocks on a GPU call, takes no lock unless the
 // controller thread is in deep sleep, never allocates, never throws. Every
@@ -52,6 +62,7 @@
 #include <thread>
 
 #include "joulepipe/gpu/clock_control.hpp"
+#include "joulepipe/runtime/device_markers.hpp"
 
 namespace joulepipe::runtime {
 
@@ -101,6 +112,18 @@ class ClockController {
   // Same cost and rules as Request.
   void RequestPowerLimit(double watts) noexcept;
 
+  // Stream order: requests at markers of `markers` (which must outlive this
+  // object, or be replaced by nullptr while none is queued). Set once,
+  // before the first RequestAt.
+  void SetMarkers(DeviceMarkers* markers) noexcept;
+  // Request and RequestWait once the device reaches `marker` (from
+  // markers.Record(); 0 = at once, as Request). Training thread. When the
+  // queue is full (kOrderedCapacity requests waiting) it acts at once.
+  void RequestAt(std::uint64_t marker, int mhz) noexcept;
+  void RequestWaitAt(std::uint64_t marker, int wait_mhz, int restore_mhz,
+                     double restore_after_s) noexcept;
+  static constexpr std::size_t kOrderedCapacity = 8192;
+
   // Leaves the failed state.
   void Clear();
   bool failed() const { return failed_.load(std::memory_order_acquire); }
@@ -114,8 +137,23 @@ class ClockController {
  private:
   static constexpr std::int64_t kEmpty = INT64_MIN;
 
+  // A request queued behind a marker.
+  struct Ordered {
+    std::uint64_t marker = 0;
+    std::uint64_t generation = 0;  // host-order requests posted before it
+    std::int64_t wanted = 0;       // as the slot holds it
+    int restore_mhz = 0;           // wait: the clock after restore_after_s
+    double restore_after_s = -1;   // < 0: not a wait
+  };
+
   void Run();
   void Post(std::int64_t wanted) noexcept;
+  void PostOrdered(const Ordered& request) noexcept;
+  // Controller thread: applies the newest queued request whose marker the
+  // device reached (dropping those a host-order request overrode). True
+  // when it took any.
+  bool DrainOrdered();
+  bool OrderedEmpty() const;
   void Disarm() noexcept;
   void Apply(std::int64_t wanted);
   bool Changed() const;
@@ -142,6 +180,15 @@ class ClockController {
   std::atomic<std::int64_t> restore_at_ns_{0};
   std::atomic<int> restore_mhz_{0};
   std::atomic<std::uint64_t> timed_restores_{0};
+  // The ordered queue (single producer: the requesting thread; single
+  // consumer: the controller thread) and the generation of host-order
+  // requests (bumped by Post, read by the consumer to drop what they
+  // overrode).
+  std::atomic<DeviceMarkers*> markers_{nullptr};
+  std::unique_ptr<Ordered[]> ordered_{new Ordered[kOrderedCapacity]};
+  std::atomic<std::uint64_t> ordered_head_{0};  // next to write
+  std::atomic<std::uint64_t> ordered_tail_{0};  // next to take
+  std::atomic<std::uint64_t> generation_{0};
   std::atomic<bool> busy_{false};  // applying a taken request
   std::atomic<bool> failed_{false};
   std::atomic<bool> stop_{false};
