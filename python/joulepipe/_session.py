@@ -76,6 +76,11 @@ class Options:
     # The last training iteration (as iteration_begin numbers them), when
     # known: a grid plan's stop ramp begins that many seconds before it.
     last_iteration: Optional[int] = None
+    # The CUDA stream the training launches its kernels on (an int CUstream),
+    # so that clocks land where the GPU is: None takes PyTorch's current
+    # stream when CUDA is available, else the hooks mark the host's points
+    # (said once); 0 is the default stream.
+    stream: Optional[int] = None
 
 
 # The most characters of a profile read from profile= (model::kMaxInputFileBytes).
@@ -410,6 +415,7 @@ class Session:
             self._fail(f"the clock agent could not start: {error}")
             return
         self._control = control
+        self._follow_stream()
         self._set_hooks(self._agent)
         # From here on the GPU's clocks may change: every way out of the
         # process gives them back (_guard.py).
@@ -456,6 +462,27 @@ class Session:
             self._note("profile mode without profile_out: the measured profile is planned and "
                        "its saving logged, but not written; pass profile_out=PATH "
                        "(--joulepipe-profile-out) to keep it")
+
+    def _follow_stream(self) -> None:
+        """Clocks where the GPU is: the agent marks each hook on the training's
+        stream (runtime/device_markers.hpp) when there is one; otherwise the
+        host's points, said once (profile mode times at the host's points)."""
+        stream = self.options.stream
+        if stream is None:
+            try:
+                import torch  # only when the program has it: never forced
+            except ImportError:
+                torch = None
+            if torch is not None and torch.cuda.is_available():
+                stream = int(torch.cuda.current_stream().cuda_stream)
+        if stream is None:
+            if self.options.mode == "optimize":
+                self._note("no CUDA stream (no CUDA here): clocks change at the host's hook "
+                           "points, exact where the host waits for the GPU at each instruction")
+            return
+        ok, why = self._agent.set_stream(int(stream))
+        if not ok:
+            self._note(f"clocks change at the host's hook points: {why}")
 
     def _apply_plan_file(self, path: str) -> None:
         """optimize with a plan file: this rank's stage plan from the first

@@ -93,7 +93,10 @@ class Energy:
         replaced: the GPU's power every power_trace_ms, default 10, for
         power_trace_s, default 60, from here on; `joulepipe power --join`
         joins the ranks' into the job's), last_iteration (the last step's
-        number, from 0: a grid plan's stop ramp begins that long before it).
+        number, from 0: a grid plan's stop ramp begins that long before it),
+        stream (the CUstream the loop launches its kernels on, an int:
+        clocks then land when the GPU reaches each instruction; default
+        PyTorch's current stream when CUDA is available).
         Bad values raise ValueError here, before training."""
         unknown = sorted(set(options) - set(Options.__dataclass_fields__))
         if unknown:

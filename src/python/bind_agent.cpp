@@ -93,6 +93,23 @@ void BindAgent(py::module_& m) {
            [](A& a) {
              if (runtime::Agent* agent = a.agent()) agent->Disable();
            })
+      .def(
+          "set_stream",
+          [](A& a, std::uintptr_t stream) {
+            std::string why;
+            const bool ok =
+                a.Require("set_stream").SetStream(reinterpret_cast<gpu::CudaStream>(stream), &why);
+            return py::make_tuple(ok, why);
+          },
+          py::arg("stream"),
+          "Clocks where the GPU is (Agent::SetStream): `stream` is the CUstream the training "
+          "launches on (torch.cuda.current_stream().cuda_stream, or SimulatedStream.handle). "
+          "(True, '') or (False, why): without a CUDA driver the hooks mark the host's points.")
+      .def_property_readonly("stream_ordered",
+                             [](const A& a) {
+                               runtime::Agent* agent = a.agent();
+                               return agent != nullptr && agent->stream_ordered();
+                             })
       // Hooks: never raise (a closed agent ignores them).
       .def("on_step_begin",
            [](A& a) {

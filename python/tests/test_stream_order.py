@@ -1,0 +1,76 @@
+"""Clocks where the GPU is, from Python (issue 58): a custom loop that queues
+each step's kernels on the simulated GPU's stream without waiting (as a
+real loop does until it reads its loss) runs a plan with jp.Energy. Given
+the stream (stream=, as PyTorch's current stream is taken on a GPU), every
+kernel runs under its planned clock; at the host's points, almost none
+does. The call log says which clock each kernel ran under."""
+
+import json
+
+import pytest
+
+from build_paths import package_built
+from sim_gpu import calls, run_child
+
+if not package_built():
+    pytest.skip("joulepipe._core not built (cmake --build build)", allow_module_level=True)
+
+# One stage, 2 microbatches, 1F1B: F0 B0 F1 B1 at 1005, 900, 1110, 855 MHz.
+CLOCKS = [1005, 900, 1110, 855]
+ORDER = [("forward", 0), ("backward", 0), ("forward", 1), ("backward", 1)]
+PLAN = {"version": 1, "schedule": "1f1b", "num_stages": 1, "num_microbatches": 2,
+        "num_chunks": 1,
+        "stages": [[{"instruction": k, "microbatch": m, "chunk": 0, "frequency": f}
+                    for (k, m), f in zip(ORDER, CLOCKS)]]}
+
+CHILD = """
+import sys
+from joulepipe import _core
+follow = sys.argv[2] == "stream"
+gpu = _core.SimulatedStream(0)
+options = {"stream": gpu.handle} if follow else {}
+energy = jp.Energy("optimize", plan=sys.argv[1], microbatches=2, **options)
+for _ in range(3):
+    with energy.step():
+        for mb in range(2):
+            with energy.forward(mb):
+                gpu.launch(0.015)  # returns at once: the host runs ahead
+            with energy.backward(mb):
+                gpu.launch(0.015)
+        energy.pipeline_done()
+        gpu.synchronize()  # the loss read
+energy._session._agent.wait_idle()
+energy.close()
+"""
+
+
+def kernel_clocks(log):
+    """For each kernel, the clock locked over its second half (0: default)."""
+    sets = [(c["t"], c["args"]["max_mhz"] if c["function"] == "nvmlDeviceSetGpuLockedClocks"
+             else 0) for c in log
+            if c["function"] in ("nvmlDeviceSetGpuLockedClocks", "nvmlDeviceResetGpuLockedClocks")]
+    out = []
+    for k in sorted((c["args"] for c in log if c["function"] == "kernel"),
+                    key=lambda a: a["start_unix_s"]):
+        middle = (k["start_unix_s"] + k["end_unix_s"]) / 2
+        in_force = [m for t, m in sets if t <= middle]
+        out.append(in_force[-1] if in_force else 0)
+    return out
+
+
+@pytest.mark.parametrize("mode", ["stream", "host"])
+def test_clocks_land_on_their_kernels_only_with_the_stream(tmp_path, mode):
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(PLAN))
+    r = run_child(tmp_path, CHILD, plan, mode)
+    assert r.returncode == 0, r.stderr
+    ran = kernel_clocks(calls(tmp_path))
+    assert len(ran) == 12, ran
+    right = sum(1 for k, mhz in enumerate(ran) if mhz == CLOCKS[k % 4])
+    assert "cannot use the plan" not in r.stderr, r.stderr
+    if mode == "stream":
+        assert right == 12, ran
+        assert "clocks follow the GPU" in r.stderr, r.stderr
+    else:
+        assert right <= 6, ran
+        assert "clocks change at the host's hook points" in r.stderr, r.stderr
