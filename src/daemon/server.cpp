@@ -51,11 +51,15 @@ void RemoveStale(const std::string& path) {
                                            " exists and is not a socket; remove it or choose "
                                            "another \"socket\" path");
   }
-  const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  // Non-blocking: a live daemon whose accept queue is full makes a blocking
+  // connect() wait (a second joulepiped then hung here, deaf to SIGTERM);
+  // EAGAIN says someone listens just as well as a connection does.
+  const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (probe >= 0) {
     const sockaddr_un address = Address(path);
     const bool live =
-        ::connect(probe, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
+        ::connect(probe, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0 ||
+        errno == EAGAIN || errno == EINPROGRESS;
     ::close(probe);
     if (live) {
       throw InputError("Config::socket", "another joulepiped is already listening on " + path +

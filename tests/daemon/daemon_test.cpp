@@ -435,6 +435,53 @@ TEST(Joulepiped, RefusesASecondDaemonAndReplacesAStaleSocket) {
   EXPECT_TRUE(RawClient(socket).Hello()["ok"]);
 }
 
+// A live listener whose accept queue is full (a busy or stuck daemon): the
+// start-up probe must not block in connect() (it did, and a second
+// joulepiped then hung there, deaf to SIGTERM); it refuses at once.
+TEST(Joulepiped, AFullAcceptQueueIsRefusedAtOnceNotWaitedOn) {
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::temp_directory_path() / ("joulepiped-full-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "busy.sock").string();
+  const int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(::listen(listener, 0), 0);
+  std::vector<int> clients;  // connect until the queue refuses more
+  for (int i = 0; i < 64; ++i) {
+    const int c = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    clients.push_back(c);
+    if (::connect(c, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) break;
+  }
+  const std::string config = (dir / "joulepiped.json").string();
+  std::ofstream(config) << "{}";
+  const auto started = std::chrono::steady_clock::now();
+  const pid_t daemon = ::fork();
+  if (daemon == 0) {
+    ::setenv("JOULEPIPE_NVML_LIBRARY", JOULEPIPE_SIM_NVML, 1);
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 2);
+    ::execl(JOULEPIPE_DAEMON, JOULEPIPE_DAEMON, "--config", config.c_str(), "--socket",
+            path.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  const bool ended = WaitFor([&] { return ::waitpid(daemon, &status, WNOHANG) == daemon; }, 10);
+  if (!ended) {
+    ::kill(daemon, SIGKILL);
+    ::waitpid(daemon, &status, 0);
+  }
+  EXPECT_TRUE(ended) << "joulepiped waited on a full accept queue";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << status;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), 10);
+  for (int c : clients) ::close(c);
+  ::close(listener);
+  fs::remove_all(dir);
+}
+
 TEST(Joulepiped, HelpTeachesAndBadConfigIsPrecise) {
   const std::string out =
       std::filesystem::temp_directory_path() / ("joulepiped-help-" + std::to_string(::getpid()));
