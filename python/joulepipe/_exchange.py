@@ -29,7 +29,9 @@ from typing import Any, Callable, Deque, List, Optional, Sequence, Tuple
 
 from joulepipe._log import logger as _logger  # errors ignored on purpose, at debug
 
-ROW_LENGTH = 6  # iteration, time_s, profile_done, running_version, announced, planning_failed
+# iteration, time_s, profile_done, running_version, announced, planning_failed,
+# sweep_iterations_left
+ROW_LENGTH = 7
 
 
 class LocalExchange:

@@ -288,6 +288,7 @@ class Session:
         self.refused_reports = 0  # rank 0: round reports the policy refused (dropped)
         self._profiler: Any = None
         self._sweep_clocks = 0  # clocks the profiler visits (profile phase)
+        self._last_rows: List[List[float]] = []  # the newest round's rows (the Link's thread)
         self._agent: Any = None
         self._monitor: Any = None
         self._last_applied = 0
@@ -455,8 +456,12 @@ class Session:
         self._profiler = _core.InSituProfiler(self.topo.pp_rank, clocks, gpu=self._gpu["name"])
         self._agent.set_profiler(self._profiler)
         self._phase = "profile"
+        least, most = _core.sweep_iterations(clocks)
         self._note(f"profiling stage {self.topo.pp_rank} at {len(clocks)} clocks "
-                   f"({clocks[0]}..{clocks[-1]} MHz) through {control}")
+                   f"({clocks[0]}..{clocks[-1]} MHz) through {control}: the sweep takes "
+                   f"{least} iterations, up to {most} where noisy clocks are repeated (a "
+                   f"larger profile_stride_mhz, --joulepipe-profile-stride-mhz, visits fewer "
+                   f"clocks)")
         self._sweep_clocks = len(clocks)
         if self.options.mode == "profile" and not self.options.profile_out and self.topo.rank == 0:
             self._note("profile mode without profile_out: the measured profile is planned and "
@@ -829,7 +834,7 @@ class Session:
         self._note(f"profiling stage {self.topo.pp_rank}: {ran} iterations so far; the sweep "
                    f"visits up to {clocks} clocks, one per iteration (fewer when lower clocks "
                    f"stop paying, more when a noisy clock is repeated or an implausible one "
-                   f"measured again), about {clocks + 2} iterations in all")
+                   f"measured again), at least {self._sweep_left()} more")
 
     # ---- coordination (at the iteration boundary) -----------------------------
     #
@@ -843,8 +848,10 @@ class Session:
     def _row(self) -> List[float]:
         # [4] (the newest plan version) and [5] (planning failed) are rank 0's
         # to fill, in _step.
+        # [6]: the iterations this rank's profile sweep still needs (rank 0
+        # says the job's figure when the job ends first).
         return [float(self._iteration), self._pipeline_time, 1.0 if self._shared else 0.0,
-                float(self._running_version), 0.0, 0.0]
+                float(self._running_version), 0.0, 0.0, float(self._sweep_left())]
 
     def _ready_to_share(self) -> bool:
         """This rank's part of the profile is complete (or it has none to give)."""
@@ -906,6 +913,7 @@ class Session:
         if rank0 and self._planning_failure() is not None:
             row[5] = 1.0
         rows = self._link.exchange.all_gather_rows(row)
+        self._last_rows = rows
         if not self._plan_started:
             if all(r[2] >= 1.0 for r in rows):
                 self._plan_started = True
@@ -1180,10 +1188,48 @@ class Session:
         partial = self._write_partial_profile(self._profiler)
         kept = (f"; the clocks this rank measured so far are in {partial} (stage "
                 f"{self.topo.pp_rank} only, not a profile to plan with)" if partial else "")
+        left = self._sweep_left()
         self._note(f"the profile sweep of stage {self.topo.pp_rank} had not finished when the job "
                    f"ended ({ran} iterations ran; it visits {clocks} clocks, one per iteration, "
                    f"and repeats noisy ones): no profile was written and nothing was planned; "
-                   f"run at least {clocks + 2} iterations, more on a noisy machine{kept}")
+                   f"it needed at least {left} more: run at least {ran + left} iterations, "
+                   f"more on a noisy machine{kept}")
+
+    def _sweep_left(self) -> int:
+        """The fewest iterations this rank's sweep still needs (0: none runs)."""
+        profiler = self._profiler
+        if profiler is None or self._phase != "profile":
+            return 0
+        try:
+            return int(profiler.iterations_left)
+        except Exception:
+            _logger.debug("_sweep_left: error ignored", exc_info=True)
+            return 0
+
+    def _say_unfinished_job_profile(self) -> None:
+        """Rank 0 writes the job's profile once every rank's sweep is done. A
+        job that ends before then gets none: rank 0 says so too (its own
+        sweep may have finished), with the most any rank still needed."""
+        if self.topo.rank != 0 or self._profiler is None or self.failure is not None:
+            return
+        if self._plan_started or self.options.mode not in ("profile", "optimize"):
+            return
+        rows = self._last_rows
+        # A row is posted at its iteration's pipeline end, before the sweep
+        # counted that iteration: one less is left by the job's end.
+        left = max([int(r[6]) - 1 for r in rows] + [self._sweep_left()]) if rows else \
+            self._sweep_left()
+        ran = self._iteration
+        unfinished = sorted({int(i) for i, r in enumerate(rows) if r[6] >= 1}) if rows else []
+        if self._sweep_left() > 0 and not any(r != 0 for r in unfinished):
+            return  # rank 0's own line (_say_unfinished_sweep) said it all
+        whose = (f"rank{'s' if len(unfinished) > 1 else ''} "
+                 f"{', '.join(str(r) for r in unfinished)}" if unfinished else "a rank")
+        target = (f" to {self.options.profile_out}" if self.options.profile_out else "")
+        self._note(f"the job ended before every rank finished its profile sweep ({whose} had "
+                   f"not; {ran} iterations ran): no profile was written{target} and nothing was "
+                   f"planned; run at least {ran + max(left, 1)} iterations, more on a noisy "
+                   f"machine")
 
     def _write_partial_profile(self, profiler: Any) -> Optional[str]:
         """With profile_out, what an unfinished sweep measured, beside it:
@@ -1235,6 +1281,7 @@ class Session:
         self.phase_end()
         self._write_power_trace()
         self._say_unfinished_sweep()
+        self._say_unfinished_job_profile()
         waits = sorted(self.coordination_wait_s)
         if waits:
             self._note(f"coordination took {waits[len(waits) // 2] * 1e6:.0f} us of the training "

@@ -8,6 +8,7 @@ Every child process and torchrun has a timeout; gloo has its own
 """
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -516,7 +517,42 @@ def test_profile_mode_says_what_it_will_not_do(tmp_path):
     assert "profile mode without profile_out: the measured profile is planned" in text, text
     assert "the profile sweep of stage 0 had not finished when the job ended (2 iterations ran" \
         in text, text
-    assert "no profile was written and nothing was planned; run at least" in text, text
+    assert "no profile was written and nothing was planned; it needed at least" in text, text
+    # The start says how long the sweep takes; the end, how much was left:
+    # 2 iterations ran, so the fewest needed is the start's figure.
+    start = re.search(r"the sweep takes (\d+) iterations, up to (\d+)", text)
+    assert start and int(start[1]) < int(start[2]), text
+    assert f"run at least {start[1]} iterations" in text, text
+
+
+def test_rank_0_says_when_another_ranks_sweep_kept_the_job_from_its_profile(tmp_path):
+    """Issue 56, 4: rank 0 writes the job's profile once every rank's sweep is
+    done; a job that ended before then left rank 0 silent (its own sweep had
+    finished) and no file. Another rank's sweep is stood in for by its row
+    in the rounds (slot 6: the iterations it still needs)."""
+    r, _ = run_child(tmp_path, """
+        lines = []
+        class TwoRanks:
+            def all_gather_rows(self, row):
+                return [list(row), [row[0], row[1], 0.0, 0.0, 0.0, 0.0, 30.0]]
+            def all_gather_object(self, obj):
+                return [obj, obj]
+            def broadcast_object(self, obj):
+                return obj
+            def close(self):
+                pass
+        energy = jp.Energy("profile", microbatches=2, log=lines.append, profile_out="prof.csv",
+                           profile_stride_mhz=180)
+        energy._session._link.exchange = TwoRanks()
+        train(energy, steps=12)  # this rank's sweep of 4 clocks ends; the other's does not
+        out(lines)
+    """)
+    text = "\n".join(r)
+    assert "had not finished" not in text, text  # this rank's own sweep did
+    assert ("the job ended before every rank finished its profile sweep (rank 1 had not; 12 "
+            "iterations ran): no profile was written to prof.csv and nothing was planned; run "
+            "at least 41 iterations") in text, text
+    assert not (tmp_path / "prof.csv").exists()
 
 
 def test_an_unfinished_sweep_keeps_what_it_measured_and_says_its_progress(tmp_path):

@@ -159,7 +159,20 @@ void BindProfiler(py::module_& m) {
            py::arg("stop_after_rises") = 3, py::arg("gpu") = "")
       .def_property_readonly("done", &runtime::InSituProfiler::done)
       .def_property_readonly("iterations", &runtime::InSituProfiler::iterations)
+      .def_property_readonly("iterations_left", &runtime::InSituProfiler::IterationsLeft,
+                             "The fewest iterations the sweep still needs (0 once done).")
       .def("report", &runtime::InSituProfiler::Report);
+  m.def(
+      "sweep_iterations",
+      [](std::vector<int> clocks, int warmup_iterations) {
+        runtime::ProfilerOptions options;
+        options.clocks = std::move(clocks);
+        options.warmup_iterations = warmup_iterations;
+        const runtime::SweepLength length = runtime::SweepIterations(options);
+        return py::make_tuple(length.least, length.most);
+      },
+      py::arg("clocks"), py::arg("warmup_iterations") = 1,
+      "(least, most) iterations a sweep of these clocks takes (runtime::SweepIterations).");
 
   m.def("merge_reports", &runtime::MergeReports, py::arg("reports"));
 }

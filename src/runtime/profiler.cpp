@@ -295,6 +295,26 @@ void InSituProfiler::OnStepEnd() {
   done_.store(true, std::memory_order_release);
 }
 
+int InSituProfiler::IterationsLeft() const {
+  if (done()) return 0;
+  const int warmup = std::max(0, options_.warmup_iterations - iterations_);
+  int left = 0;
+  for (const KindState& k : kinds_) {
+    if (k.finished && k.redo.empty()) continue;
+    const int clocks = k.finished ? 0 : static_cast<int>(options_.clocks.size() - k.clock_index);
+    const int remeasures =
+        static_cast<int>(k.redo.size()) * std::max(1, options_.remeasure_iterations);
+    left = std::max(left, clocks + remeasures);
+  }
+  return warmup + std::max(left, 1);
+}
+
+SweepLength SweepIterations(const ProfilerOptions& options) {
+  const int clocks = static_cast<int>(options.clocks.size());
+  const int warmup = std::max(0, options.warmup_iterations);
+  return {warmup + clocks, warmup + clocks * (1 + std::max(0, options.max_repeats))};
+}
+
 bool InSituProfiler::QueueRemeasures() {
   if (options_.remeasure_iterations <= 0) return false;
   std::vector<model::ImplausibleRow> odd;

@@ -97,6 +97,26 @@ TEST(InSituProfilerTest, SweepsHighToLowAndStopsAfterConsecutiveRises) {
   EXPECT_EQ(r.iterations, 9);
 }
 
+// How long a sweep takes (issue 56, 4): at its start the fewest and the most
+// iterations, then the fewest still needed as it goes, 0 once done.
+TEST(InSituProfilerTest, SaysHowManyIterationsTheSweepTakesAndHasLeft) {
+  ProfilerOptions o;
+  for (int f = 1410; f >= 1230; f -= 60) o.clocks.push_back(f);  // 4 clocks
+  o.stop_after_rises = 0;                                        // every clock
+  const SweepLength length = SweepIterations(o);
+  EXPECT_EQ(length.least, 5);  // the warm-up and one per clock
+  EXPECT_EQ(length.most, 13);  // every clock repeated twice
+  InSituProfiler p(o);
+  EXPECT_EQ(p.IterationsLeft(), length.least);
+  std::vector<int> left;
+  for (int it = 0; it < 20 && !p.done(); ++it) {
+    Iteration(p, 4, [](Kind, int, int) { return 1.0; });  // noiseless: no repeat
+    left.push_back(p.IterationsLeft());
+  }
+  ASSERT_TRUE(p.done());
+  EXPECT_EQ(left, (std::vector<int>{4, 3, 2, 1, 0}));
+}
+
 TEST(InSituProfilerTest, RobustToOutliersAndReportsSpread) {
   ProfilerOptions o;
   o.clocks = {1410};

@@ -144,6 +144,13 @@ class InSituProfiler : public ClockSource {
   // Both kinds finished sweeping.
   bool done() const { return done_.load(std::memory_order_acquire); }
   int iterations() const { return iterations_; }
+  // The fewest iterations the sweep still needs from here: the warm-up
+  // left, then one per clock each kind has yet to visit and its queued
+  // re-measures (the kinds advance together, so the larger); 0 once done.
+  // A noisy clock is repeated (up to max_repeats more each) and an early
+  // stop ends a kind sooner: the real count may differ either way. Training
+  // thread (reads the sweep's state).
+  int IterationsLeft() const;
 
   // The rows measured so far (finished clocks only) and P_block. Rows
   // whose requests ran at another clock are named by the clock that ran,
@@ -186,6 +193,16 @@ class InSituProfiler : public ClockSource {
   int iterations_ = 0;
   std::atomic<bool> done_{false};
 };
+
+// The iterations a whole sweep with `options` takes: `least` when no clock
+// is repeated, stopped early or re-measured (warm-up + one per clock);
+// `most` when every clock is repeated max_repeats times (re-measures and
+// early stops aside). What a job should run at least, and at most expect.
+struct SweepLength {
+  int least = 0;
+  int most = 0;
+};
+SweepLength SweepIterations(const ProfilerOptions& options);
 
 // Combines the reports of several ranks (one stage each; a stage reported
 // twice, e.g. by data-parallel replicas, is averaged per (kind, clock) over
