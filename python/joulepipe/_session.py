@@ -192,6 +192,9 @@ class IterationRecord:
     predicted_saving: Optional[float] = None
     extra: Dict[str, Any] = field(default_factory=dict)
     rank: Optional[int] = None  # the job's rank, in a job of more than one
+    # The job's GPUs j_per_token counts: this GPU's energy times this many
+    # (every rank's own estimate of the job's; 1: the job's own figure).
+    gpus: int = 1
 
     def summary(self) -> str:
         parts = [f"joulepipe: iteration {self.iteration}"] + _window_parts(
@@ -199,7 +202,8 @@ class IterationRecord:
         if self.tokens_per_s:
             parts.append(f"{self.tokens_per_s:,.0f} tokens/s")
             if self.j_per_token is not None:
-                parts.append(f"{self.j_per_token * 1e3:.3f} mJ/token")
+                estimate = f" (est.: this GPU x {self.gpus})" if self.gpus > 1 else ""
+                parts.append(f"{self.j_per_token * 1e3:.3f} mJ/token{estimate}")
         if self.plan_version:
             saving = (f", predicted saving {self.predicted_saving * 100:.1f} %"
                       if self.predicted_saving is not None else "")
@@ -219,6 +223,9 @@ class PhaseRecord:
     avg_power_w: Optional[float]
     approximate: bool
     rank: Optional[int] = None  # the job's rank, in a job of more than one
+    # The job's GPUs j_per_token counts: this GPU's energy times this many
+    # (every rank's own estimate of the job's; 1: the job's own figure).
+    gpus: int = 1
 
     def summary(self) -> str:
         where = (f"after iteration {self.after_iteration}" if self.after_iteration is not None
@@ -389,6 +396,11 @@ class Session:
         if not devices:
             self._note("no GPU is visible; logging time only")
             return None
+        try:
+            if _core.nvml_simulated():
+                self._note(_core.nvml_methodology().rstrip("."))
+        except Exception:
+            _logger.debug("_find_gpu: error ignored", exc_info=True)
         index = self.topo.local_rank
         try:
             import torch
@@ -565,6 +577,17 @@ class Session:
                 self._agent.disable()
             except Exception:
                 _logger.debug("_fail: error ignored", exc_info=True)
+
+    def step_raised(self, error: BaseException) -> None:
+        """An exception left the step (inside an instruction or between them):
+        the plan's instructions did not all run, and that is why."""
+        if not self._open or self._off_shape or self._agent is None:
+            return
+        if self.options.mode == "measure":
+            return  # no clock to stop: the step's line says what it measured
+        where = f"step {self._iteration}"
+        self._fail(f"an exception ended {where} early ({type(error).__name__}: {error}); the "
+                   "plan's clocks stop with it")
 
     # ---- hooks ---------------------------------------------------------------
 
@@ -776,7 +799,8 @@ class Session:
             time_s=elapsed, energy_j=energy,
             avg_power_w=energy / elapsed if energy is not None and elapsed > 0 else None,
             approximate=self._over_limit(energy, elapsed, f"a {kind}") or approximate,
-            rank=self.topo.rank if self.topo.world_size > 1 else None)
+            rank=self.topo.rank if self.topo.world_size > 1 else None,
+            gpus=max(1, self.topo.world_size))
         self.phase_records.append(record)
         self._write_phase(record)
         return record
@@ -805,7 +829,8 @@ class Session:
             plan_version=0 if self._off_shape else self._running_version,
             clocks_applied=applied - self._last_applied,
             predicted_saving=self._predicted_saving,
-            rank=self.topo.rank if self.topo.world_size > 1 else None)
+            rank=self.topo.rank if self.topo.world_size > 1 else None,
+            gpus=max(1, self.topo.world_size))
         self._last_applied = applied
         if self._trace is not None:
             self._trace.mark_step_end(record.iteration)

@@ -147,6 +147,11 @@ class Energy:
         self._pipeline_open = True
         try:
             yield
+        except BaseException as error:
+            # Named as what it is, before the step's end finds the plan's
+            # instructions missing.
+            s.step_raised(error)
+            raise
         finally:
             self.pipeline_done()
             self.last = s.iteration_end()

@@ -419,7 +419,10 @@ def test_example_power_traces_join_into_the_jobs(tmp_path):
     assert joined.returncode == 0, joined.stderr
     assert "Joined 2 ranks' power traces" in joined.stdout, joined.stdout
     assert "from rank 0's (median over 12 common step ends)" in joined.stdout, joined.stdout
-    assert "Grid (the job's joined power, measured): peak" in joined.stdout, joined.stdout
+    # The simulated library recorded them: said, never "measured" (issue 56, 5).
+    assert all(t.get("simulated") is True for t in traces), traces[0].keys()
+    assert "every figure below is simulated, not measured" in joined.stdout, joined.stdout
+    assert "Grid (the job's joined power, simulated): peak" in joined.stdout, joined.stdout
     rows = (tmp_path / "job.csv").read_text().splitlines()
     assert rows[0] == "time_s,total_w,rank0_w,rank1_w", rows[0]
     for row in rows[1:]:
@@ -523,6 +526,37 @@ def test_profile_mode_says_what_it_will_not_do(tmp_path):
     start = re.search(r"the sweep takes (\d+) iterations, up to (\d+)", text)
     assert start and int(start[1]) < int(start[2]), text
     assert f"run at least {start[1]} iterations" in text, text
+
+
+def test_an_exception_inside_a_backward_is_named_as_one(tmp_path):
+    """Issue 56, 5: an exception inside a backward was reported as "step ended
+    after 3 of 4 planned instructions (plan expected ...)"; it is an
+    exception, and the line says which."""
+    path = plan_file(tmp_path, [1005, 900, 1110, 855])
+    r, stderr = run_child(tmp_path, f"""
+        energy = jp.Energy("optimize", plan={str(path)!r}, microbatches=2)
+        with energy.step():
+            for mb in range(2):
+                with energy.forward(mb):
+                    time.sleep(0.01)
+                with energy.backward(mb):
+                    time.sleep(0.01)
+        try:
+            with energy.step():
+                with energy.forward(0):
+                    pass
+                with energy.backward(0):
+                    raise RuntimeError("CUDA out of memory (a stand-in)")
+        except RuntimeError:
+            pass
+        failure = energy.failure
+        energy.close()
+        out(failure)
+    """)
+    assert r.startswith("an exception ended step 1 early (RuntimeError: CUDA out of memory (a "
+                        "stand-in))"), r
+    assert "planned instructions" not in stderr, stderr
+    assert "the simulated NVML library" in stderr, stderr  # the session says where figures come from
 
 
 def test_rank_0_says_when_another_ranks_sweep_kept_the_job_from_its_profile(tmp_path):

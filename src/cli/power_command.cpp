@@ -70,16 +70,17 @@ constexpr char kPowerFooter[] =
 // each): the windows are at least a line apart, the band at most half the
 // line rate.
 std::string MeasuredGridText(const sim::Waveform& trace,
-                             const char* what = "the total of the streamed samples") {
+                             const char* what = "the total of the streamed samples",
+                             bool simulated = false) {
   if (trace.gpu_w.size() < 2) return "Grid: too few samples (stream longer than two intervals)\n";
   const sim::GridOptions o = sim::MeasuredGridOptions(trace.dt_s);
   const sim::GridMetrics m = sim::MeasureGrid(trace, o);
   return Printf(
-      "Grid (%s, measured): peak %.2f W, trough %.2f W, swing "
+      "Grid (%s, %s): peak %.2f W, trough %.2f W, swing "
       "%.2f W within %g s, ramp %.2f W/s between %g s means, %g-%g Hz band RMS %.2f W. Instant "
       "power read every %g ms: faster swings than that are not seen.\n",
-      what, m.peak_w, m.trough_w, m.swing_w, o.swing_window_s, m.ramp_w_per_s, o.ramp_window_s,
-      o.band_lo_hz, o.band_hi_hz, m.band_rms_w, trace.dt_s * 1e3);
+      what, simulated ? "simulated" : "measured", m.peak_w, m.trough_w, m.swing_w, o.swing_window_s,
+      m.ramp_w_per_s, o.ramp_window_s, o.band_lo_hz, o.band_hi_hz, m.band_rms_w, trace.dt_s * 1e3);
 }
 
 std::string UtcText(double unix_s) {
@@ -116,8 +117,15 @@ int RunJoin(const PowerFlags& f) {
   }
   const monitor::JoinedTrace j = monitor::JoinPowerTraces(sorted, !f.clock_only);
   const double seconds = static_cast<double>(j.total_w.size()) * j.dt_s;
+  const bool simulated = std::any_of(sorted.begin(), sorted.end(),
+                                     [](const monitor::PowerTraceData& t) { return t.simulated; });
   std::string out = Printf("Joined %zu ranks' power traces: %.3f s in common from %s, %g ms bins\n",
                            sorted.size(), seconds, UtcText(j.start_unix_s).c_str(), j.dt_s * 1e3);
+  if (simulated) {
+    out +=
+        "Recorded through joulepipe's simulated NVML library: every figure below is "
+        "simulated, not measured.\n";
+  }
   for (std::size_t k = 0; k < sorted.size(); ++k) {
     const monitor::PowerTraceData& t = sorted[k];
     std::string how;
@@ -153,7 +161,7 @@ int RunJoin(const PowerFlags& f) {
   for (double w : j.total_w) sum += w;
   out += Printf("  the job: mean %.1f W, energy %.3f kJ over the common window (GPU power)\n",
                 sum / static_cast<double>(j.total_w.size()), wave.EnergyJ() / 1e3);
-  out += MeasuredGridText(wave, "the job's joined power");
+  out += MeasuredGridText(wave, "the job's joined power", simulated);
   if (!f.csv.empty()) {
     std::string csv = "time_s,total_w";
     for (int r : j.ranks) csv += ",rank" + std::to_string(r) + "_w";
@@ -248,7 +256,8 @@ int RunPower(const PowerFlags& f) {
                 m.complete() ? "" : "; incomplete: a GPU failed");
   out += "Methodology: " + methodology + " Streamed lines show instant power sampled every " +
          Printf("%d ms", f.interval_ms) + "; max is the highest sample.\n";
-  if (f.grid) out += MeasuredGridText(trace);
+  if (f.grid)
+    out += MeasuredGridText(trace, "the total of the streamed samples", gpu::Nvml().simulated);
   std::fputs(out.c_str(), stdout);
   std::fflush(stdout);
   return kExitOk;

@@ -1,5 +1,7 @@
 #include "joulepipe/monitor/power_trace.hpp"
 
+#include "joulepipe/gpu/nvml.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -147,6 +149,11 @@ PowerTraceData PowerTrace::Finish(int rank, const std::string& gpu) {
   PowerTraceData out = state_->data;
   out.rank = rank;
   out.gpu = gpu;
+  try {
+    out.simulated = gpu::Nvml().simulated;
+  } catch (const std::exception&) {
+    out.simulated = false;  // no NVML: the meter was another's
+  }
   return out;
 }
 
@@ -157,9 +164,9 @@ std::string PowerTraceToJson(const PowerTraceData& t) {
   // microseconds; %.3f W is below any board's resolution.
   std::string out = model::Format(
       "{\"version\":1,\"kind\":\"power_trace\",\"rank\":%d,\"gpu\":%s,\"interval_s\":%.17g,"
-      "\"read_errors\":%llu,\n\"samples\":[",
+      "\"read_errors\":%llu,%s\n\"samples\":[",
       t.rank, nlohmann::json(t.gpu).dump().c_str(), t.interval_s,
-      static_cast<unsigned long long>(t.read_errors));
+      static_cast<unsigned long long>(t.read_errors), t.simulated ? "\"simulated\":true," : "");
   for (std::size_t i = 0; i < t.t_s.size(); ++i) {
     out += model::Format("%s[%.6f,%.3f]", i == 0 ? "" : (i % 8 == 0 ? ",\n" : ","), t.t_s[i],
                          t.watts[i]);
@@ -209,6 +216,9 @@ PowerTraceData PowerTraceFromJson(const std::string& text, const std::string& so
              model::Excerpt(interval));
   }
   t.interval_s = interval.get<double>();
+  if (root.contains("simulated") && root["simulated"].is_boolean()) {
+    t.simulated = root["simulated"].get<bool>();
+  }
   if (root.contains("read_errors") && root["read_errors"].is_number_unsigned()) {
     t.read_errors = root["read_errors"].get<std::uint64_t>();
   }

@@ -4,6 +4,7 @@
 
 #include "bindings.hpp"
 #include "joulepipe/gpu/device.hpp"
+#include "joulepipe/gpu/nvml.hpp"
 #include "joulepipe/gpu/sim_stream.hpp"
 
 namespace joulepipe::python {
@@ -54,6 +55,12 @@ void BindGpu(py::module_& m) {
       py::arg("nvml_index"),
       "The SM clock the GPU with this NVML index runs now (MHz), as NVML reports it: under a "
       "power or thermal cap it is lower than the clock locked. Raises GpuError.");
+  m.def(
+      "nvml_simulated", [] { return gpu::Nvml().simulated; },
+      "Whether the loaded NVML library is joulepipe's simulated one (its figures are simulated, "
+      "not measured). Raises GpuError when NVML cannot be loaded.");
+  m.def("nvml_methodology", &gpu::NvmlMethodology,
+        "One sentence: where the GPU figures come from (the NVML library, or the simulated one).");
   py::class_<gpu::SimulatedStream>(
       m, "SimulatedStream",
       "A stream of the simulated GPU (the simulated NVML library only): emulated kernels run "

@@ -266,11 +266,11 @@ TEST_F(MeasureCommandTest, PowerGridSummarisesTheStreamedTotal) {
   ASSERT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), 0);
   const std::string text = Slurp(out);
-  const std::size_t at = text.find("Grid (the total of the streamed samples, measured): peak ");
+  const std::size_t at = text.find("Grid (the total of the streamed samples, simulated): peak ");
   ASSERT_NE(at, std::string::npos) << text;
   double peak = 0, trough = 0, swing = -1;
   ASSERT_EQ(std::sscanf(text.c_str() + at,
-                        "Grid (the total of the streamed samples, measured): peak %lf W, trough "
+                        "Grid (the total of the streamed samples, simulated): peak %lf W, trough "
                         "%lf W, swing %lf W",
                         &peak, &trough, &swing),
             3)

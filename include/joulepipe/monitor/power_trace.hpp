@@ -55,6 +55,9 @@ struct PowerTraceData {
   std::string gpu;
   double interval_s = 0.01;
   std::uint64_t read_errors = 0;
+  // Recorded through joulepipe's simulated NVML library: the figures are
+  // simulated, not measured (JSON "simulated": true; absent = false).
+  bool simulated = false;
   std::vector<double> t_s;    // Unix seconds of each sample, ascending
   std::vector<double> watts;  // the GPU's power at that moment
   struct StepEnd {
