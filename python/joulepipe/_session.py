@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -486,12 +487,15 @@ class Session:
         host's points, said once (profile mode times at the host's points)."""
         stream = self.options.stream
         if stream is None:
+            # Only a program that imported torch launches on torch's streams
+            # (and importing it here would cost seconds).
+            torch = sys.modules.get("torch")
             try:
-                import torch  # only when the program has it: never forced
-            except ImportError:
-                torch = None
-            if torch is not None and torch.cuda.is_available():
-                stream = int(torch.cuda.current_stream().cuda_stream)
+                if torch is not None and torch.cuda.is_available():
+                    stream = int(torch.cuda.current_stream().cuda_stream)
+            except Exception as error:  # a broken CUDA set-up: the host's points
+                self._note(f"clocks change at the host's hook points: no CUDA stream ({error})")
+                return
         if stream is None:
             if self.options.mode == "optimize":
                 self._note("no CUDA stream (no CUDA here): clocks change at the host's hook "

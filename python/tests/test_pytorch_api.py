@@ -237,6 +237,7 @@ def test_optimize_applies_a_grid_plans_hold_clock_and_start_ramp(tmp_path):
     r, stderr = run_child(tmp_path, f"""
         energy = jp.Energy("optimize", plan={str(path)!r}, microbatches=2)
         start = time.monotonic()
+        unix_start = time.time()
         for step, at in enumerate((0, 2.3, 4.3, 4.3)):  # two steps in the ramp, two after
             time.sleep(max(0.0, start + at - time.monotonic()))
             with energy.step():
@@ -248,16 +249,25 @@ def test_optimize_applies_a_grid_plans_hold_clock_and_start_ramp(tmp_path):
                         time.sleep(0.02)
                     time.sleep(0.05)
         energy.close()
-        out([r.__dict__ for r in energy.records])
+        out(unix_start)
     """)
-    locked = [c["args"]["max_mhz"] for c in calls(tmp_path)
-              if c["function"] == "nvmlDeviceSetGpuLockedClocks"]
-    # Step 1 under 600 MHz (every request capped to it); step 2 under 1005
-    # (F1's 1110 capped, the holds at 1005); steps 3 and 4 the plan, waits
-    # held at 1410 (step 3's F0 finds 1005 still locked from the ramp).
-    after = [900, 1410, 1110, 1410, 855, 1410]
-    assert locked == ([600] + [1005, 900, 1005, 855, 1005] + [1410] + after
-                      + [1005, 1410] + after), (str(locked), stderr)
+    log = [c for c in calls(tmp_path) if c["function"] == "nvmlDeviceSetGpuLockedClocks"]
+    locked = [c["args"]["max_mhz"] for c in log]
+    at = [c["t"] - r for c in log]  # seconds from the loop's start
+    # Step 1 (t < 2 s) under 600 MHz: every request capped to it. Step 2
+    # (2..4 s) under 1005: F1's 1110 capped, the holds at 1005. Steps 3 and
+    # 4 run the plan, waits held at 1410. A busy machine may coalesce two
+    # requests into one call, so each part is checked for what it must and
+    # may contain, not call by call (on an idle machine the calls are
+    # exactly [600] + [1005, 900, 1005, 855, 1005] + [1410] + the plan's).
+    first = [m for m, t in zip(locked, at) if t < 2]
+    second = [m for m, t in zip(locked, at) if 2.2 <= t < 4]
+    after = [m for m, t in zip(locked, at) if t >= 4.2]
+    assert first == [600], (str(locked), stderr)
+    assert second and set(second) <= {1005, 900, 855} and 1005 in second, (str(locked), stderr)
+    assert set(after) <= {1410, 1005, 900, 1110, 855}, (str(locked), stderr)
+    assert {900, 1110, 855, 1410} <= set(after), (str(locked), stderr)
+    assert max(second) <= 1005 and 1110 not in second, (str(locked), stderr)
     resets = [c for c in calls(tmp_path) if c["function"] == "nvmlDeviceResetGpuLockedClocks"]
     assert len(resets) >= 2, stderr  # steps 3 and 4 end at default clocks
     assert "waits held at 1410 MHz; start ramp 4 s: 600 1005 MHz" in stderr, stderr
