@@ -483,8 +483,9 @@ class Session:
 
     def _follow_stream(self) -> None:
         """Clocks where the GPU is: the agent marks each hook on the training's
-        stream (runtime/device_markers.hpp) when there is one; otherwise the
-        host's points, said once (profile mode times at the host's points)."""
+        stream (runtime/device_markers.hpp) when there is one, and profile mode
+        times each instruction there (runtime/device_meter.hpp); otherwise the
+        host's points, said once."""
         stream = self.options.stream
         if stream is None:
             # Only a program that imported torch launches on torch's streams
@@ -497,9 +498,10 @@ class Session:
                 self._note(f"clocks change at the host's hook points: no CUDA stream ({error})")
                 return
         if stream is None:
-            if self.options.mode == "optimize":
+            if self.options.mode != "measure":
                 self._note("no CUDA stream (no CUDA here): clocks change at the host's hook "
-                           "points, exact where the host waits for the GPU at each instruction")
+                           "points (profile rows are timed there too), exact where the host "
+                           "waits for the GPU at each instruction")
             return
         ok, why = self._agent.set_stream(int(stream))
         if not ok:

@@ -74,3 +74,67 @@ def test_clocks_land_on_their_kernels_only_with_the_stream(tmp_path, mode):
     else:
         assert right <= 6, ran
         assert "clocks change at the host's hook points" in r.stderr, r.stderr
+
+
+PROFILE_CHILD = """
+import sys
+from joulepipe import _core
+follow = sys.argv[2] == "stream"
+gpu = _core.SimulatedStream(0)
+options = {"stream": gpu.handle} if follow else {}
+energy = jp.Energy("profile", profile_out=sys.argv[1], microbatches=2, profile_stride_mhz=200,
+                   **options)
+for _ in range(30):
+    with energy.step():
+        for mb in range(2):
+            with energy.forward(mb):
+                gpu.launch(0.015, 0.9, 0.9)  # returns at once: the host runs ahead
+        for mb in range(2):
+            with energy.backward(mb):
+                gpu.launch(0.030, 0.7, 0.8)
+        energy.pipeline_done()
+        gpu.synchronize()  # the loss read
+energy.close()
+"""
+
+
+def kernel_truth(log):
+    """Mean device time and exact energy per (kind, clock) of the kernels
+    that ran wholly at one clock: the simulated ground truth."""
+    sums = {}
+    for a in (c["args"] for c in log if c["function"] == "kernel"):
+        if round(a["start_mhz"]) != round(a["end_mhz"]):
+            continue
+        key = ("forward" if a["seconds_at_max_clock"] < 0.02 else "backward", round(a["start_mhz"]))
+        t, e, n = sums.get(key, (0.0, 0.0, 0))
+        sums[key] = (t + a["end_unix_s"] - a["start_unix_s"], e + a["energy_j"], n + 1)
+    return {k: (t / n, e / n) for k, (t, e, n) in sums.items()}
+
+
+def profile_rows(path):
+    """(stage, kind, clock, time, energy) of a profile CSV's rows."""
+    lines = [line for line in path.read_text().splitlines() if line and not line.startswith("#")]
+    return [line.split(",")[:5] for line in lines[1:]]
+
+
+@pytest.mark.parametrize("mode", ["stream", "host"])
+def test_profile_rows_are_the_devices_only_with_the_stream(tmp_path, mode):
+    out = tmp_path / "profile.csv"
+    r = run_child(tmp_path, PROFILE_CHILD, out, mode)
+    assert r.returncode == 0, r.stderr
+    truth = kernel_truth(calls(tmp_path))
+    if mode == "host":
+        # The rows are how long the host took to enqueue: the planner
+        # refuses them, or they are far from the device's truth.
+        if out.exists():
+            rows = profile_rows(out)
+            assert all(float(t) < 0.5 * min(s for s, _ in truth.values()) for *_, t, _ in rows)
+        return
+    assert "where the GPU is" in r.stderr, r.stderr
+    rows = profile_rows(out)
+    assert len(rows) >= 4, rows
+    for _, kind, mhz, t, e in rows:
+        near = min((k for k in truth if k[0] == kind), key=lambda k: abs(k[1] - int(mhz)))
+        true_t, true_e = truth[near]
+        assert abs(float(t) / true_t - 1) <= 0.03, (kind, mhz, t, truth)
+        assert abs(float(e) / true_e - 1) <= 0.03, (kind, mhz, e, truth)

@@ -13,6 +13,7 @@
 #include "joulepipe/gpu/error.hpp"
 #include "joulepipe/monitor/monitor.hpp"
 #include "joulepipe/runtime/controller.hpp"
+#include "joulepipe/runtime/device_meter.hpp"
 
 namespace joulepipe::runtime {
 
@@ -67,6 +68,7 @@ struct Agent::State {
   // Declared before the controller, so destroyed after it (its thread asks
   // the markers until it is joined).
   std::unique_ptr<DeviceMarkers> markers;       // SetStream's; null: the host's points
+  gpu::CudaStream stream = nullptr;             // SetStream's
   std::unique_ptr<ClockController> controller;  // null when options.control is null
   std::atomic<std::uint64_t> markers_recorded{0};
   std::atomic<Mode> mode{Mode::kOff};
@@ -117,11 +119,26 @@ struct Agent::State {
   monitor::Measurement measurement;  // reused: no allocation once warm
   int current_mhz = 0;
   bool waiting = false;  // kWaitWindow is open
+  // Profile mode with a stream: instructions and waits measured where the
+  // GPU is (device_meter.hpp) instead of the monitor's host windows. Spans
+  // reach the source in device order, each step's end with them; `epoch`
+  // tells the spans of this profiler from those a mode change left behind.
+  std::unique_ptr<DeviceMeter> device_meter;
+  bool profile_on_device = false;
+  std::uint32_t epoch = 0;
+
+  // Whether a hook's clock waits for the device: in execute mode with a
+  // stream, and in profile mode when it measures on the device too.
+  bool DeviceOrdered() const noexcept {
+    if (!markers) return false;
+    const Mode m = mode.load(std::memory_order_relaxed);
+    return m == Mode::kExecute || (m == Mode::kProfile && profile_on_device);
+  }
 
   // A hook's clock: at the device's point when markers are set (execute
   // mode), else now.
   void Post(int mhz) noexcept {
-    if (markers && mode.load(std::memory_order_relaxed) == Mode::kExecute) {
+    if (DeviceOrdered()) {
       const std::uint64_t m = markers->Record();
       if (m != 0)
         markers_recorded.store(markers_recorded.load(std::memory_order_relaxed) + 1,
@@ -132,7 +149,7 @@ struct Agent::State {
     controller->Request(mhz);
   }
   void PostWait(int wait_mhz, int restore_mhz, double restore_after_s) noexcept {
-    if (markers && mode.load(std::memory_order_relaxed) == Mode::kExecute) {
+    if (DeviceOrdered()) {
       const std::uint64_t m = markers->Record();
       if (m != 0)
         markers_recorded.store(markers_recorded.load(std::memory_order_relaxed) + 1,
@@ -226,6 +243,7 @@ struct Agent::State {
   void ResetTracking() {
     position = 0;
     in_instruction = false;
+    ++epoch;  // spans still on their way belong to what ran before
     CloseWindows();
   }
 
@@ -264,13 +282,44 @@ struct Agent::State {
   }
 
   void ProfileBegin(model::Kind kind) {
+    if (profile_on_device) {
+      DeliverSpans();
+      current_mhz = source->ClockFor(kind);
+      if (current_mhz > 0 && controller) Post(current_mhz);
+      device_meter->Mark({Point::kInstructionBegin, kind, current_mhz, epoch});
+      return;
+    }
     EndWait();
     current_mhz = source->ClockFor(kind);
     if (current_mhz > 0 && controller) controller->Request(current_mhz);
     monitor->Begin(kInstructionWindow);
   }
 
+  // Profile mode on the device: the spans measured so far, to the source in
+  // device order (an instruction, the wait before one, a step's end).
+  void DeliverSpans() {
+    DeviceMeter::Span span;
+    while (device_meter->Take(&span)) {
+      if (span.to.tag != epoch || span.from.tag != epoch) continue;
+      if (span.to.type == Point::kInstructionEnd) {
+        if (span.from.type == Point::kInstructionBegin && span.from.kind == span.to.kind)
+          source->OnInstruction(span.to.kind, span.from.mhz, span.seconds, span.joules,
+                                span.approximate, span.actual_mhz);
+      } else if (span.to.type == Point::kInstructionBegin) {
+        if (span.from.type == Point::kInstructionEnd || span.from.type == Point::kStepBegin)
+          source->OnWait(span.seconds, span.joules);
+      } else if (span.to.type == Point::kStepEnd) {
+        source->OnStepEnd();
+      }
+    }
+  }
+
   void ProfileEnd(model::Kind kind) {
+    if (profile_on_device) {
+      device_meter->Mark({Point::kInstructionEnd, kind, current_mhz, epoch});
+      DeliverSpans();
+      return;
+    }
     monitor->End(kInstructionWindow, &measurement);
     // The clock the GPU really ran (a power or thermal cap throttles it
     // below the one requested), read as the instruction ends.
@@ -372,7 +421,18 @@ void Agent::SetProfiler(std::shared_ptr<ClockSource> source) {
       return;
     }
   }
-  s.Log("profiling on GPU " + std::to_string(s.options.nvml_index));
+  if (s.markers && !s.device_meter) {
+    DeviceMeterOptions options;
+    options.counter_period_s = s.options.counter_period_s;
+    std::string why;
+    s.device_meter = DeviceMeter::Open(s.stream, s.clock_meter, options, &why);
+    if (!s.device_meter) s.Log("profiling measures at the host's points: " + why);
+  }
+  s.profile_on_device = s.device_meter != nullptr;
+  s.Log("profiling on GPU " + std::to_string(s.options.nvml_index) +
+        (s.profile_on_device ? " where the GPU is (each instruction's time and energy between "
+                               "its events on the training's stream)"
+                             : ""));
   s.mode.store(Mode::kProfile, std::memory_order_release);
 }
 
@@ -395,7 +455,14 @@ void Agent::OnStepBegin() noexcept {
                  true);
       return;
     }
-    if (mode == Mode::kProfile) s.BeginWait();
+    if (mode == Mode::kProfile) {
+      if (s.profile_on_device) {
+        s.DeliverSpans();
+        s.device_meter->Mark({Point::kStepBegin, model::Kind::kForward, 0, s.epoch});
+      } else {
+        s.BeginWait();
+      }
+    }
     if (mode == Mode::kExecute && !s.ramp_started && s.shape.start_ramp_s > 0 &&
         !s.shape.start_ramp_mhz.empty()) {
       s.ramp_started = true;
@@ -449,6 +516,12 @@ void Agent::OnStepEnd() noexcept {
         return;
       }
       s.position = 0;
+    } else if (s.profile_on_device) {
+      // The source hears of the step's end with its spans, when the device
+      // gets there (a point that cannot be recorded: now).
+      if (!s.device_meter->Mark({Point::kStepEnd, model::Kind::kForward, 0, s.epoch}))
+        s.source->OnStepEnd();
+      s.DeliverSpans();
     } else {
       s.StopWait();
       s.source->OnStepEnd();
@@ -633,6 +706,7 @@ bool Agent::SetStream(gpu::CudaStream stream, std::string* why_not) {
   } else {
     s.markers = DeviceMarkers::Open(stream, &why);
     if (s.markers) {
+      s.stream = stream;
       s.controller->SetMarkers(s.markers.get());
       s.Log(
           "clocks follow the GPU: each is applied when the device reaches its instruction on "

@@ -87,6 +87,8 @@ struct SimStream {
   // SM clock in force now (MHz) and the GPU's highest.
   void SetLoad(int state, double compute_fraction, double activity);
   std::pair<double, double> Clocks();
+  // The device's exact energy from the epoch to Unix time t (the past).
+  double EnergyAt(double t);
 
  public:
   const nvmlDevice_t device;
@@ -125,6 +127,16 @@ void SimStream::SetLoad(int state, double compute_fraction, double activity) {
   });
 }
 
+double SimStream::EnergyAt(double t) {
+  using namespace joulepipe::sim_nvml;
+  double joules = 0;
+  WithDevice("kernel", device, [&](DeviceCall& c) {
+    joules = EnergyJ(c.device(), c.config().epoch_unix_s, c.history(), t);
+    return NVML_SUCCESS;
+  });
+  return joules;
+}
+
 std::pair<double, double> SimStream::Clocks() {
   using namespace joulepipe::sim_nvml;
   double now = 0, highest = 0;
@@ -140,6 +152,7 @@ void SimStream::RunKernel(const joulepipe::sim_nvml::Kernel& k) {
   using namespace joulepipe::sim_nvml;
   SetLoad(kLoadBusy, k.compute_fraction, k.activity);
   const double start = Now();
+  const double start_j = EnergyAt(start);
   double left = 1;  // share of the kernel still to run
   double first_mhz = 0, mhz = 0;
   while (left > 1e-12) {
@@ -160,6 +173,8 @@ void SimStream::RunKernel(const joulepipe::sim_nvml::Kernel& k) {
     left -= std::max(slice, Now() - from) / whole;
   }
   const double end = Now();
+  // The ground truth: the device's energy while the kernel ran.
+  const double joules = EnergyAt(end) - start_j;
   Library& lib = Library::Get();
   std::lock_guard<std::mutex> lock(lib.mu);
   if (lib.init_count > 0 && !lib.config.call_log.empty()) {
@@ -167,6 +182,7 @@ void SimStream::RunKernel(const joulepipe::sim_nvml::Kernel& k) {
                         {"end_unix_s", end},
                         {"start_mhz", first_mhz},
                         {"end_mhz", mhz},
+                        {"energy_j", joules},
                         {"seconds_at_max_clock", k.seconds_at_max},
                         {"compute_fraction", k.compute_fraction}};
     LogSetter(lib, "kernel", static_cast<int>(index), args.dump(), NVML_SUCCESS);
@@ -188,7 +204,8 @@ void SimStream::Run() {
       // a system call per launch), and sleep after kSleepAfterS idle.
       const auto since = std::chrono::steady_clock::now();
       while (!stop && queue.empty() &&
-             std::chrono::steady_clock::now() - since < std::chrono::duration<double>(kSleepAfterS)) {
+             std::chrono::steady_clock::now() - since <
+                 std::chrono::duration<double>(kSleepAfterS)) {
         lock.unlock();
         std::this_thread::sleep_for(std::chrono::duration<double>(kPollS));
         lock.lock();

@@ -53,7 +53,8 @@
 // About 0.05 µs median, < 0.7 µs p99 (bench/runtime_hooks.cpp,
 // docs/runtime.md). Profile-mode hooks additionally read the GPU's energy
 // counter or instant power through NVML on the training thread (tens of µs;
-// profiling runs are short and not the steady state).
+// profiling runs are short and not the steady state); with a stream they
+// record an event instead and the meter's thread reads the GPU.
 //
 // Restoring clocks: the destructor restores the default clocks. A crash
 // skips the destructor: with the daemon, the daemon restores the GPU when
@@ -185,7 +186,10 @@ class Agent {
   // there is no CUDA driver (the hooks then keep marking the host's points,
   // as they do without this call). Once per agent, before the first plan,
   // from the training thread (the one whose CUDA context owns the stream).
-  // Profile mode still measures and locks at the host's points.
+  // Profile mode then measures there too (device_meter.hpp): each
+  // instruction's time is the device's between its events, its energy the
+  // GPU's meter read while it ran, and the profiler hears of them (and of
+  // each step's end) in device order, a few instructions after the hooks.
   bool SetStream(gpu::CudaStream stream, std::string* why_not);
   // Whether SetStream succeeded: clocks follow the device.
   bool stream_ordered() const;

@@ -20,7 +20,8 @@
 //     its device time is the Unix time of that moment.
 //   * With a call log configured, each kernel is one line
 //     ("function":"kernel", its start and end Unix times, the clock at its
-//     start and end).
+//     start and end, the device's exact energy while it ran: the ground
+//     truth a measurement is checked against).
 // Handles are opaque; one device per stream (nvmlJoulepipeSimStreamCreate).
 // Every function is thread-safe. CUresult values are the driver's:
 // CUDA_SUCCESS 0, CUDA_ERROR_INVALID_VALUE 1, CUDA_ERROR_NOT_INITIALIZED 3,
