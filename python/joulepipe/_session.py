@@ -86,6 +86,10 @@ class Options:
 
 # The most characters of a profile read from profile= (model::kMaxInputFileBytes).
 MAX_PROFILE_CHARS = 256 << 20
+# How often the GPU's power is sampled for the iteration lines: a step of
+# tens of milliseconds gets tens of samples (500 NVML reads a second, off
+# the training thread).
+STEP_SAMPLING_S = 0.002
 
 
 def power_trace_path(options: "Options", topology: "Topology", rank: Optional[str] = None) -> str:
@@ -312,7 +316,13 @@ class Session:
         self._gpu = self._find_gpu()
         if self._gpu is not None:
             try:
-                self._monitor = _core.Monitor(gpus=[self._gpu["index"]])
+                # A step is often shorter than the energy counter's period:
+                # its line integrates power samples taken during it
+                # (monitor.hpp, short_windows_sampled), never one reading
+                # taken after the step, when default clocks are back.
+                self._monitor = _core.Monitor(gpus=[self._gpu["index"]],
+                                              sampling_period_s=STEP_SAMPLING_S,
+                                              short_windows_sampled=True)
             except Exception as error:
                 self._note(f"no GPU energy for this rank ({error}); logging time only")
         self._trace: Any = None

@@ -146,6 +146,7 @@ struct Monitor::State {
     Edges edges = Edges::kCheap;
     Clock::time_point t0;
     std::vector<double> e0;     // per GPU: J on the counter or sampler scale
+    std::vector<double> s0;     // per GPU: J on the sampler scale (short_windows_sampled)
     std::vector<char> aligned;  // per GPU
     std::vector<uint64_t> rapl0;
   };
@@ -210,7 +211,8 @@ Monitor::State::State(std::vector<std::unique_ptr<GpuMeter>> meters, const Monit
     g.index = meter->index();
     g.has_counter = !options.force_sampling && meter->ReadEnergyMj().has_value();
     g.meter = std::move(meter);
-    if (!g.has_counter || options.sample_all_gpus || options.tolerate_gpu_failures) {
+    if (!g.has_counter || options.sample_all_gpus || options.short_windows_sampled ||
+        options.tolerate_gpu_failures) {
       g.sampler = static_cast<int>(sampled.size());
       sampled.emplace_back();
     }
@@ -251,6 +253,7 @@ Monitor::State::State(std::vector<std::unique_ptr<GpuMeter>> meters, const Monit
   for (Window& w : windows) {
     w.name.reserve(64);
     w.e0.resize(gpus.size());
+    w.s0.resize(gpus.size());
     w.aligned.resize(gpus.size());
     w.rapl0.resize(rapl_now.size());
   }
@@ -277,6 +280,11 @@ void Monitor::State::BuildMethodology() {
   if (!counter.empty()) {
     text += "GPU " + IndexList(counter) + ": NVML energy counter (updated every ~" +
             PeriodText(options.counter_period_s) + ")";
+    if (options.short_windows_sampled) {
+      text += ", windows under " + PeriodText(kCounterPeriodsForExact * options.counter_period_s) +
+              " from power samples every " + PeriodText(options.sampling_period_s) +
+              " taken during them";
+    }
   }
   if (!sampling.empty()) {
     if (!text.empty()) text += "; ";
@@ -476,6 +484,7 @@ void Monitor::Begin(std::string_view name, Edges edges) {
     s.windows.emplace_back();
     w = &s.windows.back();
     w->e0.resize(s.gpus.size());
+    w->s0.resize(s.gpus.size());
     w->aligned.resize(s.gpus.size());
     w->rapl0.resize(s.rapl_now.size());
   }
@@ -502,6 +511,12 @@ void Monitor::Begin(std::string_view name, Edges edges) {
     } else {
       w->aligned[i] = false;
       w->e0[i] = static_cast<double>(*g.meter->ReadEnergyMj()) * 1e-3;
+    }
+  }
+  if (s.options.short_windows_sampled) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const State::Gpu& g = s.gpus[i];
+      w->s0[i] = g.sampler >= 0 ? s.SampledEnergyAt(g.sampler, w->t0) : 0;
     }
   }
   if (s.rapl) s.rapl->Sample(w->rapl0);
@@ -577,6 +592,11 @@ void Monitor::End(std::string_view name, Measurement* out) {
         ge.energy_j = e1 - w->e0[i];
         ge.source = EnergySource::kCounter;
         ge.aligned = true;
+      } else if (s.options.short_windows_sampled && g.sampler >= 0 &&
+                 duration < kCounterPeriodsForExact * g.period_s) {
+        ge.energy_j = s.SampledEnergyAt(g.sampler, t1) - w->s0[i];
+        ge.source = EnergySource::kSampling;
+        ge.approximate = duration < kCounterPeriodsForExact * s.options.sampling_period_s;
       } else if (ge.approximate) {
         ge.energy_j = g.meter->ReadPowerW() * duration;
         ge.source = EnergySource::kInstantApprox;

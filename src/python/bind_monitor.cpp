@@ -24,11 +24,14 @@ namespace joulepipe::python {
 namespace {
 
 std::unique_ptr<monitor::Monitor> MakeMonitor(std::optional<std::vector<int>> gpus, bool cpu,
-                                              double counter_period_s) {
+                                              double counter_period_s, double sampling_period_s,
+                                              bool short_windows_sampled) {
   monitor::MonitorOptions options;
   options.gpus = std::move(gpus);
   options.cpu = cpu ? monitor::CpuMode::kIfAvailable : monitor::CpuMode::kOff;
   options.counter_period_s = counter_period_s;
+  options.sampling_period_s = sampling_period_s;
+  options.short_windows_sampled = short_windows_sampled;
   return std::make_unique<monitor::Monitor>(options);
 }
 
@@ -173,7 +176,8 @@ void BindMonitor(py::module_& m) {
 
   py::class_<monitor::Monitor>(m, "Monitor", "Named energy-measurement windows over GPUs (NVML).")
       .def(py::init(&MakeMonitor), py::arg("gpus") = py::none(), py::arg("cpu") = false,
-           py::arg("counter_period_s") = 0.1)
+           py::arg("counter_period_s") = 0.1, py::arg("sampling_period_s") = 0.1,
+           py::arg("short_windows_sampled") = false)
       .def(
           "begin", [](monitor::Monitor& m, const std::string& name) { m.Begin(name); },
           py::arg("name"))

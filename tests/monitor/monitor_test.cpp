@@ -3,6 +3,7 @@
 // CPU/DRAM energy and the methodology text.
 #include "joulepipe/monitor/monitor.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -106,6 +107,38 @@ TEST(Monitor, ShortWindowsAreInstantApproximations) {
   const Measurement l = monitor.End("long");
   EXPECT_FALSE(l.approximate());
   EXPECT_EQ(l.gpus[0].source, EnergySource::kCounter);
+}
+
+// A GPU whose power the test sets (a step at a plan's low clocks, then the
+// default clocks back after it).
+class SettableMeter final : public GpuMeter {
+ public:
+  int index() const override { return 0; }
+  std::optional<uint64_t> ReadEnergyMj() const override { return 0; }  // a counter (stuck)
+  double ReadPowerW() const override { return power_w.load(); }
+  std::atomic<double> power_w{200};
+};
+
+TEST(Monitor, ShortWindowsSampledIntegrateThePowerDuringThemNotAfter) {
+  auto meter = std::make_unique<SettableMeter>();
+  SettableMeter* gpu = meter.get();
+  std::vector<std::unique_ptr<GpuMeter>> meters;
+  meters.push_back(std::move(meter));
+  MonitorOptions options = NoCpu();
+  options.sampling_period_s = 0.001;
+  options.short_windows_sampled = true;
+  Monitor monitor(std::move(meters), options);
+  EXPECT_NE(monitor.methodology().find("from power samples every 1 ms"), std::string::npos)
+      << monitor.methodology();
+  Sleep(0.01);
+  monitor.Begin("step");
+  Sleep(0.05);         // the step at 200 W
+  gpu->power_w = 400;  // its end: default clocks back before the window closes
+  const Measurement m = monitor.End("step");
+  EXPECT_EQ(m.gpus[0].source, EnergySource::kSampling);
+  EXPECT_FALSE(m.approximate());  // 50 ms of 1 ms samples
+  // About 200 W (one instant reading at the end said 400 W).
+  EXPECT_NEAR(m.gpu_energy_j / m.duration_s, 200, 20);
 }
 
 TEST(Monitor, AlignedEdgesRemoveTheCounterGranularity) {

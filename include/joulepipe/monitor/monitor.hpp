@@ -115,6 +115,14 @@ struct MonitorOptions {
   double counter_period_s = 0.1;   // NVML's update period of the energy counter
   bool force_sampling = false;     // treat every GPU as counterless
   bool sample_all_gpus = false;    // sampler reads every GPU (LatestPower for all)
+  // Short windows from samples (a training step's line): the sampler reads
+  // every GPU each sampling_period_s, and a window shorter than
+  // kCounterPeriodsForExact counter periods takes its energy from the power
+  // samples taken DURING it (trapezoid integral, EnergySource::kSampling;
+  // approximate only below kCounterPeriodsForExact sampling periods), not
+  // from one instant reading at its end (which reads whatever runs after it,
+  // e.g. default clocks after a step) nor from unaligned counter edges.
+  bool short_windows_sampled = false;
   // Edges::kAligned waits at most this long for a counter update, then falls
   // back to a cheap edge for that GPU (GpuEnergy::aligned = false).
   double align_timeout_s = 1.0;
