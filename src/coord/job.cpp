@@ -184,16 +184,26 @@ model::Profile PlannableProfile(const model::Profile& profile, const std::string
   return std::move(rows.profile);
 }
 
-void Job::SetProfile(model::Profile profile, std::string csv) {
+PreparedProfile PrepareProfile(const model::Profile& profile, const std::string& job_id) {
+  PreparedProfile out;
+  out.plannable = std::make_shared<const model::Profile>(
+      PlannableProfile(profile, "the profile of job " + job_id, &out.notes));
+  out.csv = model::ProfileToCsv(profile);
+  return out;
+}
+
+void Job::SetProfile(const model::Profile& profile) {
   CheckProfileMayChange();
-  std::vector<std::string> notes;
   // Refused before anything changes: a profile the rule rejects leaves the
   // job as it was.
-  auto plannable = std::make_shared<const model::Profile>(
-      PlannableProfile(profile, "the profile of job " + config_.job_id, &notes));
-  profile_csv_ = csv.empty() ? model::ProfileToCsv(profile) : std::move(csv);
-  profile_ = std::move(plannable);
-  profile_notes_ = std::move(notes);
+  SetProfile(PrepareProfile(profile, config_.job_id));
+}
+
+void Job::SetProfile(PreparedProfile prepared) {
+  CheckProfileMayChange();
+  profile_csv_ = std::move(prepared.csv);
+  profile_ = std::move(prepared.plannable);
+  profile_notes_ = std::move(prepared.notes);
   failure_.clear();  // a new profile is a new attempt
 }
 

@@ -129,7 +129,7 @@ void CheckProfileRows(const Profile& profile, const std::string& profile_name) {
   }
 }
 
-std::vector<ImplausibleRow> ImplausibleRows(const Profile& profile) {
+std::vector<ImplausibleRow> ImplausibleRows(const Profile& profile, std::size_t described) {
   std::vector<ImplausibleRow> out;
   for (int s : profile.stages()) {
     for (Kind kind : {Kind::kForward, Kind::kBackward}) {
@@ -139,6 +139,10 @@ std::vector<ImplausibleRow> ImplausibleRows(const Profile& profile) {
       const ClockPoint& ref = points[reference];
       for (OddRow& odd : OddRows(points, reference)) {
         const ClockPoint& row = points[odd.index];
+        if (out.size() >= described) {
+          out.push_back({s, kind, odd.index, row.mhz, std::string()});
+          continue;
+        }
         out.push_back({s, kind, odd.index, row.mhz,
                        Format("stage %d %s at %d MHz was measured at %.6g s and %.6g J, against "
                               "%.6g s and %.6g J at %d MHz: %s",
@@ -152,17 +156,26 @@ std::vector<ImplausibleRow> ImplausibleRows(const Profile& profile) {
 
 Profile LeaveOutImplausibleRows(const Profile& profile, std::vector<std::string>* notes) {
   Profile out = profile;
-  const std::vector<ImplausibleRow> odd = ImplausibleRows(profile);
+  const std::vector<ImplausibleRow> odd = ImplausibleRows(profile, kMaxRowNotes);
   // Highest index of each (stage, kind) first, so the indices left to
   // remove stay valid (ImplausibleRows lists them ascending per group).
   for (auto it = odd.rbegin(); it != odd.rend(); ++it) {
     out.RemovePoint(it->stage, it->kind, it->index);
   }
   if (notes != nullptr) {
-    for (const ImplausibleRow& row : odd) {
-      notes->push_back(row.why +
+    for (std::size_t i = 0; i < odd.size() && i < kMaxRowNotes; ++i) {
+      notes->push_back(odd[i].why +
                        "; that clock is left out of the plan (a noisy measurement or a "
                        "throttled GPU)");
+    }
+    if (odd.size() > kMaxRowNotes) {
+      const ImplausibleRow& last = odd.back();
+      notes->push_back(
+          Format("%zu more rows were left out of the plan the same way (implausible against their "
+                 "instruction's other clocks), the last stage %d %s at %d MHz; %zu of %d rows are "
+                 "left",
+                 odd.size() - kMaxRowNotes, last.stage, std::string(KindName(last.kind)).c_str(),
+                 last.mhz, static_cast<std::size_t>(out.num_rows()), profile.num_rows()));
     }
   }
   return out;
@@ -171,6 +184,8 @@ Profile LeaveOutImplausibleRows(const Profile& profile, std::vector<std::string>
 Profile NoRowFasterThanTheTopClock(const Profile& profile, std::vector<std::string>* notes) {
   Profile out = profile;
   if (profile.has_knobs() || profile.metadata.source != "measured") return out;
+  std::size_t said = 0, unsaid = 0;  // (stage, kind)s with a note, and beyond kMaxRowNotes
+  int unsaid_rows = 0;
   for (int s : profile.stages()) {
     for (Kind kind : {Kind::kForward, Kind::kBackward}) {
       const std::vector<ClockPoint>& points = profile.Points(s, kind);
@@ -179,13 +194,20 @@ Profile NoRowFasterThanTheTopClock(const Profile& profile, std::vector<std::stri
       std::string clocks;
       int faster = 0;
       double most = 0;  // the largest relative difference
+      const bool say = notes != nullptr && said < kMaxRowNotes;
       for (std::size_t i = 1; i < points.size(); ++i) {
         if (points[i].time_s >= top.time_s) continue;
-        clocks += Format("%s%d", faster++ ? ", " : "", points[i].mhz);
+        if (say) clocks += Format("%s%d", faster ? ", " : "", points[i].mhz);
+        ++faster;
         most = std::max(most, 1 - points[i].time_s / top.time_s);
         out.SetTime(s, kind, i, top.time_s);
       }
-      if (faster > 0 && notes != nullptr) {
+      if (faster > 0 && !say) {
+        ++unsaid;
+        unsaid_rows += faster;
+      }
+      if (faster > 0 && say) {
+        ++said;
         notes->push_back(Format(
             "stage %d %s: %d lower clock%s (%s MHz) measured faster than its highest clock, "
             "%d MHz (by up to %.2f %%): planned as taking as long as at %d MHz, %.6g s, "
@@ -194,6 +216,12 @@ Profile NoRowFasterThanTheTopClock(const Profile& profile, std::vector<std::stri
             top.mhz, 100 * most, top.mhz, top.time_s));
       }
     }
+  }
+  if (unsaid > 0 && notes != nullptr) {
+    notes->push_back(Format(
+        "in %zu more stage instructions, %d lower-clock rows measured faster than their highest "
+        "clock were planned at its time the same way",
+        unsaid, unsaid_rows));
   }
   return out;
 }

@@ -97,7 +97,7 @@ class CoordJob {
   void SetProfile(const std::string& csv) {
     model::Profile profile = model::ParseProfileCsv(csv, "the job's profile");
     std::lock_guard<std::mutex> lock(mutex_);
-    job_.SetProfile(std::move(profile), csv);
+    job_.SetProfile(profile);
   }
 
   void Plan() {

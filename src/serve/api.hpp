@@ -37,6 +37,12 @@ inline constexpr std::size_t kMaxJsonBody = 1u << 20;
 // further upload is answered 503 with Retry-After (two whole uploads: one
 // being parsed, one waiting, is the most a healthy job needs).
 inline constexpr std::size_t kMaxIntakeBytes = 2 * kMaxProfileBody;
+// Bodies being received hold at most this many bytes at once, all requests
+// together (a request reserves its declared length once its headers and
+// token are in; one that would pass it is answered 503 with Retry-After
+// before a byte of its body is read): eight unfinished 60 MiB uploads held
+// 553 MB until their deadline.
+inline constexpr std::size_t kMaxReceivingBytes = 2 * kMaxProfileBody;
 
 // The connection slots the transport keeps free for new clients (it closes
 // the longest-waiting idle connection below this many, http_server.hpp):

@@ -129,6 +129,7 @@ struct HttpServer::Connection final : Parked {
   Request request;
   std::size_t limit = kMaxJsonBody;
   std::size_t received = 0;  // body bytes seen, kept or dropped
+  std::size_t reserved = 0;  // of HttpServer::receiving_bytes_
   bool bad_path = false;
   bool handled = false;  // Service::Handle was called
   int status = 0;        // of the answer, once queued
@@ -463,20 +464,40 @@ MHD_Result HttpServer::OnRequest(void* cls, MHD_Connection* connection, const ch
                           Format("the request body is %llu bytes; %s takes at most %s", declared,
                                  c->request.match.template_name.c_str(), Limit(c->limit).c_str())));
       }
+      // The body's bytes are reserved before any is read, and its deadline
+      // is its own length's, not the route's largest.
+      if (!self->Reserve(c, static_cast<std::size_t>(declared))) {
+        Reply busy = ErrorReply(
+            503, Format("the server is receiving %s of request bodies already (at most %s at "
+                        "once); nothing was changed; retry in a moment",
+                        Limit(self->receiving_bytes_).c_str(), Limit(kMaxReceivingBytes).c_str()));
+        busy.headers.emplace_back("Retry-After", "2");
+        return self->Answer(c, busy);
+      }
+      c->body_deadline =
+          now + self->header_timeout_ +
+          std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(
+              static_cast<double>(std::max<unsigned long long>(declared, 1)) / kMinBodyBytesPerS));
     }
     return MHD_YES;
   }
   if (*upload_data_size > 0) {
     // 2. A piece of the body. One that trickles past its deadline ends the
-    // connection (MHD_NO): a trickle cannot hold it.
+    // connection (MHD_NO): a trickle cannot hold it. Nor can a body of no
+    // declared length (chunked) pass the budget of bodies being received.
     if (SteadyClock::now() > c->body_deadline) return MHD_NO;
     c->received += *upload_data_size;
-    if (c->received <= c->limit) c->request.body.append(upload_data, *upload_data_size);
+    if (c->received <= c->limit) {
+      if (c->received > c->reserved && !self->Reserve(c, c->received)) return MHD_NO;
+      c->request.body.append(upload_data, *upload_data_size);
+    }
     *upload_data_size = 0;
     return MHD_YES;
   }
   if (c->status != 0) return MHD_YES;  // answered already
-  // 3. The whole request.
+  // 3. The whole request: its body goes to the service (which counts what
+  // it keeps of it, e.g. profile uploads against kMaxIntakeBytes).
+  self->Release(c);
   if (c->received > c->limit) {
     c->request.body.clear();
     return self->Answer(
@@ -534,12 +555,27 @@ void HttpServer::OnConnection(void* cls, MHD_Connection* connection, void** sock
   *socket_context = nullptr;
 }
 
+bool HttpServer::Reserve(Connection* c, std::size_t bytes) {
+  if (bytes <= c->reserved) return true;
+  const std::size_t more = bytes - c->reserved;
+  if (receiving_bytes_ + more > kMaxReceivingBytes) return false;
+  receiving_bytes_ += more;
+  c->reserved = bytes;
+  return true;
+}
+
+void HttpServer::Release(Connection* c) {
+  receiving_bytes_ -= c->reserved;
+  c->reserved = 0;
+}
+
 void HttpServer::OnCompleted(void* cls, MHD_Connection*, void** context,
                              MHD_RequestTerminationCode) {
   auto* self = static_cast<HttpServer*>(cls);
   auto* c = static_cast<Connection*>(*context);
   if (c == nullptr) return;
   *context = nullptr;
+  self->Release(c);                           // a body left unfinished
   if (c->handled) self->service_->Forget(c);  // a no-op unless it is still parked
   // Kept alive, the connection now waits for its next request's headers
   // (a closing one is freed by OnConnection right after).

@@ -98,6 +98,13 @@ class HttpServer {
   int room_ = 0;              // slots kept free for new clients
   std::list<Slot*> waiting_;  // waiting for a request's headers, oldest first
   int closing_ = 0;           // slots shut down by Sweep, not yet closed by MHD
+  // Body bytes reserved by requests being received (kMaxReceivingBytes);
+  // MHD's polling thread only.
+  std::size_t receiving_bytes_ = 0;
+  // Connection c's reservation grown to `bytes` (false: over the budget),
+  // or given back (Release).
+  bool Reserve(Connection* c, std::size_t bytes);
+  void Release(Connection* c);
 };
 
 }  // namespace joulepipe::serve

@@ -55,8 +55,7 @@ Jobs::EntryPtr Jobs::FindAndTouch(const std::string& id) {
   return e;
 }
 
-Jobs::EntryPtr Jobs::Insert(coord::JobConfig config, const model::Profile* profile,
-                            const std::string& csv) {
+Jobs::EntryPtr Jobs::Insert(coord::JobConfig config, const model::Profile* profile) {
   if (jobs_.size() >= static_cast<std::size_t>(options_.max_jobs)) {
     // Every job costs memory (its profile above all) until it is deleted or
     // evicted: the table is bounded (issue 41, 9).
@@ -72,7 +71,7 @@ Jobs::EntryPtr Jobs::Insert(coord::JobConfig config, const model::Profile* profi
   e->seq = next_seq_;
   e->created_unix_s = e->last_active_unix_s = e->stored_last_active_unix_s = now;
   if (profile != nullptr) {
-    e->job.SetProfile(*profile, csv);
+    e->job.SetProfile(*profile);
     e->plan_work = EstimatePlanWork(e->job);
   }
   const std::string& id = e->job.config().job_id;
@@ -105,8 +104,7 @@ Jobs::EntryPtr Jobs::Replay(const StoredJob& stored) const {
   }
   if (stored.profile_csv) {
     e->job.SetProfile(
-        model::ParseProfileCsv(*stored.profile_csv, "the stored profile of job " + stored.id),
-        *stored.profile_csv);
+        model::ParseProfileCsv(*stored.profile_csv, "the stored profile of job " + stored.id));
     if (!stored.frontier_json && stored.failure.empty()) e->plan_work = EstimatePlanWork(e->job);
   }
   if (stored.frontier_json) {
@@ -242,14 +240,13 @@ std::string Jobs::Create(coord::JobConfig config) {
   } else {
     config.job_id = UniqueId(config.job_id);
   }
-  return Insert(std::move(config), nullptr, "")->job.config().job_id;
+  return Insert(std::move(config), nullptr)->job.config().job_id;
 }
 
-std::string Jobs::CreateUnique(coord::JobConfig config, const model::Profile* profile,
-                               const std::string& csv) {
+std::string Jobs::CreateUnique(coord::JobConfig config, const model::Profile* profile) {
   std::lock_guard<std::mutex> lock(mu_);
   config.job_id = UniqueId(config.job_id);
-  return Insert(std::move(config), profile, csv)->job.config().job_id;
+  return Insert(std::move(config), profile)->job.config().job_id;
 }
 
 json Jobs::Status(const std::string& id) {

@@ -102,8 +102,7 @@ class Jobs {
   // config under a registered id is answered with it (409 for another).
   std::string Create(coord::JobConfig config);
   // A Zeus job: its id made unique, the server's default profile attached.
-  std::string CreateUnique(coord::JobConfig config, const model::Profile* profile,
-                           const std::string& csv);
+  std::string CreateUnique(coord::JobConfig config, const model::Profile* profile);
   nlohmann::json Status(const std::string& id);
   void Delete(const std::string& id);
   void RegisterRank(const std::string& id, const coord::RankInfo& info);
@@ -163,7 +162,7 @@ class Jobs {
   EntryPtr Find(const std::string& id) const;  // 404 (or 409 for a broken one)
   EntryPtr FindAndTouch(const std::string& id);
   // Registers a job. Throws StoreError (nothing changed).
-  EntryPtr Insert(coord::JobConfig config, const model::Profile* profile, const std::string& csv);
+  EntryPtr Insert(coord::JobConfig config, const model::Profile* profile);
   // `base`, or base+"+2", "+3", ... : an id no job has.
   std::string UniqueId(const std::string& base) const;
   EntryPtr Replay(const StoredJob& stored) const;

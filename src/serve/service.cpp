@@ -77,7 +77,6 @@ ServerOptions Checked(ServerOptions options) {
     // Refused now, as a job given it would refuse it (the one rule for a
     // profile's rows; a measured profile's odd rows are left out per job).
     model::PlannableRows(*z.profile, z.profile_name);
-    if (z.profile_csv.empty()) z.profile_csv = model::ProfileToCsv(*z.profile);
   }
   return options;
 }

@@ -94,8 +94,7 @@ std::optional<Reply> Service::ZeusRegisterJob(Request& r, Parked*) {
       throw HttpError(409, e.what(), e.field());
     }
   }
-  const std::string id =
-      jobs_.CreateUnique(std::move(c), z.profile ? &*z.profile : nullptr, z.profile_csv);
+  const std::string id = jobs_.CreateUnique(std::move(c), z.profile ? &*z.profile : nullptr);
   return Plain(200, json(id).dump());
 }
 

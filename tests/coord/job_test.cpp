@@ -338,7 +338,7 @@ TEST(Job, RestoredFromItsRecordIsTheSameJob) {
   // Replay what a store recorded (the switches through their JSON).
   Job restored(job.config());
   for (const auto& [rank, info] : job.ranks()) restored.RegisterRank(info);
-  restored.SetProfile(model::ParseProfileCsv(job.profile_csv(), "stored"), job.profile_csv());
+  restored.SetProfile(model::ParseProfileCsv(job.profile_csv(), "stored"));
   std::vector<PlanSwitch> switches;
   for (const PlanSwitch& s : job.switches()) {
     switches.push_back(

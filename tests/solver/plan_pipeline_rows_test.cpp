@@ -20,6 +20,7 @@ namespace joulepipe::solver {
 namespace {
 
 using model::CheckProfileRows;
+using model::ImplausibleRow;
 using model::ImplausibleRows;
 using model::Kind;
 using model::LeaveOutImplausibleRows;
@@ -175,6 +176,42 @@ TEST(ProfileRows, NoRowOfAMeasuredProfileIsFasterThanItsTopClock) {
       }
     }
   }
+}
+
+// Issue 61, 2: a profile of many odd rows is said in a bounded number of
+// notes (one per row made a service's status of one job 172.6 MB).
+TEST(ProfileRows, ManyOddRowsAreSaidInBoundedNotes) {
+  std::string csv = "# source: measured\nstage,instruction,frequency,time,energy\n";
+  for (int s = 0; s < 20; ++s) {
+    for (int k = 0; k < 10; ++k) {
+      // Every other clock 25x the power of the others; every lower clock
+      // 2 % faster than the highest (noise the rule plans away).
+      const double t = k == 0 ? 0.01 : 0.0098;
+      const double power = k % 2 == 0 ? 100 : 2500;
+      for (const char* kind : {"forward", "backward"}) {
+        csv += std::to_string(s) + "," + kind + "," + std::to_string(1400 - 10 * k) + "," +
+               std::to_string(t) + "," + std::to_string(t * power) + "\n";
+      }
+    }
+  }
+  const model::Profile profile = model::ParseProfileCsv(csv, "odd.csv");
+  EXPECT_EQ(ImplausibleRows(profile).size(), 200u);  // 20 stages x 2 kinds x 5 clocks
+  const std::vector<ImplausibleRow> described = ImplausibleRows(profile, 3);
+  ASSERT_EQ(described.size(), 200u);
+  EXPECT_FALSE(described[2].why.empty());
+  EXPECT_TRUE(described[3].why.empty());
+
+  const model::RowRuleResult rule = model::PlannableRows(profile, "odd.csv");
+  EXPECT_EQ(rule.profile.num_rows(), 200);
+  // kMaxRowNotes rows left out and one count; kMaxRowNotes instructions
+  // planned at their top clock's time and one count.
+  ASSERT_EQ(rule.notes.size(), 2 * model::kMaxRowNotes + 2);
+  ExpectContains(rule.notes[model::kMaxRowNotes],
+                 {"192 more rows were left out of the plan the same way",
+                  "the last stage 19 "
+                  "backward at 1310 MHz",
+                  "200 of 400 rows are left"});
+  ExpectContains(rule.notes.back(), {"in 32 more stage instructions, 128 lower-clock rows"});
 }
 
 TEST(ProfileRows, AnEnergyImplyingAnImplausiblePowerIsNamed) {

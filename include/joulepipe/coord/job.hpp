@@ -120,6 +120,21 @@ void CheckJobConfig(JobConfig* config);
 model::Profile PlannableProfile(const model::Profile& profile, const std::string& name,
                                 std::vector<std::string>* notes);
 
+// A profile with the one rule applied (PlannableProfile), ready for
+// Job::SetProfile. The rule's cost grows with the rows, so a service
+// prepares a profile outside the lock that guards its jobs and sets it
+// under the lock in O(1).
+struct PreparedProfile {
+  std::shared_ptr<const model::Profile> plannable;
+  std::vector<std::string> notes;  // bounded (model::kMaxRowNotes per rule, and a count)
+  // What a store keeps and a replay reads: the profile's rows and metadata
+  // as model::ProfileToCsv writes them, never the bytes it came in (an
+  // upload's padding and comments are not kept).
+  std::string csv;
+};
+// Throws what PlannableProfile throws; `job_id` names the job in messages.
+PreparedProfile PrepareProfile(const model::Profile& profile, const std::string& job_id);
+
 // A solved plan as a store keeps it: the frontier (every point's clocks),
 // which point is the intrinsic plan, the all-max-clock time and P_block.
 struct SolvedPlan {
@@ -156,9 +171,11 @@ class Job {
   // The profile to plan with (replaces an earlier one), less the rows a
   // measurement inside the job cannot make plausible (PlannableProfile):
   // profile() and profile_notes() say what was kept and what was left out.
-  // JobStateError once planned. `csv` is kept for persistence as given
-  // (model::ProfileToCsv if empty): a replay leaves out the same rows.
-  void SetProfile(model::Profile profile, std::string csv = "");
+  // JobStateError once planned. profile_csv() is what a store keeps
+  // (PreparedProfile::csv): a replay leaves out the same rows.
+  void SetProfile(const model::Profile& profile);
+  // The same with the rule applied beforehand (PrepareProfile): O(1).
+  void SetProfile(PreparedProfile prepared);
   // One line per row left out, in words about the job (stage, instruction,
   // clock, what was measured); empty when every row was kept.
   const std::vector<std::string>& profile_notes() const { return profile_notes_; }

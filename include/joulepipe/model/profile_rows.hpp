@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -47,7 +48,16 @@ struct ImplausibleRow {
 // Every such row, by stage, kind, then index ascending; empty when
 // CheckProfileRows passes. The in-situ profiler re-measures these clocks
 // once before it reports (runtime/profiler.hpp).
-std::vector<ImplausibleRow> ImplausibleRows(const Profile& profile);
+// Only the first `described` rows get their `why` (the others an empty
+// one): a profile of half a million odd rows must not build half a million
+// sentences to say so.
+std::vector<ImplausibleRow> ImplausibleRows(const Profile& profile,
+                                            std::size_t described = SIZE_MAX);
+
+// The most notes one rule gives, each about one row or one (stage, kind);
+// beyond it one more note counts the rest. A profile's notes are bounded
+// whatever its size (a service shows them in every job's status).
+inline constexpr std::size_t kMaxRowNotes = 8;
 
 // For a profile measured inside a running job, where nobody can re-measure
 // a row (noise, a GPU throttled by its power or thermal cap): the profile

@@ -66,7 +66,6 @@ struct ZeusDefaults {
   int chunks = 1;
   std::optional<double> p_block_w;  // unset: the profile's metadata
   std::optional<model::Profile> profile;
-  std::string profile_csv;   // its text as stored (ProfileToCsv if empty)
   std::string profile_name;  // for messages and GET /info, e.g. its path
 };
 
