@@ -7,6 +7,7 @@
 #include "joulepipe/model/energy.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/format.hpp"
+#include "joulepipe/model/json_input.hpp"
 #include "joulepipe/model/profile_rows.hpp"
 
 namespace joulepipe::coord {
@@ -27,10 +28,14 @@ void CheckDegree(int value, const char* field) {
 }
 
 bool PrintableId(const std::string& id) {
-  // '/' would split a path and '%' start an escape in one: an id is a path
-  // segment as it is, with no escaping needed but '+' in a query.
-  return std::all_of(id.begin(), id.end(),
-                     [](char c) { return c > ' ' && c < 127 && c != '/' && c != '%'; });
+  // '/' would split a path, '%' start an escape, '?' a query and '#' a
+  // fragment in one, and "." and ".." are the path's own segments (a client
+  // or proxy removes them): an id is a path segment as it is, with no
+  // escaping needed but '+' in a query.
+  if (id == "." || id == "..") return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return c > ' ' && c < 127 && c != '/' && c != '%' && c != '?' && c != '#';
+  });
 }
 
 std::int64_t CoordinateKey(const JobConfig& c, const RankInfo& r) {
@@ -56,12 +61,14 @@ const char* JobPhaseName(JobPhase phase) {
 }
 
 void CheckJobConfig(JobConfig* c) {
-  Require(
-      !c->job_id.empty() && c->job_id.size() <= kMaxJobIdLength && PrintableId(c->job_id),
-      "JobConfig::job_id",
-      Format("JobConfig::job_id must be 1..%zu printable characters without spaces, '/' or '%%' "
-             "(got %zu characters)",
-             kMaxJobIdLength, c->job_id.size()));
+  Require(!c->job_id.empty() && c->job_id.size() <= kMaxJobIdLength && PrintableId(c->job_id),
+          "JobConfig::job_id",
+          Format("JobConfig::job_id must be 1..%zu printable characters without spaces, '/', "
+                 "'%%', '?' or '#', and not '.' or '..' (got %zu characters%s)",
+                 kMaxJobIdLength, c->job_id.size(),
+                 c->job_id.size() <= kMaxJobIdLength
+                     ? (": '" + model::ExcerptText(c->job_id) + "'").c_str()
+                     : ""));
   CheckDegree(c->pp_degree, "JobConfig::pp_degree");
   CheckDegree(c->dp_degree, "JobConfig::dp_degree");
   CheckDegree(c->tp_degree, "JobConfig::tp_degree");

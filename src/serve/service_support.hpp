@@ -2,10 +2,12 @@
 // answers a route builds and query parameters.
 #pragma once
 
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -89,9 +91,11 @@ inline double QueryNumber(const Request& r, const char* key, const std::string& 
                           double fallback, double min, double max) {
   const std::string* v = QueryValue(r, key);
   if (v == nullptr) return fallback;
-  char* end = nullptr;
-  const double x = std::strtod(v->c_str(), &end);
-  if (v->empty() || *end != '\0' || !std::isfinite(x) || x < min || x > max) {
+  // Decimal only (std::from_chars): strtod read "0x10" as 16 s.
+  double x = 0;
+  const auto [end, error] = std::from_chars(v->data(), v->data() + v->size(), x);
+  if (v->empty() || error != std::errc() || end != v->data() + v->size() || !std::isfinite(x) ||
+      x < min || x > max) {
     throw InputError(field, Format("%s must be a number of seconds, %g..%g (got '%s')",
                                    field.c_str(), min, max, model::ExcerptText(*v).c_str()));
   }

@@ -48,8 +48,10 @@ Store::Store(const std::string& path) : path_(path) {
   if (persistent_) {
     // A new database is private to the user (model::kPrivateFileMode); SQLite
     // gives its journal files the database's mode. An existing one keeps its.
-    const int fd =
-        ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, model::kPrivateFileMode);
+    // Created here, by descriptor, with its mode: through a symbolic link to
+    // nowhere too, which SQLite would otherwise create 0644 (O_EXCL refuses
+    // any link, so it is not used; nothing is truncated).
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, model::kPrivateFileMode);
     if (fd >= 0) ::close(fd);
   }
   const int rc = sqlite3_open_v2(target.c_str(), &db_, flags, nullptr);

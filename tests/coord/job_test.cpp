@@ -390,9 +390,17 @@ TEST(Job, RefusesBadConfigsRanksAndReportsByField) {
   c = Config();
   c.spec.stages = 3;
   EXPECT_EQ(field([&] { Job{c}; }), "Spec::stages");
-  c = Config();
-  c.job_id = "a/b";
-  EXPECT_EQ(field([&] { Job{c}; }), "JobConfig::job_id");
+  // Issue 61, 10: ids a URL would read as something else are refused.
+  for (const char* id : {"a/b", ".", "..", "a?b", "a#b", "a%b", "a b"}) {
+    c = Config();
+    c.job_id = id;
+    EXPECT_EQ(field([&] { Job{c}; }), "JobConfig::job_id") << id;
+  }
+  for (const char* id : {"a.b", "...", "job+1", "a..b"}) {
+    c = Config();
+    c.job_id = id;
+    EXPECT_NO_THROW(Job{c}) << id;
+  }
   c = Config();
   c.dp_degree = 0;
   EXPECT_EQ(field([&] { Job{c}; }), "JobConfig::dp_degree");

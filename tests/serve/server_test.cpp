@@ -87,6 +87,11 @@ TEST_F(ServeTest, JobLifecycle) {
               "PlanQuery::rank");
   ExpectError(Get("/jobs/job-a/plan?rank=0&wait_s=301"), 400, "PlanQuery::wait_s must be",
               "PlanQuery::wait_s");
+  // Decimal only (issue 61, 10: "0x10" was read as 16 s).
+  for (const char* bad : {"0x10", "1e", "inf", "nan", "+1", " 1", ""}) {
+    ExpectError(Get(std::string("/jobs/job-a/plan?rank=0&wait_s=") + bad), 400,
+                "PlanQuery::wait_s must be", "PlanQuery::wait_s");
+  }
 
   // The profile, then the plan.
   r = PutProfile("job-a", TinyProfileCsv());
@@ -184,7 +189,7 @@ TEST_F(ServeTest, BadInputIsRefusedWithPreciseMessages) {
               "JobConfig::job_id");
   // '%' would start an escape in the job's path: "a%2Bb" could never be
   // addressed as itself (schemathesis ST302).
-  ExpectError(Post("/jobs", JobBody("a%2Bb", 2, 2)), 400, "without spaces, '/' or '%'",
+  ExpectError(Post("/jobs", JobBody("a%2Bb", 2, 2)), 400, "without spaces, '/', '%', '?' or '#'",
               "JobConfig::job_id");
 
   ExpectError(Get("/jobs/none"), 404, "no job 'none'", nullptr);
@@ -710,9 +715,18 @@ TEST(StoreTest, ANewDatabaseIsPrivate) {
     Store store((dir / "state.sqlite").string());
     store.Write([&] { store.InsertJob("j", 1, "{}", 1.0); });
   }
+  // Issue 61, 10: through a symbolic link to nowhere, the file it names is
+  // created private too (SQLite created it 0644).
+  fs::create_symlink(dir / "target.sqlite", dir / "link.sqlite");
+  {
+    Store store((dir / "link.sqlite").string());
+    store.Write([&] { store.InsertJob("j", 1, "{}", 1.0); });
+  }
   ::umask(old_umask);
   struct stat info{};
   ASSERT_EQ(::stat((dir / "state.sqlite").c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0600u);
+  ASSERT_EQ(::stat((dir / "target.sqlite").c_str(), &info), 0);
   EXPECT_EQ(info.st_mode & 0777, 0600u);
   fs::remove_all(dir);
 }
