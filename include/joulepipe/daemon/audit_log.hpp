@@ -6,8 +6,20 @@
 //   device=GPU-... requested=900-1410 applied=900-1410 result=ok
 //
 // (one line). Values with spaces or quotes are written as JSON strings.
+//
+// Bounded against a flood (issue 61, 7): every change that was applied
+// (result "ok...") is written; lines of refused or failed requests are
+// limited per user to kRefusedBurst at once and kRefusedPerSecond a second
+// after (a token bucket), and the next line written for that user says how
+// many were dropped ("dropped=N"). A failed write is retried at the next
+// line (the file reopened), said on stderr at most once a minute with the
+// count of lines lost, and its recovery is said in the log itself.
 #pragma once
 
+#include <sys/types.h>
+#include <chrono>
+#include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -32,14 +44,35 @@ class AuditLog {
   AuditLog(const AuditLog&) = delete;
   AuditLog& operator=(const AuditLog&) = delete;
 
-  // Never throws; a failed write is reported once on stderr.
+  static constexpr double kRefusedBurst = 100;
+  static constexpr double kRefusedPerSecond = 10;
+
+  // Never throws (see the top for what is limited and how failures go).
   void Write(const Peer& peer, const AuditEntry& entry) noexcept;
   const std::string& path() const { return path_; }
+  // Lines of refused requests dropped by the limit, and lines lost to
+  // failed writes, so far.
+  std::uint64_t dropped() const { return dropped_total_; }
+  std::uint64_t lost() const { return lost_total_; }
 
  private:
+  using Clock = std::chrono::steady_clock;
+  struct Bucket {
+    double tokens = kRefusedBurst;
+    Clock::time_point refilled = Clock::now();
+    std::uint64_t dropped = 0;  // since the last line written for this user
+  };
+  bool WriteLine(const std::string& line) noexcept;
+  void Reopen() noexcept;
+
   std::string path_;
   int fd_ = 2;
-  bool write_failed_ = false;
+  std::map<uid_t, Bucket> buckets_;  // bounded: the daemon caps its clients per uid and in all
+  std::uint64_t dropped_total_ = 0;
+  std::uint64_t lost_total_ = 0;
+  std::uint64_t lost_unsaid_ = 0;  // lines lost since the failure was last said
+  bool failing_ = false;
+  Clock::time_point said_failure_{};
 };
 
 // "2026-11-30T08:15:00.123Z" for the current time.
