@@ -223,6 +223,16 @@ class Jobs {
   int restored_ = 0;
   std::deque<std::string> plan_queue_;
   std::map<std::string, Planning> planning_;  // by job id
+  // Jobs whose plan could not be stored (a full disk): planned again at
+  // their time (the timer), with a backoff that doubles to kMaxStoreRetryS,
+  // so a store that works again plans them without a restart.
+  struct StoreRetry {
+    SteadyClock::time_point at;
+    double backoff_s = 0;
+  };
+  std::map<std::string, StoreRetry> store_retries_;
+  static constexpr double kFirstStoreRetryS = 1;
+  static constexpr double kMaxStoreRetryS = 60;
   int heavy_planning_ = 0;
   std::condition_variable planner_cv_;
   std::condition_variable timer_cv_;

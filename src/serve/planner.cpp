@@ -163,6 +163,7 @@ void Jobs::PlanOne(const std::string& id, std::unique_lock<std::mutex>& lock) {
     return;
   }
   Wakeups wake;
+  bool stored = false;
   try {
     if (plan) {
       e->job.SetPlan(*plan, NowUnix());
@@ -182,14 +183,25 @@ void Jobs::PlanOne(const std::string& id, std::unique_lock<std::mutex>& lock) {
       store_.Write([&] { store_.SetFailure(id, failure); });
       log_(Format("job %s: planning failed: %s", id.c_str(), failure.c_str()));
     }
+    stored = true;
   } catch (const std::exception& error) {
-    log_(
-        Format("error: job %s: the plan could not be stored (%s); the job is planned again at "
-               "the next start",
-               id.c_str(), error.what()));
+    // Memory back to what the database holds, and planning again once the
+    // backoff has passed: a store that works again (space freed) plans the
+    // job without a restart.
     Reload(id);
+    StoreRetry& retry = store_retries_[id];
+    retry.backoff_s =
+        retry.backoff_s == 0 ? kFirstStoreRetryS : std::min(kMaxStoreRetryS, 2 * retry.backoff_s);
+    retry.at = SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(
+                                        std::chrono::duration<double>(retry.backoff_s));
+    timer_cv_.notify_all();
+    log_(
+        Format("error: job %s: the plan could not be stored (%s); the job is planned again in "
+               "%g s",
+               id.c_str(), error.what(), retry.backoff_s));
   }
-  MaybeReleaseSchedule(*e, &wake);  // wakes the ready waits too
+  if (stored) store_retries_.erase(id);  // this job's retries are over
+  MaybeReleaseSchedule(*e, &wake);       // wakes the ready waits too
   lock.unlock();
   wake.ResumeNow();
   lock.lock();
@@ -213,9 +225,22 @@ void Jobs::TimerLoop() {
         wake_at = std::min(wake_at, budget_end);
       }
     }
+    for (const auto& [id, retry] : store_retries_) wake_at = std::min(wake_at, retry.at);
     timer_cv_.wait_until(lock, wake_at);
     if (stopping_) break;
     const SteadyClock::time_point now = SteadyClock::now();
+    for (auto& [id, retry] : store_retries_) {
+      if (retry.at > now) continue;
+      retry.at = SteadyClock::time_point::max();  // until PlanOne sets it again or clears it
+      const auto it = jobs_.find(id);
+      if (it != jobs_.end() && it->second->job.ready_to_plan()) {
+        log_(Format("job %s: planning again (its plan could not be stored before)", id.c_str()));
+        QueuePlan(id);
+      }
+    }
+    std::erase_if(store_retries_, [&](const auto& r) {
+      return r.second.at == SteadyClock::time_point::max() && !jobs_.count(r.first);
+    });
     for (auto& [id, planning] : planning_) {
       if (!planning.timed_out && planning.deadline <= now) {
         planning.timed_out = true;

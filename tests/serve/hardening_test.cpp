@@ -335,6 +335,73 @@ std::string PlanningState(int port, const std::string& id) {
   return r.status == 200 ? r.Json().at("planning").at("state").get<std::string>() : "?";
 }
 
+// Issue 61, 8: a full disk while a plan was stored left the job unplanned
+// until a restart, even after space returned. Now the job is planned again
+// after a backoff, and planned once the store works again.
+TEST(ServeStoreFailure, APlanThatCouldNotBeStoredIsPlannedAgainOnceTheStoreWorks) {
+  const std::string dir =
+      ::testing::TempDir() + "joulepipe-store-retry-" + std::to_string(::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int failures = 0;
+    auto check = [&](bool ok, const std::string& what) {
+      if (!ok) {
+        std::fprintf(stderr, "child: FAILED: %s\n", what.c_str());
+        ++failures;
+      }
+    };
+    ::signal(SIGXFSZ, SIG_IGN);
+    std::mutex mu;
+    std::vector<std::string> log;
+    auto logged = [&](const std::string& part) {
+      std::lock_guard<std::mutex> lock(mu);
+      for (const std::string& line : log) {
+        if (line.find(part) != std::string::npos) return true;
+      }
+      return false;
+    };
+    ServerOptions o;
+    o.port = 0;
+    o.db_path = dir + "/state.sqlite";
+    o.log = [&](const std::string& line) {
+      std::lock_guard<std::mutex> lock(mu);
+      log.push_back(line);
+    };
+    {
+      Server server(o);
+      const int port = server.port();
+      rlimit limit{};
+      ::getrlimit(RLIMIT_FSIZE, &limit);
+      RegisterPlannable(nullptr, port, "j", 600);  // a few seconds of solving
+      rlimit full = limit;
+      full.rlim_cur = 4096;  // the disk is full: no file grows
+      ::setrlimit(RLIMIT_FSIZE, &full);
+      check(WaitFor([&] { return logged("the plan could not be stored"); }, 120),
+            "the plan's write failed");
+      check(Http(port, "GET", "/jobs/j").Json().at("phase") != "planned", "not planned");
+      ::setrlimit(RLIMIT_FSIZE, &limit);  // space again
+      check(WaitFor([&] { return Http(port, "GET", "/jobs/j").Json().at("phase") == "planned"; },
+                    120),
+            "planned once the store works again, without a restart");
+      check(logged("planning again (its plan could not be stored before)"), "said");
+    }
+    {
+      Server server(o);  // and it was stored
+      check(Http(server.port(), "GET", "/jobs/j").Json().at("phase") == "planned",
+            "restored planned");
+    }
+    std::fflush(stderr);
+    ::_exit(failures == 0 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "see the child's lines above";
+  fs::remove_all(dir);
+}
+
 // Issue 24, 4: a heavy job (many microbatches) kept the only planner busy
 // for minutes while a light job queued behind it got no plan. Now one
 // planner stays free for light jobs.
