@@ -107,6 +107,21 @@ MHD_Result CollectFraming(void* cls, MHD_ValueKind, const char* key, const char*
   return MHD_YES;
 }
 
+// A client's IP address as bytes, without its port: what connections from
+// one address share.
+std::string AddressKey(const sockaddr* address) {
+  if (address == nullptr) return {};
+  if (address->sa_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(address);
+    return std::string(reinterpret_cast<const char*>(&in->sin_addr), sizeof in->sin_addr);
+  }
+  if (address->sa_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(address);
+    return std::string(reinterpret_cast<const char*>(&in6->sin6_addr), sizeof in6->sin6_addr);
+  }
+  return {};
+}
+
 std::string Limit(std::size_t bytes) {
   return bytes >= (1u << 20) ? Format("%zu MiB (%zu bytes)", bytes >> 20, bytes)
                              : Format("%zu bytes", bytes);
@@ -116,6 +131,7 @@ std::string Limit(std::size_t bytes) {
 
 struct HttpServer::Slot {
   int fd = -1;
+  std::string address;                  // the client's IP address, as bytes (no port)
   SteadyClock::time_point ready_since;  // waiting for a request's headers since
   std::list<Slot*>::iterator at;        // in waiting_, while `waiting`
   bool waiting = false;
@@ -203,9 +219,8 @@ HttpServer::HttpServer(const ServerOptions& options, Service* service,
       std::chrono::duration<double>(options.connection_timeout_s));
   max_connections_ = options.max_connections;
   room_ = FreeConnectionRoom(options.max_connections);
-  const int per_client = options.max_connections_per_client > 0
-                             ? options.max_connections_per_client
-                             : std::max(1, options.max_connections / 2);
+  per_client_ = options.max_connections_per_client > 0 ? options.max_connections_per_client
+                                                       : std::max(1, options.max_connections / 2);
 
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -242,7 +257,6 @@ HttpServer::HttpServer(const ServerOptions& options, Service* service,
       flags, static_cast<uint16_t>(options.port), nullptr, nullptr, &HttpServer::OnRequest, this,
       MHD_OPTION_SOCK_ADDR, reinterpret_cast<const sockaddr*>(&address),
       MHD_OPTION_CONNECTION_LIMIT, static_cast<unsigned>(options.max_connections),
-      MHD_OPTION_PER_IP_CONNECTION_LIMIT, static_cast<unsigned>(per_client),
       MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned>(options.connection_timeout_s),
       MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096u, MHD_OPTION_NOTIFY_COMPLETED, &HttpServer::OnCompleted,
       this, MHD_OPTION_NOTIFY_CONNECTION, &HttpServer::OnConnection, this,
@@ -349,12 +363,41 @@ void HttpServer::StartWaiting(Slot* slot, SteadyClock::time_point now) {
   slot->ready_since = now;
   slot->at = waiting_.insert(waiting_.end(), slot);
   slot->waiting = true;
+  ++waiting_by_address_[slot->address];
 }
 
 void HttpServer::StopWaiting(Slot* slot) {
   if (slot == nullptr || !slot->waiting) return;
   waiting_.erase(slot->at);
   slot->waiting = false;
+  const auto it = waiting_by_address_.find(slot->address);
+  if (it != waiting_by_address_.end() && --it->second <= 0) waiting_by_address_.erase(it);
+}
+
+void HttpServer::Shed(Slot* slot) {
+  StopWaiting(slot);
+  slot->closing = true;
+  ++closing_;
+  // MHD reads the end of the stream and closes it (OnConnection then frees
+  // the slot); the descriptor stays MHD's until then, so it is never reused
+  // under us.
+  if (slot->fd >= 0) ::shutdown(slot->fd, SHUT_RDWR);
+  service_->CountClosedWaiting();
+}
+
+void HttpServer::ShedCrowdedAddress(const std::string& address) {
+  const auto it = waiting_by_address_.find(address);
+  if (it == waiting_by_address_.end() || it->second < per_client_) return;
+  // The address's connection that has waited longest for a request's
+  // headers goes (a half-sent request, an idle kept-alive one); requests
+  // being handled or parked are never counted, so a crowded address (a
+  // proxy, a NAT, a job's ranks on one host) keeps being served.
+  for (Slot* s : waiting_) {
+    if (s->address == address) {
+      Shed(s);
+      return;
+    }
+  }
 }
 
 void HttpServer::Sweep(SteadyClock::time_point now) {
@@ -363,14 +406,7 @@ void HttpServer::Sweep(SteadyClock::time_point now) {
     const bool overdue = now - oldest->ready_since > header_timeout_;
     const bool crowded = service_->open_connections() - closing_ > max_connections_ - room_;
     if (!overdue && !crowded) return;
-    StopWaiting(oldest);
-    oldest->closing = true;
-    ++closing_;
-    // MHD reads the end of the stream and closes it (OnConnection then frees
-    // the slot); the descriptor stays MHD's until then, so it is never reused
-    // under us.
-    if (oldest->fd >= 0) ::shutdown(oldest->fd, SHUT_RDWR);
-    service_->CountClosedWaiting();
+    Shed(oldest);
   }
 }
 
@@ -540,9 +576,15 @@ void HttpServer::OnConnection(void* cls, MHD_Connection* connection, void** sock
             MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD)) {
       slot->fd = info->connect_fd;
     }
+    if (const MHD_ConnectionInfo* info =
+            MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS)) {
+      slot->address = AddressKey(info->client_addr);
+    }
     *socket_context = slot;
     const SteadyClock::time_point now = SteadyClock::now();
-    self->Sweep(now);  // before it waits itself: a newcomer is never the one closed
+    // Before it waits itself: a newcomer is never the one closed.
+    self->Sweep(now);
+    self->ShedCrowdedAddress(slot->address);
     self->StartWaiting(slot, now);
     return;
   }

@@ -38,6 +38,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "service.hpp"
 
@@ -79,6 +80,11 @@ class HttpServer {
   void Sweep(SteadyClock::time_point now);
   void StartWaiting(Slot* slot, SteadyClock::time_point now);
   void StopWaiting(Slot* slot);
+  // Closes a connection waiting for a request's headers.
+  void Shed(Slot* slot);
+  // Closes the longest-waiting connection of `address` when the address
+  // has per_client_ of them waiting.
+  void ShedCrowdedAddress(const std::string& address);
 
   Service* service_;
   std::string token_;
@@ -98,6 +104,10 @@ class HttpServer {
   int room_ = 0;              // slots kept free for new clients
   std::list<Slot*> waiting_;  // waiting for a request's headers, oldest first
   int closing_ = 0;           // slots shut down by Sweep, not yet closed by MHD
+  // Connections waiting for a request's headers, per client address, and
+  // the most one address may have (ServerOptions::max_connections_per_client).
+  std::unordered_map<std::string, int> waiting_by_address_;
+  int per_client_ = 0;
   // Body bytes reserved by requests being received (kMaxReceivingBytes);
   // MHD's polling thread only.
   std::size_t receiving_bytes_ = 0;

@@ -84,8 +84,12 @@ struct ServerOptions {
   double evict_check_period_s = 60;   // how often idleness is checked (> 0)
   int max_connections = 4096;         // open connections, parked ones included
   double connection_timeout_s = 120;  // an idle (not parked) connection is closed
-  // Connections from one address at once (0: max_connections / 2). Beyond
-  // it a new connection is closed at once.
+  // Connections from one address waiting for a request's headers at once
+  // (half-sent requests, idle kept-alive connections; 0: max_connections /
+  // 2). A further one closes the one of that address that has waited
+  // longest: requests being handled or parked never count, so an address
+  // with many clients behind it (a proxy, a NAT, one host's ranks) is
+  // still served.
   int max_connections_per_client = 0;
   // Jobs held at once (1..1,000,000): registering one more is answered 503
   // until a job is deleted or evicted. Restored jobs count too.
