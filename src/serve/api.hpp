@@ -29,10 +29,16 @@ struct RouteMatch {
 };
 
 // The largest body a route accepts: 64 MiB for PUT /jobs/{id}/profile,
-// 1 MiB for the other POST routes, 0 for routes that take none (GET,
+// 1 MiB for Zeus's POST /result, 64 KiB for the other POST routes, 0 for
+// routes that take none (GET,
 // DELETE, unknown paths): their bodies are refused before a byte is read.
 inline constexpr std::size_t kMaxProfileBody = 64u << 20;
 inline constexpr std::size_t kMaxJsonBody = 1u << 20;
+// The routes whose bodies are a few hundred bytes (a job, a rank, an
+// iteration report): parsed on the one HTTP thread, so bounded tighter
+// (1 MiB bodies there, many at once, held /healthz for 6.2 s). Zeus's
+// results (a whole profiling window) keep kMaxJsonBody.
+inline constexpr std::size_t kMaxSmallJsonBody = 64u << 10;
 // Profile uploads queued for parsing hold at most this many body bytes; a
 // further upload is answered 503 with Retry-After (two whole uploads: one
 // being parsed, one waiting, is the most a healthy job needs).

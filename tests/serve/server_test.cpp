@@ -237,7 +237,10 @@ TEST_F(ServeTest, OversizedBodiesAre413) {
   RegisterJob("j", 2, 1);
   // Declared too large: refused before the body is sent.
   HttpResponse r = Http(port(), "POST", "/jobs", "", {{"Content-Length", "2000000"}});
-  ExpectError(r, 413, "the request body is 2000000 bytes; POST /jobs takes at most 1 MiB", nullptr);
+  ExpectError(r, 413, "the request body is 2000000 bytes; POST /jobs takes at most 65536 bytes",
+              nullptr);
+  r = Http(port(), "POST", "/jobs", "", {{"Content-Length", "65537"}});
+  ExpectError(r, 413, "POST /jobs takes at most 65536 bytes", nullptr);
   r = Http(port(), "PUT", "/jobs/j/profile", "", {{"Content-Length", "70000000"}});
   ExpectError(r, 413, "PUT /jobs/{id}/profile takes at most 64 MiB", nullptr);
   // Chunked, no length declared: read, dropped, refused at the end.
@@ -246,7 +249,7 @@ TEST_F(ServeTest, OversizedBodiesAre413) {
   for (int k = 0; k < 20; ++k) chunked += "10000\r\n" + piece + "\r\n";
   chunked += "0\r\n\r\n";
   r = Http(port(), "POST", "/jobs", chunked, {{"Transfer-Encoding", "chunked"}});
-  ExpectError(r, 413, "the request body is over 1 MiB", nullptr);
+  ExpectError(r, 413, "the request body is over 65536 bytes", nullptr);
   // Just under the limit is read (and then judged as JSON).
   r = Http(port(), "POST", "/jobs", std::string(1000, ' ') + "{}");
   ExpectError(r, 400, "JobConfig::pp_degree is missing", "JobConfig::pp_degree");
