@@ -3,12 +3,14 @@
 // half-sent requests that would take every connection slot, and a trickle
 // of bytes meant to outlast every deadline. Each test is that issue's
 // reproduction, made small.
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <future>
 #include <string>
 #include <thread>
@@ -361,6 +363,46 @@ TEST_F(ServeTest, OneClientsConnectionsAreCapped) {
   } catch (const model::InputError& e) {
     EXPECT_EQ(e.field(), "ServerOptions::max_connections_per_client");
   }
+}
+
+// Issue 61, 9: clients that never read left up to 2.2 MB of unsent answers
+// per socket in kernel memory (the send buffer autotunes). The server's
+// sockets keep a small send buffer: the server's end of a connection (in
+// this process) is found among this process's sockets by its peer's port.
+TEST_F(ServeTest, AClientThatNeverReadsHoldsASmallSendBuffer) {
+  Start(Options());
+  const int fd = Connect(port());
+  ASSERT_GE(fd, 0);
+  sockaddr_in mine{};
+  socklen_t length = sizeof mine;
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&mine), &length), 0);
+  // Pipelined requests it never reads the answers of.
+  std::string requests;
+  for (int i = 0; i < 200; ++i) requests += "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_TRUE(SendAll(fd, requests));
+  int found = 0;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (const auto& entry : fs::directory_iterator("/proc/self/fd")) {
+          const int other = std::atoi(entry.path().filename().c_str());
+          sockaddr_in peer{};
+          socklen_t n = sizeof peer;
+          if (::getpeername(other, reinterpret_cast<sockaddr*>(&peer), &n) != 0 ||
+              peer.sin_family != AF_INET || peer.sin_port != mine.sin_port) {
+            continue;
+          }
+          int bytes = 0;
+          socklen_t size = sizeof bytes;
+          if (::getsockopt(other, SOL_SOCKET, SO_SNDBUF, &bytes, &size) == 0) {
+            // Set (Linux doubles what is set, and no longer autotunes it).
+            EXPECT_EQ(bytes, 2 * 64 * 1024);
+            ++found;
+          }
+        }
+        return found > 0;
+      },
+      5));
+  ::close(fd);
 }
 
 }  // namespace
