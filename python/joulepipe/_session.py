@@ -764,6 +764,12 @@ class Session:
                        "fall unevenly in a short window; such values are marked approximate")
         return True
 
+    def _fell_back(self) -> bool:
+        try:
+            return self._agent is not None and self._agent.fallback_reason is not None
+        except Exception:
+            return False
+
     def _window_begin(self, name: str) -> None:
         """Opens the monitor's window `name` (nothing without a monitor)."""
         if self._monitor is not None:
@@ -842,7 +848,8 @@ class Session:
             j_per_token=(energy * self.topo.world_size / tokens if tokens and energy is not None
                          else None),
             approximate=approximate,
-            plan_version=0 if self._off_shape else self._running_version,
+            # No plan ran when the agent fell back (its line said why).
+            plan_version=(0 if self._off_shape or self._fell_back() else self._running_version),
             clocks_applied=applied - self._last_applied,
             predicted_saving=self._predicted_saving,
             rank=self.topo.rank if self.topo.world_size > 1 else None,

@@ -338,8 +338,9 @@ def test_optimize_applies_a_power_limit_plan_and_locks_no_clock(tmp_path):
     log = calls(tmp_path)
     limits = [c["args"]["limit_mw"] for c in log
               if c["function"] == "nvmlDeviceSetPowerManagementLimit"]
-    assert limits[0] == 250000 and len(limits) == 2, log  # set once, then the default back
-    assert limits[1] == 400000
+    # The permission probe (the default limit, while none is set), the plan's
+    # limit set once, then the default back.
+    assert limits == [400000, 250000, 400000], log
     assert not any(c["function"] == "nvmlDeviceSetGpuLockedClocks" for c in log)
     assert all(x["plan_version"] == 1 for x in r["opt"])
     # The simulated GPU caps its clock by power: less energy per second.

@@ -138,3 +138,41 @@ def test_profile_rows_are_the_devices_only_with_the_stream(tmp_path, mode):
         true_t, true_e = truth[near]
         assert abs(float(t) / true_t - 1) <= 0.03, (kind, mhz, t, truth)
         assert abs(float(e) / true_e - 1) <= 0.03, (kind, mhz, e, truth)
+
+
+def test_a_plan_is_not_said_applied_on_a_gpu_that_refuses_every_change(tmp_path):
+    """Issue 56, item 5: without clock permission, "plan ... applied" was
+    printed before the fallback. Now the clock control is asked first (a
+    reset, through the controller's thread) and the plan is refused, said
+    once, before any iteration."""
+    import build_paths
+    import subprocess
+    import sys
+
+    from sim_gpu import SIM, STEP
+
+    config = tmp_path / "sim.json"
+    config.write_text(json.dumps(dict(SIM, permissions={"clocks": False},
+                                      call_log=str(tmp_path / "calls.jsonl"))))
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(PLAN))
+    body = """
+energy = jp.Energy("optimize", plan=sys.argv[1], microbatches=2)
+for _ in range(2):
+    with energy.step():
+        for mb in range(2):
+            with energy.forward(mb):
+                pass
+            with energy.backward(mb):
+                pass
+        energy.pipeline_done()
+energy.close()
+"""
+    r = subprocess.run([sys.executable, "-c", STEP + body, str(plan)],
+                       env=build_paths.python_env(config), capture_output=True, text=True,
+                       timeout=60, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "applied to stage" not in r.stderr, r.stderr
+    assert "cannot change GPU 0's clocks through nvml" in r.stderr, r.stderr
+    assert r.stderr.count("fell back") == 1, r.stderr
+    assert "clock changes" not in r.stderr, r.stderr  # no "plan v1, 0 clock changes"

@@ -53,6 +53,19 @@ class NvmlClockControl : public ClockControl {
     power_changed_.erase(nvml_index);
   }
 
+  std::string WhyNotChangeable(int nvml_index, bool power_limit) override {
+    try {
+      if (power_limit) {
+        ResetPowerLimit(nvml_index);
+      } else {
+        ResetLockedClocks(nvml_index);
+      }
+      return "";
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+  }
+
   void Restore() noexcept override {
     // Keep a device listed if its reset fails, so a later Restore retries.
     for (auto it = clocks_changed_.begin(); it != clocks_changed_.end();) {

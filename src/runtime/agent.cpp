@@ -195,6 +195,32 @@ struct Agent::State {
     }
   }
 
+  // Whether the clock control accepts changes to the GPU (asked once per
+  // lever, through the controller's thread): a plan is not said to run on
+  // a GPU that refuses every change (no permission); the agent falls back
+  // at once, saying why.
+  bool probed_clocks = false;
+  bool probed_power = false;
+  bool probed_clocks_skip = false;  // SetPowerLimitPlan's SetPlan
+  bool ControlAccepts(bool power_limit) {
+    bool& probed = power_limit ? probed_power : probed_clocks;
+    if (probed || (!power_limit && probed_clocks_skip)) return true;
+    const std::string why = controller->Probe(power_limit);
+    if (!why.empty()) {
+      std::string control = "the clock control";
+      try {
+        control = options.control->Describe();
+      } catch (...) {
+      }
+      FallBack(std::string("cannot change GPU ") + std::to_string(options.nvml_index) + "'s " +
+                   (power_limit ? "power limit" : "clocks") + " through " + control + ": " + why,
+               /*restore=*/false);
+      return false;
+    }
+    probed = true;
+    return true;
+  }
+
   void ClearFallback() {
     std::lock_guard<std::mutex> lock(reason_mutex);
     fell_back = false;
@@ -374,6 +400,7 @@ void Agent::SetPlan(std::vector<model::PlannedInstruction> stage_plan, model::He
     s.FallBack("the stage plan is empty", /*restore=*/true);
     return;
   }
+  if (!s.ControlAccepts(/*power_limit=*/false)) return;
   s.Log("executing a plan of " + std::to_string(s.plan.size()) + " instructions per step on GPU " +
         std::to_string(s.options.nvml_index));
   s.mode.store(Mode::kExecute, std::memory_order_release);
@@ -381,8 +408,11 @@ void Agent::SetPlan(std::vector<model::PlannedInstruction> stage_plan, model::He
 
 void Agent::SetPowerLimitPlan(std::vector<model::PlannedInstruction> stage_plan, double watts) {
   State& s = *state_;
+  s.probed_clocks_skip = true;  // this plan sets no clock
   SetPlan(std::move(stage_plan));
+  s.probed_clocks_skip = false;
   if (s.mode.load(std::memory_order_acquire) != Mode::kExecute) return;
+  if (!s.ControlAccepts(/*power_limit=*/true)) return;
   s.power_limit_plan = true;
   // The limit, or back to defaults if a clock was locked before.
   s.controller->RequestPowerLimit(watts);

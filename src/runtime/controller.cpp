@@ -197,6 +197,37 @@ void ClockController::Post(std::int64_t wanted) noexcept {
   }
 }
 
+std::string ClockController::Probe(bool power_limit, double timeout_s) {
+  if (applied_.load(std::memory_order_relaxed) > 0) return "";
+  std::unique_lock<std::mutex> lock(mutex_);
+  probe_done_ = false;
+  probe_asked_.store(power_limit ? 2 : 1, std::memory_order_seq_cst);
+  wake_.notify_one();
+  if (!probe_cv_.wait_for(lock, std::chrono::duration<double>(timeout_s),
+                          [this] { return probe_done_; })) {
+    probe_asked_.store(0, std::memory_order_seq_cst);
+    return "";  // no answer in time: the first change will tell
+  }
+  return probe_result_;
+}
+
+void ClockController::AnswerProbe() {
+  const int asked = probe_asked_.exchange(0, std::memory_order_seq_cst);
+  if (asked == 0) return;
+  std::string why;
+  try {
+    why = control_->WhyNotChangeable(nvml_index_, asked == 2);
+  } catch (const std::exception& e) {
+    why = e.what();
+  } catch (...) {
+    why = "unknown exception";
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  probe_result_ = std::move(why);
+  probe_done_ = true;
+  probe_cv_.notify_all();
+}
+
 void ClockController::Clear() {
   failed_.store(false, std::memory_order_release);
 }
@@ -236,6 +267,7 @@ void ClockController::Run() {
       std::chrono::duration<double>(options_.deep_sleep_after_s));
   Steady::time_point last_request = Steady::now();
   while (true) {
+    if (probe_asked_.load(std::memory_order_relaxed) != 0) AnswerProbe();
     busy_.store(true, std::memory_order_seq_cst);
     const std::int64_t wanted = slot_.exchange(kEmpty, std::memory_order_seq_cst);
     if (wanted != kEmpty) {
@@ -276,6 +308,7 @@ void ClockController::Run() {
     sleeping_.store(true, std::memory_order_seq_cst);
     wake_.wait(lock, [this] {
       return slot_.load(std::memory_order_seq_cst) != kEmpty || !OrderedEmpty() ||
+             probe_asked_.load(std::memory_order_seq_cst) != 0 ||
              stop_.load(std::memory_order_seq_cst);
     });
     sleeping_.store(false, std::memory_order_seq_cst);

@@ -260,10 +260,10 @@ struct CoordinatedPlan::State {
     running_head_wait = head_wait;
     running_shape = shape;
     running_power_limit_w = power_limit_w;
-    Log(AppliedLine(plan, instructions, reordered, how));
-    for (const std::string& line : grid_timing.SetPlan(pipeline_offset_s, shape.stop_ramp_s)) {
-      Log(line);
-    }
+    // Said applied only once the agent runs it (a GPU that refuses every
+    // change makes the agent fall back at once, and it says why).
+    const std::string applied = AppliedLine(plan, instructions, reordered, how);
+    const double stop_ramp_s = shape.stop_ramp_s;
     running_version.store(plan.version, std::memory_order_relaxed);
     running_predicted_time_s.store(plan.predicted ? plan.predicted->time_s : 0,
                                    std::memory_order_relaxed);
@@ -275,6 +275,11 @@ struct CoordinatedPlan::State {
       agent.SetPowerLimitPlan(std::move(instructions), *power_limit_w);
     } else {
       agent.SetPlan(std::move(instructions), head_wait, std::move(shape));
+    }
+    if (agent.mode() != Mode::kExecute) return;
+    Log(applied);
+    for (const std::string& line : grid_timing.SetPlan(pipeline_offset_s, stop_ramp_s)) {
+      Log(line);
     }
   }
 

@@ -90,13 +90,16 @@ TEST(NvmlAgentTest, AppliesPlannedClocksAndRestoresThem) {
     std::vector<std::string> lines;
     std::istringstream calls(ReadAll(log_file.path()));
     for (std::string line; std::getline(calls, line);) lines.push_back(line);
-    ASSERT_EQ(lines.size(), 3u);  // forward clock, backward clock, reset
+    // The permission probe (a reset while nothing is set), forward clock,
+    // backward clock, reset.
+    ASSERT_EQ(lines.size(), 4u);
     for (const std::string& line : lines) EXPECT_CONTAINS(line, "\"device\":1,");
-    EXPECT_CONTAINS(lines[0], "\"function\":\"nvmlDeviceSetGpuLockedClocks\"");
-    EXPECT_CONTAINS(lines[0], "\"max_mhz\":" + std::to_string(forward) +
+    EXPECT_CONTAINS(lines[0], "\"function\":\"nvmlDeviceResetGpuLockedClocks\"");
+    EXPECT_CONTAINS(lines[1], "\"function\":\"nvmlDeviceSetGpuLockedClocks\"");
+    EXPECT_CONTAINS(lines[1], "\"max_mhz\":" + std::to_string(forward) +
                                   ",\"min_mhz\":" + std::to_string(forward));
-    EXPECT_CONTAINS(lines[1], "\"max_mhz\":" + std::to_string(backward));
-    EXPECT_CONTAINS(lines[2], "\"function\":\"nvmlDeviceResetGpuLockedClocks\"");
+    EXPECT_CONTAINS(lines[2], "\"max_mhz\":" + std::to_string(backward));
+    EXPECT_CONTAINS(lines[3], "\"function\":\"nvmlDeviceResetGpuLockedClocks\"");
   });
 }
 
@@ -151,6 +154,7 @@ TEST(NvmlAgentTest, NoPermissionFallsBackAndSaysToUseTheDaemon) {
     options.log = [&](const std::string& line) { log.push_back(line); };
     Agent agent(std::move(options));
     agent.SetPlan(SimplePlan(1, clock, clock));
+    EXPECT_EQ(agent.mode(), Mode::kOff);  // at once, before any hook
     agent.OnStepBegin();
     agent.OnInstructionBegin(Kind::kForward, 0, 0);
     ASSERT_TRUE(agent.WaitIdle());
@@ -161,8 +165,9 @@ TEST(NvmlAgentTest, NoPermissionFallsBackAndSaysToUseTheDaemon) {
     EXPECT_EQ(agent.mode(), Mode::kOff);
     ASSERT_TRUE(agent.fallback_reason());
     const std::string reason = *agent.fallback_reason();
-    EXPECT_CONTAINS(reason, "could not lock GPU 0 at " + std::to_string(clock) + " MHz");
-    EXPECT_CONTAINS(reason, "nvmlDeviceSetGpuLockedClocks failed on GPU 0");
+    // Refused before any plan runs (issue 56: "applied" was said first).
+    EXPECT_CONTAINS(reason, "cannot change GPU 0's clocks through nvml");
+    EXPECT_CONTAINS(reason, "nvmlDeviceResetGpuLockedClocks failed on GPU 0");
     EXPECT_CONTAINS(reason, "(NVML error 4)");
     EXPECT_CONTAINS(reason, "joulepiped");
     int fallbacks = 0;

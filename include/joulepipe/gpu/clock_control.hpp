@@ -44,6 +44,14 @@ class ClockControl {
 
   // Best effort: every device changed through this object back to defaults.
   virtual void Restore() noexcept = 0;
+
+  // Why changes to the device's clocks (or, `power_limit`, its power limit)
+  // would be refused, asked before a plan is said to run: "" when they would
+  // not be, or when it cannot be known without making one (the default).
+  // Direct NVML resets the setting (harmless while nothing is set: the
+  // call needs the same permission as a change); the daemon checked its
+  // client when it connected.
+  virtual std::string WhyNotChangeable(int /*nvml_index*/, bool /*power_limit*/) { return ""; }
 };
 
 // Direct NVML control (the process-wide handle, gpu/nvml.hpp). Permission

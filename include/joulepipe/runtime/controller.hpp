@@ -124,6 +124,15 @@ class ClockController {
                      double restore_after_s) noexcept;
   static constexpr std::size_t kOrderedCapacity = 8192;
 
+  // Whether the control accepts changes to this GPU at all
+  // (ClockControl::WhyNotChangeable for the lever: `power_limit`, else the
+  // locked clocks), asked on the controller thread (the one that owns the
+  // control) before a plan is said to be applied. Blocks the caller until
+  // answered (at most one control call), at most `timeout_s`. Not for the
+  // hooks. "" when accepted or not known, else why not. Once the controller
+  // has applied a setting the answer is "" without a call.
+  std::string Probe(bool power_limit, double timeout_s = 5.0);
+
   // Leaves the failed state.
   void Clear();
   bool failed() const { return failed_.load(std::memory_order_acquire); }
@@ -201,6 +210,14 @@ class ClockController {
   std::atomic<std::uint64_t> failed_calls_{0};
   std::atomic<int> last_applied_mhz_{0};              // written by the thread only
   std::atomic<std::int64_t> last_power_limit_mw_{0};  // written by the thread only
+
+  // Probe: asked by any thread (under mutex_), answered by the controller
+  // thread.
+  std::atomic<int> probe_asked_{0};  // 0 none, 1 clocks, 2 power limit
+  bool probe_done_ = false;          // under mutex_
+  std::string probe_result_;         // under mutex_
+  std::condition_variable probe_cv_;
+  void AnswerProbe();
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;
