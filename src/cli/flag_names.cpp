@@ -103,8 +103,14 @@ constexpr std::pair<std::string_view, std::string_view> kFlagNames[] = {
     {"Options::p_block_w", "--p-block"},
     {"RunOptions::detection_lag", "--detection-lag"},
     {"RunOptions::timeline_iterations", "--timeline-iterations"},
-    // model: output directories and files
+    // model: output directories and files (the longer name first: whole
+    // tokens end at "::")
+    {"OutputDirectory::force", "--force"},
     {"OutputDirectory", "--out"},
+    // report::PlanReportInputs (report)
+    {"PlanReportInputs::profile", "--profile"},
+    {"PlanReportInputs::plan", "--plan"},
+    {"PlanReportInputs::sim", "--sim"},
     // serve::ServerOptions and serve::ZeusDefaults (serve)
     {"ServerOptions::host", "--host"},
     {"ServerOptions::port", "--port"},

@@ -404,7 +404,8 @@ void CheckReplaceable(const fs::path& final_path, const std::string& display,
     throw InputError(kOutputDirectoryField,
                      "refusing to replace the output directory '" + display +
                          "': it holds the output of `joulepipe " + ExcerptText(writer) +
-                         "`; pass --force to replace it, or choose another output directory");
+                         "`; pass OutputDirectory::force to replace it, or choose another output "
+                         "directory");
   }
 }
 

@@ -193,8 +193,8 @@ Replays Replay(const PlanReportInputs& in) {
   if (std::fabs(r.base.time_s - t0) > 1e-6 * t0 || std::fabs(r.base.energy_j - e0) > 1e-6 * e0) {
     throw InputError(Format(
         "%s: its baseline (%.6g s, %.6g J) is not what %s gives for the plan's schedule "
-        "(%.6g s, %.6g J); give the profile the frontier was planned on with --profile, and a "
-        "--plan of the same schedule",
+        "(%.6g s, %.6g J); give the profile the frontier was planned on as "
+        "PlanReportInputs::profile, and a PlanReportInputs::plan of the same schedule",
         summary_name.c_str(), t0, e0, in.profile_name.c_str(), r.base.time_s, r.base.energy_j));
   }
   r.stages = r.plan.spec.stages;
@@ -261,12 +261,13 @@ OperatingPoints PickPoints(const PlanReportInputs& in, const Replays& r) {
     if (sim_stages != spec.stages || sim_micro != spec.microbatches ||
         OutputText(sim, "inputs", "schedule", "") != std::string(schedule::KindName(spec.kind)) ||
         std::fabs(sim_pb - p_block) > 0.005 * p_block) {
-      throw InputError(
-          Format("--sim %s simulated %s with %g stages x %g microbatches at P_block %g W, not this "
-                 "plan's %s %d x %d at %g W; give a `simulate --json` run of the same pipeline",
-                 sn.c_str(), OutputText(sim, "inputs", "schedule", "?").c_str(), sim_stages,
-                 sim_micro, sim_pb, std::string(schedule::KindName(spec.kind)).c_str(), spec.stages,
-                 spec.microbatches, p_block));
+      throw InputError(Format(
+          "PlanReportInputs::sim %s simulated %s with %g stages x %g microbatches at P_block "
+          "%g W, not this plan's %s %d x %d at %g W; give a simulation (its JSON) of the "
+          "same pipeline",
+          sn.c_str(), OutputText(sim, "inputs", "schedule", "?").c_str(), sim_stages, sim_micro,
+          sim_pb, std::string(schedule::KindName(spec.kind)).c_str(), spec.stages,
+          spec.microbatches, p_block));
     }
     if (OutputNumber(sim, {"inputs", "straggler_slowdown"}, sn) > 1) {
       out.straggler_target = OutputNumber(sim, {"plans", "straggler_response", "target_s"}, sn);
@@ -511,8 +512,8 @@ std::string RenderPlanReport(const PlanReportInputs& in) {
       {"Energy covers",
        in.host_power_w > 0 ? Format("GPU only, and GPU + host where marked (host %g W per GPU, %s)",
                                     in.host_power_w, in.host_power_source.c_str())
-                           : std::string("GPU only (no host power given: --host-power or "
-                                         "--measure with --cpu)")},
+                           : std::string("GPU only (no host power was given, measured or "
+                                         "assumed)")},
       {"Profile",
        in.profile_name + "; source: " + source + (meta.date.empty() ? "" : "; made " + meta.date) +
            (meta.gpu.empty() ? "" : "; GPU " + meta.gpu) +
