@@ -32,7 +32,7 @@ struct ServeFlags {
   int max_connections = 4096;
   int max_waiting = -1;                // -1: max_connections / 4, at most 1024
   int keep_alive_connections = -1;     // -1: max_connections / 2
-  int max_connections_per_client = 0;  // 0: max_connections / 2
+  int max_connections_per_client = 0;  // 0: max_connections
   int max_jobs = 1024;
   int planners = 2;
   double plan_time_limit_s = 600;
@@ -233,10 +233,12 @@ ServeSubcommand::ServeSubcommand(CLI::App* app)
                 "ranks between iterations hold none (default: --max-connections / 2)")
       ->type_name("N");
   c->add_option("--max-connections-per-client", f->max_connections_per_client,
-                "Open connections from one address at most; further ones are closed at once "
-                "(default: --max-connections / 2). Whatever a client sends, a request's headers "
-                "must arrive within 120 s and, when the server runs short of room, the "
-                "connection that has waited longest for a request is closed first")
+                "Connections from one address that have not sent a request yet, at most: a "
+                "further one closes that address's longest-silent one (after a 1 s grace); a "
+                "new connection is never refused for its address, and clients that spoke never "
+                "count (default: --max-connections). Whatever a client sends, a request's "
+                "headers must arrive within 120 s and, when the server runs short of room, "
+                "silent connections past their grace are closed first, then the longest idle")
       ->type_name("N");
   c->add_option("--max-jobs", f->max_jobs,
                 "Jobs held at once; registering one more is answered 503 until one is deleted "

@@ -81,6 +81,10 @@ MHD_Result CollectArgument(void* cls, MHD_ValueKind, const char* key, const char
   return MHD_YES;
 }
 
+// How long a new connection may stay silent (no request's headers) before
+// it counts as half-open when its address or the server is crowded.
+constexpr SteadyClock::duration kSilentGrace = std::chrono::seconds(1);
+
 // The kernel's send buffer of a client's socket (Linux doubles it).
 constexpr std::size_t kSendBufferBytes = 64 * 1024;
 
@@ -137,8 +141,13 @@ struct HttpServer::Slot {
   std::string address;                  // the client's IP address, as bytes (no port)
   SteadyClock::time_point ready_since;  // waiting for a request's headers since
   std::list<Slot*>::iterator at;        // in waiting_, while `waiting`
+  std::list<Slot*>::iterator kind_at;   // in silent_ (not `spoke`) or idle_, while `waiting`
   bool waiting = false;
   bool closing = false;  // shut down by Sweep
+  // A request on it passed the token check (or needed none): a client
+  // that spoke, not a half-open connection. Counted per address only
+  // until then; shed after those when the server runs short.
+  bool spoke = false;
 };
 
 struct HttpServer::Connection final : Parked {
@@ -216,14 +225,14 @@ HttpServer::HttpServer(const ServerOptions& options, Service* service,
           options.max_connections_per_client <= options.max_connections,
       "ServerOptions::max_connections_per_client",
       Format("ServerOptions::max_connections_per_client must be 0..ServerOptions::max_connections "
-             "(%d), 0 for half of it (got %d)",
+             "(%d), 0 for all of it (got %d)",
              options.max_connections, options.max_connections_per_client));
   header_timeout_ = std::chrono::duration_cast<SteadyClock::duration>(
       std::chrono::duration<double>(options.connection_timeout_s));
   max_connections_ = options.max_connections;
   room_ = FreeConnectionRoom(options.max_connections);
   per_client_ = options.max_connections_per_client > 0 ? options.max_connections_per_client
-                                                       : std::max(1, options.max_connections / 2);
+                                                       : options.max_connections;
 
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -366,13 +375,23 @@ void HttpServer::StartWaiting(Slot* slot, SteadyClock::time_point now) {
   slot->ready_since = now;
   slot->at = waiting_.insert(waiting_.end(), slot);
   slot->waiting = true;
-  ++waiting_by_address_[slot->address];
+  if (slot->spoke) {
+    slot->kind_at = idle_.insert(idle_.end(), slot);
+  } else {
+    slot->kind_at = silent_.insert(silent_.end(), slot);
+    ++waiting_by_address_[slot->address];
+  }
 }
 
 void HttpServer::StopWaiting(Slot* slot) {
   if (slot == nullptr || !slot->waiting) return;
   waiting_.erase(slot->at);
   slot->waiting = false;
+  if (slot->spoke) {
+    idle_.erase(slot->kind_at);
+    return;
+  }
+  silent_.erase(slot->kind_at);
   const auto it = waiting_by_address_.find(slot->address);
   if (it != waiting_by_address_.end() && --it->second <= 0) waiting_by_address_.erase(it);
 }
@@ -388,18 +407,19 @@ void HttpServer::Shed(Slot* slot) {
   service_->CountClosedWaiting();
 }
 
-void HttpServer::ShedCrowdedAddress(const std::string& address) {
+void HttpServer::ShedCrowdedAddress(const std::string& address, SteadyClock::time_point now) {
   const auto it = waiting_by_address_.find(address);
   if (it == waiting_by_address_.end() || it->second < per_client_) return;
-  // The address's connection that has waited longest for a request's
-  // headers goes (a half-sent request, an idle kept-alive one); requests
-  // being handled or parked are never counted, so a crowded address (a
-  // proxy, a NAT, a job's ranks on one host) keeps being served.
-  for (Slot* s : waiting_) {
-    if (s->address == address) {
-      Shed(s);
-      return;
-    }
+  // The address's connection that has waited longest without a request
+  // goes, once it has been silent past the grace a client that means to
+  // speak needs (a burst of ranks behind one address connects and speaks
+  // within it; a half-sent request does not). Requests being handled or
+  // parked, and idle connections whose client spoke, never count, so a
+  // crowded address (a proxy, a NAT, a job's ranks on one host) is served.
+  for (Slot* s : silent_) {
+    if (s->address != address) continue;
+    if (now - s->ready_since > kSilentGrace) Shed(s);
+    return;
   }
 }
 
@@ -409,6 +429,17 @@ void HttpServer::Sweep(SteadyClock::time_point now) {
     const bool overdue = now - oldest->ready_since > header_timeout_;
     const bool crowded = service_->open_connections() - closing_ > max_connections_ - room_;
     if (!overdue && !crowded) return;
+    // Short of room: a connection silent past its grace (most likely an
+    // attack) goes first, then the longest idle one whose client spoke (a
+    // kept-alive rank reconnects at its next request), and only then one
+    // still in its grace.
+    if (!overdue) {
+      if (!silent_.empty() && now - silent_.front()->ready_since > kSilentGrace) {
+        oldest = silent_.front();
+      } else if (!idle_.empty()) {
+        oldest = idle_.front();
+      }
+    }
     Shed(oldest);
   }
 }
@@ -493,6 +524,7 @@ MHD_Result HttpServer::OnRequest(void* cls, MHD_Connection* connection, const ch
         !self->Authorized(connection, path_token, has_path_token, &refusal)) {
       return self->Answer(c, refusal);
     }
+    if (c->slot != nullptr) c->slot->spoke = true;
     const char* length =
         MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (length != nullptr) {
@@ -592,7 +624,7 @@ void HttpServer::OnConnection(void* cls, MHD_Connection* connection, void** sock
     const SteadyClock::time_point now = SteadyClock::now();
     // Before it waits itself: a newcomer is never the one closed.
     self->Sweep(now);
-    self->ShedCrowdedAddress(slot->address);
+    self->ShedCrowdedAddress(slot->address, now);
     self->StartWaiting(slot, now);
     return;
   }

@@ -82,9 +82,9 @@ class HttpServer {
   void StopWaiting(Slot* slot);
   // Closes a connection waiting for a request's headers.
   void Shed(Slot* slot);
-  // Closes the longest-waiting connection of `address` when the address
-  // has per_client_ of them waiting.
-  void ShedCrowdedAddress(const std::string& address);
+  // Closes the longest-silent connection of `address` when the address
+  // has per_client_ silent ones and it was silent past its grace.
+  void ShedCrowdedAddress(const std::string& address, SteadyClock::time_point now);
 
   Service* service_;
   std::string token_;
@@ -103,6 +103,8 @@ class HttpServer {
   int max_connections_ = 0;
   int room_ = 0;              // slots kept free for new clients
   std::list<Slot*> waiting_;  // waiting for a request's headers, oldest first
+  std::list<Slot*> silent_;   // of them, those whose client never spoke, oldest first
+  std::list<Slot*> idle_;     // and those whose client did (kept alive), oldest first
   int closing_ = 0;           // slots shut down by Sweep, not yet closed by MHD
   // Connections waiting for a request's headers, per client address, and
   // the most one address may have (ServerOptions::max_connections_per_client).

@@ -344,7 +344,8 @@ TEST_F(ServeTest, OneClientsConnectionsAreCapped) {
     held.push_back(fd);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // Past the grace a client that means to speak needs (1 s).
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   // A rank from the crowded address, with its token: served.
   const testing::HttpResponse r = testing::Http(
       port(), "GET", "/jobs", "", {{"Authorization", "Bearer a-token-of-sixteen-bytes"}}, 5);
@@ -385,10 +386,14 @@ TEST_F(ServeTest, AClientThatNeverReadsHoldsASmallSendBuffer) {
       [&] {
         for (const auto& entry : fs::directory_iterator("/proc/self/fd")) {
           const int other = std::atoi(entry.path().filename().c_str());
-          sockaddr_in peer{};
-          socklen_t n = sizeof peer;
+          // The server's end: its peer is this client's port, its own the
+          // server's (other sockets of the process may share either).
+          sockaddr_in peer{}, local{};
+          socklen_t n = sizeof peer, m = sizeof local;
           if (::getpeername(other, reinterpret_cast<sockaddr*>(&peer), &n) != 0 ||
-              peer.sin_family != AF_INET || peer.sin_port != mine.sin_port) {
+              ::getsockname(other, reinterpret_cast<sockaddr*>(&local), &m) != 0 ||
+              peer.sin_family != AF_INET || peer.sin_port != mine.sin_port ||
+              ntohs(local.sin_port) != port()) {
             continue;
           }
           int bytes = 0;

@@ -84,12 +84,15 @@ struct ServerOptions {
   double evict_check_period_s = 60;   // how often idleness is checked (> 0)
   int max_connections = 4096;         // open connections, parked ones included
   double connection_timeout_s = 120;  // an idle (not parked) connection is closed
-  // Connections from one address waiting for a request's headers at once
-  // (half-sent requests, idle kept-alive connections; 0: max_connections /
-  // 2). A further one closes the one of that address that has waited
-  // longest: requests being handled or parked never count, so an address
-  // with many clients behind it (a proxy, a NAT, one host's ranks) is
-  // still served.
+  // Connections from one address that have not sent a request yet
+  // (half-open; 0: max_connections, i.e. only the server's own room
+  // bounds them). A further one closes that address's longest-silent one
+  // once it was silent past a 1 s grace; a new connection is never refused
+  // for its address, and connections whose client spoke (requests being
+  // handled, parked, idle kept-alive ones) never count, so an address with
+  // many clients behind it (a proxy, a NAT, one host's 16,384 ranks) is
+  // served. Short of room, the server closes silent connections past
+  // their grace first, then the longest-idle ones.
   int max_connections_per_client = 0;
   // Jobs held at once (1..1,000,000): registering one more is answered 503
   // until a job is deleted or evicted. Restored jobs count too.
