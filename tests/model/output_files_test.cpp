@@ -292,7 +292,7 @@ TEST_F(OutputFilesTest, AnotherCommandsOutputIsReplacedOnlyWithForce) {
     EXPECT_NE(
         std::string(e.what()).find("refusing to replace the output directory '" + out.string() +
                                    "': it holds the output of `joulepipe demo`; pass "
-                                   "--force to replace it"),
+                                   "OutputDirectory::force to replace it"),  // --force in the CLI
         std::string::npos)
         << e.what();
   }
