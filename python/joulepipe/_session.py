@@ -170,14 +170,35 @@ def tensorboard_scalars(r: "IterationRecord") -> List[Tuple[str, float]]:
     return tags
 
 
+# How a window's energy was taken (monitor::EnergySourceName), as a line's
+# flag says it.
+_METHOD_WORDS = {"counter": "counter", "sampling": "sampled", "instant-approx": "one reading"}
+
+
+def _method_of(sources: List[str]) -> str:
+    """The flag's word for a window whose GPUs' energy came from `sources`
+    (one word per distinct source, in order)."""
+    words: List[str] = []
+    for s in sources:
+        w = _METHOD_WORDS.get(s, s)
+        if w not in words:
+            words.append(w)
+    return "+".join(words)
+
+
 def _window_parts(rank: Optional[int], time_s: float, energy_j: Optional[float],
-                  avg_power_w: Optional[float], approximate: bool, unit: str) -> List[str]:
+                  avg_power_w: Optional[float], approximate: bool, unit: str,
+                  method: str = "") -> List[str]:
     """A measured window's part of a line: its rank (in a job of more than
-    one), time, GPU energy in `unit` and average power."""
+    one), time, GPU energy in `unit` flagged with how it was measured
+    ("counter", "sampled": power samples taken during it, "one reading")
+    and whether it may be off ("approx."), and average power."""
     parts = [] if rank is None else [f"rank {rank}"]
     parts.append(f"{time_s * 1e3:.1f} ms")
     if energy_j is not None:
-        parts.append(f"{energy_j:.3f} {unit}{' (approx.)' if approximate else ''}")
+        flags = [w for w in (method, "approx." if approximate else "") if w]
+        flag = f" ({', '.join(flags)})" if flags else ""
+        parts.append(f"{energy_j:.3f} {unit}{flag}")
         parts.append(f"{avg_power_w:.1f} W/GPU")
     return parts
 
@@ -200,10 +221,14 @@ class IterationRecord:
     # The job's GPUs j_per_token counts: this GPU's energy times this many
     # (every rank's own estimate of the job's; 1: the job's own figure).
     gpus: int = 1
+    # How energy_j was measured: "counter", "sampled" or "one reading"
+    # (_window_parts); "" without a measurement.
+    method: str = ""
 
     def summary(self) -> str:
         parts = [f"joulepipe: iteration {self.iteration}"] + _window_parts(
-            self.rank, self.time_s, self.energy_j, self.avg_power_w, self.approximate, "J/iter/GPU")
+            self.rank, self.time_s, self.energy_j, self.avg_power_w, self.approximate, "J/iter/GPU",
+            self.method)
         if self.tokens_per_s:
             parts.append(f"{self.tokens_per_s:,.0f} tokens/s")
             if self.j_per_token is not None:
@@ -231,12 +256,14 @@ class PhaseRecord:
     # The job's GPUs j_per_token counts: this GPU's energy times this many
     # (every rank's own estimate of the job's; 1: the job's own figure).
     gpus: int = 1
+    method: str = ""  # as IterationRecord.method
 
     def summary(self) -> str:
         where = (f"after iteration {self.after_iteration}" if self.after_iteration is not None
                  else "before the first iteration")
         parts = [f"joulepipe: {self.kind} {where}"] + _window_parts(
-            self.rank, self.time_s, self.energy_j, self.avg_power_w, self.approximate, "J/GPU")
+            self.rank, self.time_s, self.energy_j, self.avg_power_w, self.approximate, "J/GPU",
+            self.method)
         return " | ".join(parts)
 
 
@@ -778,17 +805,18 @@ class Session:
             except Exception:
                 _logger.debug("_window_begin: error ignored", exc_info=True)
 
-    def _window_end(self, name: str) -> Tuple[Optional[float], bool]:
-        """The GPU energy of the monitor's window `name` and whether it is
-        approximate; (None, False) without a monitor or on an error."""
+    def _window_end(self, name: str) -> Tuple[Optional[float], bool, str]:
+        """The GPU energy of the monitor's window `name`, whether it is
+        approximate and how it was measured (_window_parts); (None, False,
+        "") without a monitor or on an error."""
         if self._monitor is None:
-            return None, False
+            return None, False, ""
         try:
             m = self._monitor.end(name)
-            return m.gpu_energy_j, m.approximate
+            return m.gpu_energy_j, m.approximate, _method_of(m.gpu_sources)
         except Exception:
             _logger.debug("_window_end: error ignored", exc_info=True)
-            return None, False
+            return None, False, ""
 
     def phase_begin(self, kind: str) -> None:
         """Work between training iterations starts that is reported apart
@@ -814,7 +842,7 @@ class Session:
             self._phase_depth -= 1
             return None
         elapsed = time.perf_counter() - self._phase_t0
-        energy, approximate = self._window_end("joulepipe.phase")
+        energy, approximate, method = self._window_end("joulepipe.phase")
         kind, self._phase_kind = self._phase_kind, None
         record = PhaseRecord(
             kind=kind, after_iteration=self.records[-1].iteration if self.records else None,
@@ -822,7 +850,7 @@ class Session:
             avg_power_w=energy / elapsed if energy is not None and elapsed > 0 else None,
             approximate=self._over_limit(energy, elapsed, f"a {kind}") or approximate,
             rank=self.topo.rank if self.topo.world_size > 1 else None,
-            gpus=max(1, self.topo.world_size))
+            gpus=max(1, self.topo.world_size), method=method)
         self.phase_records.append(record)
         self._write_phase(record)
         return record
@@ -832,7 +860,7 @@ class Session:
             return None
         self._open = False
         elapsed = time.perf_counter() - self._t0
-        energy, approximate = self._window_end("joulepipe.iteration")
+        energy, approximate, method = self._window_end("joulepipe.iteration")
         self._drain_coordinated_log()  # the plan this iteration ran, before its record
         approximate = self._over_limit(energy, elapsed, "an iteration") or approximate
         tokens = self.options.tokens_per_iteration
@@ -853,7 +881,7 @@ class Session:
             clocks_applied=applied - self._last_applied,
             predicted_saving=self._predicted_saving,
             rank=self.topo.rank if self.topo.world_size > 1 else None,
-            gpus=max(1, self.topo.world_size))
+            gpus=max(1, self.topo.world_size), method=method)
         self._last_applied = applied
         if self._trace is not None:
             self._trace.mark_step_end(record.iteration)

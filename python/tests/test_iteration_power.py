@@ -41,7 +41,7 @@ for _ in range(10):
 energy.close()
 """
 
-LINE = re.compile(r"iteration (\d+) \| [\d.]+ ms \| [\d.]+ J/iter/GPU( \(approx\.\))? \| "
+LINE = re.compile(r"iteration (\d+) \| [\d.]+ ms \| [\d.]+ J/iter/GPU \(([a-z +]+)(, approx\.)?\) \| "
                   r"([\d.]+) W/GPU")
 
 
@@ -50,7 +50,7 @@ def test_iteration_lines_match_the_power_trace_of_the_same_run(tmp_path):
     plan.write_text(json.dumps(PLAN))
     r = run_child(tmp_path, CHILD, plan, trace)
     assert r.returncode == 0, r.stderr
-    lines = {int(m.group(1)): (float(m.group(3)), bool(m.group(2)))
+    lines = {int(m.group(1)): (float(m.group(4)), bool(m.group(3)), m.group(2))
              for m in LINE.finditer(r.stderr)}
     assert len(lines) == 10, r.stderr
     t = json.loads(trace.read_text())
@@ -58,8 +58,29 @@ def test_iteration_lines_match_the_power_trace_of_the_same_run(tmp_path):
     for i in range(1, 10):
         samples = [p for ts, p in t["samples"] if ends[i - 1] < ts <= ends[i]]
         traced = sum(samples) / len(samples)
-        watts, approximate = lines[i]
+        watts, approximate, method = lines[i]
         assert not approximate, r.stderr
+        # The line's flag names the method: power samples during the step.
+        assert method == "sampled", r.stderr
         assert abs(watts / traced - 1) <= 0.05, (i, watts, traced, r.stderr)
         # The plan's clocks: well below the 389.7 W the GPU draws at its own.
         assert watts < 300, r.stderr
+
+
+def test_the_flag_names_each_method_and_marks_approximate_values():
+    from joulepipe._session import IterationRecord, PhaseRecord, _method_of
+
+    def line(sources, approximate):
+        return IterationRecord(iteration=3, time_s=1.5, pipeline_time_s=1.5, energy_j=450.0,
+                               avg_power_w=300.0, tokens_per_s=None, j_per_token=None,
+                               approximate=approximate, plan_version=0, clocks_applied=0,
+                               method=_method_of(sources)).summary()
+
+    assert "450.000 J/iter/GPU (counter) |" in line(["counter"], False)
+    assert "450.000 J/iter/GPU (sampled, approx.) |" in line(["sampling"], True)
+    assert "450.000 J/iter/GPU (one reading, approx.) |" in line(["instant-approx"], True)
+    # Two GPUs measured two ways: both named, once each.
+    assert "(counter+sampled) |" in line(["counter", "sampling", "counter"], False)
+    phase = PhaseRecord(kind="evaluation", after_iteration=2, time_s=0.04, energy_j=12.0,
+                        avg_power_w=300.0, approximate=False, method="sampled").summary()
+    assert "12.000 J/GPU (sampled) | 300.0 W/GPU" in phase

@@ -133,7 +133,8 @@ def test_a_step_reading_above_the_power_limit_is_marked_approximate(tmp_path):
                 self.t = time.perf_counter()
             def end(self, name):
                 d = time.perf_counter() - self.t
-                return types.SimpleNamespace(gpu_energy_j=484.5 * d, approximate=False)
+                return types.SimpleNamespace(gpu_energy_j=484.5 * d, approximate=False,
+                                             gpu_sources=["sampling"])
         e = jp.Energy("measure")
         e._session._monitor = Reads484W()
         out(train(e, steps=3, microbatches=1))
@@ -143,6 +144,7 @@ def test_a_step_reading_above_the_power_limit_is_marked_approximate(tmp_path):
     assert [x["avg_power_w"] for x in r] == [pytest.approx(484.5, rel=0.01)] * 3
     assert all(x["approximate"] for x in r)
     assert stderr.count("above this GPU's power limit (400 W)") == 1, stderr
+    assert stderr.count("J/iter/GPU (sampled, approx.)") == 3, stderr
 
 
 def test_measure_follows_the_programs_logging_configuration(tmp_path):
@@ -490,8 +492,23 @@ def test_example_profile_then_plan_then_optimize(tmp_path):
     chosen = json.loads((tmp_path / "plan" / "chosen.json").read_text())
 
     out = torchrun(tmp_path, "--joulepipe", "optimize", "--plan", tmp_path / "plan",
-                   "--width", "1024")
+                   "--width", "1024", "--power-trace", tmp_path / "power.{rank}.json")
     assert out.count("applied to stage") == 2, out
+    # Issue 56, item 3, per rank: the iteration lines of the plan's run say
+    # the power the same run's trace recorded between the same step ends
+    # (energy over time of steps 1-11 against the trace's mean there).
+    line = re.compile(r"iteration (\d+) \| rank (\d) \| ([\d.]+) ms \| ([\d.]+) J/iter/GPU "
+                      r"\(sampled(?:, approx\.)?\) \| [\d.]+ W/GPU")
+    for rank in (0, 1):
+        steps = {int(m.group(1)): (float(m.group(3)) * 1e-3, float(m.group(4)))
+                 for m in line.finditer(out) if int(m.group(2)) == rank}
+        assert sorted(steps) == list(range(12)), out
+        trace = json.loads((tmp_path / f"power.{rank}.json").read_text())
+        ends = dict(trace["step_ends"])
+        traced = [w for t, w in trace["samples"] if ends[0] < t <= ends[11]]
+        lines_w = (sum(steps[i][1] for i in range(1, 12)) /
+                   sum(steps[i][0] for i in range(1, 12)))
+        assert abs(lines_w / (sum(traced) / len(traced)) - 1) <= 0.05, (rank, lines_w, traced)
     log = calls(tmp_path)
     pids = sorted({c["pid"] for c in log})
     assert len(pids) == 2
