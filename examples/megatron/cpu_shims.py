@@ -113,12 +113,15 @@ class EmulatedKernels:
 
     wait(ms_at_max) queues a compute-bound kernel of ms_at_max at the GPU's
     highest clock and waits for the device to run it (the host waits here as
-    a loop that reads a result would). The kernel also makes the
-    instruction's time far less sensitive to a CPU shared by several ranks
-    than the tiny model's computation is.
+    a loop that reads a result would), or, with run_ahead, returns at once:
+    the host runs ahead of the device, as on a GPU, until synchronize() (the
+    loss read). The kernel also makes the instruction's time far less
+    sensitive to a CPU shared by several ranks than the tiny model's
+    computation is.
     """
 
-    def __init__(self, device_index):
+    def __init__(self, device_index, run_ahead=False):
+        self._run_ahead = run_ahead
         # joulepipe's own NVML (loaded at run time): no pynvml needed, so the
         # documented `pip install .` is enough.
         from joulepipe import _core
@@ -132,6 +135,16 @@ class EmulatedKernels:
         except Exception as error:  # a real driver: nothing to emulate
             raise SystemExit(f"--emulate-kernel-ms: {error}")
 
+    @property
+    def stream_handle(self):
+        """The stream's CUstream handle, for joulepipe's stream= option."""
+        return self._stream.handle
+
     def wait(self, ms_at_max):
         self._stream.launch(ms_at_max / 1e3, compute_fraction=1.0)
+        if not self._run_ahead:
+            self._stream.synchronize()
+
+    def synchronize(self):
+        """Waits until the device ran every kernel queued so far."""
         self._stream.synchronize()

@@ -82,6 +82,20 @@ def build_parser():
                    help="CPU only: each forward also takes MS (a backward 2 x MS) at the max SM "
                    "clock, scaled by max / current clock as read from NVML (cpu_shims."
                    "EmulatedKernels), so step times respond to clocks as on a GPU")
+    p.add_argument("--emulate-run-ahead", action="store_true",
+                   help="with --emulate-kernel-ms: queue each emulated kernel without waiting "
+                   "for it, as a GPU's host does (the host runs ahead of the device until the "
+                   "loss read at the iteration's end), and give joulepipe the simulated "
+                   "GPU's stream, so that clocks and profile rows follow the device")
+    p.add_argument("--emulate-host-points", action="store_true",
+                   help="with --emulate-run-ahead: keep the stream from joulepipe, so clocks "
+                   "change and profile rows are timed at the host's hook points (to see the "
+                   "error a host that runs ahead causes)")
+    p.add_argument("--overlap-p2p-comm", action="store_true",
+                   help="megatron-core's overlap_p2p_comm (Megatron-LM's "
+                   "--overlap-p2p-communication, the interleaved schedule's usual setting): "
+                   "P2P receives overlap computation instead of blocking before it (needs --vp "
+                   "> 1; on a GPU also turns batch_p2p_comm off, so no batch_p2p_sync)")
     p.add_argument("--slow-pipeline", type=int, default=-1, metavar="DP_RANK",
                    help="make this data-parallel pipeline a straggler: its forwards sleep "
                    "--slow-ms in iterations --slow-from .. --slow-from + --slow-for - 1")
@@ -128,6 +142,13 @@ def check_args(parser, args, world_size):
             fail(f"--{name.replace('_', '-')} must be >= 1 (got {getattr(args, name)})")
     if args.eval_every < 0:
         fail(f"--eval-every must be >= 0 (got {args.eval_every})")
+    if args.emulate_run_ahead and args.emulate_kernel_ms <= 0:
+        fail("--emulate-run-ahead needs --emulate-kernel-ms MS (the kernels that run ahead)")
+    if args.emulate_host_points and not args.emulate_run_ahead:
+        fail("--emulate-host-points goes with --emulate-run-ahead")
+    if args.overlap_p2p_comm and args.vp < 2:
+        fail("--overlap-p2p-comm needs the interleaved schedule (--vp 2 or more): megatron-core "
+             "overlaps P2P there only")
     return world_size // (args.pp * tp)
 
 
@@ -270,7 +291,8 @@ def main():
         cpu_shims.apply()
         if args.emulate_kernel_ms > 0:
             global KERNELS, KERNEL_MS
-            KERNELS = cpu_shims.EmulatedKernels(int(os.environ.get("LOCAL_RANK", "0")))
+            KERNELS = cpu_shims.EmulatedKernels(int(os.environ.get("LOCAL_RANK", "0")),
+                                                run_ahead=args.emulate_run_ahead)
             KERNEL_MS = args.emulate_kernel_ms
     elif args.emulate_kernel_ms > 0:
         parser.error("--emulate-kernel-ms is for CPU runs only")
@@ -310,8 +332,10 @@ def main():
         pipeline_dtype=torch.float32,
         pipeline_model_parallel_size=args.pp,
         virtual_pipeline_model_parallel_size=args.vp if args.vp > 1 else None,
-        # gloo: plain isend/irecv per tensor, not batch_isend_irecv + cuda sync.
-        batch_p2p_comm=(device == "cuda"),
+        # gloo: plain isend/irecv per tensor, not batch_isend_irecv + cuda sync
+        # (nor with overlap_p2p_comm, which megatron-core runs unbatched).
+        batch_p2p_comm=(device == "cuda" and not args.overlap_p2p_comm),
+        overlap_p2p_comm=args.overlap_p2p_comm,
     )
     chunks = build_model_chunks(args, config)
     if device == "cuda":
@@ -331,7 +355,12 @@ def main():
     if joulepipe_on:
         # tokens/s from each schedule call's own batch (microbatches x
         # micro-batch size x sequence length x data-parallel size).
-        jpm.enable_from_args(args, log=print_rank_log)
+        # --emulate-run-ahead: the stream the emulated kernels run on (on a
+        # GPU the session takes PyTorch's current stream itself).
+        stream = (KERNELS.stream_handle if KERNELS is not None and args.emulate_run_ahead
+                  and not args.emulate_host_points else None)
+        jpm.enable_from_args(args, log=print_rank_log,
+                             **({"stream": stream} if stream is not None else {}))
     try:
         # Obtained AFTER enable: joulepipe's hooks wrap megatron's schedule
         # functions (and forward_step / backward_step), so the function looked
@@ -387,6 +416,10 @@ def main():
             start = time.perf_counter()
             optimizer.zero_grad(set_to_none=True)
             losses_reduced = run_schedule("train", iteration)
+            if KERNELS is not None:
+                # The device catches up before the optimizer step, as in
+                # Megatron-LM, whose optimizer reads the gradients' norm.
+                KERNELS.synchronize()
             allreduce_data_parallel_grads(chunks, dp_group, dp_size)
             optimizer.step()
             loss = mean_loss(losses_reduced)

@@ -117,7 +117,8 @@ def enable(mode: str = "measure", *, plan: Optional[str] = None,
            log_path: Optional[str] = None, job_id: Optional[str] = None,
            log_rank: Optional[int] = None, power_trace: Optional[str] = None,
            power_trace_ms: float = 10.0, power_trace_s: float = 60.0,
-           log: Optional[Callable[[str], None]] = None, writer: Any = None) -> None:
+           log: Optional[Callable[[str], None]] = None, writer: Any = None,
+           stream: Optional[int] = None) -> None:
     """Turns joulepipe on for this process (every rank calls it).
 
     mode: "measure" (energy per iteration, clocks untouched), "profile"
@@ -145,6 +146,9 @@ def enable(mode: str = "measure", *, plan: Optional[str] = None,
     writes. power_trace: each rank's GPU power every power_trace_ms for
     power_trace_s from the first iteration, with its step ends, into this
     file ("{rank}" replaced); ``joulepipe power --join`` joins them.
+    stream: the CUstream (an int) the training's kernels run on, where
+    clocks change and profile rows are timed (default: PyTorch's current
+    stream on a GPU; the CPU example passes the simulated GPU's).
 
     Idempotent: enabling again with the same options does nothing; with
     other options it restarts joulepipe with them.
@@ -160,7 +164,8 @@ def enable(mode: str = "measure", *, plan: Optional[str] = None,
                       profile_stride_mhz=profile_stride_mhz,
                       tokens_per_iteration=tokens_per_iteration or 0, log_path=log_path,
                       job_id=job_id, log_rank=log_rank, power_trace=power_trace,
-                      power_trace_ms=power_trace_ms, power_trace_s=power_trace_s)
+                      power_trace_ms=power_trace_ms, power_trace_s=power_trace_s,
+                      stream=stream)
     if mode not in MODES:
         raise ValueError(f"joulepipe mode must be one of {', '.join(MODES)} (got {mode!r})")
     check_max_slowdown(max_slowdown)
