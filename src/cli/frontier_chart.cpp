@@ -15,13 +15,13 @@ report::LineChart FrontierChart(const solver::Frontier& frontier,
   chart.x_label = "iteration time (s)";
   chart.y_label = mega ? "energy per iteration (MJ)" : "energy per iteration (kJ)";
 
-  report::Series plans{"frontier plans (real clocks)", {}, "#1f77b4", false, false};
+  report::Series plans{"frontier plans (real clocks)", {}, "#1f77b4", false, false, {}};
   for (const solver::FrontierPoint& p : frontier.points) {
     plans.points.push_back({p.time_s, p.energy_j * kj});
   }
   // The bound is drawn only over the plans' time range: beyond it the
   // relaxation keeps going where no real clock can follow.
-  report::Series bound{"lower bound (relaxation)", {}, "#7f7f7f", true, false};
+  report::Series bound{"lower bound (relaxation)", {}, "#7f7f7f", true, false, {}};
   if (!frontier.points.empty()) {
     const double t_end = frontier.points.back().time_s;
     for (const solver::BoundPoint& b : frontier.bound) {
@@ -32,9 +32,10 @@ report::LineChart FrontierChart(const solver::Frontier& frontier,
   chart.series.push_back(std::move(plans));
   if (!bound.points.empty()) chart.series.push_back(std::move(bound));
 
-  chart.markers.push_back({"all max clock", {baseline.time_s, baseline.energy_j * kj}, "#d62728"});
+  chart.markers.push_back(
+      {"all max clock", {baseline.time_s, baseline.energy_j * kj}, "#d62728", {}});
   for (const LabelledPoint& p : labelled) {
-    chart.markers.push_back({p.label, {p.time_s, p.energy_j * kj}, "#2ca02c"});
+    chart.markers.push_back({p.label, {p.time_s, p.energy_j * kj}, "#2ca02c", {}});
   }
   return chart;
 }

@@ -339,7 +339,10 @@ std::optional<RankPlan> Job::PlanFor(int rank) const {
   const solver::FrontierPoint& q = frontier_.points[plan.point];
   plan.predicted = model::Prediction{q.time_s, q.energy_j};
   for (int node : schedule_.stage_order[plan.stage]) {
-    plan.instructions.push_back({schedule_.nodes[node], q.mhz[node]});
+    model::PlannedInstruction planned;
+    planned.instruction = schedule_.nodes[node];
+    planned.mhz = q.mhz[node];
+    plan.instructions.push_back(std::move(planned));
   }
   plan.frequencies = protocol::ZeusFrequencies(plan.instructions);
   return plan;

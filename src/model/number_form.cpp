@@ -11,7 +11,10 @@ std::string NonDecimalProblem(std::string_view number) {
   const bool signed_ = !number.empty() && (number[0] == '+' || number[0] == '-');
   const std::size_t at = signed_ ? 1 : 0;
   if (number.size() < at + 2 || number[at] != '0') return "";
-  const std::string shown = "'" + ExcerptText(number) + "'";
+  // Appended, not "'" + text: GCC 12 warns (-Wrestrict) on that form.
+  std::string shown = "'";
+  shown += ExcerptText(number);
+  shown += '\'';
   const char next = number[at + 1];
   const auto spelled = [&](int base, const char* what) {
     // The decimal it stands for, when it is a whole number that fits.

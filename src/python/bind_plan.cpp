@@ -63,8 +63,9 @@ std::vector<model::PlannedInstruction> StagePlanFromList(const py::handle& list,
       const std::size_t n = py::len(item);
       if (n != 4 && n != 6 && n != 7) throw py::cast_error();
       const py::sequence t = py::reinterpret_borrow<py::sequence>(item);
-      model::PlannedInstruction p{
-          {stage, t[2].cast<int>(), t[1].cast<int>(), t[0].cast<model::Kind>()}, t[3].cast<int>()};
+      model::PlannedInstruction p;
+      p.instruction = {stage, t[2].cast<int>(), t[1].cast<int>(), t[0].cast<model::Kind>()};
+      p.mhz = t[3].cast<int>();
       if (n >= 6) {
         p.wait_mhz = t[4].cast<int>();
         p.wait_restore_s = t[5].cast<double>();

@@ -88,8 +88,12 @@ std::string NowUtc() {
 }
 
 std::string InstructionLabel(const model::Instruction& in) {
-  std::string s = (in.kind == model::Kind::kForward ? "F" : "B") + std::to_string(in.microbatch);
-  if (in.chunk > 0) s += "." + std::to_string(in.chunk);
+  std::string s(1, in.kind == model::Kind::kForward ? 'F' : 'B');
+  s += std::to_string(in.microbatch);
+  if (in.chunk > 0) {
+    s += '.';
+    s += std::to_string(in.chunk);
+  }
   return s;
 }
 
@@ -185,7 +189,11 @@ Replays Replay(const PlanReportInputs& in) {
   const schedule::Schedule sched = schedule::Build(r.plan.spec);
   const std::vector<std::uint16_t> max_mhz = solver::UniformClocks(sched, in.profile, true);
   r.base = solver::EvaluateClocks(sched, in.profile, r.p_block, max_mhz);
-  r.base_plan = solver::ToPlan(sched, {r.base.time_s, r.base.energy_j, max_mhz});
+  solver::FrontierPoint base;
+  base.time_s = r.base.time_s;
+  base.energy_j = r.base.energy_j;
+  base.mhz = max_mhz;
+  r.base_plan = solver::ToPlan(sched, base);
   request.plan_name = "the all-max-clock plan";
   r.base_replay = schedule::EvaluatePlan(in.profile, r.base_plan, request);
   // The frontier must have been planned on this profile and schedule.
@@ -216,7 +224,9 @@ OperatingPoints PickPoints(const PlanReportInputs& in, const Replays& r) {
   const schedule::Spec& spec = r.plan.spec;
   solver::Frontier frontier;
   for (const PlanReportInputs::Row& row : in.frontier) {
-    frontier.points.push_back({row.time_s, row.energy_j, {}});
+    solver::FrontierPoint& point = frontier.points.emplace_back();
+    point.time_s = row.time_s;
+    point.energy_j = row.energy_j;
   }
   if (frontier.points.empty()) {
     throw InputError(in.frontier_dir + "/frontier.csv: no plans; is it a `joulepipe plan` output?");

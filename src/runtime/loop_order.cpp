@@ -73,20 +73,39 @@ std::string ClocksText(const std::vector<model::PlannedInstruction>& plan) {
     if (!out.empty()) out += ' ';
     out += p.instruction.kind == model::Kind::kForward ? 'F' : 'B';
     out += std::to_string(p.instruction.microbatch);
-    if (p.instruction.chunk != 0) out += "." + std::to_string(p.instruction.chunk);
-    out += "@" + std::to_string(p.mhz);
-    if (p.wait_mhz > 0) out += "/wait@" + std::to_string(p.wait_mhz);
-    if (!p.knobs.empty()) out += "[" + p.knobs + "]";
+    // Appended piece by piece: GCC 12 warns (-Wrestrict) on "." + string.
+    if (p.instruction.chunk != 0) {
+      out += '.';
+      out += std::to_string(p.instruction.chunk);
+    }
+    out += '@';
+    out += std::to_string(p.mhz);
+    if (p.wait_mhz > 0) {
+      out += "/wait@";
+      out += std::to_string(p.wait_mhz);
+    }
+    if (!p.knobs.empty()) {
+      out += '[';
+      out += p.knobs;
+      out += ']';
+    }
   }
   return out;
 }
 
 std::string ShapeText(const model::StageShape& shape) {
   std::string out;
-  if (shape.hold_mhz > 0) out += "; waits held at " + std::to_string(shape.hold_mhz) + " MHz";
+  if (shape.hold_mhz > 0) {
+    out += "; waits held at ";
+    out += std::to_string(shape.hold_mhz);
+    out += " MHz";
+  }
   if (shape.start_ramp_s > 0 && !shape.start_ramp_mhz.empty()) {
     out += "; start ramp " + model::Format("%g", shape.start_ramp_s) + " s:";
-    for (int mhz : shape.start_ramp_mhz) out += " " + std::to_string(mhz);
+    for (int mhz : shape.start_ramp_mhz) {
+      out += ' ';
+      out += std::to_string(mhz);
+    }
     out += " MHz";
   }
   if (shape.stop_ramp_s > 0) out += "; stop ramp " + model::Format("%g", shape.stop_ramp_s) + " s";

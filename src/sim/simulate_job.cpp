@@ -157,7 +157,10 @@ SimulateOutcome SimulateJob(const model::Profile& profile, const SimulateRequest
       const int c = r.plan[static_cast<std::size_t>(i) * job.pipelines + other];
       if (c == intrinsic_index) continue;
       const CandidatePlan& k = simulator.candidates()[c];
-      outcome.straggler_plan = {k.time_s, k.energy_j, k.mhz};
+      outcome.straggler_plan = solver::FrontierPoint();
+      outcome.straggler_plan.time_s = k.time_s;
+      outcome.straggler_plan.energy_j = k.energy_j;
+      outcome.straggler_plan.mhz = k.mhz;
       outcome.straggler_target_s = r.iterations[i].target_s;
       break;
     }
@@ -167,7 +170,10 @@ SimulateOutcome SimulateJob(const model::Profile& profile, const SimulateRequest
         Policy::kJoulepipe, when, request.detection_lag, &outcome.straggler_target_s);
     if (other < job.pipelines) {
       const CandidatePlan& c = simulator.candidates()[chosen[other]];
-      outcome.straggler_plan = {c.time_s, c.energy_j, c.mhz};
+      outcome.straggler_plan = solver::FrontierPoint();
+      outcome.straggler_plan.time_s = c.time_s;
+      outcome.straggler_plan.energy_j = c.energy_j;
+      outcome.straggler_plan.mhz = c.mhz;
     }
   }
   Report(request, 1);

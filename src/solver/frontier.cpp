@@ -315,7 +315,9 @@ model::Plan ToPlan(const schedule::Schedule& schedule, const FrontierPoint& poin
   plan.stages.resize(schedule.stage_order.size());
   for (size_t s = 0; s < schedule.stage_order.size(); ++s) {
     for (int node : schedule.stage_order[s]) {
-      model::PlannedInstruction planned{schedule.nodes[node], point.mhz[node]};
+      model::PlannedInstruction planned;
+      planned.instruction = schedule.nodes[node];
+      planned.mhz = point.mhz[node];
       if (!point.knob.empty() && point.knob_names && point.knob[node] != 0) {
         planned.knobs = (*point.knob_names)[point.knob[node]];
       }

@@ -31,7 +31,9 @@ WaitPricing PriceWaits(const model::Profile& profile, const PipelinePlan& plan,
     }
     const schedule::ReplayResult replay = ReplayPoint(profile, plan, pricing.waits, point);
     pricing.energy_j.push_back(replay.energy_j);
-    priced.points.push_back({point.time_s, replay.energy_j, {}});
+    FrontierPoint& out = priced.points.emplace_back();
+    out.time_s = point.time_s;
+    out.energy_j = replay.energy_j;
   }
   FrontierPoint max_clock;
   max_clock.mhz = UniformClocks(plan.schedule, profile, /*highest=*/true);

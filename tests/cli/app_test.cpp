@@ -298,7 +298,7 @@ TEST_F(AppTest, VersionAndUsageErrors) {
 std::vector<solver::FrontierPoint> Points(const std::vector<double>& times) {
   std::vector<solver::FrontierPoint> points;
   double energy = 1000;
-  for (double t : times) points.push_back({t, energy--, {}});
+  for (double t : times) points.push_back({t, energy--, {}, {}, {}});
   return points;
 }
 

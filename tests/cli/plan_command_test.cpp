@@ -363,6 +363,7 @@ TEST_F(PlanCommandTest, GoalFlagsChooseTheirOperatingPoint) {
   const auto t = [](const nlohmann::json& s) { return s["chosen"]["time_s"].get<double>(); };
   const auto e = [](const nlohmann::json& s) { return s["chosen"]["energy_j"].get<double>(); };
   EXPECT_LE(t(same), t0 * (1 + 1e-12));
+  EXPECT_LE(e(same), e0 * (1 + 1e-12));  // never more energy than all-max clocks
   EXPECT_LE(t(five), 1.05 * t0 * (1 + 1e-12));
   EXPECT_LE(e(five), e(same));
   EXPECT_EQ(e(least), same["frontier"]["least_energy_j"].get<double>());

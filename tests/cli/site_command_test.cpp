@@ -87,7 +87,9 @@ TEST_F(SiteCommandTest, ABindingBudgetSlowsTheRunAndJoulepipePowersMoreGpus) {
       const int job = b[std::string("job_gpus_by_") + by + "_power"][policy];
       EXPECT_LE(job, capacity);
       EXPECT_EQ(job % 4, 0);
-      if (job > 0) EXPECT_EQ(32 % (job / 4), 0) << policy << " " << by << ": " << job;
+      if (job > 0) {
+        EXPECT_EQ(32 % (job / 4), 0) << policy << " " << by << ": " << job;
+      }
     }
   }
   // The table says the same in words.

@@ -64,8 +64,8 @@ TEST(LineChart, DrawsSeriesMarkersAndLines) {
   chart.title = "Frontier <GPT-3 & A100>";
   chart.x_label = "iteration time (s)";
   chart.y_label = "energy (kJ)";
-  chart.series.push_back({"frontier", {{1, 10}, {2, 8}, {3, 7.5}}, "#123456", false, true});
-  chart.markers.push_back({"chosen", {2, 8}, "#ff0000"});
+  chart.series.push_back({"frontier", {{1, 10}, {2, 8}, {3, 7.5}}, "#123456", false, true, {}});
+  chart.markers.push_back({"chosen", {2, 8}, "#ff0000", {}});
   chart.vertical_lines.push_back({"T'", 2.5, "#00ff00"});
   const std::string svg = RenderSvg(chart);
   EXPECT_EQ(svg.rfind("<svg ", 0), 0u);
@@ -83,13 +83,13 @@ TEST(LineChart, SkipsNonFinitePointsAndReportsNoData) {
   LineChart chart;
   chart.title = "empty";
   const double inf = std::numeric_limits<double>::infinity();
-  chart.series.push_back({"bad", {{inf, 1}, {1, std::nan("")}}});
+  chart.series.push_back({"bad", {{inf, 1}, {1, std::nan("")}}, "#1f77b4", false, false, {}});
   const std::string svg = RenderSvg(chart);
   EXPECT_NE(svg.find("no data"), std::string::npos);
   EXPECT_EQ(svg.find("inf"), std::string::npos);
   EXPECT_EQ(svg.find("nan"), std::string::npos);
 
-  chart.series.push_back({"good", {{1, 1}, {2, 2}}});
+  chart.series.push_back({"good", {{1, 1}, {2, 2}}, "#1f77b4", false, false, {}});
   const std::string drawn = RenderSvg(chart);
   EXPECT_EQ(drawn.find("no data"), std::string::npos);
   EXPECT_EQ(Count(drawn, "<path "), 1);

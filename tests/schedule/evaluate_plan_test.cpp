@@ -32,7 +32,7 @@ model::Plan UniformPlan(const Schedule& schedule, int mhz) {
   plan.num_chunks = schedule.spec.chunks;
   for (const std::vector<int>& order : schedule.stage_order) {
     plan.stages.emplace_back();
-    for (int id : order) plan.stages.back().push_back({schedule.nodes[id], mhz});
+    for (int id : order) plan.stages.back().push_back({schedule.nodes[id], mhz, 0, 0, {}});
   }
   return plan;
 }
@@ -117,7 +117,9 @@ TEST(EvaluatePlan, ImpossibleScheduleNamesThePlanFileFields) {
   plan.num_chunks = 2;
   plan.stages.resize(2);
   for (int m = 0; m < 3; ++m) {
-    for (int s = 0; s < 2; ++s) plan.stages[s].push_back({{s, m % 2, m, kForward}, kFast});
+    for (int s = 0; s < 2; ++s) {
+      plan.stages[s].push_back({{s, m % 2, m, kForward}, kFast, 0, 0, {}});
+    }
   }
   const std::string message =
       MessageOf([&] { EvaluatePlan(FlatProfile(4), plan, Named(50)); });
@@ -128,7 +130,7 @@ TEST(EvaluatePlan, ImpossibleScheduleNamesThePlanFileFields) {
     for (auto& in : stage) in.instruction.chunk = 0;
   }
   plan.num_microbatches = 4;
-  plan.stages[0].push_back({{0, 0, 3, kForward}, kFast});
+  plan.stages[0].push_back({{0, 0, 3, kForward}, kFast, 0, 0, {}});
   ExpectPlanFileTerms(MessageOf([&] { EvaluatePlan(FlatProfile(2), plan, Named(50)); }),
                       "num_chunks");
 }

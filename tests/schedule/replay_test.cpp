@@ -37,7 +37,7 @@ model::Plan UniformPlan(const Schedule& schedule, int mhz) {
   plan.num_chunks = schedule.spec.chunks;
   for (const std::vector<int>& order : schedule.stage_order) {
     plan.stages.emplace_back();
-    for (int id : order) plan.stages.back().push_back({schedule.nodes[id], mhz});
+    for (int id : order) plan.stages.back().push_back({schedule.nodes[id], mhz, 0, 0, {}});
   }
   return plan;
 }

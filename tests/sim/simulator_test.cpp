@@ -61,7 +61,7 @@ model::Plan ToModelPlan(const schedule::Schedule& schedule, const std::vector<st
   plan.stages.resize(schedule.spec.stages);
   for (int s = 0; s < schedule.spec.stages; ++s) {
     for (int node : schedule.stage_order[s])
-      plan.stages[s].push_back({schedule.nodes[node], mhz[node]});
+      plan.stages[s].push_back({schedule.nodes[node], mhz[node], 0, 0, {}});
   }
   return plan;
 }

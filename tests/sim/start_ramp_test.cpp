@@ -88,7 +88,9 @@ TEST(StartRamp, CapsNeverRaiseAPlansClock) {
   const StartRamp ramp = PlanStartRamp(f.schedule, f.profile, f.plan, r);
   // Caps above 1050 leave the plan's power as it is.
   for (std::size_t j = 0; j < ramp.mhz.size(); ++j) {
-    if (ramp.mhz[j] >= 1050) EXPECT_DOUBLE_EQ(ramp.power_w[j], ramp.power_w.back());
+    if (ramp.mhz[j] >= 1050) {
+      EXPECT_DOUBLE_EQ(ramp.power_w[j], ramp.power_w.back());
+    }
   }
 }
 

@@ -90,7 +90,9 @@ TEST(KnobPlanTest, OneSettingPerRowEqualsTheClockOnlyResultsExactly) {
       named += knobs.empty() ? 0 : 1;
     }
   }
-  if (knobbed.chosen_point().knob.size() > 0) EXPECT_GT(named, 0);
+  if (knobbed.chosen_point().knob.size() > 0) {
+    EXPECT_GT(named, 0);
+  }
 }
 
 TEST(KnobPlanTest, ChoosesTheBetterSettingAndThePlanReplaysToItsPrediction) {

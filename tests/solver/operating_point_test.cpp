@@ -14,7 +14,7 @@ namespace {
 Frontier Hand() {
   Frontier f;
   const double e[] = {1000, 900, 840, 810, 800};
-  for (int i = 0; i < 5; ++i) f.points.push_back({10.0 + i, e[i], {}});
+  for (int i = 0; i < 5; ++i) f.points.push_back({10.0 + i, e[i], {}, {}, {}});
   f.max_clock = f.points.front();
   return f;
 }
