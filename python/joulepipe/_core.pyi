@@ -372,6 +372,19 @@ def candidate_clocks(supported: Sequence[int], floor_fraction: float = 0.6,
                      stride_mhz: int = 0, floor_mhz: int = 0) -> List[int]: ...
 def merge_reports(reports: Sequence[ProfileReport]) -> ProfileReport: ...
 
+class StepMeter:
+    """A step's time and energy where the GPU is (runtime::DeviceMeter):
+    mark() records a CUDA event on the stream at a step's begin and end;
+    take() returns the steps the device finished. Never waits for the GPU."""
+
+    dropped: int
+    def __init__(self, stream: int, nvml_index: int, poll_period_s: float = 0.001) -> None: ...
+    def mark(self, begin: bool, tag: int) -> bool: ...
+    # [(tag, seconds, joules, counter)]: counter True for the energy
+    # counter's delta, else power samples taken while the step ran.
+    def take(self) -> List[Tuple[int, float, float, bool]]: ...
+    def caught_up(self, max_wait_s: float) -> bool: ...
+
 class Agent:
     """The per-rank runtime: applies each instruction's planned clock from a
     controller thread. The hooks never raise and cost one native call."""

@@ -90,6 +90,14 @@ MAX_PROFILE_CHARS = 256 << 20
 # tens of milliseconds gets tens of samples (500 NVML reads a second, off
 # the training thread).
 STEP_SAMPLING_S = 0.002
+# With the training's stream, a step's line is the device's (runtime::
+# DeviceMeter: CUDA events at the step's begin and end): its meter's thread
+# reads power this often while a step runs on the device, and a step's end
+# waits at most STEP_SETTLE_S for it, only once the device is past it.
+STEP_METER_POLL_S = 0.001
+STEP_SETTLE_S = 0.005
+# How long close() lets the device finish the steps still queued.
+STEP_DRAIN_S = 10.0
 
 
 def power_trace_path(options: "Options", topology: "Topology", rank: Optional[str] = None) -> str:
@@ -286,12 +294,17 @@ class Session:
         self._log_fn = log
         self._writer = writer
         self.records: List[IterationRecord] = []
+        # Called with each iteration's record as it is finished, in order
+        # (the integrations say its line): at once with host-timed windows,
+        # once the device has run the step with the stream's (_settle_steps).
+        self.on_record: Optional[Callable[[IterationRecord], None]] = None
         self.applied_plans: List[Dict[str, Any]] = []
         self.failure: Optional[str] = None
 
         # Iteration state.
         self._iteration = 0
         self._number: Optional[int] = None  # the framework's count of the open iteration
+        self._last_ended: Optional[int] = None  # the number of the last iteration ended
         self._pipeline_done = False
         self._off_shape = False  # this iteration's shape is not the job's (set_shape)
         self._said_over_limit = False
@@ -352,6 +365,12 @@ class Session:
                                               short_windows_sampled=True)
             except Exception as error:
                 self._note(f"no GPU energy for this rank ({error}); logging time only")
+        # Steps timed on the device (_open_step_meter): the ones ended on the
+        # host and not yet finished there, as (tag, record, tokens).
+        self._step_meter: Any = None
+        self._step_tag = 0
+        self._unsettled: List[Tuple[int, IterationRecord, float]] = []
+        self._open_step_meter()
         self._trace: Any = None
         self._trace_writer: Optional[threading.Thread] = None
         self._start_power_trace()
@@ -518,22 +537,48 @@ class Session:
                        "its saving logged, but not written; pass profile_out=PATH "
                        "(--joulepipe-profile-out) to keep it")
 
+    def _training_stream(self) -> Tuple[Optional[int], Optional[str]]:
+        """The CUstream the training launches on: options.stream, else
+        PyTorch's current stream when CUDA is available; (None, why) on a
+        broken CUDA set-up, (None, None) without CUDA."""
+        if self.options.stream is not None:
+            return int(self.options.stream), None
+        # Only a program that imported torch launches on torch's streams
+        # (and importing it here would cost seconds).
+        torch = sys.modules.get("torch")
+        try:
+            if torch is not None and torch.cuda.is_available():
+                return int(torch.cuda.current_stream().cuda_stream), None
+        except Exception as error:  # a broken CUDA set-up: the host's points
+            return None, f"no CUDA stream ({error})"
+        return None, None
+
+    def _open_step_meter(self) -> None:
+        """Iteration lines where the GPU is: with the training's stream, each
+        step's time and energy are the device's, between CUDA events at its
+        begin and end (runtime/device_meter.hpp), so a host that runs ahead
+        does not cut them where it was. Without one, the monitor's windows at
+        the host's points."""
+        if self._gpu is None or self._monitor is None:
+            return
+        stream, _ = self._training_stream()
+        if stream is None:
+            return
+        try:
+            self._step_meter = _core.StepMeter(stream, self._gpu["nvml_index"],
+                                               poll_period_s=STEP_METER_POLL_S)
+        except Exception as error:
+            self._note(f"iteration lines are timed at the host's points: {error}")
+
     def _follow_stream(self) -> None:
         """Clocks where the GPU is: the agent marks each hook on the training's
         stream (runtime/device_markers.hpp) when there is one, and profile mode
         times each instruction there (runtime/device_meter.hpp); otherwise the
         host's points, said once."""
-        stream = self.options.stream
-        if stream is None:
-            # Only a program that imported torch launches on torch's streams
-            # (and importing it here would cost seconds).
-            torch = sys.modules.get("torch")
-            try:
-                if torch is not None and torch.cuda.is_available():
-                    stream = int(torch.cuda.current_stream().cuda_stream)
-            except Exception as error:  # a broken CUDA set-up: the host's points
-                self._note(f"clocks change at the host's hook points: no CUDA stream ({error})")
-                return
+        stream, broken = self._training_stream()
+        if broken is not None:
+            self._note(f"clocks change at the host's hook points: {broken}")
+            return
         if stream is None:
             if self.options.mode != "measure":
                 self._note("no CUDA stream (no CUDA here): clocks change at the host's hook "
@@ -710,7 +755,10 @@ class Session:
         self._open = True
         self._pipeline_done = False
         self._number = number
-        self._window_begin("joulepipe.iteration")
+        if self._step_meter is not None:
+            self._step_meter.mark(True, self._step_tag)
+        else:
+            self._window_begin("joulepipe.iteration")
         self._t0 = time.perf_counter()
         if self._off_shape:
             return
@@ -845,7 +893,7 @@ class Session:
         energy, approximate, method = self._window_end("joulepipe.phase")
         kind, self._phase_kind = self._phase_kind, None
         record = PhaseRecord(
-            kind=kind, after_iteration=self.records[-1].iteration if self.records else None,
+            kind=kind, after_iteration=self._last_ended,
             time_s=elapsed, energy_j=energy,
             avg_power_w=energy / elapsed if energy is not None and elapsed > 0 else None,
             approximate=self._over_limit(energy, elapsed, f"a {kind}") or approximate,
@@ -860,39 +908,111 @@ class Session:
             return None
         self._open = False
         elapsed = time.perf_counter() - self._t0
-        energy, approximate, method = self._window_end("joulepipe.iteration")
+        on_device = self._step_meter is not None
+        if on_device:
+            self._step_meter.mark(False, self._step_tag)
+            energy, approximate, method = None, False, ""
+        else:
+            energy, approximate, method = self._window_end("joulepipe.iteration")
         self._drain_coordinated_log()  # the plan this iteration ran, before its record
-        approximate = self._over_limit(energy, elapsed, "an iteration") or approximate
         tokens = self.options.tokens_per_iteration
         stats = self._agent.stats() if self._agent is not None else {}
         applied = stats.get("applied", 0)
         number = self._number
         record = IterationRecord(
             iteration=self._iteration if number is None else number, time_s=elapsed,
-            pipeline_time_s=self._pipeline_time,
-            energy_j=energy, avg_power_w=(energy / elapsed if energy is not None and elapsed > 0
-                                          else None),
-            tokens_per_s=tokens / elapsed if tokens and elapsed > 0 else None,
-            j_per_token=(energy * self.topo.world_size / tokens if tokens and energy is not None
-                         else None),
-            approximate=approximate,
+            pipeline_time_s=self._pipeline_time, energy_j=None, avg_power_w=None,
+            tokens_per_s=None, j_per_token=None, approximate=False,
             # No plan ran when the agent fell back (its line said why).
             plan_version=(0 if self._off_shape or self._fell_back() else self._running_version),
             clocks_applied=applied - self._last_applied,
             predicted_saving=self._predicted_saving,
             rank=self.topo.rank if self.topo.world_size > 1 else None,
-            gpus=max(1, self.topo.world_size), method=method)
+            gpus=max(1, self.topo.world_size))
         self._last_applied = applied
+        self._last_ended = record.iteration
         if self._trace is not None:
             self._trace.mark_step_end(record.iteration)
             if self._trace.done:
                 self._write_power_trace(background=True)
         self._iteration += 1
-        self.records.append(record)
-        self._write(record)
+        if on_device:
+            self._unsettled.append((self._step_tag, record, tokens))
+            self._step_tag = (self._step_tag + 1) & 0xFFFFFFFF
+            finished = self._settle_steps(STEP_SETTLE_S)
+        else:
+            finished = [self._finish(record, tokens, elapsed, energy, approximate, method)]
         self._drain_agent_log()
         self._say_sweep_progress()
+        return finished[-1] if finished else None
+
+    def _finish(self, record: IterationRecord, tokens: float, time_s: float,
+                energy: Optional[float], approximate: bool, method: str) -> IterationRecord:
+        """Completes an iteration's record with its measured time and energy,
+        keeps and writes it, and hands it to on_record."""
+        record.time_s = time_s
+        record.energy_j = energy
+        record.avg_power_w = energy / time_s if energy is not None and time_s > 0 else None
+        record.tokens_per_s = tokens / time_s if tokens and time_s > 0 else None
+        record.j_per_token = (energy * self.topo.world_size / tokens
+                              if tokens and energy is not None else None)
+        record.approximate = self._over_limit(energy, time_s, "an iteration") or approximate
+        record.method = method
+        self.records.append(record)
+        self._write(record)
+        if self.on_record is not None:
+            try:
+                self.on_record(record)
+            except Exception:
+                _logger.debug("on_record: error ignored", exc_info=True)
         return record
+
+    def _settle_steps(self, wait_s: float) -> List[IterationRecord]:
+        """Finishes the records of the steps the device has run (in order),
+        with the device's time and energy; waits up to `wait_s` only when
+        the device is already past the newest step's end (never for the
+        GPU). A step the meter could not mark keeps its host time and no
+        energy."""
+        meter = self._step_meter
+        try:
+            meter.caught_up(wait_s)
+            steps = meter.take()
+        except Exception:
+            _logger.debug("_settle_steps: error ignored", exc_info=True)
+            steps = []
+        finished = []
+        for tag, seconds, joules, counter in steps:
+            while self._unsettled and self._unsettled[0][0] != tag:
+                _, record, tokens = self._unsettled.pop(0)
+                finished.append(self._finish(record, tokens, record.time_s, None, False, ""))
+            if not self._unsettled:
+                break
+            _, record, tokens = self._unsettled.pop(0)
+            # Fewer than ten power samples: the energy may be off (as the
+            # monitor's sampled windows, monitor.hpp).
+            short = not counter and seconds < 10 * STEP_METER_POLL_S
+            finished.append(self._finish(record, tokens, seconds, joules, short,
+                                         "counter" if counter else "sampled"))
+        return finished
+
+    def _drain_steps(self) -> None:
+        """close(): lets the device finish the steps still queued (at most
+        STEP_DRAIN_S), then finishes every record left, host-timed without
+        energy where the device did not get there."""
+        if self._step_meter is None:
+            return
+        deadline = time.monotonic() + STEP_DRAIN_S
+        while self._unsettled and time.monotonic() < deadline:
+            self._settle_steps(0.0)
+            if self._unsettled:
+                time.sleep(STEP_METER_POLL_S)
+        if self._unsettled:
+            self._note(f"{len(self._unsettled)} iteration(s) did not finish on the GPU within "
+                       f"{STEP_DRAIN_S:.0f} s of the end: their lines have the host's time "
+                       "and no energy")
+        while self._unsettled:
+            _, record, tokens = self._unsettled.pop(0)
+            self._finish(record, tokens, record.time_s, None, False, "")
 
     # Iterations between two progress lines of a running profile sweep.
     SWEEP_PROGRESS_EVERY = 10
@@ -1353,6 +1473,7 @@ class Session:
         self._closed = True
         if self._open:
             self.iteration_end()
+        self._drain_steps()
         self._phase_depth = 0
         self.phase_end()
         self._write_power_trace()

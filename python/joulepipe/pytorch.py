@@ -13,14 +13,16 @@
                         loss.backward()
                 energy.pipeline_done()        # optional: before the optimizer step
                 optimizer.step()
-            print(energy.last)                # the step's time, energy, power, ...
+            print(energy.last)                # the newest finished step's time, energy, ...
 
 Modes:
 
 * ``"measure"``: per step its time, GPU energy, average power, tokens/s and
   J/token, logged through Python's ``logging`` (logger ``"joulepipe"``) and
   kept as :class:`IterationRecord` (``energy.last``, ``energy.records``).
-  Clocks are never touched.
+  With a CUDA stream a step is timed where the GPU ran it, and its line
+  comes once the device has finished it (usually at the step's end, as the
+  loop read its loss). Clocks are never touched.
 * ``"profile"``: measure, plus the in-situ profiler for the first steps (a
   sweep of SM clocks); rank 0 writes the merged profile, with its metadata,
   to ``profile_out``.
@@ -129,6 +131,7 @@ class Energy:
         self._schedule = (schedule, microbatches, chunks)
         self._log = log or _default_log()
         self._session = Session(Options(mode=mode, **options), topology, exchange, self._log)
+        self._session.on_record = self._say_record
         self._pipeline_open = False
         self.last: Optional[IterationRecord] = None
 
@@ -154,11 +157,15 @@ class Energy:
             raise
         finally:
             self.pipeline_done()
-            self.last = s.iteration_end()
-            if self.last is not None:
-                self._log(self.last.summary())
+            # Each finished step's line is said by on_record (a step timed on
+            # the device may finish at a later step's end).
+            s.iteration_end()
 
     iteration = step  # the name Megatron's loop uses
+
+    def _say_record(self, record: IterationRecord) -> None:
+        self.last = record
+        self._log(record.summary())
 
     def pipeline_done(self) -> None:
         """The step's forwards and backwards are done: call it before the

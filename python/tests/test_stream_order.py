@@ -176,3 +176,55 @@ energy.close()
     assert "cannot change GPU 0's clocks through nvml" in r.stderr, r.stderr
     assert r.stderr.count("fell back") == 1, r.stderr
     assert "clock changes" not in r.stderr, r.stderr  # no "plan v1, 0 clock changes"
+
+
+# A loop that queues three steps before it reads a loss: the host runs a
+# whole step or two ahead of the device.
+LINES_CHILD = """
+import json, sys
+from joulepipe import _core
+follow = sys.argv[1] == "stream"
+gpu = _core.SimulatedStream(0)
+options = {"stream": gpu.handle} if follow else {}
+energy = jp.Energy("measure", microbatches=2, **options)
+for i in range(9):
+    with energy.step():
+        for mb in range(2):
+            with energy.forward(mb):
+                gpu.launch(0.015, 0.9, 0.9)
+            with energy.backward(mb):
+                gpu.launch(0.030, 0.7, 0.8)
+        energy.pipeline_done()
+        if i % 3 == 2:
+            gpu.synchronize()  # the loss read, every third step
+energy.close()
+print(json.dumps([[r.iteration, r.time_s, r.energy_j, r.method] for r in energy.records]))
+"""
+
+
+@pytest.mark.parametrize("mode", ["stream", "host"])
+def test_iteration_lines_are_the_devices_only_with_the_stream(tmp_path, mode):
+    """Issue 58, item 2: with the stream, a step's time and energy are the
+    device's (events at its begin and end), even where the host ran two
+    steps ahead; at the host's points they are the enqueue's, or the wait."""
+    r = run_child(tmp_path, LINES_CHILD, mode)
+    assert r.returncode == 0, r.stderr
+    records = json.loads(r.stdout.strip().splitlines()[-1])
+    assert [i for i, *_ in records] == list(range(9)), r.stderr
+    kernels = sorted((c["args"] for c in calls(tmp_path) if c["function"] == "kernel"),
+                     key=lambda a: a["start_unix_s"])
+    assert len(kernels) == 36
+    worst_t = worst_e = 0.0
+    for i, time_s, energy_j, method in records:
+        mine = kernels[4 * i:4 * i + 4]
+        true_t = mine[-1]["end_unix_s"] - mine[0]["start_unix_s"]
+        true_e = sum(k["energy_j"] for k in mine)
+        worst_t = max(worst_t, abs(time_s / true_t - 1))
+        worst_e = max(worst_e, abs(energy_j / true_e - 1))
+        if mode == "stream":
+            assert method == "sampled", records
+    if mode == "stream":
+        assert worst_t <= 0.03 and worst_e <= 0.03, (worst_t, worst_e, records)
+        assert r.stderr.count("J/iter/GPU (sampled)") == 9, r.stderr
+    else:
+        assert worst_t > 0.5 and worst_e > 0.5, (worst_t, worst_e, records)

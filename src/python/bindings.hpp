@@ -31,6 +31,7 @@ void BindGpu(py::module_& m);
 void BindMonitor(py::module_& m);
 void BindProfiler(py::module_& m);
 void BindAgent(py::module_& m);
+void BindDeviceMeter(py::module_& m);
 void BindPlan(py::module_& m);
 void BindSimulate(py::module_& m);
 void BindTune(py::module_& m);

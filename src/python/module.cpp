@@ -21,6 +21,7 @@ PYBIND11_MODULE(_core, m) {
   python::BindMonitor(m);
   python::BindProfiler(m);
   python::BindAgent(m);
+  python::BindDeviceMeter(m);
   python::BindCoord(m);
   python::BindCoordinatedPlan(m);
   python::BindCoordClient(m);

@@ -60,6 +60,11 @@ bool DeviceMarkers::Reached(std::uint64_t m) noexcept {
   return driver_.event_query(EventOf(m)) == 0;
 }
 
+bool DeviceMarkers::ReachedByRecorder(std::uint64_t m) noexcept {
+  if (m == 0) return true;
+  return driver_.event_query(EventOf(m)) == 0;
+}
+
 void DeviceMarkers::Retire(std::uint64_t m) noexcept {
   if (m > retired_.load(std::memory_order_relaxed)) retired_.store(m, std::memory_order_release);
 }

@@ -58,6 +58,18 @@ bool DeviceMeter::Mark(const Point& point) noexcept {
   return true;
 }
 
+bool DeviceMeter::CaughtUp(double max_wait_s) noexcept {
+  const std::uint64_t head = points_head_.load(std::memory_order_relaxed);
+  if (points_tail_.load(std::memory_order_acquire) == head) return true;
+  if (!markers_->ReachedByRecorder(points_[(head - 1) % options_.capacity].marker)) return false;
+  const double deadline = NowS() + max_wait_s;
+  while (points_tail_.load(std::memory_order_acquire) != head) {
+    if (NowS() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  return true;
+}
+
 bool DeviceMeter::Take(Span* out) noexcept {
   const std::uint64_t tail = spans_tail_.load(std::memory_order_relaxed);
   if (tail == spans_head_.load(std::memory_order_acquire)) return false;
@@ -119,8 +131,9 @@ void DeviceMeter::Run() {
           span.to = p.point;
           span.seconds = *seconds;
           const double observed = now - previous_seen_s;
-          if (counter_mj && previous_counter_mj && *seconds >= 2 * options_.counter_period_s &&
-              observed > 0 && *counter_mj >= *previous_counter_mj) {
+          if (counter_mj && previous_counter_mj &&
+              *seconds >= options_.counter_periods * options_.counter_period_s && observed > 0 &&
+              *counter_mj >= *previous_counter_mj) {
             span.joules = static_cast<double>(*counter_mj - *previous_counter_mj) / 1e3 *
                           (*seconds / observed);
             span.approximate = false;

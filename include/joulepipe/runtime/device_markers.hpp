@@ -54,6 +54,9 @@ class DeviceMarkers {
   // The other thread: whether the device has reached marker `m` (recorded,
   // not yet retired).
   bool Reached(std::uint64_t m) noexcept;
+  // Training thread (its context is current): the same question about the
+  // newest marker it recorded, which cannot have been recorded again.
+  bool ReachedByRecorder(std::uint64_t m) noexcept;
   // The other thread: markers up to `m` will not be asked about again.
   void Retire(std::uint64_t m) noexcept;
   // The other thread: the device's time from marker a to marker b (both

@@ -8,9 +8,10 @@
 //   * its time is the device's (cuEventElapsedTime between the two events);
 //   * its energy comes from the GPU's meter read while the span ran on the
 //     device: the energy counter's delta between the moments the meter saw
-//     the two points complete when the span lasts at least two counter
-//     periods, else the mean of the instant-power samples taken while it
-//     ran (every poll_period_s) times its device time (`approximate`);
+//     the two points complete when the span lasts at least counter_periods
+//     counter periods, else the mean of the instant-power samples taken
+//     while it ran (every poll_period_s) times its device time
+//     (`approximate`);
 //     either way scaled from the host's view of the span to the device's
 //     time, so the few polls' lag at each end does not count;
 //   * its clock is the SM clock read as its end completed.
@@ -57,7 +58,11 @@ struct Point {
 struct DeviceMeterOptions {
   double poll_period_s = 100e-6;  // how often the thread looks while points are pending
   double counter_period_s = 0.1;  // the energy counter's update period (NVML: 100 ms)
-  std::size_t capacity = 4096;    // points in flight (recorded, not yet taken)
+  // Spans this many counter periods long or longer take the counter's delta
+  // (each end is up to one update off: 2 periods suit profile rows, whose
+  // spans are many; a step's line wants monitor::kCounterPeriodsForExact).
+  double counter_periods = 2;
+  std::size_t capacity = 4096;  // points in flight (recorded, not yet taken)
 };
 
 class DeviceMeter {
@@ -84,6 +89,12 @@ class DeviceMeter {
   bool Mark(const Point& point) noexcept;
   // Training thread: the next measured span in device order, if one is ready.
   bool Take(Span* out) noexcept;
+  // Training thread: whether every point marked so far has been measured
+  // (its spans ready for Take). When the device has already reached the
+  // newest point, waits up to max_wait_s for the meter's thread to see it
+  // (about one poll period); when the device is still behind, returns false
+  // at once: it never waits for the GPU.
+  bool CaughtUp(double max_wait_s) noexcept;
 
   std::uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
   const std::string& library() const { return markers_->library(); }

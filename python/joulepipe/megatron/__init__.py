@@ -90,6 +90,7 @@ class _State:
         self.megatron_args: Any = None  # Megatron-LM's get_args(), read at the session's start
         self.data_parallel = 1
         self.says = True  # this rank writes iteration and phase lines (--joulepipe-log-rank)
+        self.quiet = False  # last_iteration_summary(): the line is returned, not logged
         # Megatron-LM's functions measured as phases: name -> original.
         self.phase_originals: Dict[str, Any] = {}
         self.phase_module: Any = None
@@ -238,7 +239,9 @@ def iteration_end() -> Optional[IterationRecord]:
     """Ends the current iteration's measurement now. An optimizer step
     after the iteration's forwards and backwards ends it on its own (else
     the next iteration's start does); call this to end it elsewhere.
-    Returns its record (None when no iteration is open)."""
+    Returns the newest record finished (None when none is): its own, or,
+    timed on the GPU's stream while the device still runs it, an earlier
+    one's (its own comes once the device has run it)."""
     if _state is None or _state.session is None:
         return None
     return _end_iteration(_state)
@@ -254,16 +257,24 @@ def last_iteration_summary() -> Optional[str]:
 
 
 def _end_iteration(state: _State, say: bool = True) -> Optional[IterationRecord]:
-    """Ends the session's open iteration, if any: its record becomes the
-    last one, and (with `say`) its line is logged."""
-    record = state.session.iteration_end()
-    if record is not None:
-        state.last_record = record
-        # A line when Megatron writes its own (iteration % --log-interval);
-        # the log file and TensorBoard get every iteration.
-        if say and record.iteration % state.log_interval == 0 and state.says:
-            state.log(record.summary())
-    return record
+    """Ends the session's open iteration, if any; the records it finishes
+    (_finished) become the last one, and (with `say`) their lines are
+    logged. Returns the newest finished."""
+    state.quiet = not say
+    try:
+        return state.session.iteration_end()
+    finally:
+        state.quiet = False
+
+
+def _finished(state: _State, record: IterationRecord) -> None:
+    """The session's on_record: an iteration's record is finished (at its
+    end, or once the device has run it when timed on the stream)."""
+    state.last_record = record
+    # A line when Megatron writes its own (iteration % --log-interval);
+    # the log file and TensorBoard get every iteration.
+    if not state.quiet and record.iteration % state.log_interval == 0 and state.says:
+        state.log(record.summary())
 
 
 @contextlib.contextmanager
@@ -380,6 +391,7 @@ def _start_session(state: _State) -> Optional[Session]:
             chosen = 0
         state.says = chosen is None or topology.rank == chosen
         session = Session(options, topology, exchange, state.log, writer)
+        session.on_record = functools.partial(_finished, state)
         _wrap_megatron_lm_phases(state)
         return session
     except Exception as error:
