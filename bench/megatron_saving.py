@@ -2,7 +2,8 @@
 acceptance): the tiny GPT on megatron-core, 1F1B over two CPU ranks, each
 forward and backward an emulated kernel on its simulated GPU
 (--emulate-kernel-ms; the host waits for each, so the two devices keep the
-pipeline's order). The job profiles itself in situ, `joulepipe plan` plans
+pipeline's order), the last stage's heavier (--emulate-last-stage-ms, as a
+stage with the output layer and the loss), so the first stage waits. The job profiles itself in situ, `joulepipe plan` plans
 that profile, and the same job then runs with --joulepipe measure (default
 clocks) and --joulepipe optimize (the plan), alternated over rounds.
 
@@ -13,6 +14,7 @@ and its distance from the prediction (goal: within 3 percentage points),
 and optimize's iteration time against measure's (goal: within 1 %).
 
     python3 bench/megatron_saving.py [--iterations 20] [--rounds 3] [--kernel-ms 10]
+                                     [--last-stage-ms 14]
 """
 
 import argparse
@@ -31,7 +33,7 @@ EXAMPLE = REPO / "examples" / "megatron" / "train_tiny_gpt.py"
 WARMUP = 2  # iterations left out of each run's medians
 
 
-def torchrun(tmp, tag, args, kernel_ms):
+def torchrun(tmp, tag, args, kernels):
     sim = tmp / f"sim-{tag}.json"
     sim.write_text(json.dumps({"gpu": "a100-sxm4-80gb", "count": 2, "power_reading": "instant",
                                "permissions": {"clocks": True}}))
@@ -42,7 +44,8 @@ def torchrun(tmp, tag, args, kernel_ms):
     runner = shutil.which("torchrun")
     cmd = ([runner] if runner else [sys.executable, "-m", "torch.distributed.run"]) + [
         "--standalone", "--nproc-per-node", "2", str(EXAMPLE), "--pp", "2", "--timeout-s", "60",
-        "--emulate-kernel-ms", str(kernel_ms), *map(str, args)]
+        "--emulate-kernel-ms", str(kernels[0]), "--emulate-last-stage-ms", str(kernels[1]),
+        *map(str, args)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=tmp)
     if proc.returncode != 0:
         sys.exit(f"{tag} failed:\n" + proc.stdout[-3000:] + proc.stderr[-3000:])
@@ -67,14 +70,18 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--kernel-ms", type=float, default=10)
+    parser.add_argument("--kernel-ms", type=float, default=10,
+                        help="a forward's emulated kernel at the highest clock (backward: 2x)")
+    parser.add_argument("--last-stage-ms", type=float, default=14,
+                        help="the last stage's forward kernel (its backward: 2x)")
     args = parser.parse_args()
+    kernels = (args.kernel_ms, args.last_stage_ms)
     tmp = Path(tempfile.mkdtemp())
 
     profile = tmp / "profile.csv"
     out = torchrun(tmp, "profile", ["--iterations", 40, "--joulepipe", "profile",
                                     "--joulepipe-profile-out", profile,
-                                    "--joulepipe-profile-stride-mhz", 90], args.kernel_ms)
+                                    "--joulepipe-profile-stride-mhz", 90], kernels)
     if not profile.exists():
         sys.exit("the profile run wrote no profile:\n" + out[-3000:])
     planned = subprocess.run([str(BUILD / "joulepipe"), "plan", "--profile", str(profile),
@@ -95,7 +102,7 @@ def main():
         for mode, extra in (("measure", []), ("optimize", ["--joulepipe-plan", tmp / "plan"])):
             log = tmp / f"{mode}-{r}-{{rank}}.jsonl"
             torchrun(tmp, f"{mode}-{r}", ["--iterations", args.iterations, "--joulepipe", mode,
-                                          "--joulepipe-log", log, *extra], args.kernel_ms)
+                                          "--joulepipe-log", log, *extra], kernels)
             rows = job_iterations(log)
             times[mode].append(statistics.median(t for t, _ in rows))
             energies[mode].append(statistics.median(e for _, e in rows))

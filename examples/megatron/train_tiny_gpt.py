@@ -82,15 +82,18 @@ def build_parser():
                    help="CPU only: each forward also takes MS (a backward 2 x MS) at the max SM "
                    "clock, scaled by max / current clock as read from NVML (cpu_shims."
                    "EmulatedKernels), so step times respond to clocks as on a GPU")
+    p.add_argument("--emulate-last-stage-ms", type=float, default=0.0, metavar="MS",
+                   help="with --emulate-kernel-ms: the last pipeline stage's forwards take MS "
+                   "instead (its backwards 2 x MS), as a stage that also holds the output "
+                   "layer and the loss: an unbalanced pipeline, whose other stages wait")
     p.add_argument("--emulate-run-ahead", action="store_true",
                    help="with --emulate-kernel-ms: queue each emulated kernel without waiting "
                    "for it, as a GPU's host does (the host runs ahead of the device until the "
-                   "loss read at the iteration's end), and give joulepipe the simulated "
-                   "GPU's stream, so that clocks and profile rows follow the device")
+                   "optimizer step); joulepipe follows the simulated GPU's stream either way")
     p.add_argument("--emulate-host-points", action="store_true",
-                   help="with --emulate-run-ahead: keep the stream from joulepipe, so clocks "
-                   "change and profile rows are timed at the host's hook points (to see the "
-                   "error a host that runs ahead causes)")
+                   help="with --emulate-kernel-ms: keep the simulated GPU's stream from "
+                   "joulepipe, so clocks change and profile rows and iteration lines are timed "
+                   "at the host's hook points (to see the error a host that runs ahead causes)")
     p.add_argument("--overlap-p2p-comm", action="store_true",
                    help="megatron-core's overlap_p2p_comm (Megatron-LM's "
                    "--overlap-p2p-communication, the interleaved schedule's usual setting): "
@@ -142,10 +145,13 @@ def check_args(parser, args, world_size):
             fail(f"--{name.replace('_', '-')} must be >= 1 (got {getattr(args, name)})")
     if args.eval_every < 0:
         fail(f"--eval-every must be >= 0 (got {args.eval_every})")
+    if args.emulate_last_stage_ms < 0 or (args.emulate_last_stage_ms > 0
+                                           and args.emulate_kernel_ms <= 0):
+        fail("--emulate-last-stage-ms MS needs --emulate-kernel-ms (and MS > 0)")
     if args.emulate_run_ahead and args.emulate_kernel_ms <= 0:
         fail("--emulate-run-ahead needs --emulate-kernel-ms MS (the kernels that run ahead)")
-    if args.emulate_host_points and not args.emulate_run_ahead:
-        fail("--emulate-host-points goes with --emulate-run-ahead")
+    if args.emulate_host_points and args.emulate_kernel_ms <= 0:
+        fail("--emulate-host-points goes with --emulate-kernel-ms")
     if args.overlap_p2p_comm and args.vp < 2:
         fail("--overlap-p2p-comm needs the interleaved schedule (--vp 2 or more): megatron-core "
              "overlaps P2P there only")
@@ -306,6 +312,9 @@ def main():
     dp_rank = parallel_state.get_data_parallel_rank()
     dp_group = parallel_state.get_data_parallel_group()
     is_last_stage = parallel_state.is_pipeline_last_stage()  # of the physical stage
+    if KERNELS is not None and args.emulate_last_stage_ms > 0 and (
+            pp_rank == args.pp - 1):
+        KERNEL_MS = args.emulate_last_stage_ms
 
     def print_rank_log(msg):
         # One write per line, so that the ranks' lines never interleave on a shared pipe.
@@ -355,10 +364,10 @@ def main():
     if joulepipe_on:
         # tokens/s from each schedule call's own batch (microbatches x
         # micro-batch size x sequence length x data-parallel size).
-        # --emulate-run-ahead: the stream the emulated kernels run on (on a
-        # GPU the session takes PyTorch's current stream itself).
-        stream = (KERNELS.stream_handle if KERNELS is not None and args.emulate_run_ahead
-                  and not args.emulate_host_points else None)
+        # The stream the emulated kernels run on, as on a GPU, where the
+        # session takes PyTorch's current stream itself.
+        stream = (KERNELS.stream_handle if KERNELS is not None and not args.emulate_host_points
+                  else None)
         jpm.enable_from_args(args, log=print_rank_log,
                              **({"stream": stream} if stream is not None else {}))
     try:

@@ -80,6 +80,7 @@ PROFILE_CHILD = """
 import sys
 from joulepipe import _core
 follow = sys.argv[2] == "stream"
+waits = sys.argv[2] == "host-waits"  # the host waits for each kernel
 gpu = _core.SimulatedStream(0)
 options = {"stream": gpu.handle} if follow else {}
 energy = jp.Energy("profile", profile_out=sys.argv[1], microbatches=2, profile_stride_mhz=200,
@@ -89,9 +90,13 @@ for _ in range(30):
         for mb in range(2):
             with energy.forward(mb):
                 gpu.launch(0.015, 0.9, 0.9)  # returns at once: the host runs ahead
+                if waits:
+                    gpu.synchronize()
         for mb in range(2):
             with energy.backward(mb):
                 gpu.launch(0.030, 0.7, 0.8)
+                if waits:
+                    gpu.synchronize()
         energy.pipeline_done()
         gpu.synchronize()  # the loss read
 energy.close()
@@ -117,7 +122,7 @@ def profile_rows(path):
     return [line.split(",")[:5] for line in lines[1:]]
 
 
-@pytest.mark.parametrize("mode", ["stream", "host"])
+@pytest.mark.parametrize("mode", ["stream", "host", "host-waits"])
 def test_profile_rows_are_the_devices_only_with_the_stream(tmp_path, mode):
     out = tmp_path / "profile.csv"
     r = run_child(tmp_path, PROFILE_CHILD, out, mode)
@@ -130,14 +135,20 @@ def test_profile_rows_are_the_devices_only_with_the_stream(tmp_path, mode):
             rows = profile_rows(out)
             assert all(float(t) < 0.5 * min(s for s, _ in truth.values()) for *_, t, _ in rows)
         return
-    assert "where the GPU is" in r.stderr, r.stderr
+    # Where the host waits for each kernel its points are the device's, and
+    # a row's energy is the power sampled while it ran (never one reading at
+    # its end, when the GPU is idle: 70 % short before), within the hooks'
+    # own time on the host.
+    tolerance = 0.03 if mode == "stream" else 0.05
+    if mode == "stream":
+        assert "where the GPU is" in r.stderr, r.stderr
     rows = profile_rows(out)
     assert len(rows) >= 4, rows
     for _, kind, mhz, t, e in rows:
         near = min((k for k in truth if k[0] == kind), key=lambda k: abs(k[1] - int(mhz)))
         true_t, true_e = truth[near]
-        assert abs(float(t) / true_t - 1) <= 0.03, (kind, mhz, t, truth)
-        assert abs(float(e) / true_e - 1) <= 0.03, (kind, mhz, e, truth)
+        assert abs(float(t) / true_t - 1) <= tolerance, (kind, mhz, t, truth)
+        assert abs(float(e) / true_e - 1) <= tolerance, (kind, mhz, e, truth)
 
 
 def test_a_plan_is_not_said_applied_on_a_gpu_that_refuses_every_change(tmp_path):

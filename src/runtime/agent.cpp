@@ -48,6 +48,9 @@ class SharedMeter final : public monitor::GpuMeter {
 // Window names of profile mode; at most one of them is open at a time.
 constexpr std::string_view kInstructionWindow = "instruction";
 constexpr std::string_view kWaitWindow = "wait";
+// Profile mode at the host's points: how often the monitor's sampler reads
+// the GPU's power (an instruction of 10 ms gets 10 samples).
+constexpr double kHostProfileSamplingS = 0.001;
 
 }  // namespace
 
@@ -435,17 +438,11 @@ void Agent::SetProfiler(std::shared_ptr<ClockSource> source) {
   if (!s.controller) return;
   s.ClearFallback();
   s.controller->Clear();
-  if (!s.monitor) {
+  if (!s.clock_meter) {
     try {
-      std::vector<std::unique_ptr<monitor::GpuMeter>> meters;
       s.clock_meter = s.options.meter ? s.options.meter
                                       : std::shared_ptr<monitor::GpuMeter>(
                                             monitor::NvmlGpuMeterByNvmlIndex(s.options.nvml_index));
-      meters.push_back(std::make_unique<SharedMeter>(s.clock_meter));
-      monitor::MonitorOptions options;
-      options.cpu = monitor::CpuMode::kOff;
-      options.counter_period_s = s.options.counter_period_s;
-      s.monitor = std::make_unique<monitor::Monitor>(std::move(meters), options);
     } catch (const std::exception& e) {
       s.FallBack(std::string("cannot measure GPU energy for profiling: ") + e.what(), true);
       return;
@@ -459,6 +456,26 @@ void Agent::SetProfiler(std::shared_ptr<ClockSource> source) {
     if (!s.device_meter) s.Log("profiling measures at the host's points: " + why);
   }
   s.profile_on_device = s.device_meter != nullptr;
+  if (!s.monitor) {
+    try {
+      std::vector<std::unique_ptr<monitor::GpuMeter>> meters;
+      meters.push_back(std::make_unique<SharedMeter>(s.clock_meter));
+      monitor::MonitorOptions options;
+      options.cpu = monitor::CpuMode::kOff;
+      options.counter_period_s = s.options.counter_period_s;
+      if (!s.profile_on_device) {
+        // At the host's points an instruction's window is milliseconds: the
+        // power sampled while it ran, never one reading at its end (where
+        // the host waited for the GPU, that reads the idle GPU).
+        options.short_windows_sampled = true;
+        options.sampling_period_s = kHostProfileSamplingS;
+      }
+      s.monitor = std::make_unique<monitor::Monitor>(std::move(meters), options);
+    } catch (const std::exception& e) {
+      s.FallBack(std::string("cannot measure GPU energy for profiling: ") + e.what(), true);
+      return;
+    }
+  }
   s.Log("profiling on GPU " + std::to_string(s.options.nvml_index) +
         (s.profile_on_device ? " where the GPU is (each instruction's time and energy between "
                                "its events on the training's stream)"
