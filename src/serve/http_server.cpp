@@ -351,7 +351,7 @@ std::optional<Reply> HttpServer::FramingRefusal(MHD_Connection* connection,
     }
     if (f.transfer_encodings > 1 || strcasecmp(f.transfer_encoding.c_str(), "chunked") != 0) {
       return ErrorReply(501, Format("Transfer-Encoding '%s' is not supported; send the body with "
-                                    "Content-Length or 'Transfer-Encoding: chunked'",
+                                    "a Content-Length header",
                                     model::ExcerptText(f.transfer_encoding, 40).c_str()));
     }
   }
@@ -366,6 +366,16 @@ std::optional<Reply> HttpServer::FramingRefusal(MHD_Connection* connection,
       return ErrorReply(413, Format("%s takes no request body; send none",
                                     route == "unknown" ? "this path" : route.c_str()));
     }
+  }
+  if (f.transfer_encodings > 0) {
+    // A chunked body is refused from its headers: its length is unknown
+    // until its end (it cannot be reserved against kMaxReceivingBytes), and
+    // a chunk line's extensions are unbounded (one longer than the
+    // connection's pool made libmicrohttpd answer 500). Every client of the
+    // service sends Content-Length.
+    return ErrorReply(411, "this server reads a request body by its Content-Length only (no "
+                           "'Transfer-Encoding: chunked'); send the body with a Content-Length "
+                           "header");
   }
   return std::nullopt;
 }

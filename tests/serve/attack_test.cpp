@@ -104,6 +104,7 @@ TEST_F(ServeTest, AmbiguousFramingIsRefusedAtOnce) {
        400,
        "both Content-Length and Transfer-Encoding"},
       {{"Transfer-Encoding: gzip"}, 501, "Transfer-Encoding 'gzip' is not supported"},
+      {{"Transfer-Encoding: chunked"}, 411, "by its Content-Length only"},
   };
   for (const Case& c : cases) {
     const int fd = Connect(port());
@@ -121,6 +122,22 @@ TEST_F(ServeTest, AmbiguousFramingIsRefusedAtOnce) {
   ASSERT_TRUE(
       SendAll(fd, Head("POST", "/jobs", {"Content-Length: 2", "Content-Length: 2"}) + "{}"));
   EXPECT_EQ(ReadResponse(fd, 10).status, 400);  // the body's own error, not framing
+}
+
+// Issue 61, 10: a chunk line whose extension is longer than the
+// connection's pool was answered 500 by libmicrohttpd; a chunked body is now
+// refused from its headers (411, JSON), before a chunk line is read.
+TEST_F(ServeTest, AChunkExtensionFloodIsRefusedFromTheHeaders) {
+  Start(Options());
+  const int fd = Connect(port());
+  ASSERT_GE(fd, 0);
+  const std::string flood = "2;" + std::string(100'000, 'a') + "\r\n{}\r\n0\r\n\r\n";
+  SendAll(fd, Head("POST", "/jobs", {"Transfer-Encoding: chunked"}) + flood);
+  const testing::HttpResponse r = ReadResponse(fd, 10);
+  close(fd);
+  ASSERT_EQ(r.status, 411) << r.body;
+  EXPECT_NE(r.Json().at("error").get<std::string>().find("Content-Length"), std::string::npos);
+  EXPECT_EQ(Get("/healthz").status, 200);
 }
 
 // Issue 41, 11 (what is left of it): a request line or header block over
