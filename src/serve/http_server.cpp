@@ -373,9 +373,10 @@ std::optional<Reply> HttpServer::FramingRefusal(MHD_Connection* connection,
     // a chunk line's extensions are unbounded (one longer than the
     // connection's pool made libmicrohttpd answer 500). Every client of the
     // service sends Content-Length.
-    return ErrorReply(411, "this server reads a request body by its Content-Length only (no "
-                           "'Transfer-Encoding: chunked'); send the body with a Content-Length "
-                           "header");
+    return ErrorReply(411,
+                      "this server reads a request body by its Content-Length only (no "
+                      "'Transfer-Encoding: chunked'); send the body with a Content-Length "
+                      "header");
   }
   return std::nullopt;
 }
