@@ -372,6 +372,26 @@ def candidate_clocks(supported: Sequence[int], floor_fraction: float = 0.6,
                      stride_mhz: int = 0, floor_mhz: int = 0) -> List[int]: ...
 def merge_reports(reports: Sequence[ProfileReport]) -> ProfileReport: ...
 
+ROUND_ROW_FLOATS: int
+
+class RoundRow:
+    """One rank's row of a coordination round (protocol/round_row.hpp)."""
+
+    iteration: int
+    pipeline_time_s: float
+    profile_shared: bool
+    running_version: int
+    announced_version: int
+    planning_failed: bool
+    sweep_iterations_left: int
+    def __init__(self, *, iteration: int = 0, pipeline_time_s: float = 0.0,
+                 profile_shared: bool = False, running_version: int = 0,
+                 announced_version: int = 0, planning_failed: bool = False,
+                 sweep_iterations_left: int = 0) -> None: ...
+    def to_floats(self) -> List[float]: ...
+    @staticmethod
+    def from_floats(floats: Sequence[float]) -> "RoundRow": ...
+
 class StepMeter:
     """A step's time and energy where the GPU is (runtime::DeviceMeter):
     mark() records a CUDA event on the stream at a step's begin and end;

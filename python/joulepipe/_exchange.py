@@ -4,9 +4,10 @@ by joulepipe's background thread on each rank, never by the training thread
 and never inside the training's own collectives.
 
 The traffic is a *round* per training iteration: every rank contributes a
-short row of floats (its iteration, its pipeline time, whether its profiler
-is done, the plan version it runs; rank 0 adds the newest plan version and
-whether planning failed) and receives everyone's. Every rank sees the same
+short row of floats (protocol::RoundRow: its iteration, its pipeline time,
+whether its profile is given, the plan version it runs, the iterations its
+sweep still needs; rank 0 adds the newest plan version and whether planning
+failed) and receives everyone's. Every rank sees the same
 rows in the same round, so every rank takes the same decision in the same
 round, and the rare exchanges of objects (the profiles once, the plans at
 each plan switch) are entered by all of them together.
@@ -27,11 +28,12 @@ import threading
 from datetime import timedelta
 from typing import Any, Callable, Deque, List, Optional, Sequence, Tuple
 
+from joulepipe import _core
 from joulepipe._log import logger as _logger  # errors ignored on purpose, at debug
 
-# iteration, time_s, profile_done, running_version, announced, planning_failed,
-# sweep_iterations_left
-ROW_LENGTH = 7
+# A round's row: protocol::RoundRow's numbers (protocol/round_row.hpp says
+# which slot means what; the session reads them through _core.RoundRow).
+ROW_LENGTH = _core.ROUND_ROW_FLOATS
 
 
 class LocalExchange:

@@ -340,7 +340,7 @@ class Session:
         self.refused_reports = 0  # rank 0: round reports the policy refused (dropped)
         self._profiler: Any = None
         self._sweep_clocks = 0  # clocks the profiler visits (profile phase)
-        self._last_rows: List[List[float]] = []  # the newest round's rows (the Link's thread)
+        self._last_rows: List[Any] = []  # the newest round's RoundRows (the Link's thread)
         self._agent: Any = None
         self._monitor: Any = None
         self._last_applied = 0
@@ -1042,12 +1042,13 @@ class Session:
     # coordinator's creation) belongs to that thread.
 
     def _row(self) -> List[float]:
-        # [4] (the newest plan version) and [5] (planning failed) are rank 0's
-        # to fill, in _step.
-        # [6]: the iterations this rank's profile sweep still needs (rank 0
-        # says the job's figure when the job ends first).
-        return [float(self._iteration), self._pipeline_time, 1.0 if self._shared else 0.0,
-                float(self._running_version), 0.0, 0.0, float(self._sweep_left())]
+        """This rank's row of the round (protocol/round_row.hpp), as the
+        numbers the side group gathers; rank 0 fills in the round's
+        decisions in _step."""
+        return _core.RoundRow(iteration=self._iteration, pipeline_time_s=self._pipeline_time,
+                              profile_shared=self._shared,
+                              running_version=self._running_version,
+                              sweep_iterations_left=max(0, self._sweep_left())).to_floats()
 
     def _ready_to_share(self) -> bool:
         """This rank's part of the profile is complete (or it has none to give)."""
@@ -1101,29 +1102,31 @@ class Session:
             self._my_info = info
         rank0 = self.topo.rank == 0
         actions: List[Any] = []
+        mine = _core.RoundRow.from_floats(row)
         if rank0 and self._coordinator is not None:
-            row[4] = float(self._coordinator.plan_version)
+            mine.announced_version = self._coordinator.plan_version
             actions += [("note", line) for line in self._coordinator.take_notes()]
         if rank0 and self._remote_job is not None:
-            row[4] = 1.0  # the job is at the service: every rank joins it
+            mine.announced_version = 1  # the job is at the service: every rank joins it
         if rank0 and self._planning_failure() is not None:
-            row[5] = 1.0
-        rows = self._link.exchange.all_gather_rows(row)
+            mine.planning_failed = True
+        rows = [_core.RoundRow.from_floats(r)
+                for r in self._link.exchange.all_gather_rows(mine.to_floats())]
         self._last_rows = rows
         if not self._plan_started:
-            if all(r[2] >= 1.0 for r in rows):
+            if all(r.profile_shared for r in rows):
                 self._plan_started = True
                 everyone = self._link.exchange.all_gather_object(self._my_info)
                 if rank0:
                     self._start_coordinator(everyone)
             return actions
-        if rows[0][5] >= 1.0 and not self._told_planning_failed:
+        if rows[0].planning_failed and not self._told_planning_failed:
             self._told_planning_failed = True
             actions.append(("planning_failed", self._planning_failure()))
         if rank0 and self._coordinator is not None:
-            self.refused_reports += self._coordinator.report_round(int(rows[0][0]),
-                                                                   [r[1] for r in rows], time.time())
-        announced = int(rows[0][4])
+            self.refused_reports += self._coordinator.report_round(
+                rows[0].iteration, [r.pipeline_time_s for r in rows], time.time())
+        announced = rows[0].announced_version
         if announced > self._received_version:
             self._received_version = announced
             payload = None
@@ -1413,10 +1416,10 @@ class Session:
         rows = self._last_rows
         # A row is posted at its iteration's pipeline end, before the sweep
         # counted that iteration: one less is left by the job's end.
-        left = max([int(r[6]) - 1 for r in rows] + [self._sweep_left()]) if rows else \
-            self._sweep_left()
+        left = max([r.sweep_iterations_left - 1 for r in rows] + [self._sweep_left()]) if rows \
+            else self._sweep_left()
         ran = self._iteration
-        unfinished = sorted({int(i) for i, r in enumerate(rows) if r[6] >= 1}) if rows else []
+        unfinished = sorted({i for i, r in enumerate(rows) if r.sweep_iterations_left >= 1})
         if self._sweep_left() > 0 and not any(r != 0 for r in unfinished):
             return  # rank 0's own line (_say_unfinished_sweep) said it all
         whose = (f"rank{'s' if len(unfinished) > 1 else ''} "

@@ -591,12 +591,18 @@ def test_rank_0_says_when_another_ranks_sweep_kept_the_job_from_its_profile(tmp_
     """Issue 56, 4: rank 0 writes the job's profile once every rank's sweep is
     done; a job that ended before then left rank 0 silent (its own sweep had
     finished) and no file. Another rank's sweep is stood in for by its row
-    in the rounds (slot 6: the iterations it still needs)."""
+    in the rounds (RoundRow.sweep_iterations_left: the iterations it still
+    needs)."""
     r, _ = run_child(tmp_path, """
+        from joulepipe import _core
         lines = []
         class TwoRanks:
             def all_gather_rows(self, row):
-                return [list(row), [row[0], row[1], 0.0, 0.0, 0.0, 0.0, 30.0]]
+                mine = _core.RoundRow.from_floats(row)
+                other = _core.RoundRow(iteration=mine.iteration,
+                                       pipeline_time_s=mine.pipeline_time_s,
+                                       sweep_iterations_left=30)
+                return [list(row), other.to_floats()]
             def all_gather_object(self, obj):
                 return [obj, obj]
             def broadcast_object(self, obj):

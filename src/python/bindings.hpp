@@ -37,6 +37,7 @@ void BindSimulate(py::module_& m);
 void BindTune(py::module_& m);
 void BindPowerLimits(py::module_& m);
 void BindCoord(py::module_& m);
+void BindRoundRow(py::module_& m);
 void BindCoordinatedPlan(py::module_& m);
 void BindCoordClient(py::module_& m);
 

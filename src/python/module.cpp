@@ -23,6 +23,7 @@ PYBIND11_MODULE(_core, m) {
   python::BindAgent(m);
   python::BindDeviceMeter(m);
   python::BindCoord(m);
+  python::BindRoundRow(m);
   python::BindCoordinatedPlan(m);
   python::BindCoordClient(m);
 }
