@@ -1185,19 +1185,16 @@ class Session:
         self._coordinator = job
 
     def _unmeasured_p_block(self, merged: Any) -> Optional[float]:
-        """P_block when no wait of the job was long enough to measure it (a
-        pipeline of one stage has no bubbles): the catalogue's figure for
-        this GPU, said; None when it was measured or the GPU is unknown (the
-        planner then says what is missing)."""
-        if merged.p_block_samples > 0 or self._gpu is None:
+        """The library's P_block when the job measured none
+        (runtime::UnmeasuredPBlock), said; None otherwise."""
+        if self._gpu is None:
             return None
-        gpu = _core.catalog_gpu(self._gpu["name"])
-        if gpu is None:
+        fallback = _core.unmeasured_p_block(merged, self._gpu["name"])
+        if fallback is None:
             return None
-        self._link.note(f"no wait in this job was long enough to measure the GPU's power while "
-                        f"blocked (P_block; a pipeline of one stage has no bubbles): planning "
-                        f"with {gpu['p_block_w']:g} W, the catalogue's figure for {gpu['name']}")
-        return float(gpu["p_block_w"])
+        watts, note = fallback
+        self._link.note(note)
+        return watts
 
     def _register_remote(self, job_id: str, shape: Dict[str, Any], p_block_w: Optional[float],
                          csv: str) -> None:

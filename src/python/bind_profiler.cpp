@@ -1,6 +1,7 @@
 // Profiling: candidate_clocks, InSituProfiler, ProfileReport (to_dict /
 // from_dict / pickle, so reports travel between ranks), merge_reports.
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -175,6 +176,17 @@ void BindProfiler(py::module_& m) {
       "(least, most) iterations a sweep of these clocks takes (runtime::SweepIterations).");
 
   m.def("merge_reports", &runtime::MergeReports, py::arg("reports"));
+  m.def(
+      "unmeasured_p_block",
+      [](const runtime::ProfileReport& merged,
+         const std::string& gpu) -> std::optional<std::pair<double, std::string>> {
+        const std::optional<runtime::PBlockFallback> f = runtime::UnmeasuredPBlock(merged, gpu);
+        if (!f) return std::nullopt;
+        return std::make_pair(f->watts, f->note);
+      },
+      py::arg("merged"), py::arg("gpu"),
+      "(watts, note): the catalogue's P_block for `gpu` when `merged` measured none "
+      "(runtime::UnmeasuredPBlock); None when it did or the GPU is not in the catalogue.");
 }
 
 }  // namespace joulepipe::python

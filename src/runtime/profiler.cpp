@@ -12,7 +12,6 @@
 #include "joulepipe/model/format.hpp"
 #include "joulepipe/model/profile_rows.hpp"
 #include "joulepipe/model/version.hpp"
-#include "joulepipe/solver/plan_pipeline.hpp"
 
 namespace joulepipe::runtime {
 namespace {

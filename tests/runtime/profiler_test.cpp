@@ -13,7 +13,6 @@
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/profile.hpp"
 #include "joulepipe/model/profile_rows.hpp"
-#include "joulepipe/solver/plan_pipeline.hpp"
 
 namespace joulepipe::runtime {
 namespace {
@@ -453,6 +452,22 @@ TEST(InSituProfilerTest, NoReMeasureWhenItIsSwitchedOff) {
   EXPECT_EQ(SweepWithOneDisturbedClock(p, 1350, 1, &iterations).size(), 4u);
   EXPECT_TRUE(p.done());
   EXPECT_TRUE(p.Report().notes.empty());
+}
+
+// Issue 57, 1: the P_block a job plans with when none of its waits was long
+// enough to measure it is the library's (it was the Python session's).
+TEST(UnmeasuredPBlock, TheCataloguesFigureOnlyWhenNoWaitMeasuredIt) {
+  ProfileReport merged;
+  const std::optional<PBlockFallback> a100 = UnmeasuredPBlock(merged, "NVIDIA A100-SXM4-80GB");
+  ASSERT_TRUE(a100.has_value());
+  EXPECT_GT(a100->watts, 0);
+  EXPECT_NE(a100->note.find("the catalogue's figure for NVIDIA A100-SXM4-80GB"), std::string::npos)
+      << a100->note;
+  EXPECT_NE(a100->note.find("P_block; a pipeline of one stage has no bubbles"), std::string::npos);
+  EXPECT_FALSE(UnmeasuredPBlock(merged, "a GPU no catalogue knows").has_value());
+  merged.p_block_samples = 3;
+  merged.p_block_w = 91;
+  EXPECT_FALSE(UnmeasuredPBlock(merged, "NVIDIA A100-SXM4-80GB").has_value());
 }
 
 }  // namespace

@@ -22,7 +22,7 @@
 //     cannot be on the time-energy Pareto frontier (they are slower and cost
 //     more), so the kind stops and from then on runs at the highest clock;
 //   * re-measure: once both kinds stopped or ran out of clocks, the rows the
-//     planner's plausibility check would leave out (solver::ImplausibleRows:
+//     planner's plausibility check would leave out (model::ImplausibleRows:
 //     a noisy sample, a clock switch that landed in the samples) are
 //     measured again, one clock per kind per iteration, each over
 //     `remeasure_iterations` iterations (more samples), replacing the old
@@ -51,7 +51,9 @@
 
 #include <array>
 #include <atomic>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "joulepipe/model/profile.hpp"
@@ -209,6 +211,18 @@ SweepLength SweepIterations(const ProfilerOptions& options);
 // the replicas that have it, weighting by samples). P_block is the median
 // of the ranks' values (ranks without waits are skipped).
 ProfileReport MergeReports(const std::vector<ProfileReport>& reports);
+
+// P_block for planning when no wait of the job was long enough to measure
+// it (a pipeline of one stage has no bubbles): the GPU catalogue's figure
+// for `gpu_name` (physics/gpu_model.hpp), with the note that says so.
+// nullopt when `merged` measured it, or the catalogue lacks the GPU (the
+// planner then says what is missing).
+struct PBlockFallback {
+  double watts = 0;
+  std::string note;
+};
+std::optional<PBlockFallback> UnmeasuredPBlock(const ProfileReport& merged,
+                                               std::string_view gpu_name);
 
 // The planner's view: time and energy per (stage, kind, clock), with each
 // row's samples, spreads, confidence and approximate flag as ClockPoint
