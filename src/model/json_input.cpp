@@ -259,7 +259,10 @@ class BoundedBuilder : public nlohmann::json_sax<json> {
     for (std::size_t i = 1; i < stack_.size(); ++i) {
       const json& parent = *stack_[i - 1];
       if (parent.is_array()) {
-        out += "[" + std::to_string(parent.size() - 1) + "]";
+        // Appended piece by piece: GCC 12 warns (-Wrestrict) on "[" + string.
+        out += '[';
+        out += std::to_string(parent.size() - 1);
+        out += ']';
       } else {
         for (auto it = parent.begin(); it != parent.end(); ++it) {
           if (&it.value() == stack_[i]) {
