@@ -644,6 +644,25 @@ def test_agent_without_clock_permission_falls_back_and_training_goes_on(tmp_path
     assert r["fallback"] and "permission" in r["fallback"].lower(), r
 
 
+def test_a_power_limit_follows_the_one_rule_of_every_reader(tmp_path):
+    """Issue 57, 3: 0 (the default limit) or 1..5000 W, as a plan file and
+    the CLI's flags read it (model::IsPowerLimitW); 0.5 W passed here."""
+    r = run_child(tmp_path, """
+        import joulepipe as jp
+        agent = jp.Agent(nvml_index=jp.gpus()[0]["nvml_index"], control="nvml")
+        said = []
+        for watts in (0.5, 5001.0, float("nan"), -1.0):
+            try:
+                agent.set_plan([(jp.Kind.FORWARD, 0, 0, 1200)], power_limit_w=watts)
+                said.append("accepted")
+            except ValueError as error:
+                said.append(str(error))
+        out(said)
+        agent.close()
+    """, config=SIM_LOAD)
+    assert r == ["power_limit_w must be 0 (the default limit) or 1..5000 W"] * 4, r
+
+
 def test_no_nvml_is_a_gpu_error_with_the_fix(tmp_path):
     r = run_child(tmp_path, """
         import joulepipe as jp

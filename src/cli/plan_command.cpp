@@ -503,7 +503,7 @@ int PlanSubcommand::Run() const {
   for (const auto& [flag, watts] :
        {std::pair<const char*, double>{"--min-power-limit", f.min_power_limit_w},
         {"--max-power-limit", f.max_power_limit_w}}) {
-    if (watts != 0 && !(watts >= 1 && watts <= model::kMaxPowerLimitW)) {
+    if (!model::IsPowerLimitW(watts)) {
       throw model::InputError(std::string(flag) + " must be 1..5000 W, got " + Printf("%g", watts));
     }
   }

@@ -237,7 +237,7 @@ class PlanReader {
     for (std::size_t s = 0; s < limits.size(); ++s) {
       const std::string path = "power_limits_w[" + std::to_string(s) + "]";
       const double watts = Number(limits[s], path);
-      if (watts != 0 && (watts < 1 || watts > kMaxPowerLimitW)) {
+      if (!IsPowerLimitW(watts)) {
         Fail(path, "must be 0 (the GPU's default limit) or 1.." +
                        std::to_string(static_cast<int>(kMaxPowerLimitW)) + " W, got " +
                        Show(limits[s]));

@@ -71,11 +71,9 @@ void BindAgent(py::module_& m) {
               }
             }
             if (power_limit_w) {
-              if (!std::isfinite(*power_limit_w) || *power_limit_w < 0 ||
-                  *power_limit_w > model::kMaxPowerLimitW) {
+              if (!model::IsPowerLimitW(*power_limit_w)) {
                 throw py::value_error(
-                    "power_limit_w must be 0 (the default limit) or a power "
-                    "up to 5000 W");
+                    "power_limit_w must be 0 (the default limit) or 1..5000 W");
               }
               agent.SetPowerLimitPlan(StagePlanFromList(plan, 0, "plan"), *power_limit_w);
             } else {

@@ -113,6 +113,13 @@ struct Prediction {
 // No board takes a power limit this high; a larger value is a typo.
 inline constexpr double kMaxPowerLimitW = 5'000;
 
+// The one rule every reader of a power limit applies (a plan file, the
+// CLI's flags, the Python agent): 0 (the GPU's default limit, or "not
+// given") or a finite 1..kMaxPowerLimitW W. Each names its own field.
+inline bool IsPowerLimitW(double watts) {
+  return watts == 0 || (watts >= 1 && watts <= kMaxPowerLimitW);
+}
+
 struct Plan {
   std::string schedule;  // "gpipe" | "1f1b" | "interleaved"
   int num_stages = 0;
@@ -120,7 +127,7 @@ struct Plan {
   int num_chunks = 1;
   std::vector<std::vector<PlannedInstruction>> stages;  // [stage][position]
   // Empty: a clock plan. Else one power limit per stage (W), 0 = the GPU's
-  // default limit; each finite and 0 or in [1, kMaxPowerLimitW].
+  // default limit; each IsPowerLimitW.
   std::vector<double> power_limits_w;
   // Empty: no head wait is lowered. Else one per stage.
   std::vector<HeadWait> head_waits;
