@@ -72,8 +72,7 @@ void BindAgent(py::module_& m) {
             }
             if (power_limit_w) {
               if (!model::IsPowerLimitW(*power_limit_w)) {
-                throw py::value_error(
-                    "power_limit_w must be 0 (the default limit) or 1..5000 W");
+                throw py::value_error("power_limit_w must be 0 (the default limit) or 1..5000 W");
               }
               agent.SetPowerLimitPlan(StagePlanFromList(plan, 0, "plan"), *power_limit_w);
             } else {
