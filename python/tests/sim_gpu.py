@@ -47,6 +47,23 @@ def step(energy, forward_s=0.004, backward_s=0.006):
 """
 
 
+def kernel_clocks(log, device=None):
+    """Per kernel the simulated library ran (of `device`, else of every
+    device), in device order: the clock locked over its second half (0:
+    default clocks), from the call log's clock calls and kernel records."""
+    mine = [c for c in log if device is None or c["device"] == device]
+    sets = [(c["t"], c["args"]["max_mhz"] if c["function"] == "nvmlDeviceSetGpuLockedClocks"
+             else 0) for c in mine
+            if c["function"] in ("nvmlDeviceSetGpuLockedClocks", "nvmlDeviceResetGpuLockedClocks")]
+    out = []
+    for k in sorted((c["args"] for c in mine if c["function"] == "kernel"),
+                    key=lambda a: a["start_unix_s"]):
+        middle = (k["start_unix_s"] + k["end_unix_s"]) / 2
+        in_force = [m for t, m in sets if t <= middle]
+        out.append(in_force[-1] if in_force else 0)
+    return out
+
+
 def run_child(tmp_path, body, *args, timeout=60):
     """STEP, then `body`, in a fresh Python on the simulated GPU (calls logged
     to tmp_path/calls.jsonl); sys.argv[1:] are `args`."""

@@ -19,6 +19,7 @@ import sys
 import pytest
 
 from build_paths import CLI, REPO, package_built, python_env
+from sim_gpu import kernel_clocks
 
 if not package_built():
     pytest.skip("joulepipe._core not built (cmake --build build)", allow_module_level=True)
@@ -113,20 +114,6 @@ def test_profile_rows_are_the_devices_under_interleaved_overlap(tmp_path, where)
         # trimmed mean of a few samples read 3.07 % off their mean: 5 %.
         assert abs(t / true_t - 1) <= 0.05, (stage, kind, mhz, t, real)
         assert abs(e / true_e - 1) <= 0.05, (stage, kind, mhz, e, real)
-
-
-def kernel_clocks(log, device):
-    """Per kernel of the device, in order: the clock locked over its second
-    half (0: default clocks)."""
-    sets = [(c["t"], c["args"]["max_mhz"] if c["function"] == "nvmlDeviceSetGpuLockedClocks"
-             else 0) for c in log if c["device"] == device and c["function"] in (
-                 "nvmlDeviceSetGpuLockedClocks", "nvmlDeviceResetGpuLockedClocks")]
-    out = []
-    for k in kernels(log, device):
-        middle = (k["start_unix_s"] + k["end_unix_s"]) / 2
-        in_force = [m for t, m in sets if t <= middle]
-        out.append(in_force[-1] if in_force else 0)
-    return out
 
 
 @pytest.mark.parametrize("where", ["stream", "host"])

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from build_paths import package_built
-from sim_gpu import calls, run_child
+from sim_gpu import calls, kernel_clocks, run_child
 
 if not package_built():
     pytest.skip("joulepipe._core not built (cmake --build build)", allow_module_level=True)
@@ -42,20 +42,6 @@ for _ in range(3):
 energy._session._agent.wait_idle()
 energy.close()
 """
-
-
-def kernel_clocks(log):
-    """For each kernel, the clock locked over its second half (0: default)."""
-    sets = [(c["t"], c["args"]["max_mhz"] if c["function"] == "nvmlDeviceSetGpuLockedClocks"
-             else 0) for c in log
-            if c["function"] in ("nvmlDeviceSetGpuLockedClocks", "nvmlDeviceResetGpuLockedClocks")]
-    out = []
-    for k in sorted((c["args"] for c in log if c["function"] == "kernel"),
-                    key=lambda a: a["start_unix_s"]):
-        middle = (k["start_unix_s"] + k["end_unix_s"]) / 2
-        in_force = [m for t, m in sets if t <= middle]
-        out.append(in_force[-1] if in_force else 0)
-    return out
 
 
 @pytest.mark.parametrize("mode", ["stream", "host"])

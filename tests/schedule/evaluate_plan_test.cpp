@@ -121,8 +121,7 @@ TEST(EvaluatePlan, ImpossibleScheduleNamesThePlanFileFields) {
       plan.stages[s].push_back({{s, m % 2, m, kForward}, kFast, 0, 0, {}});
     }
   }
-  const std::string message =
-      MessageOf([&] { EvaluatePlan(FlatProfile(4), plan, Named(50)); });
+  const std::string message = MessageOf([&] { EvaluatePlan(FlatProfile(4), plan, Named(50)); });
   ExpectPlanFileTerms(message, "num_microbatches");
 
   plan.num_chunks = 1;
@@ -137,8 +136,8 @@ TEST(EvaluatePlan, ImpossibleScheduleNamesThePlanFileFields) {
 
 TEST(EvaluatePlan, ProfileOfAnotherPipelineNamesBothFiles) {
   const Schedule schedule = Build(MakeSpec(Kind::k1F1B, 2, 2));
-  const std::string message = MessageOf(
-      [&] { EvaluatePlan(FlatProfile(3), UniformPlan(schedule, kFast), Named(50)); });
+  const std::string message =
+      MessageOf([&] { EvaluatePlan(FlatProfile(3), UniformPlan(schedule, kFast), Named(50)); });
   ExpectPlanFileTerms(message, "num_stages 2");
   EXPECT_NE(message.find("prof.csv"), std::string::npos) << message;
 }
