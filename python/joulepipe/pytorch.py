@@ -52,7 +52,9 @@ import os
 from typing import Any, Callable, Iterator, List, Optional
 
 from joulepipe._exchange import LocalExchange
-from joulepipe._session import IterationRecord, Options, Session, Topology
+from joulepipe._options import Options, Topology
+from joulepipe._records import IterationRecord
+from joulepipe._session import Session
 
 __all__ = ["Energy", "IterationRecord", "logger"]
 

@@ -68,13 +68,13 @@ def test_iteration_lines_match_the_power_trace_of_the_same_run(tmp_path):
 
 
 def test_the_flag_names_each_method_and_marks_approximate_values():
-    from joulepipe._session import IterationRecord, PhaseRecord, _method_of
+    from joulepipe._records import IterationRecord, PhaseRecord, method_of
 
     def line(sources, approximate):
         return IterationRecord(iteration=3, time_s=1.5, pipeline_time_s=1.5, energy_j=450.0,
                                avg_power_w=300.0, tokens_per_s=None, j_per_token=None,
                                approximate=approximate, plan_version=0, clocks_applied=0,
-                               method=_method_of(sources)).summary()
+                               method=method_of(sources)).summary()
 
     assert "450.000 J/iter/GPU (counter) |" in line(["counter"], False)
     assert "450.000 J/iter/GPU (sampled, approx.) |" in line(["sampling"], True)

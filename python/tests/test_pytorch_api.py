@@ -136,7 +136,7 @@ def test_a_step_reading_above_the_power_limit_is_marked_approximate(tmp_path):
                 return types.SimpleNamespace(gpu_energy_j=484.5 * d, approximate=False,
                                              gpu_sources=["sampling"])
         e = jp.Energy("measure")
-        e._session._monitor = Reads484W()
+        e._session._timing.monitor = Reads484W()
         out(train(e, steps=3, microbatches=1))
     """)
     # The session divides by its own step time, which can exceed the fake

@@ -55,8 +55,9 @@ import re
 import sys
 from typing import Any, Callable, Dict, Iterator, Optional
 
-from joulepipe._session import (MODES, IterationRecord, Options, Session, Topology,
-                                check_max_slowdown, check_power_trace)
+from joulepipe._options import MODES, Options, Topology, check_max_slowdown, check_power_trace
+from joulepipe._records import IterationRecord
+from joulepipe._session import Session
 from joulepipe.megatron.arguments import add_arguments, options_from_args  # noqa: F401
 
 from joulepipe._log import default_log, logger as _logger  # errors ignored on purpose, at debug
