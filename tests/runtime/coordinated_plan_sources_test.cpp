@@ -3,6 +3,7 @@
 // order, refused when they are not the loop's) and a plan file.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -233,6 +234,32 @@ TEST(CoordinatedPlanFileTest, APowerLimitPlanSetsTheLimitAndNoClock) {
   ASSERT_TRUE(t.agent->WaitIdle());
   EXPECT_EQ(t.control->Count("power 0 250"), 1);
   for (const std::string& call : t.control->calls()) EXPECT_NE(call.rfind("lock", 0), 0u) << call;
+}
+
+// A grid plan's levers go with it when the first step puts it into the
+// loop's order: the offset between pipelines still holds (a reorder once
+// re-applied the stage's clocks without the grid's shape and offset).
+TEST(CoordinatedPlanFileTest, AGridPlanReorderedAfterTheFirstStepKeepsItsOffset) {
+  auto plan = std::make_shared<model::Plan>(*TwoStagePlan());
+  plan->head_waits.clear();
+  plan->grid = model::GridShape{};
+  plan->grid->hold_mhz = {0, 0};
+  plan->grid->pipeline_offset_s = 0.04;
+  CoordinatedPlanOptions options = PlanFileOptions(plan, 0, 2);
+  options.pipeline = 1;
+  InProcess t(std::move(options));
+  EXPECT_TRUE(t.coordinated->Start());  // GPipe's order; the loop runs 1F1B
+  ASSERT_EQ(t.log.size(), 2u);
+  EXPECT_EQ(t.log[1].find("pipeline 1 starts each iteration 40 ms late"), 0u) << t.log[1];
+  RunStep(*t.coordinated, OneFOneB(2));
+  ASSERT_EQ(t.log.size(), 4u);
+  EXPECT_NE(t.log[2].find("(joulepipe reordered it to the order the loop ran)"), std::string::npos)
+      << t.log[2];
+  EXPECT_EQ(t.log[3].find("pipeline 1 starts each iteration 40 ms late"), 0u) << t.log[3];
+  const auto before = std::chrono::steady_clock::now();
+  t.coordinated->OnStepBegin();  // the offset is waited inside the step
+  EXPECT_GE(std::chrono::steady_clock::now() - before, std::chrono::milliseconds(40));
+  EXPECT_EQ(t.agent->mode(), Mode::kExecute);
 }
 
 }  // namespace

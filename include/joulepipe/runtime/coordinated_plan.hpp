@@ -58,8 +58,9 @@
 //   * kPlan: a plan `joulepipe plan` wrote (`plan`, named `plan_name` in
 //     lines); Start() applies its stage `stage` (its head wait, or its power
 //     limit for a power-limit plan, with it) and nothing ever changes it.
-// Whatever the source, this object owns what happens to a plan on the
-// rank: the newest version wins, the switch lands at an iteration boundary,
+// Each source is an object behind one interface (src/runtime/
+// coordinated_plan_state.hpp: PlanFeed), chosen once from `source`. Whatever
+// the source, this object owns what happens to a plan on the rank: the newest version wins, the switch lands at an iteration boundary,
 // and the plan is put into the order the loop was seen to run
 // (loop_order.hpp; the first step's forwards and backwards are recorded).
 // A plan whose forwards and backwards are not the loop's is refused: logged
@@ -207,7 +208,7 @@ class CoordinatedPlan {
 
   CoordinationStats stats() const;
 
-  struct State;  // coordinated_plan.cpp
+  struct State;  // src/runtime/coordinated_plan_state.hpp
 
  private:
   // Queues the iteration's report and applies a waiting plan.
