@@ -109,6 +109,11 @@ class Jobs {
   // Parks the upload until the intake thread has checked and applied it
   // (nullopt), or answers 503 when the intake is full or the server stops.
   std::optional<Reply> QueueProfile(const std::string& id, std::string body, Parked* parked);
+  // The same for any body whose parse would hold the HTTP thread (a Zeus
+  // result of up to 1 MiB): `work` parses and applies it on the intake
+  // thread and makes the answer, errors included.
+  std::optional<Reply> QueueBody(const std::string& id, std::string body, Parked* parked,
+                                 std::function<Reply(const std::string& body)> work);
   // The rank's plan now, or parks `parked` until it exists (nullopt).
   std::optional<Reply> AskPlan(const std::string& id, const PlanAsk& ask, Parked* parked);
   // An iteration report; returns the plan version after it.
@@ -156,6 +161,8 @@ class Jobs {
     std::string job_id, body;
     EntryPtr entry;               // the job when it was queued (gone if deleted since)
     solver::PlanRequest request;  // its plan request, for the profile's checks
+    // A body other than a profile: what makes its answer (QueueBody).
+    std::function<Reply(const std::string& body)> work;
   };
 
   // ---- The registry (mu_ held) ----
@@ -199,6 +206,9 @@ class Jobs {
   void TimerLoop();
 
   // ---- Intake ----
+  // Reserves `item`'s bytes, parks the request and queues the item, or
+  // answers 503 (the intake full, the server stopping). mu_ held.
+  std::optional<Reply> ParkForIntake(Upload item, Parked* parked);
   void IntakeLoop();
   // Parses and checks an upload (no lock), then applies it (mu_).
   Reply ApplyProfile(Upload& upload);

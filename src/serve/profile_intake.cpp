@@ -1,5 +1,6 @@
-// Jobs: profile uploads, parked on the HTTP thread, parsed and checked on
-// the intake thread, applied (memory and store) under the jobs' lock.
+// Jobs: profile uploads and other large bodies, parked on the HTTP thread,
+// parsed and checked on the intake thread, applied (memory and store) under
+// the jobs' lock.
 #include <nlohmann/json.hpp>
 
 #include "codec.hpp"
@@ -25,14 +26,38 @@ std::optional<Reply> Jobs::QueueProfile(const std::string& job_id, std::string b
   e->job.CheckProfileMayChange();
   if (stopping_) return Unavailable();
   Upload item;
+  item.job_id = e->job.config().job_id;
+  item.entry = e;
+  item.request = e->job.PlanRequest();
+  item.body = std::move(body);
+  return ParkForIntake(std::move(item), parked);
+}
+
+// A large JSON body (a Zeus result) is parsed on the intake thread too: one
+// parse of 1 MiB takes milliseconds, and a burst of them on the HTTP thread
+// held every other request (/healthz answered after 6.2 s).
+std::optional<Reply> Jobs::QueueBody(const std::string& job_id, std::string body, Parked* parked,
+                                     std::function<Reply(const std::string& body)> work) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const EntryPtr e = FindAndTouch(job_id);
+  if (stopping_) return Unavailable();
+  Upload item;
+  item.job_id = e->job.config().job_id;
+  item.entry = e;
+  item.body = std::move(body);
+  item.work = std::move(work);
+  return ParkForIntake(std::move(item), parked);
+}
+
+std::optional<Reply> Jobs::ParkForIntake(Upload item, Parked* parked) {
   {
     // The body's bytes are reserved before the request parks and the item
     // is queued after: the intake thread never sees an upload whose
     // request is not parked yet.
     std::lock_guard<std::mutex> intake(intake_mu_);
-    if (intake_bytes_ + body.size() > kMaxIntakeBytes) {
+    if (intake_bytes_ + item.body.size() > kMaxIntakeBytes) {
       Reply busy = ErrorReply(
-          503, Format("the server is checking %s of profile uploads already (at most %zu MiB "
+          503, Format("the server is checking %s of uploads already (at most %zu MiB "
                       "queued); nothing was changed; retry in a moment",
                       intake_bytes_ >= (1u << 20) ? Format("%zu MiB", intake_bytes_ >> 20).c_str()
                                                   : Format("%zu bytes", intake_bytes_).c_str(),
@@ -40,13 +65,9 @@ std::optional<Reply> Jobs::QueueProfile(const std::string& job_id, std::string b
       busy.headers.emplace_back("Retry-After", "2");
       return busy;
     }
-    intake_bytes_ += body.size();
+    intake_bytes_ += item.body.size();
     item.id = next_upload_++;
   }
-  item.job_id = e->job.config().job_id;
-  item.entry = e;
-  item.request = e->job.PlanRequest();
-  item.body = std::move(body);
   Parked::Wait w;
   w.what = Parked::Wait::For::kUpload;
   w.job_id = item.job_id;
@@ -89,7 +110,7 @@ void Jobs::IntakeLoop() {
     if (!waiters_->UploadWaiting(item.id)) continue;
     Reply reply;
     try {
-      reply = ApplyProfile(item);
+      reply = item.work ? item.work(item.body) : ApplyProfile(item);
     } catch (const InputError& e) {
       // The body's schema is any string (docs/openapi.yaml): what the
       // profile's reader and checks refuse in it are rules the schema cannot

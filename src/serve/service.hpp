@@ -93,7 +93,8 @@ class Service {
   std::optional<Reply> ZeusRegisterJob(Request& r, Parked* parked);
   std::optional<Reply> ZeusRegisterRank(Request& r, Parked* parked);
   std::optional<Reply> ZeusSchedule(Request& r, Parked* parked);  // parks until all ranks ask
-  std::optional<Reply> ZeusResult(Request& r, Parked* parked);
+  std::optional<Reply> ZeusResult(Request& r, Parked* parked);    // parks a large result
+  void ApplyZeusResult(const std::string& job_id, const std::string& body);
 
   const ServerOptions options_;  // checked, the Zeus default profile's CSV filled in
   std::mutex log_mu_;

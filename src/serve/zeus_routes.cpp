@@ -9,6 +9,7 @@
 #include "joulepipe/coord/plan_task.hpp"
 #include "joulepipe/model/format.hpp"
 #include "joulepipe/model/version.hpp"
+#include "router.hpp"
 #include "service.hpp"
 #include "service_support.hpp"
 
@@ -115,16 +116,37 @@ std::optional<Reply> Service::ZeusSchedule(Request& r, Parked* parked) {
   return jobs_.AskPlan(r.match.job_id, ask, parked);
 }
 
-std::optional<Reply> Service::ZeusResult(Request& r, Parked*) {
-  const ZeusProfilingResult result = ProfilingResultFromJson(ParseBody(r.body));
+// A result's reports, numbered by the server after the rank's last.
+void Service::ApplyZeusResult(const std::string& job_id, const std::string& body) {
+  const ZeusProfilingResult result = ProfilingResultFromJson(ParseBody(body));
   std::vector<coord::IterationReport> reports(result.iter_time.size());
   for (std::size_t k = 0; k < reports.size(); ++k) {
     reports[k].time_s = result.iter_time[k];
     if (!result.iter_energy.empty()) reports[k].energy_j = result.iter_energy[k];
   }
-  jobs_.ReportNumbered(r.match.job_id, result.rank, reports, "ProfilingResult::rank",
+  jobs_.ReportNumbered(job_id, result.rank, reports, "ProfilingResult::rank",
                        "POST /register_rank/{job_id}");
-  return Plain(200, "null");
+}
+
+std::optional<Reply> Service::ZeusResult(Request& r, Parked* parked) {
+  // A small result is read at once; a larger one (up to 1 MiB) on the
+  // intake thread, its request parked meanwhile, so that no burst of them
+  // holds the HTTP thread.
+  if (r.body.size() <= kMaxSmallJsonBody) {
+    ApplyZeusResult(r.match.job_id, r.body);
+    return Plain(200, "null");
+  }
+  const std::string job_id = r.match.job_id;
+  return jobs_.QueueBody(job_id, std::move(r.body), parked,
+                         [this, job_id](const std::string& body) {
+                           try {
+                             ApplyZeusResult(job_id, body);
+                             return Plain(200, "null");
+                           } catch (...) {
+                             return ErrorFor(std::current_exception(), ZeusApi(),
+                                             [this](const std::string& line) { Log(line); });
+                           }
+                         });
 }
 
 }  // namespace joulepipe::serve

@@ -249,6 +249,64 @@ TEST_F(ServeTest, ZeusResultsOfAWholeProfilingWindowAreTaken) {
   EXPECT_GE(Get("/jobs/j").Json().at("completed_iterations").get<int>(), 16);
 }
 
+// Issue 61, 5: a Zeus result of up to 1 MiB is parsed on the intake thread,
+// its request parked meanwhile: a burst of them does not hold the HTTP
+// thread (/healthz waited 6.2 s while such bodies were parsed on it). A
+// malformed one is still answered in Zeus's terms, naming its field.
+TEST_F(ServeTest, ZeusResultsOfAMebibyteAreReadOffTheHttpThread) {
+  Start(Options());
+  RegisterJob("j", 2, 2);
+  ASSERT_EQ(PutProfile("j", TinyProfileCsv()).status, 200);
+  ASSERT_EQ(Get("/jobs/j/plan?rank=0&wait_s=30").status, 200);
+  std::string times = "[";
+  while (times.size() < (1u << 20) - 4096) times += "0.0500000000000001,";
+  times.back() = ']';
+  auto body = [&](int rank) {
+    return "{\"rank\":" + std::to_string(rank) + ",\"iter_time\":" + times + ",\"iter_energy\":[]}";
+  };
+  ASSERT_GT(body(0).size(), 1000'000u);
+  std::atomic<bool> done{false};
+  std::vector<double> latencies;
+  std::thread sampler([&] {
+    while (!done.load()) {
+      const auto start = std::chrono::steady_clock::now();
+      EXPECT_EQ(Get("/healthz").status, 200);
+      latencies.push_back(SecondsSince(start));
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::future<HttpResponse>> posts;
+  for (int k = 0; k < 16; ++k) {
+    posts.push_back(std::async(std::launch::async, [&, k] {
+      return Http(port(), "POST", "/result/j", body(k % 4), {{"Content-Type", "application/json"}});
+    }));
+  }
+  int ok = 0;
+  for (auto& f : posts) {
+    const HttpResponse r = f.get();
+    EXPECT_EQ(r.status, 200) << r.body.substr(0, 300);
+    ok += r.status == 200;
+  }
+  const double took = SecondsSince(start);
+  done = true;
+  sampler.join();
+  ASSERT_FALSE(latencies.empty());
+  std::sort(latencies.begin(), latencies.end());
+  std::printf(
+      "[hardening] 16 Zeus results of %.2f MB each: %d answered 200 in %.2f s; /healthz "
+      "median %.1f ms, max %.1f ms (%zu samples)\n",
+      body(0).size() / 1e6, ok, took, latencies[latencies.size() / 2] * 1e3, latencies.back() * 1e3,
+      latencies.size());
+  EXPECT_LT(latencies[latencies.size() * 99 / 100], 0.25);
+  // Off the HTTP thread, a refusal is still Zeus's, naming the field.
+  std::string bad = body(0);
+  bad.replace(bad.find("\"iter_energy\":[]"), 16, "\"iter_energy\":[1.0]");
+  ExpectError(Http(port(), "POST", "/result/j", bad, {{"Content-Type", "application/json"}}), 422,
+              "ProfilingResult::iter_energy has 1 entries but iter_time has",
+              "ProfilingResult::iter_energy");
+}
+
 // The promise that memory and the database never disagree, through the
 // service with a failing store: in a child process whose file-size limit
 // (RLIMIT_FSIZE, SIGXFSZ ignored) stops SQLite from writing a large
