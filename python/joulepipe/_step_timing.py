@@ -58,13 +58,7 @@ class StepTiming:
         self.monitor: Any = None
         if gpu is not None:
             try:
-                # A step is often shorter than the energy counter's period:
-                # its line integrates power samples taken during it
-                # (monitor.hpp, short_windows_sampled), never one reading
-                # taken after the step, when default clocks are back.
-                self.monitor = _core.Monitor(gpus=[gpu["index"]],
-                                             sampling_period_s=STEP_SAMPLING_S,
-                                             short_windows_sampled=True)
+                self.monitor = self._open_monitor()
             except Exception as error:
                 note(f"no GPU energy for this rank ({error}); logging time only")
         # Steps timed on the device: the ones ended on the host and not yet
@@ -78,8 +72,20 @@ class StepTiming:
                 try:
                     self._meter = _core.StepMeter(stream, gpu["nvml_index"],
                                                   poll_period_s=STEP_METER_POLL_S)
+                    # The meter samples during steps; the monitor's sampler
+                    # would read the same GPU's power besides, 500 times a
+                    # second: phases open one of their own (begin_phase).
+                    self.monitor = None
                 except Exception as error:
                     note(f"iteration lines are timed at the host's points: {error}")
+
+    def _open_monitor(self) -> Any:
+        """A monitor of this rank's GPU. A step is often shorter than the
+        energy counter's period: its line integrates power samples taken
+        during it (monitor.hpp, short_windows_sampled), never one reading
+        taken after the step, when default clocks are back."""
+        return _core.Monitor(gpus=[self._gpu["index"]], sampling_period_s=STEP_SAMPLING_S,
+                             short_windows_sampled=True)
 
     @property
     def on_device(self) -> bool:
@@ -173,6 +179,11 @@ class StepTiming:
             return
         self._phase_kind = kind
         self._phase_depth = 0
+        if self._meter is not None:
+            try:  # the phase's own monitor (the meter times the steps)
+                self.monitor = self._open_monitor()
+            except Exception:
+                _logger.debug("begin_phase: error ignored", exc_info=True)
         self._window_begin("joulepipe.phase")
         self._phase_t0 = time.perf_counter()
 
@@ -188,6 +199,8 @@ class StepTiming:
             return None
         elapsed = time.perf_counter() - self._phase_t0
         energy, approximate, method = self._window_end("joulepipe.phase")
+        if self._meter is not None:
+            self.monitor = None  # its sampler stops with it
         kind, self._phase_kind = self._phase_kind, None
         return PhaseRecord(
             kind=kind, after_iteration=after_iteration, time_s=elapsed, energy_j=energy,

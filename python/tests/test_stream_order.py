@@ -238,3 +238,43 @@ def test_iteration_lines_are_the_devices_only_with_the_stream(tmp_path, mode):
         assert r.stderr.count("J/iter/GPU (sampled)") == 9, r.stderr
     else:
         assert worst_t > 0.5 and worst_e > 0.5, (worst_t, worst_e, records)
+
+
+# Steps timed on the stream, then an evaluation between them.
+PHASE_CHILD = """
+import json, sys
+from joulepipe import _core
+gpu = _core.SimulatedStream(0)
+energy = jp.Energy("measure", microbatches=1, stream=gpu.handle)
+timing = energy._session._timing
+samplers = []
+for i in range(3):
+    with energy.step():
+        with energy.forward(0):
+            gpu.launch(0.015, 0.9, 0.9)
+        energy.pipeline_done()
+    samplers.append(timing.monitor is not None)
+gpu.synchronize()
+energy._session.phase_begin("evaluation")
+samplers.append(timing.monitor is not None)
+gpu.launch(0.2, 0.9, 0.9)
+gpu.synchronize()
+phase = energy._session.phase_end()
+samplers.append(timing.monitor is not None)
+energy.close()
+print(json.dumps([samplers, phase.time_s, phase.energy_j]))
+"""
+
+
+def test_with_the_stream_only_a_phase_samples_besides_the_step_meter(tmp_path):
+    """With the stream, the step meter samples the GPU's power during steps;
+    the monitor's own sampler (500 reads a second) runs only inside a phase,
+    whose energy is still measured."""
+    r = run_child(tmp_path, PHASE_CHILD, "stream")
+    assert r.returncode == 0, r.stderr
+    samplers, time_s, energy_j = json.loads(r.stdout.strip().splitlines()[-1])
+    assert samplers == [False, False, False, True, False], samplers
+    kernel = max((c["args"] for c in calls(tmp_path) if c["function"] == "kernel"),
+                 key=lambda a: a["end_unix_s"] - a["start_unix_s"])
+    assert time_s >= kernel["end_unix_s"] - kernel["start_unix_s"]
+    assert 0.9 <= energy_j / kernel["energy_j"] <= 1.3, (energy_j, kernel)
