@@ -23,8 +23,8 @@ void RequireInJob(bool ok, const char* field, const std::string& message) {
 }
 
 void CheckDegree(int value, const char* field) {
-  Require(value >= 1 && value <= kMaxDegree, field,
-          Format("%s must be 1..%d (got %d)", field, kMaxDegree, value));
+  Require(value >= 1 && value <= protocol::kMaxDegree, field,
+          Format("%s must be 1..%d (got %d)", field, protocol::kMaxDegree, value));
 }
 
 bool PrintableId(const std::string& id) {
@@ -38,7 +38,7 @@ bool PrintableId(const std::string& id) {
   });
 }
 
-std::int64_t CoordinateKey(const JobConfig& c, const RankInfo& r) {
+std::int64_t CoordinateKey(const protocol::JobConfig& c, const protocol::RankInfo& r) {
   return (std::int64_t{r.dp_rank} * c.pp_degree + r.pp_rank) * c.tp_degree + r.tp_rank;
 }
 
@@ -60,23 +60,24 @@ const char* JobPhaseName(JobPhase phase) {
   return "unknown";
 }
 
-void CheckJobConfig(JobConfig* c) {
-  Require(!c->job_id.empty() && c->job_id.size() <= kMaxJobIdLength && PrintableId(c->job_id),
-          "JobConfig::job_id",
-          Format("JobConfig::job_id must be 1..%zu printable characters without spaces, '/', "
-                 "'%%', '?' or '#', and not '.' or '..' (got %zu characters%s)",
-                 kMaxJobIdLength, c->job_id.size(),
-                 c->job_id.size() <= kMaxJobIdLength
-                     ? (": '" + model::ExcerptText(c->job_id) + "'").c_str()
-                     : ""));
+void CheckJobConfig(protocol::JobConfig* c) {
+  Require(
+      !c->job_id.empty() && c->job_id.size() <= protocol::kMaxJobIdLength && PrintableId(c->job_id),
+      "JobConfig::job_id",
+      Format("JobConfig::job_id must be 1..%zu printable characters without spaces, '/', "
+             "'%%', '?' or '#', and not '.' or '..' (got %zu characters%s)",
+             protocol::kMaxJobIdLength, c->job_id.size(),
+             c->job_id.size() <= protocol::kMaxJobIdLength
+                 ? (": '" + model::ExcerptText(c->job_id) + "'").c_str()
+                 : ""));
   CheckDegree(c->pp_degree, "JobConfig::pp_degree");
   CheckDegree(c->dp_degree, "JobConfig::dp_degree");
   CheckDegree(c->tp_degree, "JobConfig::tp_degree");
   const std::int64_t world = std::int64_t{c->pp_degree} * c->dp_degree * c->tp_degree;
   model::RequireConsistent(
-      world <= kMaxWorldSize, "JobConfig::world_size",
+      world <= protocol::kMaxWorldSize, "JobConfig::world_size",
       Format("pp x dp x tp = %lld ranks; a job has at most %lld", static_cast<long long>(world),
-             static_cast<long long>(kMaxWorldSize)));
+             static_cast<long long>(protocol::kMaxWorldSize)));
   if (c->world_size == 0) c->world_size = world;
   model::RequireConsistent(
       c->world_size == world, "JobConfig::world_size",
@@ -109,13 +110,13 @@ void CheckJobConfig(JobConfig* c) {
   Require(
       c->gpu.size() <= 256, "JobConfig::gpu",
       Format("JobConfig::gpu is a GPU name of at most 256 characters (got %zu)", c->gpu.size()));
-  Require(c->metadata.size() <= kMaxMetadataLength, "JobConfig::metadata",
-          Format("JobConfig::metadata is at most %zu characters (got %zu)", kMaxMetadataLength,
-                 c->metadata.size()));
+  Require(c->metadata.size() <= protocol::kMaxMetadataLength, "JobConfig::metadata",
+          Format("JobConfig::metadata is at most %zu characters (got %zu)",
+                 protocol::kMaxMetadataLength, c->metadata.size()));
   CheckStragglerOptions(c->straggler);
 }
 
-Job::Job(JobConfig config) : config_(std::move(config)) {
+Job::Job(protocol::JobConfig config) : config_(std::move(config)) {
   CheckJobConfig(&config_);
 }
 
@@ -127,8 +128,8 @@ JobPhase Job::phase() const {
   return JobPhase::kReadyToPlan;
 }
 
-bool Job::RegisterRank(const RankInfo& r) {
-  const JobConfig& c = config_;
+bool Job::RegisterRank(const protocol::RankInfo& r) {
+  const protocol::JobConfig& c = config_;
   // A number or coordinate outside the job's shape is valid on its own and
   // conflicts only with the job as registered: a RankConflictError (409).
   RequireInJob(r.rank >= 0 && r.rank < c.world_size, "RankInfo::rank",
@@ -138,7 +139,7 @@ bool Job::RegisterRank(const RankInfo& r) {
   const auto known = ranks_.find(r.rank);
   if (known != ranks_.end()) {
     if (known->second == r) return false;
-    const RankInfo& k = known->second;
+    const protocol::RankInfo& k = known->second;
     throw RankConflictError(
         "RankInfo::rank",
         Format("rank %d is already registered with job %s with other information (dp %d, pp %d, "
@@ -164,9 +165,9 @@ bool Job::RegisterRank(const RankInfo& r) {
         Format("rank %d claims dp %d, pp %d, tp %d, which rank %d of job %s already holds", r.rank,
                r.dp_rank, r.pp_rank, r.tp_rank, owner->second, c.job_id.c_str()));
   }
-  Require(r.available_mhz.size() <= kMaxFrequencies, "RankInfo::available_mhz",
-          Format("RankInfo::available_mhz lists at most %zu clocks (got %zu)", kMaxFrequencies,
-                 r.available_mhz.size()));
+  Require(r.available_mhz.size() <= protocol::kMaxFrequencies, "RankInfo::available_mhz",
+          Format("RankInfo::available_mhz lists at most %zu clocks (got %zu)",
+                 protocol::kMaxFrequencies, r.available_mhz.size()));
   for (int mhz : r.available_mhz) {
     Require(mhz >= 1 && mhz <= 10'000, "RankInfo::available_mhz",
             Format("RankInfo::available_mhz holds SM clocks in MHz, 1..10000 (got %d)", mhz));
@@ -242,7 +243,7 @@ void Job::SetPlan(const solver::PipelinePlan& plan, double now_unix_s) {
   }
   Adopt(plan.schedule, plan.frontier, static_cast<int>(plan.chosen), plan.baseline.time_s,
         plan.p_block_w);
-  PlanSwitch first;
+  protocol::PlanSwitch first;
   first.version = 1;
   first.iteration = 0;
   first.time_unix_s = now_unix_s;
@@ -276,7 +277,7 @@ void Job::Adopt(schedule::Schedule schedule, solver::Frontier frontier, int intr
   failure_.clear();
 }
 
-void Job::Install(PlanSwitch s) {
+void Job::Install(protocol::PlanSwitch s) {
   point_of_pipeline_ = s.point_of_pipeline;
   switches_.push_back(std::move(s));
 }
@@ -286,7 +287,7 @@ SolvedPlan Job::Solved() const {
   return {frontier_, intrinsic_, baseline_time_s_, p_block_w_};
 }
 
-void Job::RestorePlan(SolvedPlan plan, const std::vector<PlanSwitch>& switches) {
+void Job::RestorePlan(SolvedPlan plan, const std::vector<protocol::PlanSwitch>& switches) {
   const std::string where = "the stored frontier of job " + config_.job_id;
   schedule::Schedule schedule = schedule::Build(config_.spec);
   for (const solver::FrontierPoint& q : plan.frontier.points) {
@@ -302,7 +303,7 @@ void Job::RestorePlan(SolvedPlan plan, const std::vector<PlanSwitch>& switches) 
     throw InputError("Job::RestorePlan", where + " comes without its initial plan (version 1)");
   }
   for (std::size_t k = 0; k < switches.size(); ++k) {
-    const PlanSwitch& s = switches[k];
+    const protocol::PlanSwitch& s = switches[k];
     if (s.version != static_cast<int>(k) + 1 ||
         static_cast<int>(s.point_of_pipeline.size()) != config_.dp_degree ||
         std::any_of(s.point_of_pipeline.begin(), s.point_of_pipeline.end(),
@@ -322,14 +323,14 @@ void Job::RestorePlan(SolvedPlan plan, const std::vector<PlanSwitch>& switches) 
   point_of_pipeline_ = switches_.back().point_of_pipeline;
 }
 
-std::optional<RankPlan> Job::PlanFor(int rank) const {
+std::optional<protocol::RankPlan> Job::PlanFor(int rank) const {
   const auto r = ranks_.find(rank);
   if (r == ranks_.end()) {
     throw RankConflictError("RankInfo::rank", Format("rank %d is not registered with job %s", rank,
                                                      config_.job_id.c_str()));
   }
   if (!planned_) return std::nullopt;
-  RankPlan plan;
+  protocol::RankPlan plan;
   plan.rank = rank;
   plan.pipeline = r->second.dp_rank;
   plan.stage = r->second.pp_rank;
@@ -348,13 +349,13 @@ std::optional<RankPlan> Job::PlanFor(int rank) const {
   return plan;
 }
 
-std::optional<PlanSwitch> Job::ReportIteration(const IterationReport& r, double now_unix_s,
-                                               Numbering numbering) {
+std::optional<protocol::PlanSwitch> Job::ReportIteration(const protocol::IterationReport& r,
+                                                         double now_unix_s, Numbering numbering) {
   if (ranks_.find(r.rank) == ranks_.end()) {
     throw RankConflictError("IterationReport::rank", Format("rank %d is not registered with job %s",
                                                             r.rank, config_.job_id.c_str()));
   }
-  CheckIterationReport(r);
+  protocol::CheckIterationReport(r);
   if (!planned_) return std::nullopt;
   const bool by_rank = numbering == Numbering::kByRank;
   if (by_rank && !window_.Offer(r.rank, r.iteration)) {
@@ -415,7 +416,7 @@ std::optional<PlanSwitch> Job::ReportIteration(const IterationReport& r, double 
     predicted[p] = frontier_.points[point_of_pipeline_[p]].time_s;
   }
   if (!detector_->Observe(measured, predicted)) return std::nullopt;
-  PlanSwitch s = Decide(r.iteration + 1, now_unix_s);
+  protocol::PlanSwitch s = Decide(r.iteration + 1, now_unix_s);
   if (s.point_of_pipeline == point_of_pipeline_) return std::nullopt;
   Install(s);
   return s;
@@ -435,10 +436,10 @@ double Job::PredictedSavingJ(const PlanChoice& choice) const {
   return saving * config_.tp_degree;
 }
 
-PlanSwitch Job::Decide(std::int64_t next_iteration, double now_unix_s) {
+protocol::PlanSwitch Job::Decide(std::int64_t next_iteration, double now_unix_s) {
   const std::vector<double>& slow = detector_->slowdowns();
   const PlanChoice choice = index_->Choose(slow);
-  PlanSwitch s;
+  protocol::PlanSwitch s;
   s.version = plan_version() + 1;
   s.iteration = next_iteration;
   s.time_unix_s = now_unix_s;
@@ -469,8 +470,8 @@ PlanSwitch Job::Decide(std::int64_t next_iteration, double now_unix_s) {
   return s;
 }
 
-JobStatus Job::Status() const {
-  JobStatus s;
+protocol::JobStatus Job::Status() const {
+  protocol::JobStatus s;
   s.config = config_;
   s.phase = JobPhaseName(phase());
   s.registered_ranks = registered_ranks();
@@ -481,7 +482,7 @@ JobStatus Job::Status() const {
   s.failure = failure_;
   s.profile_notes = profile_notes_;
   if (planned_) {
-    JobStatus::Frontier& f = s.frontier.emplace();
+    protocol::JobStatus::Frontier& f = s.frontier.emplace();
     f.baseline_time_s = baseline_time_s_;
     f.max_clock_energy_j = frontier_.max_clock.energy_j;
     f.p_block_w = p_block_w_;

@@ -8,7 +8,7 @@
 
 namespace joulepipe::coord {
 
-void CheckStragglerOptions(const StragglerOptions& o) {
+void CheckStragglerOptions(const protocol::StragglerOptions& o) {
   using model::Format;
   using model::Require;
   Require(std::isfinite(o.threshold) && o.threshold > 1 && o.threshold <= 100,
@@ -38,7 +38,8 @@ void CheckStragglerOptions(const StragglerOptions& o) {
                  o.min_change));
 }
 
-StragglerDetector::StragglerDetector(int pipelines, StragglerOptions options) : options_(options) {
+StragglerDetector::StragglerDetector(int pipelines, protocol::StragglerOptions options)
+    : options_(options) {
   CheckStragglerOptions(options_);
   model::Require(pipelines >= 1, "StragglerDetector::pipelines",
                  model::Format("a job has at least one pipeline (got %d)", pipelines));

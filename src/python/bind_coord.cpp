@@ -47,7 +47,7 @@ constexpr std::pair<std::string_view, std::string_view> kJobWords[] = {
 
 class CoordJob {
  public:
-  explicit CoordJob(coord::JobConfig config) : job_(std::move(config)) {}
+  explicit CoordJob(protocol::JobConfig config) : job_(std::move(config)) {}
   ~CoordJob() { Close(); }
   CoordJob(const CoordJob&) = delete;
   CoordJob& operator=(const CoordJob&) = delete;
@@ -106,7 +106,7 @@ class CoordJob {
   }
 
   py::object PlanFor(int rank) const {
-    std::optional<coord::RankPlan> plan;
+    std::optional<protocol::RankPlan> plan;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       plan = job_.PlanFor(rank);
@@ -134,7 +134,7 @@ class CoordJob {
     std::string text;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      const std::optional<coord::RankPlan> plan = job_.PlanFor(rank);
+      const std::optional<protocol::RankPlan> plan = job_.PlanFor(rank);
       if (!plan) return py::none();
       text = protocol::RankPlanToJson(*plan, job_.config().job_id).dump();
     }
@@ -174,7 +174,7 @@ class CoordJob {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       for (int rank = 0; rank < job_.config().world_size; ++rank) {
-        if (std::optional<coord::RankPlan> plan = job_.PlanFor(rank)) {
+        if (std::optional<protocol::RankPlan> plan = job_.PlanFor(rank)) {
           plans.emplace_back(rank, protocol::RankPlanToJson(*plan, job_.config().job_id).dump());
         }
       }
@@ -196,13 +196,13 @@ class CoordJob {
   }
 
   py::list Switches() const {
-    std::vector<coord::PlanSwitch> switches;
+    std::vector<protocol::PlanSwitch> switches;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       switches = job_.switches();
     }
     py::list out;
-    for (const coord::PlanSwitch& s : switches) {
+    for (const protocol::PlanSwitch& s : switches) {
       py::dict d;
       d["version"] = s.version;
       d["iteration"] = s.iteration;
@@ -262,7 +262,7 @@ class CoordJob {
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
       std::lock_guard<std::mutex> lock(mutex_);
-      const std::optional<coord::RankPlan> first = job_.PlanFor(0);
+      const std::optional<protocol::RankPlan> first = job_.PlanFor(0);
       notes_.push_back(model::Format("planned in %.2f s: ", seconds) +
                        (first ? first->reason : std::string("no plan")));
     } catch (const model::Cancelled&) {
@@ -291,14 +291,14 @@ CoordJob* MakeCoordJob(const std::string& job_id, int dp, int pp, int tp,
                        std::optional<double> p_block_w, double resolution_s, const std::string& gpu,
                        double max_slowdown) {
   // A factor here (1.05 = at most 5 % slower), as on the command line and in
-  // joulepipe.megatron; coord::JobConfig holds the fraction.
+  // joulepipe.megatron; protocol::JobConfig holds the fraction.
   if (!(max_slowdown >= 1.0 && max_slowdown <= 2.0)) {
     throw model::InputError("max_slowdown",
                             "max_slowdown must be a factor in [1, 2] (1 = no slower than "
                             "all-max clocks, 1.05 = at most 5 % slower); got " +
                                 std::to_string(max_slowdown));
   }
-  coord::JobConfig config;
+  protocol::JobConfig config;
   config.slowdown = max_slowdown - 1.0;
   config.job_id = job_id;
   config.dp_degree = dp;

@@ -38,7 +38,7 @@ class ClientBinding {
                           const std::string& schedule, int microbatches, int chunks,
                           std::optional<double> p_block_w, std::optional<double> slowdown,
                           std::optional<std::string> gpu) {
-    runtime::JobConfig job;
+    protocol::JobConfig job;
     job.job_id = job_id;
     job.pp_degree = pp;
     job.dp_degree = dp;

@@ -26,8 +26,8 @@ namespace {
 // The registration dict: keys as the wire's RankInfo members (rank,
 // dp_rank, pp_rank, tp_rank, available_frequencies); rank defaults to the
 // CoordinatedPlan's rank, available_frequencies to [].
-runtime::RankInfo RegistrationFrom(const py::dict& d, int rank) {
-  runtime::RankInfo r;
+protocol::RankInfo RegistrationFrom(const py::dict& d, int rank) {
+  protocol::RankInfo r;
   r.rank = rank;
   bool has[3] = {false, false, false};
   for (auto [key_handle, value] : d) {

@@ -319,7 +319,7 @@ const std::string& CoordinatorClient::url() const {
   return state_->options.url;
 }
 
-std::string CoordinatorClient::RegisterJob(const JobConfig& job) {
+std::string CoordinatorClient::RegisterJob(const protocol::JobConfig& job) {
   if (job.p_block_w) {
     model::Require(std::isfinite(*job.p_block_w) && *job.p_block_w > 0, "JobConfig::p_block_w",
                    model::Format("JobConfig::p_block_w must be a positive number of watts "
@@ -349,7 +349,7 @@ std::string CoordinatorClient::RegisterJob(const JobConfig& job) {
   return id;
 }
 
-void CoordinatorClient::RegisterRank(const std::string& job_id, const RankInfo& rank) {
+void CoordinatorClient::RegisterRank(const std::string& job_id, const protocol::RankInfo& rank) {
   const json body = protocol::RankInfoToJson(rank);
   state_->Call("POST", "/jobs/" + http::PercentEncode(job_id) + "/ranks", body.dump(),
                "application/json", 0, random_);
@@ -366,18 +366,19 @@ int CoordinatorClient::UploadProfile(const std::string& job_id, const std::strin
   });
 }
 
-std::optional<RankPlan> CoordinatorClient::WaitForPlan(const std::string& job_id, int rank,
-                                                       int after_version, double wait_s) {
+std::optional<protocol::RankPlan> CoordinatorClient::WaitForPlan(const std::string& job_id,
+                                                                 int rank, int after_version,
+                                                                 double wait_s) {
   if (rank < 0 || after_version < 0) {
     throw model::InputError("WaitForPlan: rank and after_version must be >= 0 (got rank " +
                             std::to_string(rank) + ", after_version " +
                             std::to_string(after_version) + ")");
   }
-  if (!std::isfinite(wait_s) || wait_s < 0 || wait_s > kMaxPlanWaitS) {
+  if (!std::isfinite(wait_s) || wait_s < 0 || wait_s > protocol::kMaxPlanWaitS) {
     throw model::InputError(
         model::Format("WaitForPlan: wait_s must be between 0 and %g seconds, "
                       "the coordinator's longest long poll (got %g s)",
-                      kMaxPlanWaitS, wait_s));
+                      protocol::kMaxPlanWaitS, wait_s));
   }
   // A server holding as many waits as it may answers 204 with Retry-After
   // at once (and closes the connection): the wait goes on here, without a
@@ -421,9 +422,10 @@ std::optional<RankPlan> CoordinatorClient::WaitForPlan(const std::string& job_id
   }
 }
 
-int CoordinatorClient::ReportIteration(const std::string& job_id, const IterationReport& report) {
+int CoordinatorClient::ReportIteration(const std::string& job_id,
+                                       const protocol::IterationReport& report) {
   // Only what JSON cannot carry (NaN, infinity) is refused here; the ranges
-  // are the coordinator's rules (coord::CheckIterationReport), answered 400
+  // are the coordinator's rules (protocol::CheckIterationReport), answered 400
   // with the field.
   model::Require(std::isfinite(report.time_s), "IterationReport::time_s",
                  model::Format("IterationReport::time_s must be a finite number of seconds (got "

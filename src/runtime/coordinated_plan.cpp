@@ -53,8 +53,9 @@ std::string CoordinatedPlan::State::Keeps() const {
 }
 
 std::string CoordinatedPlan::State::LocalAppliedLine(
-    const std::string& name, const RankPlan& plan, const std::vector<model::PlannedInstruction>& in,
-    bool reordered, const std::string& suffix) const {
+    const std::string& name, const protocol::RankPlan& plan,
+    const std::vector<model::PlannedInstruction>& in, bool reordered,
+    const std::string& suffix) const {
   const std::string through = options.through.empty() ? "" : " through " + options.through;
   if (running_extras.power_limit_w) {
     const double w = *running_extras.power_limit_w;
@@ -70,7 +71,7 @@ std::string CoordinatedPlan::State::LocalAppliedLine(
          (reordered ? " (joulepipe reordered it to the order the loop ran)" : "") + suffix;
 }
 
-void CoordinatedPlan::State::Apply(RankPlan plan, const char* how, PlanExtras extras) {
+void CoordinatedPlan::State::Apply(protocol::RankPlan plan, const char* how, PlanExtras extras) {
   std::vector<model::PlannedInstruction> instructions = plan.instructions;
   bool reordered = false;
   if (loop_known && !SameOrder(instructions, loop)) {
@@ -105,7 +106,7 @@ void CoordinatedPlan::State::Apply(RankPlan plan, const char* how, PlanExtras ex
   }
 }
 
-void CoordinatedPlan::State::Refuse(const RankPlan& plan, const std::string& why) {
+void CoordinatedPlan::State::Refuse(const protocol::RankPlan& plan, const std::string& why) {
   Refuse(why,
          feed->Name(plan) + " for stage " + std::to_string(plan.stage) + " not applied: " + why);
 }
@@ -125,7 +126,7 @@ void CoordinatedPlan::State::Refuse(const std::string& why, const std::string& l
   agent.Disable();
 }
 
-void CoordinatedPlan::State::Deliver(RankPlan plan) {
+void CoordinatedPlan::State::Deliver(protocol::RankPlan plan) {
   {
     std::lock_guard<std::mutex> lock(slot_mutex);
     pending = std::move(plan);
@@ -133,7 +134,7 @@ void CoordinatedPlan::State::Deliver(RankPlan plan) {
   has_pending.store(true, std::memory_order_release);
 }
 
-bool CoordinatedPlan::State::DeliverNewer(RankPlan plan) {
+bool CoordinatedPlan::State::DeliverNewer(protocol::RankPlan plan) {
   {
     std::lock_guard<std::mutex> lock(slot_mutex);
     if (plan.version <= offered_version) return false;
@@ -148,7 +149,7 @@ bool CoordinatedPlan::State::DeliverNewer(RankPlan plan) {
 bool CoordinatedPlan::State::ApplyPending() noexcept {
   if (!has_pending.load(std::memory_order_acquire)) return false;
   try {
-    std::optional<RankPlan> plan;
+    std::optional<protocol::RankPlan> plan;
     {
       std::lock_guard<std::mutex> lock(slot_mutex);
       plan.swap(pending);
@@ -169,7 +170,7 @@ void CoordinatedPlan::State::EndRecording() noexcept {
   loop_known = !loop.empty();
   if (!loop_known || !running || SameOrder(running->instructions, loop)) return;
   try {
-    RankPlan plan = std::move(*running);
+    protocol::RankPlan plan = std::move(*running);
     running.reset();
     Apply(std::move(plan), "running", running_extras);
   } catch (const std::exception& e) {

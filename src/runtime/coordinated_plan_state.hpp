@@ -52,11 +52,11 @@ class PlanFeed {
   // source that takes none (CoordinatedPlan::Offer's contract otherwise).
   virtual bool Offer(const std::string& /*rank_plan_json*/) noexcept { return false; }
   // How a refusal names `plan`.
-  virtual std::string Name(const RankPlan& plan) const {
+  virtual std::string Name(const protocol::RankPlan& plan) const {
     return "plan v" + std::to_string(plan.version);
   }
   // The line that says `plan` (in the loop's order, `in`) was applied.
-  virtual std::string AppliedLine(const RankPlan& plan,
+  virtual std::string AppliedLine(const protocol::RankPlan& plan,
                                   const std::vector<model::PlannedInstruction>& in, bool reordered,
                                   const char* how) const = 0;
   // Stops what runs in the background (before the state goes away).
@@ -87,7 +87,7 @@ struct CoordinatedPlan::State {
 
   // The plan slot. `offered_version`: the newest version DeliverNewer took.
   std::mutex slot_mutex;
-  std::optional<RankPlan> pending;
+  std::optional<protocol::RankPlan> pending;
   std::atomic<bool> has_pending{false};
   int offered_version = 0;
 
@@ -96,7 +96,7 @@ struct CoordinatedPlan::State {
   std::vector<LoopStep> loop;
   bool recording = false;
   bool loop_known = false;
-  std::optional<RankPlan> running;
+  std::optional<protocol::RankPlan> running;
   PlanExtras running_extras;
   GridTiming grid_timing{options.pipeline, options.last_iteration};
   std::int64_t steps_begun = 0;
@@ -130,22 +130,22 @@ struct CoordinatedPlan::State {
 
   // Training thread, between iterations: `plan` to the agent, in the loop's
   // order when that is known; refused when it is not the loop's.
-  void Apply(RankPlan plan, const char* how, PlanExtras extras = {});
+  void Apply(protocol::RankPlan plan, const char* how, PlanExtras extras = {});
   // Training thread: a plan that is not the loop's (default clocks).
-  void Refuse(const RankPlan& plan, const std::string& why);
+  void Refuse(const protocol::RankPlan& plan, const std::string& why);
   // `line` says why (default: `why` itself).
   void Refuse(const std::string& why, const std::string& line = "");
   // The applied line of a plan a local source names `name` (a plan file's,
   // an in-process plan's); `suffix` follows a clocks plan's.
-  std::string LocalAppliedLine(const std::string& name, const RankPlan& plan,
+  std::string LocalAppliedLine(const std::string& name, const protocol::RankPlan& plan,
                                const std::vector<model::PlannedInstruction>& in, bool reordered,
                                const std::string& suffix) const;
 
   // Any thread: `plan` becomes the waiting plan (latest wins).
-  void Deliver(RankPlan plan);
+  void Deliver(protocol::RankPlan plan);
   // The same, only when its version is newer than every one delivered this
   // way before; false otherwise.
-  bool DeliverNewer(RankPlan plan);
+  bool DeliverNewer(protocol::RankPlan plan);
   // Training thread: gives a waiting plan to the agent; true when it did.
   bool ApplyPending() noexcept;
 

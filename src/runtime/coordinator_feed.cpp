@@ -43,11 +43,13 @@ bool IsCancellation(const std::exception& e) {
 void CheckOptions(const CoordinatedPlanOptions& o) {
   model::Require(!o.job_id.empty(), "CoordinatedPlanOptions::job_id",
                  "CoordinatedPlanOptions::job_id must name the job (the id RegisterJob returned)");
-  auto wait_ok = [](double s) { return std::isfinite(s) && s >= 0 && s <= kMaxPlanWaitS; };
+  auto wait_ok = [](double s) {
+    return std::isfinite(s) && s >= 0 && s <= protocol::kMaxPlanWaitS;
+  };
   model::Require(wait_ok(o.start_wait_s), "CoordinatedPlanOptions::start_wait_s",
                  model::Format("CoordinatedPlanOptions::start_wait_s must be between 0 and %g "
                                "seconds, the coordinator's longest long poll (got %g s)",
-                               kMaxPlanWaitS, o.start_wait_s));
+                               protocol::kMaxPlanWaitS, o.start_wait_s));
   model::Require(std::isfinite(o.start_timeout_s) && o.start_timeout_s > 0,
                  "CoordinatedPlanOptions::start_timeout_s",
                  model::Format("CoordinatedPlanOptions::start_timeout_s must be a positive number "
@@ -56,7 +58,7 @@ void CheckOptions(const CoordinatedPlanOptions& o) {
   model::Require(wait_ok(o.fetch_wait_s), "CoordinatedPlanOptions::fetch_wait_s",
                  model::Format("CoordinatedPlanOptions::fetch_wait_s must be between 0 and %g "
                                "seconds (got %g s)",
-                               kMaxPlanWaitS, o.fetch_wait_s));
+                               protocol::kMaxPlanWaitS, o.fetch_wait_s));
 }
 
 class CoordinatorFeed final : public PlanFeed {
@@ -81,7 +83,8 @@ class CoordinatorFeed final : public PlanFeed {
         registered_ = true;
       }
       const double wait_s = std::min(o.start_wait_s, o.start_timeout_s);
-      std::optional<RankPlan> plan = start_client_->WaitForPlan(o.job_id, o.rank, 0, wait_s);
+      std::optional<protocol::RankPlan> plan =
+          start_client_->WaitForPlan(o.job_id, o.rank, 0, wait_s);
       s_.connected.store(true, std::memory_order_relaxed);
       if (plan) {
         fetched_version_ = plan->version;
@@ -121,7 +124,7 @@ class CoordinatorFeed final : public PlanFeed {
         --count_;
         Bump(s_.reports_dropped);
       }
-      IterationReport& slot = ring_[(head_ + count_) % ring_.size()];
+      protocol::IterationReport& slot = ring_[(head_ + count_) % ring_.size()];
       slot.rank = s_.options.rank;
       slot.iteration = iteration;
       slot.time_s = time_s;
@@ -134,7 +137,7 @@ class CoordinatorFeed final : public PlanFeed {
     wake_.notify_one();
   }
 
-  std::string AppliedLine(const RankPlan& plan,
+  std::string AppliedLine(const protocol::RankPlan& plan,
                           const std::vector<model::PlannedInstruction>& /*in*/, bool reordered,
                           const char* how) const override {
     return std::string(how) + " plan version " + std::to_string(plan.version) + " for rank " +
@@ -232,7 +235,7 @@ class CoordinatorFeed final : public PlanFeed {
 
   void Run() {
     for (;;) {
-      IterationReport report;
+      protocol::IterationReport report;
       {
         std::unique_lock<std::mutex> lock(mutex_);
         wake_.wait(lock, [this] { return stop_.load() || count_ > 0; });
@@ -247,7 +250,7 @@ class CoordinatorFeed final : public PlanFeed {
 
   // One report and, when the answer names a version not fetched yet, that
   // plan. False once cancelled (the object is going away).
-  bool Exchange(const IterationReport& report) {
+  bool Exchange(const protocol::IterationReport& report) {
     const CoordinatedPlanOptions& o = s_.options;
     CoordinatorClient& client = *worker_client_;
     int version = 0;
@@ -270,7 +273,7 @@ class CoordinatorFeed final : public PlanFeed {
     // after = version - 1 fetches `version` (or newer) whether it is above
     // or below what this rank has (a restarted coordinator counts from 1).
     try {
-      std::optional<RankPlan> plan =
+      std::optional<protocol::RankPlan> plan =
           client.WaitForPlan(o.job_id, o.rank, version - 1, o.fetch_wait_s);
       if (!plan) return true;  // not there after all; the next report asks again
       fetched_version_ = plan->version;
@@ -296,7 +299,7 @@ class CoordinatorFeed final : public PlanFeed {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::atomic<bool> stop_{false};
-  std::vector<IterationReport> ring_;
+  std::vector<protocol::IterationReport> ring_;
   std::size_t head_ = 0;
   std::size_t count_ = 0;
   std::thread worker_;

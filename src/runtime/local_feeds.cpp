@@ -26,7 +26,7 @@ class InProcessFeed final : public PlanFeed {
 
   bool Offer(const std::string& rank_plan_json) noexcept override {
     try {
-      RankPlan plan = protocol::RankPlanFromJson(
+      protocol::RankPlan plan = protocol::RankPlanFromJson(
           model::ParseJsonBounded(rank_plan_json, "the offered plan"), s_.options.rank, 0);
       if (!s_.DeliverNewer(std::move(plan))) return false;
       Bump(s_.plans_fetched);
@@ -38,8 +38,9 @@ class InProcessFeed final : public PlanFeed {
     }
   }
 
-  std::string AppliedLine(const RankPlan& plan, const std::vector<model::PlannedInstruction>& in,
-                          bool reordered, const char* /*how*/) const override {
+  std::string AppliedLine(const protocol::RankPlan& plan,
+                          const std::vector<model::PlannedInstruction>& in, bool reordered,
+                          const char* /*how*/) const override {
     return s_.LocalAppliedLine(Name(plan), plan, in, reordered, "; " + plan.reason);
   }
 
@@ -67,12 +68,13 @@ class PlanFileFeed final : public PlanFeed {
     return s_.running_version.load(std::memory_order_relaxed) > 0;
   }
 
-  std::string Name(const RankPlan& /*plan*/) const override {
+  std::string Name(const protocol::RankPlan& /*plan*/) const override {
     return "the plan " + s_.options.plan_name;
   }
 
-  std::string AppliedLine(const RankPlan& plan, const std::vector<model::PlannedInstruction>& in,
-                          bool reordered, const char* /*how*/) const override {
+  std::string AppliedLine(const protocol::RankPlan& plan,
+                          const std::vector<model::PlannedInstruction>& in, bool reordered,
+                          const char* /*how*/) const override {
     return s_.LocalAppliedLine("plan " + s_.options.plan_name, plan, in, reordered, "");
   }
 
@@ -93,7 +95,7 @@ class PlanFileFeed final : public PlanFeed {
                 std::to_string(plan.stages.size()) + ")");
       return;
     }
-    RankPlan r;
+    protocol::RankPlan r;
     r.rank = o.rank;
     r.stage = o.stage;
     r.version = 1;

@@ -47,20 +47,6 @@ nlohmann::json ParseBody(std::string_view body);
 // /register_rank (RankInfo), POST /jobs/{id}/iterations, GET
 // /jobs/{id}/plan, GET /jobs/{id}, Zeus's /register_job, /result and
 // /schedule.
-using protocol::FrequencyScheduleToJson;
-using protocol::IterationReportFromJson;
-using protocol::JobConfigFromJson;
-using protocol::JobConfigToJson;
-using protocol::JobInfoFromJson;
-using protocol::JobStatusToJson;
-using protocol::PlanSwitchFromJson;
-using protocol::PlanSwitchToJson;
-using protocol::ProfilingResultFromJson;
-using protocol::RankInfoFromJson;
-using protocol::RankInfoToJson;
-using protocol::RankPlanToJson;
-using protocol::ZeusJobInfo;
-using protocol::ZeusProfilingResult;
 
 // A job's solved frontier as the store keeps it (coord::Job::Solved,
 // RestorePlan): {"version":1,"intrinsic","baseline_time_s","p_block_w",
@@ -73,7 +59,7 @@ coord::SolvedPlan SolvedPlanFromJson(const nlohmann::json& j, const std::string&
 // Zeus-style job ids: "YYYY-MM-DD-HH-MM-SS+dp<D>+pp<P>+tp<T>+joulepipe[+<metadata>]"
 // in local time, as zeus's JobInfo.set_job_id writes them; characters a job
 // id may not hold (space, '/', control and non-ASCII bytes) in the metadata
-// become '_', and the id is cut to coord::kMaxJobIdLength.
+// become '_', and the id is cut to protocol::kMaxJobIdLength.
 std::string ZeusStyleJobId(int dp, int pp, int tp, const std::string& metadata,
                            std::int64_t unix_s);
 

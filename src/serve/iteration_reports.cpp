@@ -15,12 +15,12 @@ using model::InputError;
 // One iteration report into the job: counted in the metrics (with the
 // saving of the plan in force); a switch it causes is stored and wakes the
 // job's waits. mu_ held.
-void Jobs::FeedReport(Entry& e, const coord::IterationReport& report, Wakeups* wakeups,
+void Jobs::FeedReport(Entry& e, const protocol::IterationReport& report, Wakeups* wakeups,
                       coord::Job::Numbering numbering) {
   coord::Job& job = e.job;
   const std::int64_t before = job.completed_iterations();
   const double saving = SavingInForce(job);
-  const std::optional<coord::PlanSwitch> s = job.ReportIteration(report, NowUnix(), numbering);
+  const std::optional<protocol::PlanSwitch> s = job.ReportIteration(report, NowUnix(), numbering);
   metrics_->CountReport(job.completed_iterations() - before, saving);
   if (s) {
     StoreSwitch(e, *s);
@@ -28,10 +28,10 @@ void Jobs::FeedReport(Entry& e, const coord::IterationReport& report, Wakeups* w
   }
 }
 
-void Jobs::StoreSwitch(Entry& e, const coord::PlanSwitch& s) {
+void Jobs::StoreSwitch(Entry& e, const protocol::PlanSwitch& s) {
   const std::string& id = e.job.config().job_id;
   try {
-    store_.Write([&] { store_.PutSwitch(id, s.version, PlanSwitchToJson(s).dump()); });
+    store_.Write([&] { store_.PutSwitch(id, s.version, protocol::PlanSwitchToJson(s).dump()); });
   } catch (const StoreError&) {
     Reload(id);
     throw;
@@ -41,7 +41,7 @@ void Jobs::StoreSwitch(Entry& e, const coord::PlanSwitch& s) {
               static_cast<long long>(s.iteration), s.reason.c_str()));
 }
 
-int Jobs::Report(const std::string& id, const coord::IterationReport& report) {
+int Jobs::Report(const std::string& id, const protocol::IterationReport& report) {
   Wakeups wake;
   std::lock_guard<std::mutex> lock(mu_);
   const EntryPtr e = FindAndTouch(id);
@@ -50,7 +50,7 @@ int Jobs::Report(const std::string& id, const coord::IterationReport& report) {
 }
 
 void Jobs::ReportNumbered(const std::string& id, int rank,
-                          const std::vector<coord::IterationReport>& reports,
+                          const std::vector<protocol::IterationReport>& reports,
                           const std::string& rank_field, const std::string& register_hint) {
   Wakeups wake;
   std::lock_guard<std::mutex> lock(mu_);
@@ -61,7 +61,7 @@ void Jobs::ReportNumbered(const std::string& id, int rank,
                            e->job.config().job_id.c_str(), register_hint.c_str()));
   }
   std::int64_t& next = e->zeus_iteration[rank];
-  for (coord::IterationReport report : reports) {
+  for (protocol::IterationReport report : reports) {
     report.rank = rank;
     report.iteration = next++;
     FeedReport(*e, report, &wake, coord::Job::Numbering::kByServer);

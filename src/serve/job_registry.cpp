@@ -55,7 +55,7 @@ Jobs::EntryPtr Jobs::FindAndTouch(const std::string& id) {
   return e;
 }
 
-Jobs::EntryPtr Jobs::Insert(coord::JobConfig config, const model::Profile* profile) {
+Jobs::EntryPtr Jobs::Insert(protocol::JobConfig config, const model::Profile* profile) {
   if (jobs_.size() >= static_cast<std::size_t>(options_.max_jobs)) {
     // Every job costs memory (its profile above all) until it is deleted or
     // evicted: the table is bounded (issue 41, 9).
@@ -76,12 +76,12 @@ Jobs::EntryPtr Jobs::Insert(coord::JobConfig config, const model::Profile* profi
   }
   const std::string& id = e->job.config().job_id;
   store_.Write([&] {
-    store_.InsertJob(id, e->seq, JobConfigToJson(e->job.config()).dump(), now);
+    store_.InsertJob(id, e->seq, protocol::JobConfigToJson(e->job.config()).dump(), now);
     if (profile != nullptr) store_.PutProfile(id, e->job.profile_csv());
   });
   ++next_seq_;
   jobs_[id] = e;
-  const coord::JobConfig& c = e->job.config();
+  const protocol::JobConfig& c = e->job.config();
   log_(Format("job %s: registered (pp %d x dp %d x tp %d = %lld ranks; %s, %d microbatches%s)",
               id.c_str(), c.pp_degree, c.dp_degree, c.tp_degree,
               static_cast<long long>(c.world_size),
@@ -92,13 +92,14 @@ Jobs::EntryPtr Jobs::Insert(coord::JobConfig config, const model::Profile* profi
 
 Jobs::EntryPtr Jobs::Replay(const StoredJob& stored) const {
   const std::string what = "the stored config of job " + stored.id;
-  coord::JobConfig config = JobConfigFromJson(model::ParseJsonBounded(stored.config_json, what));
+  protocol::JobConfig config =
+      protocol::JobConfigFromJson(model::ParseJsonBounded(stored.config_json, what));
   if (config.job_id != stored.id) {
     throw InputError("JobConfig::job_id", what + " names another job (" + config.job_id + ")");
   }
   auto e = std::make_shared<Entry>(std::move(config));
   for (const auto& [rank, info] : stored.ranks) {
-    e->job.RegisterRank(RankInfoFromJson(
+    e->job.RegisterRank(protocol::RankInfoFromJson(
         model::ParseJsonBounded(info, Format("stored rank %d of job %s", rank, stored.id.c_str())),
         true));
   }
@@ -108,9 +109,9 @@ Jobs::EntryPtr Jobs::Replay(const StoredJob& stored) const {
     if (!stored.frontier_json && stored.failure.empty()) e->plan_work = EstimatePlanWork(e->job);
   }
   if (stored.frontier_json) {
-    std::vector<coord::PlanSwitch> switches;
+    std::vector<protocol::PlanSwitch> switches;
     for (const std::string& s : stored.switches_json) {
-      switches.push_back(PlanSwitchFromJson(
+      switches.push_back(protocol::PlanSwitchFromJson(
           model::ParseJsonBounded(s, "a stored plan switch of job " + stored.id)));
     }
     const std::string what = "the stored frontier of job " + stored.id;
@@ -165,7 +166,7 @@ std::string Jobs::UniqueId(const std::string& base) const {
   if (!taken(base)) return base;
   for (int k = 2;; ++k) {
     const std::string suffix = Format("+%d", k);
-    std::string id = base.substr(0, coord::kMaxJobIdLength - suffix.size()) + suffix;
+    std::string id = base.substr(0, protocol::kMaxJobIdLength - suffix.size()) + suffix;
     if (!taken(id)) return id;
   }
 }
@@ -216,7 +217,7 @@ json Jobs::List() const {
   return list;
 }
 
-std::string Jobs::Create(coord::JobConfig config) {
+std::string Jobs::Create(protocol::JobConfig config) {
   const bool assigned = config.job_id.empty();
   if (assigned) {
     config.job_id = ZeusStyleJobId(config.dp_degree, config.pp_degree, config.tp_degree,
@@ -243,7 +244,7 @@ std::string Jobs::Create(coord::JobConfig config) {
   return Insert(std::move(config), nullptr)->job.config().job_id;
 }
 
-std::string Jobs::CreateUnique(coord::JobConfig config, const model::Profile* profile) {
+std::string Jobs::CreateUnique(protocol::JobConfig config, const model::Profile* profile) {
   std::lock_guard<std::mutex> lock(mu_);
   config.job_id = UniqueId(config.job_id);
   return Insert(std::move(config), profile)->job.config().job_id;
@@ -253,7 +254,7 @@ json Jobs::Status(const std::string& id) {
   std::lock_guard<std::mutex> lock(mu_);
   const EntryPtr e = FindAndTouch(id);
   const coord::Job& job = e->job;
-  json j = JobStatusToJson(job.Status());
+  json j = protocol::JobStatusToJson(job.Status());
   j["created_unix_s"] = e->created_unix_s;
   j["last_active_unix_s"] = e->last_active_unix_s;
   j["waiting_requests"] = waiters_->waiting_on(job.config().job_id);
@@ -305,7 +306,7 @@ void Jobs::Delete(const std::string& id) {
   log_(Format("job %s: deleted", id.c_str()));
 }
 
-void Jobs::RegisterRank(const std::string& job_id, const coord::RankInfo& info) {
+void Jobs::RegisterRank(const std::string& job_id, const protocol::RankInfo& info) {
   std::lock_guard<std::mutex> lock(mu_);
   const EntryPtr e = FindAndTouch(job_id);
   coord::Job& job = e->job;
@@ -313,7 +314,7 @@ void Jobs::RegisterRank(const std::string& job_id, const coord::RankInfo& info) 
   // A conflict with what is registered is a coord::RankConflictError: 409.
   if (!job.RegisterRank(info)) return;
   try {
-    store_.Write([&] { store_.PutRank(id, info.rank, RankInfoToJson(info).dump()); });
+    store_.Write([&] { store_.PutRank(id, info.rank, protocol::RankInfoToJson(info).dump()); });
   } catch (const StoreError&) {
     Reload(id);
     throw;

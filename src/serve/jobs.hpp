@@ -55,7 +55,7 @@ using coord::kLightPlanWork;
 
 // Instructions of one pipeline iteration (GET /jobs/{id}, the time-limit
 // message).
-inline std::int64_t PlanInstructions(const coord::JobConfig& c) {
+inline std::int64_t PlanInstructions(const protocol::JobConfig& c) {
   return 2LL * c.spec.stages * c.spec.microbatches * c.spec.chunks;
 }
 
@@ -100,12 +100,12 @@ class Jobs {
   nlohmann::json List() const;
   // A new job (an id is assigned when config.job_id is empty); the same
   // config under a registered id is answered with it (409 for another).
-  std::string Create(coord::JobConfig config);
+  std::string Create(protocol::JobConfig config);
   // A Zeus job: its id made unique, the server's default profile attached.
-  std::string CreateUnique(coord::JobConfig config, const model::Profile* profile);
+  std::string CreateUnique(protocol::JobConfig config, const model::Profile* profile);
   nlohmann::json Status(const std::string& id);
   void Delete(const std::string& id);
-  void RegisterRank(const std::string& id, const coord::RankInfo& info);
+  void RegisterRank(const std::string& id, const protocol::RankInfo& info);
   // Parks the upload until the intake thread has checked and applied it
   // (nullopt), or answers 503 when the intake is full or the server stops.
   std::optional<Reply> QueueProfile(const std::string& id, std::string body, Parked* parked);
@@ -117,10 +117,10 @@ class Jobs {
   // The rank's plan now, or parks `parked` until it exists (nullopt).
   std::optional<Reply> AskPlan(const std::string& id, const PlanAsk& ask, Parked* parked);
   // An iteration report; returns the plan version after it.
-  int Report(const std::string& id, const coord::IterationReport& report);
+  int Report(const std::string& id, const protocol::IterationReport& report);
   // Zeus's reports: the rank's next iterations, numbered by the server.
   void ReportNumbered(const std::string& id, int rank,
-                      const std::vector<coord::IterationReport>& reports,
+                      const std::vector<protocol::IterationReport>& reports,
                       const std::string& rank_field, const std::string& register_hint);
 
   // Frees upload `upload`'s queued body (only the intake's lock).
@@ -128,7 +128,7 @@ class Jobs {
 
  private:
   struct Entry {
-    explicit Entry(coord::JobConfig config) : job(std::move(config)) {}
+    explicit Entry(protocol::JobConfig config) : job(std::move(config)) {}
     coord::Job job;
     std::int64_t seq = 0;
     double created_unix_s = 0;
@@ -169,7 +169,7 @@ class Jobs {
   EntryPtr Find(const std::string& id) const;  // 404 (or 409 for a broken one)
   EntryPtr FindAndTouch(const std::string& id);
   // Registers a job. Throws StoreError (nothing changed).
-  EntryPtr Insert(coord::JobConfig config, const model::Profile* profile);
+  EntryPtr Insert(protocol::JobConfig config, const model::Profile* profile);
   // `base`, or base+"+2", "+3", ... : an id no job has.
   std::string UniqueId(const std::string& base) const;
   EntryPtr Replay(const StoredJob& stored) const;
@@ -187,9 +187,9 @@ class Jobs {
   // Zeus: opens the schedule barrier once every rank asked.
   void MaybeReleaseSchedule(Entry& entry, Wakeups* wakeups);
   // One report into the job; a switch it causes is stored and wakes waits.
-  void FeedReport(Entry& entry, const coord::IterationReport& report, Wakeups* wakeups,
+  void FeedReport(Entry& entry, const protocol::IterationReport& report, Wakeups* wakeups,
                   coord::Job::Numbering numbering = coord::Job::Numbering::kByRank);
-  void StoreSwitch(Entry& entry, const coord::PlanSwitch& s);
+  void StoreSwitch(Entry& entry, const protocol::PlanSwitch& s);
 
   // ---- Planning ----
   void QueuePlan(const std::string& id);  // mu_ held

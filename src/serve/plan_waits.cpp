@@ -39,10 +39,10 @@ std::optional<Reply> Jobs::Answer(const Entry& e, const Parked::Wait& w) const {
                                   "/jobs/{id}/profile) to plan again",
                                   w.job_id.c_str(), failure.c_str()));
   }
-  const std::optional<coord::RankPlan> plan = job.PlanFor(w.rank);
+  const std::optional<protocol::RankPlan> plan = job.PlanFor(w.rank);
   if (!plan) return std::nullopt;
-  return JsonReply(200, w.what == For::kSchedule ? FrequencyScheduleToJson(*plan)
-                                                 : RankPlanToJson(*plan, w.job_id));
+  return JsonReply(200, w.what == For::kSchedule ? protocol::FrequencyScheduleToJson(*plan)
+                                                 : protocol::RankPlanToJson(*plan, w.job_id));
 }
 
 void Jobs::WakeReady(const Entry& e, Wakeups* wakeups) {

@@ -85,7 +85,7 @@ void Jobs::PlanOne(const std::string& id, std::unique_lock<std::mutex>& lock) {
   const EntryPtr e = jobs_.at(id);
   const coord::PlanTask task = coord::PlanTaskOf(e->job);
   const std::uint64_t generation = e->profile_generation;
-  const coord::JobConfig& c = e->job.config();
+  const protocol::JobConfig& c = e->job.config();
   const std::int64_t instructions = PlanInstructions(c);
   const bool heavy = e->heavy();
   Planning& planning = planning_[id];
@@ -169,7 +169,7 @@ void Jobs::PlanOne(const std::string& id, std::unique_lock<std::mutex>& lock) {
       e->job.SetPlan(*plan, NowUnix());
       store_.Write([&] {
         store_.PutFrontier(id, SolvedPlanToJson(e->job.Solved()).dump());
-        store_.PutSwitch(id, 1, PlanSwitchToJson(e->job.switches().front()).dump());
+        store_.PutSwitch(id, 1, protocol::PlanSwitchToJson(e->job.switches().front()).dump());
         store_.SetFailure(id, "");
       });
       const solver::FrontierPoint& q = plan->chosen_point();

@@ -46,7 +46,7 @@ std::optional<Reply> Service::ListJobs(Request&, Parked*) {
 }
 
 std::optional<Reply> Service::CreateJob(Request& r, Parked*) {
-  const std::string id = jobs_.Create(JobConfigFromJson(ParseBody(r.body)));
+  const std::string id = jobs_.Create(protocol::JobConfigFromJson(ParseBody(r.body)));
   return JsonReply(200, {{"job_id", id}});
 }
 
@@ -60,7 +60,8 @@ std::optional<Reply> Service::DeleteJob(Request& r, Parked*) {
 }
 
 std::optional<Reply> Service::RegisterRank(Request& r, Parked*) {
-  jobs_.RegisterRank(r.match.job_id, RankInfoFromJson(ParseBody(r.body), /*strict=*/true));
+  jobs_.RegisterRank(r.match.job_id,
+                     protocol::RankInfoFromJson(ParseBody(r.body), /*strict=*/true));
   return JsonReply(200, json::object());
 }
 
@@ -78,13 +79,14 @@ std::optional<Reply> Service::GetPlan(Request& r, Parked* parked) {
                                 std::numeric_limits<int>::max(), "ask GET /jobs/{id}/plan?rank=R"));
   ask.after = static_cast<int>(
       QueryInt(r, "after", "PlanQuery::after", 0, 0, std::numeric_limits<int>::max(), ""));
-  ask.wait_s = QueryNumber(r, "wait_s", "PlanQuery::wait_s", coord::kDefaultPlanWaitS, 0,
-                           coord::kMaxPlanWaitS);
+  ask.wait_s = QueryNumber(r, "wait_s", "PlanQuery::wait_s", protocol::kDefaultPlanWaitS, 0,
+                           protocol::kMaxPlanWaitS);
   return jobs_.AskPlan(r.match.job_id, ask, parked);
 }
 
 std::optional<Reply> Service::ReportIteration(Request& r, Parked*) {
-  const int version = jobs_.Report(r.match.job_id, IterationReportFromJson(ParseBody(r.body)));
+  const int version =
+      jobs_.Report(r.match.job_id, protocol::IterationReportFromJson(ParseBody(r.body)));
   return JsonReply(200, {{"plan_version", version}});
 }
 

@@ -104,9 +104,9 @@ inline double QueryNumber(const Request& r, const char* key, const std::string& 
 
 // The first member where two configs differ, as "JobConfig::<key> (<a> registered,
 // <b> given)".
-inline std::pair<std::string, std::string> FirstDifference(const coord::JobConfig& a,
-                                                           const coord::JobConfig& b) {
-  const json ja = JobConfigToJson(a), jb = JobConfigToJson(b);
+inline std::pair<std::string, std::string> FirstDifference(const protocol::JobConfig& a,
+                                                           const protocol::JobConfig& b) {
+  const json ja = protocol::JobConfigToJson(a), jb = protocol::JobConfigToJson(b);
   for (const auto& [key, value] : ja.items()) {
     const auto other = jb.find(key);
     const json given = other == jb.end() ? json(nullptr) : *other;

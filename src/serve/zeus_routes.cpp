@@ -41,7 +41,7 @@ std::optional<Reply> Service::ZeusInfo(Request&, Parked*) {
 }
 
 std::optional<Reply> Service::ZeusRegisterJob(Request& r, Parked*) {
-  const ZeusJobInfo info = JobInfoFromJson(ParseBody(r.body));
+  const protocol::ZeusJobInfo info = protocol::JobInfoFromJson(ParseBody(r.body));
   const ZeusDefaults& z = options_.zeus;
   if (z.microbatches <= 0) {
     throw HttpError(409,
@@ -51,7 +51,7 @@ std::optional<Reply> Service::ZeusRegisterJob(Request& r, Parked*) {
                     "defaults (docs/coordination.md, \"Zeus compatibility\")",
                     "ZeusDefaults::microbatches");
   }
-  coord::JobConfig c;
+  protocol::JobConfig c;
   c.job_id = ZeusStyleJobId(
       info.dp_degree, info.pp_degree, info.tp_degree, info.metadata,
       static_cast<std::int64_t>(
@@ -101,7 +101,8 @@ std::optional<Reply> Service::ZeusRegisterJob(Request& r, Parked*) {
 
 std::optional<Reply> Service::ZeusRegisterRank(Request& r, Parked*) {
   // Zeus's RankInfo has members of its own: ignored, as its pydantic model does.
-  jobs_.RegisterRank(r.match.job_id, RankInfoFromJson(ParseBody(r.body), /*strict=*/false));
+  jobs_.RegisterRank(r.match.job_id,
+                     protocol::RankInfoFromJson(ParseBody(r.body), /*strict=*/false));
   return Plain(200, "null");
 }
 
@@ -118,8 +119,8 @@ std::optional<Reply> Service::ZeusSchedule(Request& r, Parked* parked) {
 
 // A result's reports, numbered by the server after the rank's last.
 void Service::ApplyZeusResult(const std::string& job_id, const std::string& body) {
-  const ZeusProfilingResult result = ProfilingResultFromJson(ParseBody(body));
-  std::vector<coord::IterationReport> reports(result.iter_time.size());
+  const protocol::ZeusProfilingResult result = protocol::ProfilingResultFromJson(ParseBody(body));
+  std::vector<protocol::IterationReport> reports(result.iter_time.size());
   for (std::size_t k = 0; k < reports.size(); ++k) {
     reports[k].time_s = result.iter_time[k];
     if (!result.iter_energy.empty()) reports[k].energy_j = result.iter_energy[k];

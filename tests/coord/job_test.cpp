@@ -34,8 +34,8 @@ model::Profile SmallProfile() {
   return p;
 }
 
-JobConfig Config(int dp = 3) {
-  JobConfig c;
+protocol::JobConfig Config(int dp = 3) {
+  protocol::JobConfig c;
   c.job_id = "job+1";
   c.pp_degree = 2;
   c.dp_degree = dp;
@@ -68,14 +68,15 @@ Job PlannedJob(int dp = 3) {
 // Every rank but `skip` (-1: none) reports iteration i: pipeline p took its
 // plan's predicted time times slow[p]. Returns the switch the iteration
 // caused, if any.
-std::optional<PlanSwitch> Iterate(Job* job, std::int64_t i, const std::vector<double>& slow,
-                                  int skip = -1) {
-  std::optional<PlanSwitch> out;
+std::optional<protocol::PlanSwitch> Iterate(Job* job, std::int64_t i,
+                                            const std::vector<double>& slow, int skip = -1) {
+  std::optional<protocol::PlanSwitch> out;
   for (const auto& [rank, info] : job->ranks()) {
     if (rank == skip) continue;
     const double t =
         job->frontier()->points[job->point_of_pipeline()[info.dp_rank]].time_s * slow[info.dp_rank];
-    const std::optional<PlanSwitch> s = job->ReportIteration({rank, i, t, 50.0}, 2000 + i);
+    const std::optional<protocol::PlanSwitch> s =
+        job->ReportIteration({rank, i, t, 50.0}, 2000 + i);
     if (s) out = s;
   }
   return out;
@@ -93,7 +94,7 @@ TEST(Job, WalksFromRegistrationToPlans) {
   EXPECT_EQ(job.phase(), JobPhase::kPlanned);
   EXPECT_EQ(job.plan_version(), 1);
   for (int rank = 0; rank < 6; ++rank) {
-    const std::optional<RankPlan> plan = job.PlanFor(rank);
+    const std::optional<protocol::RankPlan> plan = job.PlanFor(rank);
     ASSERT_TRUE(plan);
     EXPECT_EQ(plan->version, 1);
     EXPECT_EQ(plan->pipeline, rank / 2);
@@ -167,7 +168,7 @@ TEST(Job, ANoisyRowIsLeftOutNotThePlan) {
 // (1 + slowdown) T; a bad slowdown is refused by name.
 TEST(Job, SlowdownTradesTimeForEnergyWithinItsBudget) {
   const Job same = PlannedJob();
-  JobConfig c = Config();
+  protocol::JobConfig c = Config();
   c.slowdown = 0.1;
   Job slower(c);
   RegisterAll(&slower);
@@ -195,14 +196,14 @@ TEST(Job, StragglerSwitchesWithinTwoIterationsAndRevertsWithinTwo) {
   for (std::int64_t i = 0; i < 14; ++i) {
     // Pipeline 1 is 1.2x slower in iterations 3..7.
     const double s = i >= 3 && i <= 7 ? 1.2 : 1.0;
-    const std::optional<PlanSwitch> sw = Iterate(&job, i, {1, s, 1});
+    const std::optional<protocol::PlanSwitch> sw = Iterate(&job, i, {1, s, 1});
     if (sw) switched_at.push_back(sw->iteration);
   }
   // Detected after iterations 3 and 4: runs from 5; recovered after 8 and 9:
   // reverts from 10.
   ASSERT_EQ(switched_at, (std::vector<std::int64_t>{5, 10}));
   ASSERT_EQ(job.switches().size(), 3u);
-  const PlanSwitch& slow = job.switches()[1];
+  const protocol::PlanSwitch& slow = job.switches()[1];
   EXPECT_EQ(slow.version, 2);
   EXPECT_DOUBLE_EQ(slow.slowdowns[1], 1.2);
   const double t_intrinsic = job.frontier()->points[intrinsic].time_s;
@@ -215,7 +216,7 @@ TEST(Job, StragglerSwitchesWithinTwoIterationsAndRevertsWithinTwo) {
   }
   EXPECT_GT(slow.predicted_saving_j, 0);
   EXPECT_NE(slow.reason.find("straggler: pipeline 1 at 1.20x"), std::string::npos) << slow.reason;
-  const PlanSwitch& back = job.switches()[2];
+  const protocol::PlanSwitch& back = job.switches()[2];
   EXPECT_EQ(back.point_of_pipeline, std::vector<int>(3, intrinsic));
   EXPECT_NE(back.reason.find("recovered"), std::string::npos);
   EXPECT_EQ(job.PlanFor(0)->version, 3);
@@ -262,7 +263,7 @@ TEST(Job, OneRanksBogusIterationsAreRefusedAndDetectionGoesOn) {
       EXPECT_NE(std::string(e.what()).find("current iteration, 1"), std::string::npos) << e.what();
     }
   }
-  std::optional<PlanSwitch> s;
+  std::optional<protocol::PlanSwitch> s;
   for (std::int64_t i = 2; i < 10 && !s; ++i) s = Iterate(&job, i, {1, 1.2, 1});
   ASSERT_TRUE(s) << "no switch after the bogus reports";
   EXPECT_EQ(job.plan_version(), 2);
@@ -275,7 +276,7 @@ TEST(Job, BogusIterationsBeforeTheRealOnesCannotCrowdThemOut) {
   Job job = PlannedJob();
   const double t = job.frontier()->points[job.intrinsic_point()].time_s;
   for (int k = 0; k < 16; ++k) job.ReportIteration({5, 1'000'000'000'000LL - 16 + k, t, 1.0}, 0);
-  std::optional<PlanSwitch> s;
+  std::optional<protocol::PlanSwitch> s;
   for (std::int64_t i = 0; i < 10 && !s; ++i) s = Iterate(&job, i, {1, 1.2, 1});
   ASSERT_TRUE(s) << "no switch after bogus first reports; completed " << job.completed_iterations();
   EXPECT_GE(job.completed_iterations(), 2);
@@ -339,8 +340,8 @@ TEST(Job, RestoredFromItsRecordIsTheSameJob) {
   Job restored(job.config());
   for (const auto& [rank, info] : job.ranks()) restored.RegisterRank(info);
   restored.SetProfile(model::ParseProfileCsv(job.profile_csv(), "stored"));
-  std::vector<PlanSwitch> switches;
-  for (const PlanSwitch& s : job.switches()) {
+  std::vector<protocol::PlanSwitch> switches;
+  for (const protocol::PlanSwitch& s : job.switches()) {
     switches.push_back(
         protocol::PlanSwitchFromJson(nlohmann::json::parse(protocol::PlanSwitchToJson(s).dump())));
   }
@@ -348,7 +349,7 @@ TEST(Job, RestoredFromItsRecordIsTheSameJob) {
   EXPECT_EQ(restored.phase(), JobPhase::kPlanned);
   EXPECT_EQ(restored.plan_version(), 2);
   for (int rank = 0; rank < 6; ++rank) {
-    const RankPlan a = *job.PlanFor(rank), b = *restored.PlanFor(rank);
+    const protocol::RankPlan a = *job.PlanFor(rank), b = *restored.PlanFor(rank);
     EXPECT_EQ(a.point, b.point);
     EXPECT_EQ(a.version, b.version);
     ASSERT_EQ(a.instructions.size(), b.instructions.size());
@@ -375,7 +376,7 @@ TEST(Job, RefusesBadConfigsRanksAndReportsByField) {
     }
     return std::string("none");
   };
-  JobConfig c = Config();
+  protocol::JobConfig c = Config();
   c.world_size = 5;
   try {
     Job{c};

@@ -95,7 +95,7 @@ TEST(StragglerDetector, SeedStartsFromAKnownStraggler) {
 }
 
 TEST(StragglerDetector, OptionsAreCheckedByField) {
-  const auto field = [](StragglerOptions o) {
+  const auto field = [](protocol::StragglerOptions o) {
     try {
       CheckStragglerOptions(o);
     } catch (const model::InputError& e) {

@@ -58,13 +58,14 @@ using joulepipe::model::InputError;
 using nlohmann::json;
 namespace coord = joulepipe::coord;
 namespace serve = joulepipe::serve;
+namespace protocol = joulepipe::protocol;
 
 // A fixed clock for ZeusStyleJobId (2024-01-02 03:04:05 UTC).
 constexpr std::int64_t kNowUnix = 1'704'164'645;
 
 // A valid checked JobConfig as the store keeps it (JobConfigToJson).
 std::string StoredConfig() {
-  coord::JobConfig c;
+  protocol::JobConfig c;
   c.job_id = "2024-01-02-03-04-05+dp2+pp4+tp1+joulepipe+gpt3";
   c.pp_degree = 4;
   c.dp_degree = 2;
@@ -78,7 +79,7 @@ std::string StoredConfig() {
   c.gpu = "A100-SXM4-80GB";
   c.metadata = "gpt3 \xe2\x82\xac";
   coord::CheckJobConfig(&c);
-  return serve::JobConfigToJson(c).dump();
+  return protocol::JobConfigToJson(c).dump();
 }
 
 std::vector<std::string> Seeds() {
@@ -272,8 +273,8 @@ std::string HostileField(Generator& g) {
 // size limits.
 std::string Extreme(Generator& g) {
   switch (g.Below(7)) {
-    case 0: {  // available_frequencies around coord::kMaxFrequencies
-      const std::size_t n = coord::kMaxFrequencies - 2 + g.Below(4);
+    case 0: {  // available_frequencies around protocol::kMaxFrequencies
+      const std::size_t n = protocol::kMaxFrequencies - 2 + g.Below(4);
       return R"({"rank": 0, "dp_rank": 0, "pp_rank": 0, "tp_rank": 0, "available_frequencies": )" +
              List(n, [&](std::size_t k) { return std::to_string(1 + (k * 7) % 10000); }) + "}";
     }
@@ -295,8 +296,8 @@ std::string Extreme(Generator& g) {
       return R"({"rank": 0, "iteration": )" + std::string(1 + g.Below(5000), '9') +
              R"(, "time_s": 0.)" + std::string(1 + g.Below(5000), '1') + "}";
     case 4: {  // job ids and metadata around their limits
-      const std::size_t id = coord::kMaxJobIdLength - 2 + g.Below(4);
-      const std::size_t meta = coord::kMaxMetadataLength - 2 + g.Below(4);
+      const std::size_t id = protocol::kMaxJobIdLength - 2 + g.Below(4);
+      const std::size_t meta = protocol::kMaxMetadataLength - 2 + g.Below(4);
       return R"({"job_id": ")" + std::string(g.OneIn(3) ? 0 : id, 'j') +
              R"(", "pp_degree": 2, "dp_degree": 1, "tp_degree": 1, "schedule": "1f1b",)"
              R"( "microbatches": 2, "metadata": ")" +
@@ -389,7 +390,7 @@ bool HoldsEntry(const json& entry, int n) {
   return entry.is_number_integer() && entry.get<std::int64_t>() == n;
 }
 
-bool SameConfig(const coord::JobConfig& a, const coord::JobConfig& b) {
+bool SameConfig(const protocol::JobConfig& a, const protocol::JobConfig& b) {
   return a == b && SameBits(a.resolution_s, b.resolution_s) &&
          a.p_block_w.has_value() == b.p_block_w.has_value() &&
          (!a.p_block_w || SameBits(*a.p_block_w, *b.p_block_w)) &&
@@ -427,7 +428,7 @@ class Checker {
  private:
   // The job ranks register with: 2 stages x 2 pipelines x 2 GPUs each.
   static coord::Job RankJob() {
-    coord::JobConfig c;
+    protocol::JobConfig c;
     c.job_id = "rank-job";
     c.pp_degree = c.spec.stages = 2;
     c.dp_degree = 2;
@@ -453,10 +454,11 @@ class Checker {
 
   // JobConfigToJson, dump() (what the store keeps), ParseBody and the
   // reader give back `config`, doubles bit for bit.
-  static std::string RoundTrip(const coord::JobConfig& config) {
-    coord::JobConfig back;
+  static std::string RoundTrip(const protocol::JobConfig& config) {
+    protocol::JobConfig back;
     try {
-      back = serve::JobConfigFromJson(serve::ParseBody(serve::JobConfigToJson(config).dump()));
+      back =
+          protocol::JobConfigFromJson(serve::ParseBody(protocol::JobConfigToJson(config).dump()));
     } catch (const InputError& e) {
       return std::string("JobConfig round trip: the written config does not read back: ") +
              e.what();
@@ -465,9 +467,9 @@ class Checker {
   }
 
   std::string JobConfig(const json& body) {
-    coord::JobConfig config;
+    protocol::JobConfig config;
     try {
-      config = serve::JobConfigFromJson(body);
+      config = protocol::JobConfigFromJson(body);
     } catch (const InputError& e) {
       return Refused(e, false, "JobConfig: refused by the reader");
     }
@@ -495,9 +497,9 @@ class Checker {
 
   std::string RankInfo(const json& body) {
     for (const bool strict : {true, false}) {
-      coord::RankInfo info;
+      protocol::RankInfo info;
       try {
-        info = serve::RankInfoFromJson(body, strict);
+        info = protocol::RankInfoFromJson(body, strict);
       } catch (const InputError& e) {
         if (!strict) return Refused(e, true, "RankInfo (Zeus): refused by the reader");
         if (std::string broken = Refused(e, false, "RankInfo: refused by the reader");
@@ -522,8 +524,8 @@ class Checker {
         }
       }
       try {
-        if (!(serve::RankInfoFromJson(serve::ParseBody(serve::RankInfoToJson(info).dump()), true) ==
-              info)) {
+        if (!(protocol::RankInfoFromJson(serve::ParseBody(protocol::RankInfoToJson(info).dump()),
+                                         true) == info)) {
           return "RankInfo round trip: the info differs";
         }
       } catch (const InputError& e) {
@@ -539,11 +541,11 @@ class Checker {
         }
         continue;
       }
-      const coord::JobConfig& c = job_.config();
+      const protocol::JobConfig& c = job_.config();
       if (info.rank < 0 || info.rank >= c.world_size || info.dp_rank < 0 ||
           info.dp_rank >= c.dp_degree || info.pp_rank < 0 || info.pp_rank >= c.pp_degree ||
           info.tp_rank < 0 || info.tp_rank >= c.tp_degree ||
-          info.available_mhz.size() > coord::kMaxFrequencies) {
+          info.available_mhz.size() > protocol::kMaxFrequencies) {
         return "the job registered a RankInfo out of coord's ranges";
       }
       for (int mhz : info.available_mhz) {
@@ -556,9 +558,9 @@ class Checker {
   }
 
   std::string IterationReport(const json& body) {
-    coord::IterationReport r;
+    protocol::IterationReport r;
     try {
-      r = serve::IterationReportFromJson(body);
+      r = protocol::IterationReportFromJson(body);
     } catch (const InputError& e) {
       return Refused(e, false, "IterationReport: refused by the reader");
     }
@@ -566,11 +568,11 @@ class Checker {
       return "an accepted IterationReport's rank or iteration differs from the body's";
     }
     if (r.iteration < 0 || !std::isfinite(r.time_s) || r.time_s <= 0 ||
-        r.time_s > coord::kMaxIterationTimeS) {
+        r.time_s > protocol::kMaxIterationTimeS) {
       return "an accepted IterationReport has an iteration or time out of range";
     }
     if (r.energy_j && (!std::isfinite(*r.energy_j) || *r.energy_j < 0 ||
-                       *r.energy_j > coord::kMaxIterationEnergyJ)) {
+                       *r.energy_j > protocol::kMaxIterationEnergyJ)) {
       return "an accepted IterationReport has an energy out of range";
     }
     Took("IterationReport: read");
@@ -578,9 +580,9 @@ class Checker {
   }
 
   std::string JobInfo(const json& body) {
-    serve::ZeusJobInfo info;
+    protocol::ZeusJobInfo info;
     try {
-      info = serve::JobInfoFromJson(body);
+      info = protocol::JobInfoFromJson(body);
     } catch (const InputError& e) {
       return Refused(e, true, "JobInfo: refused by the reader");
     }
@@ -590,10 +592,10 @@ class Checker {
     }
     // What POST /register_job does next, with Zeus defaults of 1f1b and 4
     // microbatches.
-    coord::JobConfig c;
+    protocol::JobConfig c;
     c.job_id = serve::ZeusStyleJobId(info.dp_degree, info.pp_degree, info.tp_degree, info.metadata,
                                      kNowUnix);
-    if (c.job_id.size() > coord::kMaxJobIdLength) return "ZeusStyleJobId wrote a long id";
+    if (c.job_id.size() > protocol::kMaxJobIdLength) return "ZeusStyleJobId wrote a long id";
     c.pp_degree = c.spec.stages = info.pp_degree;
     c.dp_degree = info.dp_degree;
     c.tp_degree = info.tp_degree;
@@ -614,9 +616,9 @@ class Checker {
   }
 
   std::string ProfilingResult(const json& body) {
-    serve::ZeusProfilingResult r;
+    protocol::ZeusProfilingResult r;
     try {
-      r = serve::ProfilingResultFromJson(body);
+      r = protocol::ProfilingResultFromJson(body);
     } catch (const InputError& e) {
       return Refused(e, true, "ProfilingResult: refused by the reader");
     }
@@ -627,12 +629,12 @@ class Checker {
       return "an accepted ProfilingResult has a number of energies other than of times";
     }
     for (double t : r.iter_time) {
-      if (!std::isfinite(t) || t <= 0 || t > coord::kMaxIterationTimeS) {
+      if (!std::isfinite(t) || t <= 0 || t > protocol::kMaxIterationTimeS) {
         return "an accepted ProfilingResult has a time out of range";
       }
     }
     for (double e : r.iter_energy) {
-      if (!std::isfinite(e) || e < 0 || e > coord::kMaxIterationEnergyJ) {
+      if (!std::isfinite(e) || e < 0 || e > protocol::kMaxIterationEnergyJ) {
         return "an accepted ProfilingResult has an energy out of range";
       }
     }

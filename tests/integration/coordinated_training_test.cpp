@@ -88,8 +88,8 @@ runtime::CoordinatorOptions Client(const std::string& url) {
 }
 
 // The job the tests train: kPipelines x kStages, 1F1B, kMicrobatches.
-runtime::JobConfig TestJob(const std::string& id) {
-  runtime::JobConfig job;
+protocol::JobConfig TestJob(const std::string& id) {
+  protocol::JobConfig job;
   job.job_id = id;
   job.pp_degree = kStages;
   job.dp_degree = kPipelines;
@@ -128,7 +128,7 @@ std::vector<RankRun> Train(const std::string& url, const std::string& job) {
       options.coordinator = Client(url);
       options.job_id = job;
       options.rank = rank;
-      options.registration = runtime::RankInfo{rank, pipeline, stage, 0, kClocks};
+      options.registration = protocol::RankInfo{rank, pipeline, stage, 0, kClocks};
       options.start_wait_s = 30;
       options.start_timeout_s = 40;
       options.log = [](const std::string&) {};
@@ -286,7 +286,7 @@ TEST(CoordinatedTraining, RanksOverTheServersHeldWaitsComeBackForTheirPlans) {
   for (int rank = 0; rank < ranks; ++rank) {
     client.RegisterRank("wide", {rank, rank / kStages, rank % kStages, 0, kClocks});
   }
-  std::vector<std::optional<runtime::RankPlan>> plans(ranks);
+  std::vector<std::optional<protocol::RankPlan>> plans(ranks);
   std::vector<std::thread> waiting;
   for (int rank = 0; rank < ranks; ++rank) {
     waiting.emplace_back([&, rank] {

@@ -384,7 +384,7 @@ TEST(CoordinatorClientTest, RegisterJobSendsTheFieldsAndTheToken) {
   CoordinatorOptions o = TestOptions(server.url(), recorded);
   o.token = "s3cret";
   CoordinatorClient client(o);
-  JobConfig job;
+  protocol::JobConfig job;
   job.pp_degree = 4;
   job.dp_degree = 2;
   job.tp_degree = 8;
@@ -417,7 +417,7 @@ TEST(CoordinatorClientTest, RegisterJobRefusesANegativeSlowdownBeforeSending) {
   FakeServer server(Script({Reply(200, R"({"job_id": "job-7"})")}));
   Recorded recorded;
   CoordinatorClient client(TestOptions(server.url(), recorded));
-  JobConfig job;
+  protocol::JobConfig job;
   job.slowdown = -0.1;
   try {
     client.RegisterJob(job);
@@ -432,7 +432,7 @@ TEST(CoordinatorClientTest, RegisterJobWithAnIdChecksTheAnswer) {
   FakeServer server(Script({Reply(200, R"({"job_id": "other"})")}));
   Recorded recorded;
   CoordinatorClient client(TestOptions(server.url(), recorded));
-  JobConfig job;
+  protocol::JobConfig job;
   job.job_id = "mine";
   const CoordinatorError e = CatchCoordinatorError([&] { client.RegisterJob(job); });
   EXPECT_EQ(e.kind(), CoordinatorError::Kind::kBadResponse);
@@ -448,7 +448,7 @@ TEST(CoordinatorClientTest, RegisterRankUploadProfileAndReportIteration) {
   });
   Recorded recorded;
   CoordinatorClient client(TestOptions(server.url() + "/coord/", recorded));
-  RankInfo rank;
+  protocol::RankInfo rank;
   rank.rank = 3;
   rank.dp_rank = 1;
   rank.pp_rank = 2;
@@ -456,7 +456,7 @@ TEST(CoordinatorClientTest, RegisterRankUploadProfileAndReportIteration) {
   rank.available_mhz = {1410, 1200, 1000};
   client.RegisterRank("job 1/x", rank);
   EXPECT_EQ(client.UploadProfile("job 1/x", "stage,instruction,frequency,time,energy\n"), 42);
-  IterationReport report;
+  protocol::IterationReport report;
   report.rank = 3;
   report.iteration = 17;
   report.time_s = 1.25;
@@ -485,7 +485,7 @@ TEST(CoordinatorClientTest, ReportIterationRefusesNaNBeforeSending) {
   FakeServer server(Script({Reply(200, R"({"plan_version": 1})")}));
   Recorded recorded;
   CoordinatorClient client(TestOptions(server.url(), recorded));
-  IterationReport report;
+  protocol::IterationReport report;
   report.time_s = 1;
   report.energy_j = std::nan("");
   try {
@@ -502,7 +502,7 @@ TEST(CoordinatorClientTest, WaitForPlanParsesThePlanAndTheLongPollQuery) {
       Script({Reply(200, PlanJson(2, 1100, 900, "recovered").dump()), Reply(204, "")}));
   Recorded recorded;
   CoordinatorClient client(TestOptions(server.url(), recorded));
-  const std::optional<RankPlan> plan = client.WaitForPlan("j1", 3, 1, 0.5);
+  const std::optional<protocol::RankPlan> plan = client.WaitForPlan("j1", 3, 1, 0.5);
   ASSERT_TRUE(plan);
   EXPECT_EQ(plan->rank, 3);
   EXPECT_EQ(plan->pipeline, 1);
@@ -542,7 +542,7 @@ TEST(CoordinatorClientTest, WaitForPlanComesBackWhenTheServerSaysSo) {
                             Reply(204, "", "Retry-After: 30\r\n"), Reply(204, "")}));
   Recorded recorded;
   CoordinatorClient client(TestOptions(server.url(), recorded));
-  const std::optional<RankPlan> plan = client.WaitForPlan("j1", 3, 0, 10);
+  const std::optional<protocol::RankPlan> plan = client.WaitForPlan("j1", 3, 0, 10);
   ASSERT_TRUE(plan);
   EXPECT_EQ(plan->version, 1);
   ExpectDelays(*recorded.sleeps, {2.0});
@@ -655,7 +655,7 @@ TEST(CoordinatorClientTest, ClientErrorsAreNotRetriedAndQuoteTheServer) {
                          "JobRegistration::pp_degree")}));
   Recorded recorded;
   CoordinatorClient client(TestOptions(server.url(), recorded));
-  JobConfig job;
+  protocol::JobConfig job;
   job.job_id = "j";
   job.pp_degree = 8;
   const CoordinatorError e = CatchCoordinatorError([&] { client.RegisterJob(job); });
@@ -967,7 +967,7 @@ TEST(CoordinatedPlanTest, StartRegistersAndRunsThePlan) {
   CoordinatedPlanOptions o = f.Options(server.url());
   o.start_wait_s = 30;
   o.start_timeout_s = 40;
-  RankInfo registration;
+  protocol::RankInfo registration;
   registration.rank = 3;
   registration.dp_rank = 1;
   registration.pp_rank = 2;

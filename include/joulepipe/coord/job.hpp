@@ -56,18 +56,12 @@
 
 namespace joulepipe::coord {
 
-// The protocol's ranges (protocol/job.hpp, protocol/messages.hpp), named
-// here as well for coord's callers.
-using protocol::kDefaultPlanWaitS;
-using protocol::kMaxDegree;
-using protocol::kMaxFrequencies;
-using protocol::kMaxIteration;
-using protocol::kMaxIterationEnergyJ;
-using protocol::kMaxIterationTimeS;
-using protocol::kMaxJobIdLength;
-using protocol::kMaxMetadataLength;
-using protocol::kMaxPlanWaitS;
-using protocol::kMaxWorldSize;
+// The messages a job and its ranks send and receive, and their ranges, are
+// the protocol's, one definition each (protocol/job.hpp,
+// protocol/messages.hpp): the job's config, a rank's registration, its
+// iteration report (and the rules on its numbers) and its plan, a plan
+// switch, the job's status. They are named protocol::X everywhere.
+
 // Instructions of one pipeline iteration (2 x stages x microbatches x
 // chunks) a coordinated job may have: planning more takes hours, and a
 // request must not make the service build it (pp 64 x 7,812 microbatches).
@@ -90,24 +84,8 @@ class RankConflictError : public model::InputError {
   using model::InputError::InputError;
 };
 
-// The messages a job and its ranks send and receive are the protocol's, one
-// definition each (protocol/job.hpp, protocol/messages.hpp): the job's
-// config, a rank's registration, its iteration report (and the rules on its
-// numbers) and its plan, a plan switch, the job's status.
-using protocol::CheckIterationEnergy;
-using protocol::CheckIterationReport;
-using protocol::CheckIterationTime;
-using protocol::IterationEnergyOk;
-using protocol::IterationReport;
-using protocol::IterationTimeOk;
-using protocol::JobConfig;
-using protocol::JobStatus;
-using protocol::PlanSwitch;
-using protocol::RankInfo;
-using protocol::RankPlan;
-
 // Checks every field (and fills world_size when 0). Throws model::InputError.
-void CheckJobConfig(JobConfig* config);
+void CheckJobConfig(protocol::JobConfig* config);
 
 // The profile a coordinated job plans with: the one rule for a profile's
 // rows (model::PlannableRows) that every front end applies. A profile
@@ -150,9 +128,9 @@ const char* JobPhaseName(JobPhase phase);  // "waiting_for_ranks", ..., "planned
 class Job {
  public:
   // Checks the config (CheckJobConfig).
-  explicit Job(JobConfig config);
+  explicit Job(protocol::JobConfig config);
 
-  const JobConfig& config() const { return config_; }
+  const protocol::JobConfig& config() const { return config_; }
   JobPhase phase() const;
   const std::string& failure() const { return failure_; }
 
@@ -163,10 +141,10 @@ class Job {
   // is checked right after its number, another rank's coordinates before
   // the clocks: a conflicting registration is a conflict whatever else it
   // says).
-  bool RegisterRank(const RankInfo& info);
+  bool RegisterRank(const protocol::RankInfo& info);
   int registered_ranks() const { return static_cast<int>(ranks_.size()); }
   bool all_ranks_registered() const { return registered_ranks() == config_.world_size; }
-  const std::map<int, RankInfo>& ranks() const { return ranks_; }
+  const std::map<int, protocol::RankInfo>& ranks() const { return ranks_; }
 
   // The profile to plan with (replaces an earlier one), less the rows a
   // measurement inside the job cannot make plausible (PlannableProfile):
@@ -202,14 +180,14 @@ class Job {
   // Restores a plan stored from Solved() and the switches recorded since
   // (in order; the first is version 1). Throws InputError naming
   // Job::RestorePlan for a plan or switches that do not fit this job.
-  void RestorePlan(SolvedPlan plan, const std::vector<PlanSwitch>& switches);
+  void RestorePlan(SolvedPlan plan, const std::vector<protocol::PlanSwitch>& switches);
   SolvedPlan Solved() const;  // JobStateError unless planned
 
   int plan_version() const { return switches_.empty() ? 0 : switches_.back().version; }
   // The rank's plan under the current version; nullopt before planning.
   // InputError for an unregistered rank.
-  std::optional<RankPlan> PlanFor(int rank) const;
-  const std::vector<PlanSwitch>& switches() const { return switches_; }
+  std::optional<protocol::RankPlan> PlanFor(int rank) const;
+  const std::vector<protocol::PlanSwitch>& switches() const { return switches_; }
   const solver::Frontier* frontier() const { return planned_ ? &frontier_ : nullptr; }
   int intrinsic_point() const { return intrinsic_; }
   double baseline_time_s() const { return baseline_time_s_; }  // all max clocks
@@ -230,8 +208,9 @@ class Job {
   // in order, many per request): no window (the numbers cannot be
   // nonsense) and, beyond kOpenIterations, the oldest open one is dropped.
   enum class Numbering { kByRank, kByServer };
-  std::optional<PlanSwitch> ReportIteration(const IterationReport& report, double now_unix_s,
-                                            Numbering numbering = Numbering::kByRank);
+  std::optional<protocol::PlanSwitch> ReportIteration(const protocol::IterationReport& report,
+                                                      double now_unix_s,
+                                                      Numbering numbering = Numbering::kByRank);
   std::int64_t completed_iterations() const { return completed_; }
   std::int64_t dropped_iterations() const { return dropped_; }
   const StragglerDetector* detector() const { return detector_ ? &*detector_ : nullptr; }
@@ -239,7 +218,7 @@ class Job {
   const std::vector<int>& point_of_pipeline() const { return point_of_pipeline_; }
 
   // Everything a status page shows (no frontier mhz vectors).
-  JobStatus Status() const;
+  protocol::JobStatus Status() const;
 
  private:
   struct OpenIteration {
@@ -252,12 +231,12 @@ class Job {
   // before changing anything.
   void Adopt(schedule::Schedule schedule, solver::Frontier frontier, int intrinsic,
              double baseline_time_s, double p_block_w);
-  void Install(PlanSwitch s);
-  PlanSwitch Decide(std::int64_t next_iteration, double now_unix_s);
+  void Install(protocol::PlanSwitch s);
+  protocol::PlanSwitch Decide(std::int64_t next_iteration, double now_unix_s);
   double PredictedSavingJ(const PlanChoice& choice) const;
 
-  JobConfig config_;
-  std::map<int, RankInfo> ranks_;
+  protocol::JobConfig config_;
+  std::map<int, protocol::RankInfo> ranks_;
   std::map<std::int64_t, int> coordinate_owner_;   // (dp, pp, tp) key -> rank
   std::shared_ptr<const model::Profile> profile_;  // never changed once set
   std::string profile_csv_;
@@ -272,7 +251,7 @@ class Job {
   double p_block_w_ = 0;
   std::optional<CandidateIndex> index_;
   std::vector<int> point_of_pipeline_;
-  std::vector<PlanSwitch> switches_;
+  std::vector<protocol::PlanSwitch> switches_;
 
   std::optional<StragglerDetector> detector_;
   IterationWindow window_;  // sized by Adopt

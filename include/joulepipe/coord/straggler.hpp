@@ -30,15 +30,14 @@ namespace joulepipe::coord {
 
 // The options are part of a job's config, a protocol message
 // (protocol/job.hpp): threshold, recover_below, window, min_change.
-using protocol::StragglerOptions;
 
 // Throws model::InputError naming StragglerOptions::<member>, its range and
 // the fix.
-void CheckStragglerOptions(const StragglerOptions& options);
+void CheckStragglerOptions(const protocol::StragglerOptions& options);
 
 class StragglerDetector {
  public:
-  StragglerDetector(int pipelines, StragglerOptions options);  // pipelines >= 1
+  StragglerDetector(int pipelines, protocol::StragglerOptions options);  // pipelines >= 1
 
   // One complete iteration: per pipeline, measured and predicted time
   // (finite, > 0; a pipeline with a non-positive or non-finite value is
@@ -54,7 +53,7 @@ class StragglerDetector {
   bool any() const;
 
  private:
-  StragglerOptions options_;
+  protocol::StragglerOptions options_;
   std::vector<double> slowdown_;             // 1 = on time
   std::vector<int> slow_run_, fast_run_;     // consecutive slow / recovered iterations
   std::vector<std::vector<double>> recent_;  // last `window` relative slowdowns

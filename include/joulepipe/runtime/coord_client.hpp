@@ -70,10 +70,9 @@
 
 namespace joulepipe::runtime {
 
-// The coordinator's longest long poll: WaitForPlan's wait_s and
-// CoordinatedPlanOptions' waits are 0..this (the protocol's limit, the one
-// coord answers by).
-using protocol::kMaxPlanWaitS;
+// The coordinator's longest long poll, protocol::kMaxPlanWaitS: WaitForPlan's
+// wait_s and CoordinatedPlanOptions' waits are 0..that (the one coord
+// answers by).
 
 struct RetryPolicy {
   int max_attempts = 5;  // >= 1; 1 = no retries
@@ -108,17 +107,13 @@ struct CoordinatorOptions {
 };
 
 // What a job and its ranks send and receive: the protocol's messages, one
-// definition for both ends (protocol/job.hpp, protocol/messages.hpp).
-// POST /jobs sends a JobConfig (its request form: an empty job_id lets the
+// definition for both ends (protocol/job.hpp, protocol/messages.hpp), named
+// protocol::X. POST /jobs sends a JobConfig (its request form: an empty job_id lets the
 // server assign one, members at their defaults are left out); POST
 // /jobs/{job_id}/ranks a RankInfo. A report's time_s is from the
 // iteration's start until this rank's pipeline work ended; energy_j unset
 // is "not measured". A plan's `frequencies` (Zeus's shape) always agree
 // with its `instructions`.
-using protocol::IterationReport;
-using protocol::JobConfig;
-using protocol::RankInfo;
-using protocol::RankPlan;
 
 class CoordinatorError : public std::runtime_error {
  public:
@@ -162,8 +157,8 @@ class CoordinatorClient {
   // p_block_w or slowdown JSON cannot carry, or out of range, before
   // sending (InputError naming JobConfig::p_block_w, JobConfig::slowdown);
   // the other ranges come back as the coordinator's 400.
-  std::string RegisterJob(const JobConfig& job);
-  void RegisterRank(const std::string& job_id, const RankInfo& rank);
+  std::string RegisterJob(const protocol::JobConfig& job);
+  void RegisterRank(const std::string& job_id, const protocol::RankInfo& rank);
   // The profile CSV, as is (Content-Type text/csv). Returns the rows the
   // server read.
   int UploadProfile(const std::string& job_id, const std::string& csv);
@@ -171,12 +166,12 @@ class CoordinatorClient {
   // above `after_version`, or nullopt after `wait_s` (0..kMaxPlanWaitS)
   // without one.
   // The request's timeout is request_timeout_s + wait_s.
-  std::optional<RankPlan> WaitForPlan(const std::string& job_id, int rank, int after_version,
-                                      double wait_s);
+  std::optional<protocol::RankPlan> WaitForPlan(const std::string& job_id, int rank,
+                                                int after_version, double wait_s);
   // The version of the plan the rank should run (0: the job has none yet).
   // InputError here only for a time or energy JSON cannot carry (NaN,
   // infinity); the coordinator's range rules come back as its 400.
-  int ReportIteration(const std::string& job_id, const IterationReport& report);
+  int ReportIteration(const std::string& job_id, const protocol::IterationReport& report);
 
   // The URL as configured (for messages).
   const std::string& url() const;

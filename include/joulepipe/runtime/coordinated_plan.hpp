@@ -60,13 +60,12 @@
 //     limit for a power-limit plan, with it) and nothing ever changes it.
 // Each source is an object behind one interface (src/runtime/
 // coordinated_plan_state.hpp: PlanFeed), chosen once from `source`. Whatever
-// the source, this object owns what happens to a plan on the rank: the newest version wins, the switch lands at an iteration boundary,
-// and the plan is put into the order the loop was seen to run
-// (loop_order.hpp; the first step's forwards and backwards are recorded).
-// A plan whose forwards and backwards are not the loop's is refused: logged
-// once, the agent disabled (default clocks), stats().refusal says why; a
-// later version that fits is applied. A plan applied before the loop's order
-// was known (Start()) is reordered, or refused, at the end of the first step.
+// the source, this object owns what happens to a plan on the rank: the newest version wins, the
+// switch lands at an iteration boundary, and the plan is put into the order the loop was seen to
+// run (loop_order.hpp; the first step's forwards and backwards are recorded). A plan whose forwards
+// and backwards are not the loop's is refused: logged once, the agent disabled (default clocks),
+// stats().refusal says why; a later version that fits is applied. A plan applied before the loop's
+// order was known (Start()) is reordered, or refused, at the end of the first step.
 //
 // Fail-safe: nothing here throws into the training loop (the hooks are
 // noexcept; a bad option is logged at Start() and coordination stays off).
@@ -117,7 +116,7 @@ struct CoordinatedPlanOptions {
   int stages = 0;
   // Registered at Start() (and retried in the background until it
   // succeeds) when set; registering again is idempotent on the server.
-  std::optional<RankInfo> registration;
+  std::optional<protocol::RankInfo> registration;
   // Start(): the plan's long poll waits at most this long (0..300 s)...
   double start_wait_s = 60;
   // ...and Start() as a whole (registration, retries, the long poll) gives

@@ -51,11 +51,11 @@ struct SimulateRequest {
   // oracle, detection_lag iterations late, or the coordinator's detector on
   // the simulated iteration times (window iterations to switch and back).
   Detection detection = Detection::kOracle;
-  int detection_lag = 0;             // kOracle: iterations until the policy knows a slowdown, >= 0
-  coord::StragglerOptions detector;  // kMeasured
-  double resolution_s = 5e-3;        // frontier grid (s), > 0; T and T' are planned exactly
-  int timeline_iterations = 0;       // > 0: record the first N iterations of both policies
-  double waveform_dt_s = 0;          // > 0: both policies' job waveforms (RunOptions)
+  int detection_lag = 0;  // kOracle: iterations until the policy knows a slowdown, >= 0
+  protocol::StragglerOptions detector;  // kMeasured
+  double resolution_s = 5e-3;           // frontier grid (s), > 0; T and T' are planned exactly
+  int timeline_iterations = 0;          // > 0: record the first N iterations of both policies
+  double waveform_dt_s = 0;             // > 0: both policies' job waveforms (RunOptions)
   // Called from the calling thread: phase ("relaxation", "rounding" while
   // planning, then "simulating") and the fraction of it done. Optional.
   std::function<void(const char* phase, double fraction)> progress;

@@ -159,9 +159,9 @@ const char* DetectionName(Detection detection);  // "oracle" | "measured"
 
 struct RunOptions {
   Detection detection = Detection::kOracle;
-  int detection_lag = 0;             // kOracle: iterations until a slowdown is known, >= 0
-  coord::StragglerOptions detector;  // kMeasured
-  int timeline_iterations = 0;       // record the timeline of the first N iterations
+  int detection_lag = 0;                // kOracle: iterations until a slowdown is known, >= 0
+  protocol::StragglerOptions detector;  // kMeasured
+  int timeline_iterations = 0;          // record the timeline of the first N iterations
   std::size_t max_timeline_events = 1'000'000;  // stop recording beyond this
   // > 0: the whole job's GPU power over time in bins of this many seconds
   // (SimulationResult::waveform, waveform.hpp), 1e-4..10; 0: none.
