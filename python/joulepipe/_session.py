@@ -128,11 +128,6 @@ class Session:
         None before that iteration ends."""
         return list(self._schedule_order) if self._schedule_order is not None else None
 
-    @property
-    def _running_version(self) -> int:
-        """The plan version this rank runs (0: none)."""
-        return self._plans.version
-
     # ---- setup ---------------------------------------------------------------
 
     def _note(self, line: str) -> None:

@@ -27,9 +27,9 @@ energy = jp.Energy("optimize", microbatches=2, profile=sys.argv[1], max_slowdown
 after = 0  # steps run under the plan
 for _ in range(40):
     step(energy, 0.002, 0.003)
-    after += bool(energy._session._running_version)
+    after += bool(energy._session._plans.version)
     if after == 3:
-        print("RUNNING", energy._session._running_version,
+        print("RUNNING", energy._session._plans.version,
               energy._session._agent.stats()["applied"], flush=True)
         break
 energy.close()

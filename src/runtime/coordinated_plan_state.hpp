@@ -160,9 +160,8 @@ struct CoordinatedPlan::State {
 // The feed of `state`'s options.source. Throws model::InputError for an
 // option that source needs and lacks.
 std::unique_ptr<PlanFeed> MakePlanFeed(CoordinatedPlan::State& state);
+// The coordinator's (coordinator_feed.cpp), for MakePlanFeed.
 std::unique_ptr<PlanFeed> MakeCoordinatorFeed(CoordinatedPlan::State& state);
-std::unique_ptr<PlanFeed> MakeInProcessFeed(CoordinatedPlan::State& state);
-std::unique_ptr<PlanFeed> MakePlanFileFeed(CoordinatedPlan::State& state);
 
 inline void Bump(std::atomic<std::uint64_t>& counter) {
   counter.fetch_add(1, std::memory_order_relaxed);

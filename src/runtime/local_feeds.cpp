@@ -117,22 +117,14 @@ class PlanFileFeed final : public PlanFeed {
 
 }  // namespace
 
-std::unique_ptr<PlanFeed> MakeInProcessFeed(CoordinatedPlan::State& state) {
-  return std::make_unique<InProcessFeed>(state);
-}
-
-std::unique_ptr<PlanFeed> MakePlanFileFeed(CoordinatedPlan::State& state) {
-  return std::make_unique<PlanFileFeed>(state);
-}
-
 std::unique_ptr<PlanFeed> MakePlanFeed(CoordinatedPlan::State& state) {
   switch (state.options.source) {
     case PlanSource::kCoordinator:
       return MakeCoordinatorFeed(state);
     case PlanSource::kInProcess:
-      return MakeInProcessFeed(state);
+      return std::make_unique<InProcessFeed>(state);
     case PlanSource::kPlan:
-      return MakePlanFileFeed(state);
+      return std::make_unique<PlanFileFeed>(state);
   }
   throw model::InputError("CoordinatedPlanOptions::source",
                           "CoordinatedPlanOptions::source "

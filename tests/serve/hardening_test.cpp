@@ -30,6 +30,33 @@
 namespace joulepipe::serve {
 namespace {
 
+// /healthz asked every 5 ms on a thread of its own while a test loads the
+// server; Stop() ends it and returns the answers' latencies (s), sorted.
+class HealthzSampler {
+ public:
+  explicit HealthzSampler(int port)
+      : thread_([this, port] {
+          while (!done_.load()) {
+            const auto start = std::chrono::steady_clock::now();
+            EXPECT_EQ(Http(port, "GET", "/healthz", "", {}).status, 200);
+            latencies_.push_back(SecondsSince(start));
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          }
+        }) {}
+  ~HealthzSampler() { Stop(); }
+  std::vector<double> Stop() {
+    done_ = true;
+    if (thread_.joinable()) thread_.join();
+    std::sort(latencies_.begin(), latencies_.end());
+    return latencies_;
+  }
+
+ private:
+  std::atomic<bool> done_{false};
+  std::vector<double> latencies_;
+  std::thread thread_;  // last: it starts once the members above exist
+};
+
 // Issue 24, 1: a 171-byte upload naming stage 2147483646 grew the server to
 // 15.6 GB (the message listed every missing stage id). Now the stage id is
 // refused as read, and an id within the limit costs what its rows cost.
@@ -84,27 +111,14 @@ TEST_F(ServeTest, HealthzStaysQuickDuringAFiftyMegabyteUpload) {
   RegisterJob("big", 80, 1);
   const std::string csv = BigProfileCsv(80, 6000);
   ASSERT_GT(csv.size(), 50'000'000u);  // 50 MB
-  std::atomic<bool> done{false};
-  std::vector<double> latencies;
-  std::thread sampler([&] {
-    while (!done.load()) {
-      const auto start = std::chrono::steady_clock::now();
-      const HttpResponse h = Get("/healthz");
-      latencies.push_back(SecondsSince(start));
-      EXPECT_EQ(h.status, 200);
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-  });
+  HealthzSampler sampler(port());
   const auto start = std::chrono::steady_clock::now();
   const HttpResponse r = PutProfile("big", csv);
   const double upload_s = SecondsSince(start);
-  done = true;
-  sampler.join();
+  const std::vector<double> sorted = sampler.Stop();
   ASSERT_EQ(r.status, 200) << r.body.substr(0, 500);
   EXPECT_EQ(r.Json().at("rows"), 80 * 6000 * 2);
-  ASSERT_GT(latencies.size(), 10u);
-  std::vector<double> sorted = latencies;
-  std::sort(sorted.begin(), sorted.end());
+  ASSERT_GT(sorted.size(), 10u);
   const double p50 = sorted[sorted.size() / 2];
   const double p99 = sorted[std::min(sorted.size() - 1, sorted.size() * 99 / 100)];
   std::printf(
@@ -265,16 +279,7 @@ TEST_F(ServeTest, ZeusResultsOfAMebibyteAreReadOffTheHttpThread) {
     return "{\"rank\":" + std::to_string(rank) + ",\"iter_time\":" + times + ",\"iter_energy\":[]}";
   };
   ASSERT_GT(body(0).size(), 1000'000u);
-  std::atomic<bool> done{false};
-  std::vector<double> latencies;
-  std::thread sampler([&] {
-    while (!done.load()) {
-      const auto start = std::chrono::steady_clock::now();
-      EXPECT_EQ(Get("/healthz").status, 200);
-      latencies.push_back(SecondsSince(start));
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-  });
+  HealthzSampler sampler(port());
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::future<HttpResponse>> posts;
   for (int k = 0; k < 16; ++k) {
@@ -289,10 +294,8 @@ TEST_F(ServeTest, ZeusResultsOfAMebibyteAreReadOffTheHttpThread) {
     ok += r.status == 200;
   }
   const double took = SecondsSince(start);
-  done = true;
-  sampler.join();
+  const std::vector<double> latencies = sampler.Stop();
   ASSERT_FALSE(latencies.empty());
-  std::sort(latencies.begin(), latencies.end());
   std::printf(
       "[hardening] 16 Zeus results of %.2f MB each: %d answered 200 in %.2f s; /healthz "
       "median %.1f ms, max %.1f ms (%zu samples)\n",
@@ -764,25 +767,14 @@ TEST_F(ServeTest, AHalfImplausibleProfileIsSaidInFewNotesAndStoredWithoutItsPadd
       }
     }
   }
-  std::atomic<bool> done{false};
-  std::vector<double> latencies;
-  std::thread sampler([&] {
-    while (!done.load()) {
-      const auto start = std::chrono::steady_clock::now();
-      EXPECT_EQ(Get("/healthz").status, 200);
-      latencies.push_back(SecondsSince(start));
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-  });
+  HealthzSampler sampler(port());
   const HttpResponse r = PutProfile("odd", csv);
-  done = true;
-  sampler.join();
+  const std::vector<double> latencies = sampler.Stop();
   ASSERT_EQ(r.status, 200) << r.body.substr(0, 500);
   EXPECT_EQ(r.Json().at("rows"), rows);
   const HttpResponse status = Get("/jobs/odd");
   ASSERT_EQ(status.status, 200);
   const json notes = status.Json().at("profile_notes");
-  std::sort(latencies.begin(), latencies.end());
   std::uintmax_t stored = 0;  // the database with its write-ahead log
   for (const fs::directory_entry& f : fs::directory_iterator(dir_)) {
     if (f.path().filename().string().rfind("state.sqlite", 0) == 0) stored += f.file_size();
