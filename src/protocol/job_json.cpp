@@ -187,4 +187,48 @@ json JobStatusToJson(const JobStatus& s) {
   return j;
 }
 
+json ServedJobStatusToJson(const ServedJobStatus& s) {
+  json j = JobStatusToJson(s.job);
+  j["created_unix_s"] = s.created_unix_s;
+  j["last_active_unix_s"] = s.last_active_unix_s;
+  j["waiting_requests"] = s.waiting_requests;
+  if (s.job.frontier) {
+    const std::vector<model::Prediction>& points = s.job.frontier->points;
+    json pipelines = json::array();
+    for (std::size_t p = 0; p < s.job.point_of_pipeline.size(); ++p) {
+      const int point = s.job.point_of_pipeline[p];
+      pipelines.push_back({{"pipeline", p},
+                           {"point", point},
+                           {"time_s", points.at(point).time_s},
+                           {"energy_j", points.at(point).energy_j},
+                           {"slowdown", p < s.job.slowdowns.size() ? s.job.slowdowns[p] : 1.0}});
+    }
+    j["pipelines"] = std::move(pipelines);
+  }
+  const ServedJobStatus::Planning& q = s.planning;
+  j["planning"] = {{"state", q.state},
+                   {"running_s", q.running_s ? json(*q.running_s) : json(nullptr)},
+                   {"time_limit_s", q.time_limit_s},
+                   {"instructions", q.instructions},
+                   {"work", q.work ? json(*q.work) : json(nullptr)},
+                   {"heavy", q.heavy}};
+  j["zeus"] = {{"schedule_asked", s.zeus.schedule_asked},
+               {"schedule_released", s.zeus.schedule_released}};
+  return j;
+}
+
+json JobListToJson(const std::vector<JobListing>& jobs) {
+  json list = json::array();
+  for (const JobListing& e : jobs) {
+    list.push_back({{"job_id", e.job_id},
+                    {"phase", e.phase},
+                    {"registered_ranks", e.registered_ranks},
+                    {"world_size", e.world_size},
+                    {"plan_version", e.plan_version},
+                    {"created_unix_s", e.created_unix_s},
+                    {"last_active_unix_s", e.last_active_unix_s}});
+  }
+  return list;
+}
+
 }  // namespace joulepipe::protocol

@@ -156,7 +156,7 @@ void Jobs::Remove(const std::string& id, const std::string& reason, Wakeups* wak
   if (it == jobs_.end()) return;
   waiters_->JobGone(id, reason, wakeups);
   jobs_.erase(it);
-  plan_queue_.erase(std::remove(plan_queue_.begin(), plan_queue_.end(), id), plan_queue_.end());
+  scheduler_.Forget(id);
 }
 
 std::string Jobs::UniqueId(const std::string& base) const {
@@ -203,18 +203,15 @@ json Jobs::List() const {
   for (const auto& [id, e] : jobs_) entries.push_back(e);
   std::sort(entries.begin(), entries.end(),
             [](const EntryPtr& a, const EntryPtr& b) { return a->seq < b->seq; });
-  json list = json::array();
+  std::vector<protocol::JobListing> list;
+  list.reserve(entries.size());
   for (const EntryPtr& e : entries) {
     const coord::Job& job = e->job;
-    list.push_back({{"job_id", job.config().job_id},
-                    {"phase", coord::JobPhaseName(job.phase())},
-                    {"registered_ranks", job.registered_ranks()},
-                    {"world_size", job.config().world_size},
-                    {"plan_version", job.plan_version()},
-                    {"created_unix_s", e->created_unix_s},
-                    {"last_active_unix_s", e->last_active_unix_s}});
+    list.push_back({job.config().job_id, coord::JobPhaseName(job.phase()), job.registered_ranks(),
+                    job.config().world_size, job.plan_version(), e->created_unix_s,
+                    e->last_active_unix_s});
   }
-  return list;
+  return protocol::JobListToJson(list);
 }
 
 std::string Jobs::Create(protocol::JobConfig config) {
@@ -254,41 +251,31 @@ json Jobs::Status(const std::string& id) {
   std::lock_guard<std::mutex> lock(mu_);
   const EntryPtr e = FindAndTouch(id);
   const coord::Job& job = e->job;
-  json j = protocol::JobStatusToJson(job.Status());
-  j["created_unix_s"] = e->created_unix_s;
-  j["last_active_unix_s"] = e->last_active_unix_s;
-  j["waiting_requests"] = waiters_->waiting_on(job.config().job_id);
-  if (const solver::Frontier* f = job.frontier()) {
-    json pipelines = json::array();
-    const std::vector<double>* slow = job.detector() ? &job.detector()->slowdowns() : nullptr;
-    for (std::size_t p = 0; p < job.point_of_pipeline().size(); ++p) {
-      const int point = job.point_of_pipeline()[p];
-      pipelines.push_back({{"pipeline", p},
-                           {"point", point},
-                           {"time_s", f->points[point].time_s},
-                           {"energy_j", f->points[point].energy_j},
-                           {"slowdown", slow != nullptr && p < slow->size() ? (*slow)[p] : 1.0}});
-    }
-    j["pipelines"] = std::move(pipelines);
+  protocol::ServedJobStatus s;
+  s.job = job.Status();
+  s.created_unix_s = e->created_unix_s;
+  s.last_active_unix_s = e->last_active_unix_s;
+  s.waiting_requests = waiters_->waiting_on(job.config().job_id);
+  const Scheduler::State planning = scheduler_.StateOf(job.config().job_id);
+  switch (planning.is) {
+    case Scheduler::State::Is::kRunning:
+      s.planning.state = "running";
+      s.planning.running_s = planning.running_s;
+      break;
+    case Scheduler::State::Is::kQueued:
+      s.planning.state = "queued";
+      break;
+    case Scheduler::State::Is::kIdle:
+      s.planning.state = "idle";
+      break;
   }
-  const auto running = planning_.find(job.config().job_id);
-  const bool queued =
-      std::find(plan_queue_.begin(), plan_queue_.end(), job.config().job_id) != plan_queue_.end();
-  j["planning"] = {{"state", running != planning_.end() ? "running"
-                             : queued                   ? "queued"
-                                                        : "idle"},
-                   {"running_s", running != planning_.end()
-                                     ? json(std::chrono::duration<double>(SteadyClock::now() -
-                                                                          running->second.started)
-                                                .count())
-                                     : json(nullptr)},
-                   {"time_limit_s", options_.plan_time_limit_s},
-                   {"instructions", PlanInstructions(job.config())},
-                   {"work", e->plan_work >= 0 ? json(e->plan_work) : json(nullptr)},
-                   {"heavy", e->heavy()}};
-  j["zeus"] = {{"schedule_asked", e->schedule_asked.size()},
-               {"schedule_released", e->schedule_released}};
-  return j;
+  s.planning.time_limit_s = options_.plan_time_limit_s;
+  s.planning.instructions = PlanInstructions(job.config());
+  if (e->plan_work >= 0) s.planning.work = e->plan_work;
+  s.planning.heavy = e->heavy();
+  s.zeus.schedule_asked = static_cast<std::int64_t>(e->schedule_asked.size());
+  s.zeus.schedule_released = e->schedule_released;
+  return protocol::ServedJobStatusToJson(s);
 }
 
 void Jobs::Delete(const std::string& id) {
@@ -324,7 +311,7 @@ void Jobs::RegisterRank(const std::string& job_id, const protocol::RankInfo& inf
                 static_cast<long long>(job.config().world_size),
                 job.has_profile() ? "" : "; waiting for a profile (PUT /jobs/{id}/profile)"));
   }
-  if (job.ready_to_plan()) QueuePlan(id);
+  if (job.ready_to_plan()) QueuePlan(*e);
 }
 
 }  // namespace joulepipe::serve

@@ -22,7 +22,8 @@ Jobs::Jobs(const ServerOptions& options, Waiters* waiters, Metrics* metrics,
       waiters_(waiters),
       metrics_(metrics),
       log_(std::move(log)),
-      store_(options.db_path) {
+      store_(options.db_path),
+      scheduler_(options, metrics, this) {
   std::lock_guard<std::mutex> lock(mu_);
   next_seq_ = store_.MaxSeq() + 1;
   for (const StoredJob& stored : store_.LoadAll()) {
@@ -34,7 +35,7 @@ Jobs::Jobs(const ServerOptions& options, Waiters* waiters, Metrics* metrics,
       log_(Format("job %s: restored (%s, %d of %lld ranks, plan version %d)", stored.id.c_str(),
                   coord::JobPhaseName(job.phase()), job.registered_ranks(),
                   static_cast<long long>(job.config().world_size), job.plan_version()));
-      if (job.ready_to_plan()) QueuePlan(stored.id);
+      if (job.ready_to_plan()) QueuePlan(*e);
     } catch (const std::exception& e) {
       broken_[stored.id] = e.what();
       log_(
@@ -51,20 +52,17 @@ Jobs::~Jobs() {
 }
 
 void Jobs::Start() {
-  for (int k = 0; k < options_.planners; ++k) {
-    planners_.emplace_back([this] { PlannerLoop(); });
-  }
-  timer_ = std::thread([this] { TimerLoop(); });
+  scheduler_.Start();
+  evictor_ = std::thread([this] { EvictorLoop(); });
   intake_ = std::thread([this] { IntakeLoop(); });
 }
 
 void Jobs::BeginStop() {
+  scheduler_.BeginStop();
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
-    for (auto& [id, planning] : planning_) planning.cancel->store(true);
-    planner_cv_.notify_all();
-    timer_cv_.notify_all();
+    evictor_cv_.notify_all();
   }
   std::lock_guard<std::mutex> lock(intake_mu_);
   intake_stopping_ = true;
@@ -72,10 +70,8 @@ void Jobs::BeginStop() {
 }
 
 void Jobs::Finish() {
-  for (std::thread& planner : planners_) {
-    if (planner.joinable()) planner.join();
-  }
-  if (timer_.joinable()) timer_.join();
+  scheduler_.Finish();
+  if (evictor_.joinable()) evictor_.join();
   if (intake_.joinable()) intake_.join();
   std::lock_guard<std::mutex> lock(mu_);
   SaveLastActive();
@@ -86,9 +82,9 @@ double Jobs::NowUnix() {
 }
 
 Jobs::Counts Jobs::counts() const {
+  const Scheduler::Counts planning = scheduler_.counts();
   std::lock_guard<std::mutex> lock(mu_);
-  return Counts{static_cast<int>(jobs_.size()), static_cast<int>(plan_queue_.size()),
-                static_cast<int>(planning_.size())};
+  return Counts{static_cast<int>(jobs_.size()), planning.queued, planning.running};
 }
 
 void Jobs::FillGauges(Gauges* g) const {
@@ -103,8 +99,24 @@ void Jobs::FillGauges(Gauges* g) const {
     g->ranks += e->job.registered_ranks();
     g->saving_j_per_iteration += SavingInForce(e->job);
   }
-  g->planning = static_cast<int>(planning_.size());
-  g->plan_queue = static_cast<int>(plan_queue_.size());
+  const Scheduler::Counts planning = scheduler_.counts();
+  g->planning = planning.running;
+  g->plan_queue = planning.queued;
+}
+
+void Jobs::EvictorLoop() {
+  const auto period = std::chrono::duration_cast<SteadyClock::duration>(
+      std::chrono::duration<double>(options_.evict_check_period_s));
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    evictor_cv_.wait_for(lock, period, [&] { return stopping_; });
+    if (stopping_) break;
+    Wakeups wake;
+    EvictAndFlush(&wake);
+    lock.unlock();
+    wake.ResumeNow();
+    lock.lock();
+  }
 }
 
 // Writes the last-active times that changed since they were last written

@@ -1,17 +1,19 @@
 // Jobs: the service's job manager. The registry (each job a coord::Job with
 // what serving it adds: ids, activity, Zeus's schedule barrier), the store
 // every change is written to first, replay at start, eviction of idle
-// jobs, the planner queue and its threads, and profile intake (uploads
-// parsed and checked off the HTTP thread). Planning goes through coord
-// only (coord/plan_task.hpp). Private to the serve part.
+// jobs, and profile intake (uploads parsed and checked off the HTTP
+// thread). When a job is ready to plan it is handed to the scheduler
+// (scheduler.hpp), which decides when it is solved and gives the result
+// back here (Scheduler::Client). Planning goes through coord only
+// (coord/plan_task.hpp). Private to the serve part.
 //
-// Threads: the caller's (the routes), `planners` planner threads, a timer
-// (solve time limits, eviction) and the intake thread.
+// Threads: the caller's (the routes), the evictor (idle jobs, last-active
+// times) and the intake thread; the scheduler has its own.
 //
-// Locking: one mutex (mu_) over the jobs, the store, the planner queue and
-// the solves in progress, held for in-memory changes and their store write
-// only (parsing, profile checks and solving happen outside it). It is taken
-// before the waiters' lock (waiters.hpp): a job's waits are parked and
+// Locking: one mutex (mu_) over the jobs and the store, held for
+// in-memory changes and their store write only (parsing, profile checks
+// and solving happen outside it). It is taken before the scheduler's lock
+// and before the waiters' lock (waiters.hpp): a job's waits are parked and
 // woken under it. The intake queue has a lock of its own, taken last.
 //
 // Every method takes the locks it needs; none is called with one held.
@@ -39,6 +41,7 @@
 #include "joulepipe/serve/server.hpp"
 #include "joulepipe/serve/store.hpp"
 #include "metrics.hpp"
+#include "scheduler.hpp"
 #include "waiters.hpp"
 
 namespace joulepipe::serve {
@@ -73,15 +76,15 @@ struct PlanAsk {
   std::string register_hint;  // "POST /jobs/{id}/ranks"
 };
 
-class Jobs {
+class Jobs final : private Scheduler::Client {
  public:
   // Opens the store (ServerOptions::db_path) and restores its jobs; a job
   // that cannot be restored keeps its rows and its id (409 until deleted).
   // Throws StoreError.
   Jobs(const ServerOptions& options, Waiters* waiters, Metrics* metrics,
        std::function<void(const std::string&)> log);
-  ~Jobs();
-  void Start();      // the planners, the timer and the intake thread
+  ~Jobs() override;
+  void Start();      // the scheduler, the evictor and the intake thread
   void BeginStop();  // cancels every solve; the threads end their loops
   void Finish();     // joins the threads, writes the last-active times
 
@@ -147,14 +150,6 @@ class Jobs {
   };
   using EntryPtr = std::shared_ptr<Entry>;
 
-  // A solve in progress (guarded by mu_).
-  struct Planning {
-    SteadyClock::time_point started, deadline;
-    std::shared_ptr<std::atomic<bool>> cancel;  // raised by Stop or at the deadline
-    bool heavy = false;
-    bool timed_out = false;
-    bool yielded = false;  // a light solve over its budget, cancelled for others
-  };
   // A profile upload waiting for the intake thread.
   struct Upload {
     std::uint64_t id = 0;
@@ -191,19 +186,16 @@ class Jobs {
                   coord::Job::Numbering numbering = coord::Job::Numbering::kByRank);
   void StoreSwitch(Entry& entry, const protocol::PlanSwitch& s);
 
-  // ---- Planning ----
-  void QueuePlan(const std::string& id);  // mu_ held
-  // The next job to plan, lightest first (a heavy one only while a planner
-  // stays free for light ones), taken off the queue; nullopt if none may
-  // start now (mu_ held).
-  std::optional<std::string> TakeNextPlan();
-  // Whether a queued job other than `solving` could start on a free
-  // planner (a light one, or a heavy one while a heavy slot is free).
-  bool AnotherCouldStart(const std::string& solving) const;
-  // Solves with mu_ released; called and returns with it held.
-  void PlanOne(const std::string& id, std::unique_lock<std::mutex>& lock);
-  void PlannerLoop();
-  void TimerLoop();
+  // ---- Planning (job_plans.cpp) ----
+  // Hands a job that is ready to plan to the scheduler (mu_ held).
+  void QueuePlan(const Entry& entry);
+  // Scheduler::Client: each takes mu_.
+  std::optional<Scheduler::Ticket> BeginSolve(const std::string& id) override;
+  Scheduler::Applied FinishSolve(const std::string& id, const Scheduler::Ticket& ticket,
+                                 Scheduler::Outcome outcome) override;
+  bool Overran(const std::string& id, const Scheduler::Ticket& ticket) override;
+  void Log(const std::string& line) override { log_(line); }
+  void EvictorLoop();
 
   // ---- Intake ----
   // Reserves `item`'s bytes, parks the request and queues the item, or
@@ -231,21 +223,7 @@ class Jobs {
   std::map<std::string, std::string> broken_;
   std::int64_t next_seq_ = 1;
   int restored_ = 0;
-  std::deque<std::string> plan_queue_;
-  std::map<std::string, Planning> planning_;  // by job id
-  // Jobs whose plan could not be stored (a full disk): planned again at
-  // their time (the timer), with a backoff that doubles to kMaxStoreRetryS,
-  // so a store that works again plans them without a restart.
-  struct StoreRetry {
-    SteadyClock::time_point at;
-    double backoff_s = 0;
-  };
-  std::map<std::string, StoreRetry> store_retries_;
-  static constexpr double kFirstStoreRetryS = 1;
-  static constexpr double kMaxStoreRetryS = 60;
-  int heavy_planning_ = 0;
-  std::condition_variable planner_cv_;
-  std::condition_variable timer_cv_;
+  std::condition_variable evictor_cv_;
 
   std::mutex intake_mu_;  // over what follows, to intake_cv_
   bool intake_stopping_ = false;
@@ -254,8 +232,9 @@ class Jobs {
   std::uint64_t next_upload_ = 1;
   std::condition_variable intake_cv_;
 
-  std::vector<std::thread> planners_;
-  std::thread timer_, intake_;
+  std::thread evictor_, intake_;
+  // Last: its threads call back into the members above (and stop first).
+  Scheduler scheduler_;
 };
 
 }  // namespace joulepipe::serve

@@ -166,7 +166,7 @@ Reply Jobs::ApplyProfile(Upload& item) {
                   : Format("; waiting for ranks (%d of %lld registered)", e->job.registered_ranks(),
                            static_cast<long long>(e->job.config().world_size))
                         .c_str()));
-  if (e->job.ready_to_plan()) QueuePlan(id);
+  if (e->job.ready_to_plan()) QueuePlan(*e);
   return JsonReply(200, {{"rows", rows}});
 }
 

@@ -176,7 +176,7 @@ TEST_F(ServeTest, QueuedUploadsAreBounded) {
       EXPECT_EQ(r.Header("retry-after"), "2");
       // Turned away while received (the bodies being received) or while
       // queued for parsing (the intake): either way before it is kept.
-      EXPECT_TRUE(r.body.find("profile uploads already") != std::string::npos ||
+      EXPECT_TRUE(r.body.find("of uploads already") != std::string::npos ||
                   r.body.find("request bodies already") != std::string::npos)
           << r.body;
     } else if (r.status == 200 || r.status == 409) {  // 409: planned by then

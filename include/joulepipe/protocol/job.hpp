@@ -116,4 +116,37 @@ struct JobStatus {
   std::vector<PlanSwitch> switches;
 };
 
+// GET /jobs/{id} as `joulepipe serve` answers it: the job's status and
+// what serving it adds (activity, waits, the planner's state, Zeus's
+// schedule barrier).
+struct ServedJobStatus {
+  JobStatus job;
+  double created_unix_s = 0;
+  double last_active_unix_s = 0;
+  int waiting_requests = 0;  // parked requests on the job
+  struct Planning {
+    std::string state = "idle";       // "idle", "queued" or "running"
+    std::optional<double> running_s;  // while running
+    double time_limit_s = 0;          // ServerOptions::plan_time_limit_s
+    std::int64_t instructions = 0;    // of one pipeline iteration
+    std::optional<double> work;       // coord::PlanWork; unset: unknown
+    bool heavy = false;
+  } planning;
+  struct Zeus {
+    std::int64_t schedule_asked = 0;  // ranks that asked GET /schedule
+    bool schedule_released = false;
+  } zeus;
+};
+
+// GET /jobs: one entry per job, in the order they were registered.
+struct JobListing {
+  std::string job_id;
+  std::string phase;
+  int registered_ranks = 0;
+  std::int64_t world_size = 0;
+  int plan_version = 0;
+  double created_unix_s = 0;
+  double last_active_unix_s = 0;
+};
+
 }  // namespace joulepipe::protocol

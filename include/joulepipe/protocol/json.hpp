@@ -75,4 +75,15 @@ PlanSwitch PlanSwitchFromJson(const nlohmann::json& j);
 // "switches" (PlanSwitchToJson each).
 nlohmann::json JobStatusToJson(const JobStatus& status);
 
+// JobStatusToJson's members and "created_unix_s", "last_active_unix_s",
+// "waiting_requests", "planning" {state, running_s (null unless running),
+// time_limit_s, instructions, work (null: unknown), heavy}, "zeus"
+// {schedule_asked, schedule_released} and, once planned, "pipelines"
+// [{pipeline, point, time_s, energy_j, slowdown}] (each pipeline's
+// frontier point).
+nlohmann::json ServedJobStatusToJson(const ServedJobStatus& status);
+// [{job_id, phase, registered_ranks, world_size, plan_version,
+//   created_unix_s, last_active_unix_s}]
+nlohmann::json JobListToJson(const std::vector<JobListing>& jobs);
+
 }  // namespace joulepipe::protocol
