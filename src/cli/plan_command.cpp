@@ -524,7 +524,6 @@ int PlanSubcommand::Run() const {
     request.waits = model::ReadWaitModelFile(f.wait_model);
   }
   if (f.lever == "power-limit") {
-    // solver::PlanPowerLimits, in its two halves.
     LimitPlanOutcome outcome;
     outcome.range = ResolveLimitRange(profile.metadata, f.min_power_limit_w, f.max_power_limit_w);
     outcome.profile_method = profile.metadata.method;
@@ -533,15 +532,16 @@ int PlanSubcommand::Run() const {
     limits.plan.progress = ProgressLines(stderr, "clock plan: ");
     limits.min_limit_w = outcome.range.min_w;
     limits.max_limit_w = outcome.range.max_w;
-    outcome.plan = solver::PreparePowerLimitPlan(profile, limits);
-    if (!f.out.empty()) StagedDirectory probe(f.out, "plan", f.force);  // as below
-    std::fprintf(stderr,
-                 "joulepipe: planning power limits for %d stages, then the clock plan of %d "
-                 "instructions (%s) to compare...\n",
-                 request.spec.stages, outcome.plan.clocks.schedule.num_nodes(),
-                 ShapeText(request.spec).c_str());
-    std::fflush(stderr);
-    solver::SolvePowerLimitPlan(profile, &outcome.plan);
+    outcome.plan =
+        solver::PlanPowerLimits(profile, limits, [&](const solver::PowerLimitPlan& prepared) {
+          if (!f.out.empty()) StagedDirectory probe(f.out, "plan", f.force);  // as below
+          std::fprintf(stderr,
+                       "joulepipe: planning power limits for %d stages, then the clock plan of %d "
+                       "instructions (%s) to compare...\n",
+                       request.spec.stages, prepared.clocks.schedule.num_nodes(),
+                       ShapeText(request.spec).c_str());
+          std::fflush(stderr);
+        });
     if (!f.out.empty()) {
       StagedDirectory staged(f.out, "plan", f.force);
       WriteLimitOutputs(outcome, &staged, InterruptFlag());

@@ -12,7 +12,7 @@
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/plan.hpp"
 #include "joulepipe/sim/grid_plan.hpp"
-#include "joulepipe/solver/frontier.hpp"
+#include "joulepipe/sim/grid_runtime_plan.hpp"
 #include "output_dir.hpp"
 
 namespace joulepipe::cli {
@@ -275,16 +275,18 @@ nlohmann::ordered_json PointJson(const sim::ShapedPoint& p,
           {"grid", MetricsJson(p.grid)}};
 }
 
-// The runtime's grid plan (--grid-plan-out): the least-energy plan that
-// meets the limits without a floor (clocks, offsets), its waits held at the stage's highest
-// clock (the power the simulation counts for a wait, P_block), and a start
-// ramp. Text for people, the plan file's contents.
+// The runtime's grid plan (--grid-plan-out), sim::PlanGridRuntime's, for
+// people and as the plan file's contents.
 void RuntimePlan(const sim::SimulateOutcome& o, const model::Profile& profile, const GridFlags& f,
                  const sim::GridPlanRequest& r, const sim::GridPlan& plan,
                  const std::vector<sim::CandidatePlan>& candidates, const Unit& u,
                  GridPlanOutput* out) {
-  const sim::ShapedPoint* pick = sim::FloorlessChoice(plan);
-  if (pick == nullptr) {
+  sim::GridRuntimePlanRequest request;
+  request.grid = r;
+  request.start_ramp_s = f.start_ramp_s;
+  const std::optional<sim::GridRuntimePlan> runtime = sim::PlanGridRuntime(
+      o.schedule, profile, o.request.job, o.frontier, candidates, plan, request);
+  if (!runtime) {
     throw model::InputError(
         "--grid-plan-out",
         Printf("--grid-plan-out: no plan within the deadline (%.6g s) keeps %s without a floor; "
@@ -294,65 +296,46 @@ void RuntimePlan(const sim::SimulateOutcome& o, const model::Profile& profile, c
                r.deadline_s, GridLimitsText(r.limits).c_str(), plan.chosen.floor_w / u.scale,
                u.power));
   }
-  const sim::CandidatePlan& c = candidates[static_cast<std::size_t>(pick->candidate)];
-  solver::FrontierPoint point;
-  point.time_s = c.time_s;
-  point.energy_j = c.energy_j;
-  point.mhz = c.mhz;
-  model::Plan file = solver::ToPlan(o.schedule, point);
-  file.predicted = model::Prediction{c.time_s, c.energy_j};
-  model::GridShape shape;
-  for (const std::vector<int>& order : o.schedule.stage_order) {
-    int hold = 0;
-    for (int id : order) hold = std::max<int>(hold, o.frontier.max_clock.mhz[id]);
-    shape.hold_mhz.push_back(hold);
-  }
-  const bool ramp = f.start_ramp_s > 0 || (f.start_ramp_s < 0 && r.limits.max_ramp_w_per_s > 0);
+  const sim::CandidatePlan& c = runtime->candidate;
+  const sim::ShapedPoint& pick = runtime->point;
+  const model::GridShape& shape = *runtime->file.grid;
   std::string ramp_text = "no start ramp";
-  if (ramp) {
-    sim::StartRampRequest rr;
-    rr.max_ramp_w_per_s = r.limits.max_ramp_w_per_s;
-    rr.window_s = r.options.ramp_window_s;
-    rr.seconds = std::max(0.0, f.start_ramp_s);
-    rr.idle_w_per_gpu = o.request.job.p_block_w;
-    rr.gpus_per_stage = std::int64_t{o.request.job.pipelines} * o.request.job.gpus_per_stage;
-    const sim::StartRamp sr = sim::PlanStartRamp(o.schedule, profile, c, rr);
-    const bool meets =
-        r.limits.max_ramp_w_per_s <= 0 || sr.ramp_w_per_s <= r.limits.max_ramp_w_per_s * (1 + 1e-9);
-    if (f.start_ramp_s < 0 && sr.mhz.size() == 1) {
-      ramp_text =
-          meets ? Printf(
-                      "no start ramp needed: idle (%.3f %s) to computing (%.3f %s) is within "
-                      "the limit",
-                      sr.idle_w / u.scale, u.power, sr.power_w.back() / u.scale, u.power)
-                : Printf(
-                      "no start ramp: idle (%.3f %s) to the profile's lowest clock (%.3f %s) "
-                      "is already beyond the limit, so caps cannot help (profile lower clocks)",
-                      sr.idle_w / u.scale, u.power, sr.lowest_w / u.scale, u.power);
-    } else {
-      shape.start_ramp_s = std::round(sr.seconds() * 1e6) / 1e6;  // 0.3, not 0.30000000000000004
-      shape.start_ramp_mhz = sr.mhz;
-      shape.stop_ramp_s = shape.start_ramp_s;  // the same steps, descending
-      ramp_text = Printf(
-          "start ramp %.3g s in %zu steps, %d..%d MHz: %.3f to %.3f %s, largest step %.3f %s "
-          "(%.2f %s/s%s)",
-          sr.seconds(), sr.mhz.size(), sr.mhz.front(), sr.mhz.back(), sr.idle_w / u.scale,
-          sr.power_w.back() / u.scale, u.power, sr.largest_step_w / u.scale, u.power,
-          sr.ramp_w_per_s / u.scale, u.power,
-          meets                 ? ""
-          : sr.first_is_largest ? ", misses the limit: the profile's lowest clock is its first step"
-                                : ", misses the limit: the profile's clocks are too far apart");
+  if (const std::optional<sim::StartRamp>& sr = runtime->start_ramp) {
+    switch (runtime->ramp) {
+      case sim::GridRuntimePlan::Ramp::kNotNeeded:
+        ramp_text = Printf(
+            "no start ramp needed: idle (%.3f %s) to computing (%.3f %s) is within the limit",
+            sr->idle_w / u.scale, u.power, sr->power_w.back() / u.scale, u.power);
+        break;
+      case sim::GridRuntimePlan::Ramp::kCannotHelp:
+        ramp_text = Printf(
+            "no start ramp: idle (%.3f %s) to the profile's lowest clock (%.3f %s) is already "
+            "beyond the limit, so caps cannot help (profile lower clocks)",
+            sr->idle_w / u.scale, u.power, sr->lowest_w / u.scale, u.power);
+        break;
+      case sim::GridRuntimePlan::Ramp::kSteps:
+        ramp_text = Printf(
+            "start ramp %.3g s in %zu steps, %d..%d MHz: %.3f to %.3f %s, largest step %.3f %s "
+            "(%.2f %s/s%s)",
+            sr->seconds(), sr->mhz.size(), sr->mhz.front(), sr->mhz.back(), sr->idle_w / u.scale,
+            sr->power_w.back() / u.scale, u.power, sr->largest_step_w / u.scale, u.power,
+            sr->ramp_w_per_s / u.scale, u.power,
+            runtime->ramp_meets ? ""
+            : sr->first_is_largest
+                ? ", misses the limit: the profile's lowest clock is its first step"
+                : ", misses the limit: the profile's clocks are too far apart");
+        break;
+      case sim::GridRuntimePlan::Ramp::kNone:
+        break;
     }
   }
-  shape.pipeline_offset_s = pick->offset_s;
-  file.grid = shape;
-  out->plan_file = model::PlanToJson(file);
+  out->plan_file = model::PlanToJson(runtime->file);
   out->text += Printf(
       "  runtime plan %s: plan %.3f s%s, %+.1f%% energy, no floor; waits held at the "
       "stage's highest clock; %s\n",
       f.plan_out.c_str(), c.time_s,
-      pick->offset_s > 0 ? Printf(" + offsets %.3g ms", pick->offset_s * 1e3).c_str() : "",
-      100 * (pick->energy_j / plan.unshaped.front().energy_j - 1), ramp_text.c_str());
+      pick.offset_s > 0 ? Printf(" + offsets %.3g ms", pick.offset_s * 1e3).c_str() : "",
+      100 * (pick.energy_j / plan.unshaped.front().energy_j - 1), ramp_text.c_str());
   out->text +=
       shape.stop_ramp_s > 0
           ? Printf(
@@ -365,8 +348,8 @@ void RuntimePlan(const sim::SimulateOutcome& o, const model::Profile& profile, c
                 "ends)\n");
   out->json["runtime_plan"] = {{"file", f.plan_out},
                                {"plan_time_s", c.time_s},
-                               {"energy_j", pick->energy_j},
-                               {"grid", MetricsJson(pick->grid)},
+                               {"energy_j", pick.energy_j},
+                               {"grid", MetricsJson(pick.grid)},
                                {"hold_mhz", shape.hold_mhz},
                                {"start_ramp_s", shape.start_ramp_s},
                                {"start_ramp_mhz", shape.start_ramp_mhz},

@@ -57,14 +57,12 @@ py::dict PlanPowerLimitsTask(const py::handle& profile_arg, int stages, int micr
   limits.min_limit_w = range.min_w;
   limits.max_limit_w = range.max_w;
   limits.compare_clocks = false;  // the clock plan is plan_pipeline's
-  // Every input check, the baseline, the deadline and P_block first; then
-  // the solve, cancellable.
-  solver::PowerLimitPlan plan = solver::PreparePowerLimitPlan(profile, limits);
-  plan = RunCancellable<solver::PowerLimitPlan>(
+  // One call, cancellable (its input checks come first and are cheap).
+  const solver::PowerLimitPlan plan = RunCancellable<solver::PowerLimitPlan>(
       [&](const std::atomic<bool>* cancel, ProgressFn) {
-        solver::PowerLimitPlan p = plan;
-        p.request.plan.cancel = cancel;
-        solver::SolvePowerLimitPlan(profile, &p);
+        solver::PowerLimitRequest cancellable = limits;
+        cancellable.plan.cancel = cancel;
+        solver::PowerLimitPlan p = solver::PlanPowerLimits(profile, cancellable);
         p.request.plan.cancel = nullptr;
         return p;
       },

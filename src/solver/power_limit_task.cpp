@@ -43,6 +43,8 @@ void CheckPowerLimitRequest(const PowerLimitRequest& request) {
   CheckPlanRequest(request.plan);
 }
 
+namespace {
+
 PowerLimitPlan PreparePowerLimitPlan(const model::Profile& profile,
                                      const PowerLimitRequest& request) {
   CheckPowerLimitRequest(request);
@@ -75,8 +77,12 @@ void SolvePowerLimitPlan(const model::Profile& profile, PowerLimitPlan* plan) {
   }
 }
 
-PowerLimitPlan PlanPowerLimits(const model::Profile& profile, const PowerLimitRequest& request) {
+}  // namespace
+
+PowerLimitPlan PlanPowerLimits(const model::Profile& profile, const PowerLimitRequest& request,
+                               const std::function<void(const PowerLimitPlan&)>& prepared) {
   PowerLimitPlan plan = PreparePowerLimitPlan(profile, request);
+  if (prepared) prepared(plan);
   SolvePowerLimitPlan(profile, &plan);
   return plan;
 }

@@ -9,6 +9,7 @@
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/schedule/schedule.hpp"
 #include "joulepipe/sim/grid_plan.hpp"
+#include "joulepipe/sim/grid_runtime_plan.hpp"
 
 namespace joulepipe::sim {
 namespace {
@@ -128,6 +129,60 @@ TEST(StartRamp, FloorlessChoiceIsTheLeastEnergyPairThatMeetsWithoutAFloor) {
   EXPECT_EQ(FloorlessChoice(plan)->offset_s, 0.01);
   for (ShapedPoint& p : plan.unfloored) p.meets = false;
   EXPECT_EQ(FloorlessChoice(plan), nullptr);
+}
+
+// The runtime's plan (PlanGridRuntime): the floorless pair's clocks and
+// offset, waits held at each stage's highest all-max clock, and a start
+// ramp (the same steps to stop) only when a ramp limit or a length asks.
+TEST(StartRamp, TheRuntimePlanIsTheFloorlessPairWithItsShape) {
+  Fixture f;
+  solver::Frontier frontier;
+  frontier.max_clock.mhz.assign(static_cast<std::size_t>(f.schedule.num_nodes()), 1980);
+  frontier.max_clock.mhz[0] = 2010;  // a node of stage 0's
+  CandidatePlan slow = f.plan;
+  slow.time_s = 1.2;
+  slow.energy_j = 80;
+  const std::vector<CandidatePlan> candidates{f.plan, slow};
+  GridPlan plan;
+  plan.unshaped.resize(2);
+  plan.unfloored.resize(2);
+  plan.unfloored[1].candidate = 1;
+  plan.unfloored[1].energy_j = 90;
+  plan.unfloored[1].offset_s = 0.02;
+  plan.unfloored[1].meets = true;
+  JobSpec job;
+  job.pipelines = 16;
+  job.gpus_per_stage = 4;
+  job.p_block_w = 100;
+
+  GridRuntimePlanRequest none;  // no ramp limit, no length: no ramp
+  const std::optional<GridRuntimePlan> a =
+      PlanGridRuntime(f.schedule, f.profile, job, frontier, candidates, plan, none);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->point.offset_s, 0.02);
+  EXPECT_EQ(a->candidate.time_s, 1.2);
+  EXPECT_EQ(a->ramp, GridRuntimePlan::Ramp::kNone);
+  ASSERT_TRUE(a->file.grid.has_value());
+  EXPECT_EQ(a->file.grid->pipeline_offset_s, 0.02);
+  ASSERT_EQ(a->file.grid->hold_mhz.size(), 4u);
+  EXPECT_EQ(a->file.grid->hold_mhz[f.schedule.nodes[0].stage], 2010);
+  EXPECT_EQ(std::count(a->file.grid->hold_mhz.begin(), a->file.grid->hold_mhz.end(), 1980), 3);
+  EXPECT_EQ(a->file.grid->start_ramp_s, 0);
+  ASSERT_TRUE(a->file.predicted.has_value());
+  EXPECT_EQ(a->file.predicted->time_s, 1.2);
+
+  GridRuntimePlanRequest ramped;
+  ramped.grid.limits.max_ramp_w_per_s = 20'000;
+  const std::optional<GridRuntimePlan> b =
+      PlanGridRuntime(f.schedule, f.profile, job, frontier, candidates, plan, ramped);
+  ASSERT_TRUE(b.has_value());
+  ASSERT_EQ(b->ramp, GridRuntimePlan::Ramp::kSteps);
+  EXPECT_GT(b->file.grid->start_ramp_s, 0);
+  EXPECT_EQ(b->file.grid->stop_ramp_s, b->file.grid->start_ramp_s);
+  EXPECT_EQ(b->file.grid->start_ramp_mhz, b->start_ramp->mhz);
+
+  plan.unfloored[1].meets = false;  // only a floor would meet: nothing the runtime can run
+  EXPECT_FALSE(PlanGridRuntime(f.schedule, f.profile, job, frontier, candidates, plan, none));
 }
 
 }  // namespace

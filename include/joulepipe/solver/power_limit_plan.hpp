@@ -35,6 +35,8 @@
 // tests compare it with exhaustive enumeration on small pipelines.
 #pragma once
 
+#include <functional>
+
 #include <atomic>
 #include <cstdint>
 #include <vector>
@@ -136,12 +138,14 @@ struct PowerLimitPlan {
 // CheckPlanRequest checks.
 void CheckPowerLimitRequest(const PowerLimitRequest& request);
 
-// The cheap first half (every input error, before any output is created)
-// and the expensive second, as PreparePipelinePlan / SolvePipelinePlan;
+// The task, the one call every front end makes: the cheap half first
+// (every input check, the baseline, the deadline, P_block), then
+// `prepared` hears the prepared plan (a front end checks its outputs there
+// and says what it is about to solve, so that nothing is solved for an
+// output that cannot be written), then the expensive half (the limit
+// frontier, the clock plan when compare_clocks, the chosen point).
 // request.plan.cancel stops both solves (model::Cancelled).
-PowerLimitPlan PreparePowerLimitPlan(const model::Profile& profile,
-                                     const PowerLimitRequest& request);
-void SolvePowerLimitPlan(const model::Profile& profile, PowerLimitPlan* plan);
-PowerLimitPlan PlanPowerLimits(const model::Profile& profile, const PowerLimitRequest& request);
+PowerLimitPlan PlanPowerLimits(const model::Profile& profile, const PowerLimitRequest& request,
+                               const std::function<void(const PowerLimitPlan&)>& prepared = {});
 
 }  // namespace joulepipe::solver
