@@ -55,6 +55,9 @@ void ApplyConfigJson(const json& document, const std::string& source, Config* co
         throw InputError(where + " must be a non-empty path");
       }
       config->socket = value.get<std::string>();
+    } else if (key == "zeusd_socket") {
+      if (!value.is_string()) throw InputError(where + " must be a path (\"\" for none)");
+      config->zeusd_socket = value.get<std::string>();
     } else if (key == "socket_mode") {
       if (value.is_string()) {
         config->socket_mode = ParseSocketMode(value.get<std::string>());
@@ -93,7 +96,7 @@ void ApplyConfigJson(const json& document, const std::string& source, Config* co
           value.get<double>();
     } else {
       throw InputError(source + ": unknown field " + model::Excerpt(json(key)) +
-                       "; known: socket, socket_mode, socket_group, allow_users, "
+                       "; known: socket, zeusd_socket, socket_mode, socket_group, allow_users, "
                        "allow_groups, audit_log, max_clients, max_clients_per_uid, "
                        "hello_timeout_s, idle_timeout_s");
     }

@@ -28,6 +28,47 @@ json Error(const std::string& message) {
   return {{"ok", false}, {"error", message}};
 }
 
+// [min_mhz, max_mhz] clamped to `clocks` (supported, highest first) and
+// snapped to supported clocks: max down, min up; min = max if that
+// inverts the range.
+std::pair<int, int> SnapClocks(const std::vector<int>& clocks, int min_mhz, int max_mhz) {
+  const int lo = clocks.back();
+  const int hi = clocks.front();
+  const int want_max = std::clamp(max_mhz, lo, hi);
+  const int want_min = std::clamp(min_mhz, lo, hi);
+  int applied_max = lo;  // the highest supported clock <= want_max
+  for (int clock : clocks) {
+    if (clock <= want_max) {
+      applied_max = clock;
+      break;
+    }
+  }
+  int applied_min = hi;  // the lowest supported clock >= want_min
+  for (auto it = clocks.rbegin(); it != clocks.rend(); ++it) {
+    if (*it >= want_min) {
+      applied_min = *it;
+      break;
+    }
+  }
+  return {std::min(applied_min, applied_max), applied_max};
+}
+
+const char* SettingName(Handler::Setting setting) {
+  switch (setting) {
+    case Handler::Setting::kSmClocks:
+      return "gpu_locked_clocks";
+    case Handler::Setting::kMemoryClocks:
+      return "mem_locked_clocks";
+    case Handler::Setting::kPowerLimit:
+      return "power_limit";
+  }
+  return "?";
+}
+
+std::string ValueText(Handler::Setting setting, const Handler::ClaimValue& v) {
+  return setting == Handler::Setting::kPowerLimit ? WattsText(v.watts) : Mhz(v.min_mhz, v.max_mhz);
+}
+
 }  // namespace
 
 Handler::Handler(AuditLog* audit) : audit_(audit) {
@@ -58,7 +99,7 @@ bool Handler::greeted(SessionId id) const {
 
 bool Handler::holds_lease(SessionId id) const {
   const auto it = sessions_.find(id);
-  return it != sessions_.end() && !it->second.leased.empty();
+  return it != sessions_.end() && (!it->second.leased.empty() || !it->second.claimed.empty());
 }
 
 std::string Handler::HandleLine(SessionId id, std::string_view line) noexcept {
@@ -91,7 +132,7 @@ Handler::GpuInfo& Handler::Resolve(const gpu::DeviceRef& ref) {
 
 void Handler::CheckChangeable(SessionId id, const GpuInfo& gpu) {
   if (gpu.device.mig_enabled()) {
-    throw gpu::MigError(gpu.device.Describe() +
+    throw ChangeRefused(gpu.device.Describe() +
                         " is in MIG mode; clocks and power limits belong to the whole GPU and "
                         "cannot be set per MIG instance: disable MIG (`nvidia-smi -i " +
                         std::to_string(gpu.device.nvml_index()) + " -mig 0`)");
@@ -101,9 +142,18 @@ void Handler::CheckChangeable(SessionId id, const GpuInfo& gpu) {
     const auto holder = sessions_.find(lease->second.holder);
     const std::string who =
         holder == sessions_.end() ? "another client" : "client " + holder->second.peer.Describe();
-    throw gpu::GpuError(gpu.device.Describe() + " is leased to " + who +
+    throw ChangeRefused(gpu.device.Describe() + " is leased to " + who +
                         ", which changed its clocks or power limit; it is released when that "
                         "client resets both or disconnects");
+  }
+  for (const auto& [key, claimants] : claims_) {
+    if (key.first != gpu.device.nvml_index() || claimants.empty()) continue;
+    const auto holder = sessions_.find(claimants.back().session);
+    const std::string who = holder == sessions_.end()
+                                ? "a Zeus client"
+                                : "Zeus client " + holder->second.peer.Describe();
+    throw ChangeRefused(gpu.device.Describe() + " has settings of " + who +
+                        " (through the zeusd API); they end when it resets them or exits");
   }
 }
 
@@ -125,6 +175,19 @@ json Handler::ListDevices() const {
       entry["power_limit_w"] = nullptr;
       entry["power_limit_error"] = e.what();
     }
+    json claims = json::array();
+    for (const auto& [key, claimants] : claims_) {
+      if (key.first != gpu.device.nvml_index()) continue;
+      for (const Claimant& c : claimants) {
+        const auto holder = sessions_.find(c.session);
+        if (holder == sessions_.end()) continue;
+        claims.push_back({{"setting", SettingName(key.second)},
+                          {"pid", holder->second.peer.pid},
+                          {"uid", holder->second.peer.uid},
+                          {"user", holder->second.peer.user}});
+      }
+    }
+    entry["claims"] = std::move(claims);  // Zeus's, oldest first: the last is in force
     const auto lease = leases_.find(gpu.device.nvml_index());
     if (lease == leases_.end()) {
       entry["lease"] = nullptr;
@@ -183,25 +246,8 @@ json Handler::Dispatch(Session& session, SessionId id, const DaemonRequest& requ
           throw gpu::GpuError("cannot lock the clocks of " + gpu.device.Describe() +
                               ": its supported SM clocks could not be read at start");
         }
-        const int lo = gpu.clocks.back();
-        const int hi = gpu.clocks.front();
-        const int want_max = std::clamp(request.max_mhz, lo, hi);
-        const int want_min = std::clamp(request.min_mhz, lo, hi);
-        int applied_max = lo;  // the highest supported clock <= want_max
-        for (int clock : gpu.clocks) {
-          if (clock <= want_max) {
-            applied_max = clock;
-            break;
-          }
-        }
-        int applied_min = hi;  // the lowest supported clock >= want_min
-        for (auto it = gpu.clocks.rbegin(); it != gpu.clocks.rend(); ++it) {
-          if (*it >= want_min) {
-            applied_min = *it;
-            break;
-          }
-        }
-        if (applied_min > applied_max) applied_min = applied_max;
+        const auto [applied_min, applied_max] =
+            SnapClocks(gpu.clocks, request.min_mhz, request.max_mhz);
         audit.applied = Mhz(applied_min, applied_max);
         gpu.device.SetLockedClocks(applied_min, applied_max);
         Lease& lease = leases_[index];
@@ -290,11 +336,220 @@ void Handler::Close(SessionId id, const std::string& why) noexcept {
   const auto it = sessions_.find(id);
   if (it == sessions_.end()) return;
   for (unsigned index : it->second.leased) Restore(id, index, it->second.peer, why);
+  const std::set<std::pair<unsigned, Setting>> claimed = it->second.claimed;
+  for (const auto& [index, setting] : claimed) {
+    Withdraw(id, index, setting, it->second.peer, "restore", why);
+  }
   sessions_.erase(it);
 }
 
 void Handler::RestoreAll(const std::string& why) noexcept {
   while (!sessions_.empty()) Close(sessions_.begin()->first, why);
+}
+
+// ---- Zeus's sessions: claims ----------------------------------------------
+
+SessionId Handler::OpenShared(const Peer& peer) {
+  const SessionId id = Open(peer);
+  sessions_[id].greeted = true;
+  sessions_[id].shared = true;
+  return id;
+}
+
+const gpu::Device& Handler::device(unsigned index) const {
+  if (index >= devices_.size()) {
+    throw gpu::GpuArgumentError("no GPU with NVML index " + std::to_string(index) +
+                                " on this node (it has " + std::to_string(devices_.size()) + ")");
+  }
+  return devices_[index].device;
+}
+
+void Handler::CheckClaimable(SessionId id, const GpuInfo& gpu) const {
+  if (gpu.device.mig_enabled()) {
+    throw ChangeRefused(gpu.device.Describe() +
+                        " is in MIG mode; clocks and power limits belong to the whole GPU and "
+                        "cannot be set per MIG instance");
+  }
+  const auto lease = leases_.find(gpu.device.nvml_index());
+  if (lease != leases_.end() && lease->second.holder != id) {
+    const auto holder = sessions_.find(lease->second.holder);
+    const std::string who = holder == sessions_.end()
+                                ? "a joulepipe client"
+                                : "joulepipe client " + holder->second.peer.Describe();
+    throw ChangeRefused(gpu.device.Describe() + " is leased to " + who +
+                        ", which changed its clocks or power limit; it is released when that "
+                        "client resets both or disconnects");
+  }
+}
+
+std::string Handler::Apply(const GpuInfo& gpu, Setting setting,
+                           const std::optional<ClaimValue>& value, json* reply) {
+  const gpu::Device& d = gpu.device;
+  switch (setting) {
+    case Setting::kSmClocks: {
+      if (!value) {
+        d.ResetLockedClocks();
+        return "default";
+      }
+      if (gpu.clocks.empty()) {
+        throw gpu::GpuError("cannot lock the clocks of " + d.Describe() +
+                            ": its supported SM clocks could not be read at start");
+      }
+      const auto [lo, hi] = SnapClocks(gpu.clocks, value->min_mhz, value->max_mhz);
+      d.SetLockedClocks(lo, hi);
+      if (reply != nullptr) {
+        (*reply)["applied"] = {{"min_mhz", lo}, {"max_mhz", hi}};
+        (*reply)["clamped"] = lo != value->min_mhz || hi != value->max_mhz;
+      }
+      return Mhz(lo, hi);
+    }
+    case Setting::kMemoryClocks:
+      if (!value) {
+        d.ResetMemoryLockedClocks();
+        return "default";
+      }
+      d.SetMemoryLockedClocks(value->min_mhz, value->max_mhz);
+      if (reply != nullptr) {
+        (*reply)["applied"] = {{"min_mhz", value->min_mhz}, {"max_mhz", value->max_mhz}};
+      }
+      return Mhz(value->min_mhz, value->max_mhz);
+    case Setting::kPowerLimit: {
+      if (!value) {
+        d.ResetPowerLimit();
+        return "default";
+      }
+      const gpu::PowerLimits limits = d.GetPowerLimits();
+      const double mw = std::clamp(std::round(value->watts * 1e3), std::round(limits.min_w * 1e3),
+                                   std::round(limits.max_w * 1e3));
+      d.SetPowerLimit(mw / 1e3);
+      if (reply != nullptr) {
+        (*reply)["applied_mw"] = static_cast<long long>(mw);
+        (*reply)["clamped"] = std::abs(mw / 1e3 - value->watts) > 5e-4;
+      }
+      return WattsText(mw / 1e3);
+    }
+  }
+  return "-";
+}
+
+json Handler::Claim(SessionId id, unsigned index, Setting setting, ClaimValue value) {
+  const auto it = sessions_.find(id);
+  if (it == sessions_.end() || !it->second.shared) {
+    throw gpu::GpuError("internal error: no Zeus session " + std::to_string(id));
+  }
+  Session& session = it->second;
+  AuditEntry audit{std::string("set_") + SettingName(setting), "GPU " + std::to_string(index),
+                   ValueText(setting, value), "-", "ok"};
+  try {
+    if (index >= devices_.size()) device(index);  // throws its GpuArgumentError
+    GpuInfo& gpu = devices_[index];
+    audit.device = gpu.device.uuid();
+    CheckClaimable(id, gpu);
+    json reply = {{"uuid", gpu.device.uuid()}};
+    audit.applied = Apply(gpu, setting, value, &reply);
+    std::vector<Claimant>& claimants = claims_[{index, setting}];
+    std::erase_if(claimants, [&](const Claimant& c) { return c.session == id; });
+    claimants.push_back({id, value});
+    session.claimed.insert({index, setting});
+    audit_->Write(session.peer, audit);
+    return reply;
+  } catch (const std::exception& e) {
+    audit.result = e.what();
+    audit_->Write(session.peer, audit);
+    throw;
+  }
+}
+
+json Handler::Unclaim(SessionId id, unsigned index, Setting setting) {
+  const auto it = sessions_.find(id);
+  if (it == sessions_.end() || !it->second.shared) {
+    throw gpu::GpuError("internal error: no Zeus session " + std::to_string(id));
+  }
+  Session& session = it->second;
+  AuditEntry audit{std::string("reset_") + SettingName(setting), "GPU " + std::to_string(index),
+                   "-", "-", "ok"};
+  try {
+    if (index >= devices_.size()) device(index);
+    GpuInfo& gpu = devices_[index];
+    audit.device = gpu.device.uuid();
+    CheckClaimable(id, gpu);
+    json reply = {{"uuid", gpu.device.uuid()}};
+    const auto found = claims_.find({index, setting});
+    std::vector<Claimant> left;
+    bool mine_in_force = false;
+    if (found != claims_.end()) {
+      mine_in_force = !found->second.empty() && found->second.back().session == id;
+      std::erase_if(found->second, [&](const Claimant& c) { return c.session == id; });
+      left = found->second;
+      if (left.empty()) claims_.erase(found);
+    }
+    session.claimed.erase({index, setting});
+    if (left.empty()) {
+      audit.applied = Apply(gpu, setting, std::nullopt, nullptr);
+      reply["in_force"] = "default";
+    } else {
+      const Peer& newest = sessions_.at(left.back().session).peer;
+      if (mine_in_force) audit.applied = Apply(gpu, setting, left.back().value, nullptr);
+      audit.result = "ok (the setting of " + newest.Describe() + " is in force)";
+      reply["in_force"] = {{"pid", newest.pid}, {"uid", newest.uid}, {"user", newest.user}};
+    }
+    audit_->Write(session.peer, audit);
+    return reply;
+  } catch (const std::exception& e) {
+    audit.result = e.what();
+    audit_->Write(session.peer, audit);
+    throw;
+  }
+}
+
+void Handler::Withdraw(SessionId id, unsigned index, Setting setting, const Peer& peer,
+                       const std::string& op, const std::string& why) {
+  const auto found = claims_.find({index, setting});
+  if (found == claims_.end() || index >= devices_.size()) return;
+  const bool in_force = !found->second.empty() && found->second.back().session == id;
+  std::erase_if(found->second, [&](const Claimant& c) { return c.session == id; });
+  std::optional<ClaimValue> next;
+  std::string whose = "default";
+  if (!found->second.empty()) {
+    next = found->second.back().value;
+    const auto holder = sessions_.find(found->second.back().session);
+    if (holder != sessions_.end()) whose = holder->second.peer.Describe() + "'s setting";
+  } else {
+    claims_.erase(found);
+  }
+  if (!in_force) return;  // another session's setting was in force, and stays
+  const GpuInfo& gpu = devices_[index];
+  AuditEntry audit{op + "_" + SettingName(setting), gpu.device.uuid(), "-", whose,
+                   "ok (" + why + ")"};
+  try {
+    audit.applied = Apply(gpu, setting, next, nullptr) + (next ? " (" + whose + ")" : "");
+  } catch (const std::exception& e) {
+    audit.applied = "-";
+    audit.result = std::string(e.what()) + " (" + why + ")";
+    std::fprintf(stderr, "joulepiped: cannot restore %s: %s\n", gpu.device.Describe().c_str(),
+                 e.what());
+  }
+  audit_->Write(peer, audit);
+}
+
+json Handler::SetPersistence(SessionId id, unsigned index, bool enabled) {
+  const auto it = sessions_.find(id);
+  if (it == sessions_.end())
+    throw gpu::GpuError("internal error: no session " + std::to_string(id));
+  AuditEntry audit{"set_persistence_mode", "GPU " + std::to_string(index), enabled ? "on" : "off",
+                   "-", "ok"};
+  try {
+    const gpu::Device& d = device(index);
+    audit.device = d.uuid();
+    d.SetPersistenceMode(enabled);
+    audit.applied = audit.requested;
+    audit_->Write(it->second.peer, audit);
+    return {{"uuid", d.uuid()}, {"enabled", enabled}};
+  } catch (const std::exception& e) {
+    audit.result = e.what();
+    audit_->Write(it->second.peer, audit);
+    throw;
+  }
 }
 
 }  // namespace joulepipe::daemon

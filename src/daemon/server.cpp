@@ -16,9 +16,11 @@
 #include <utility>
 #include <vector>
 
+#include "http_framing.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/format.hpp"
 #include "socket_file.hpp"
+#include "zeusd_api.hpp"
 
 namespace joulepipe::daemon {
 namespace {
@@ -153,20 +155,51 @@ Server::Server(const Config& config, std::string config_source, Handler* handler
   listen_fd_ = bound.fd;
   socket_dev_ = bound.dev;
   socket_ino_ = bound.ino;
+  if (!config_.zeusd_socket.empty()) {
+    try {
+      if (config_.zeusd_socket == config_.socket) {
+        throw model::InputError("Config::zeusd_socket",
+                                "zeusd_socket must be another path than socket (" + config_.socket +
+                                    "): each socket speaks one protocol");
+      }
+      Address(config_.zeusd_socket);
+      RemoveStale(config_.zeusd_socket);
+      const BoundSocket zeusd =
+          BindSocketFile(config_.zeusd_socket, config_.socket_mode, group, 64);
+      zeusd_fd_ = zeusd.fd;
+      zeusd_dev_ = zeusd.dev;
+      zeusd_ino_ = zeusd.ino;
+    } catch (const model::InputError& e) {
+      ::close(listen_fd_);
+      ::unlink(config_.socket.c_str());
+      // The same checks as the main socket's, about the other field.
+      throw model::InputError(e.field() == "Config::socket" ? "Config::zeusd_socket" : e.field(),
+                              e.what());
+    }
+  }
 }
 
 Server::~Server() {
   for (auto& [fd, connection] : connections_) {
-    handler_->Close(connection.session, "daemon shutdown");
+    if (connection.authorised && (!connection.http || connection.own_session)) {
+      handler_->Close(connection.session, "daemon shutdown");
+    }
     ::close(fd);
   }
   connections_.clear();
+  for (auto& [pid, process] : zeus_processes_) handler_->Close(process.session, "daemon shutdown");
+  zeus_processes_.clear();
   if (listen_fd_ >= 0) ::close(listen_fd_);
-  // Unlink only our own socket: a later daemon may have replaced it.
+  if (zeusd_fd_ >= 0) ::close(zeusd_fd_);
+  // Unlink only our own sockets: a later daemon may have replaced them.
   struct stat info{};
   if (::lstat(config_.socket.c_str(), &info) == 0 && info.st_dev == socket_dev_ &&
       info.st_ino == socket_ino_) {
     ::unlink(config_.socket.c_str());
+  }
+  if (zeusd_fd_ >= 0 && ::lstat(config_.zeusd_socket.c_str(), &info) == 0 &&
+      info.st_dev == zeusd_dev_ && info.st_ino == zeusd_ino_) {
+    ::unlink(config_.zeusd_socket.c_str());
   }
 }
 
@@ -174,9 +207,9 @@ std::string Server::Seconds(double seconds) const {
   return model::Format("%g s", seconds);
 }
 
-void Server::Accept(Clock::time_point now) {
+void Server::Accept(int listen_fd, bool http, Clock::time_point now) {
   for (;;) {
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR) continue;
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
@@ -196,6 +229,7 @@ void Server::Accept(Clock::time_point now) {
     Connection connection;
     connection.opened = now;
     connection.last_request = now;
+    connection.http = http;
     try {
       connection.peer = PeerOf(fd);
     } catch (const std::exception& e) {
@@ -210,7 +244,12 @@ void Server::Accept(Clock::time_point now) {
     const std::string refusal =
         Admission(connection.peer, config_, config_source_, connections_.size(), of_uid);
     if (!refusal.empty()) {
-      connection.output = gpu::EncodeErrorReply(refusal);
+      connection.output =
+          http ? HttpAnswer(403, "application/json",
+                            nlohmann::json{{"error", refusal}}.dump(
+                                -1, ' ', false, nlohmann::json::error_handler_t::replace),
+                            true)
+               : gpu::EncodeErrorReply(refusal);
       connection.close_after_flush = true;
       // Logged at most once a second: a flood of refused connections must
       // not flood the journal.
@@ -226,13 +265,21 @@ void Server::Accept(Clock::time_point now) {
         last_refusal_log_ = now;
         refusals_unlogged_ = 0;
       }
+    } else if (http) {
+      connection.authorised = true;
+      if (connection.peer.pid > 0) {
+        connection.session = ZeusSessionFor(fd, connection.peer);
+      } else {
+        connection.session = handler_->OpenShared(connection.peer);
+        connection.own_session = true;
+      }
     } else {
       connection.authorised = true;
       connection.session = handler_->Open(connection.peer);
       connection.process = ProcessWatch::OfPeer(fd, connection.peer.pid);
     }
     const bool keep = Flush(fd, connection);
-    const bool exited = connection.authorised && connection.process.Exited();
+    const bool exited = connection.authorised && !http && connection.process.Exited();
     connections_.emplace(fd, std::move(connection));
     if (!keep) {
       Drop(fd, "connection closed");
@@ -284,10 +331,26 @@ bool Server::Flush(int fd, Connection& connection) {
   return !connection.close_after_flush;
 }
 
+void Server::Release(Connection& connection, const std::string& why) {
+  if (!connection.authorised) return;
+  connection.authorised = false;
+  if (!connection.http || connection.own_session) {
+    handler_->Close(connection.session, why);
+    return;
+  }
+  const auto it = zeus_processes_.find(connection.peer.pid);
+  if (it == zeus_processes_.end() || it->second.session != connection.session) return;
+  ZeusProcess& process = it->second;
+  if (--process.connections <= 0 && !handler_->holds_lease(process.session)) {
+    handler_->Close(process.session, why);  // nothing to restore: it holds no claim
+    zeus_processes_.erase(it);
+  }
+}
+
 void Server::Drop(int fd, const std::string& why) {
   const auto it = connections_.find(fd);
   if (it == connections_.end()) return;
-  if (it->second.authorised) handler_->Close(it->second.session, why);
+  Release(it->second, why);
   ::close(fd);
   connections_.erase(it);
 }
@@ -298,9 +361,10 @@ void Server::Expel(int fd, const std::string& reason, const std::string& message
   if (it == connections_.end()) return;
   Connection& connection = it->second;
   // Restore first: the GPUs must not wait on a client that does not read.
-  if (connection.authorised) handler_->Close(connection.session, why);
-  connection.authorised = false;
-  connection.output += gpu::EncodeReply({{"ok", false}, {"error", message}, {"closed", reason}});
+  Release(connection, why);
+  if (!connection.http) {
+    connection.output += gpu::EncodeReply({{"ok", false}, {"error", message}, {"closed", reason}});
+  }
   connection.close_after_flush = true;
   Flush(fd, connection);  // one non-blocking attempt; what does not fit is lost
   ::close(fd);
@@ -328,6 +392,26 @@ Server::Clock::time_point Server::CheckDeadlines(Clock::time_point now) {
       next = std::min(next, now >= deadline ? deadline + kDeadlineGrace : deadline);
       return false;
     };
+    if (connection.http && connection.authorised) {
+      if (connection.streaming) {
+        if (now >= connection.next_event) {
+          connection.output += ZeusdPowerEvent(*handler_, connection.stream_gpus);
+          connection.next_event = now + Duration(kPowerStreamPeriodS);
+          if (connection.output.size() > config_.max_buffered_bytes) {
+            expel.push_back({fd, "", "", "power stream not read"});
+            continue;
+          }
+        }
+        next = std::min(next, connection.next_event);
+        continue;
+      }
+      const bool asked = connection.last_request != connection.opened;
+      const double limit_s = asked ? config_.idle_timeout_s : config_.hello_timeout_s;
+      if (expired(connection.last_request + Duration(limit_s))) {
+        expel.push_back({fd, "", "", asked ? "idle timeout" : "request timeout"});
+      }
+      continue;
+    }
     if (!connection.authorised || !handler_->greeted(connection.session)) {
       if (expired(connection.opened + Duration(config_.hello_timeout_s))) {
         expel.push_back({fd, "hello_timeout",
@@ -358,10 +442,17 @@ Server::Clock::time_point Server::CheckDeadlines(Clock::time_point now) {
       }
     }
   }
+  std::vector<pid_t> exited;
+  for (const auto& [pid, process] : zeus_processes_) {
+    if (process.watch.fd() >= 0 || process.watch.method() == ProcessWatch::Method::kNone) continue;
+    any_polled = true;
+    if (poll_processes && process.watch.Exited()) exited.push_back(pid);
+  }
   if (poll_processes) next_process_poll_ = now + Duration(kProcessPollIntervalS);
   if (any_polled) next = std::min(next, next_process_poll_);
   if (accept_paused_until_ > now) next = std::min(next, accept_paused_until_);
   for (const Expulsion& e : expel) Expel(e.fd, e.reason, e.message, e.why);
+  for (pid_t pid : exited) EndZeusProcess(pid, "client process exited");
   return next;
 }
 
@@ -380,6 +471,7 @@ void Server::Run(int stop_fd) {
     owners.clear();
     fds.push_back({stop_fd, POLLIN, 0});
     fds.push_back({now >= accept_paused_until_ ? listen_fd_ : -1, POLLIN, 0});
+    fds.push_back({now >= accept_paused_until_ ? zeusd_fd_ : -1, POLLIN, 0});
     // Sockets before process watches: a client that dies holding the only
     // copy of its socket is seen as EOF ("connection closed"), which the
     // kernel delivers before the process counts as exited.
@@ -396,6 +488,14 @@ void Server::Run(int stop_fd) {
         owners.push_back(fd);
       }
     }
+    const std::size_t first_zeus = fds.size();
+    std::vector<pid_t> zeus_pids;  // for fds[i], i >= first_zeus
+    for (const auto& [pid, process] : zeus_processes_) {
+      if (process.watch.fd() >= 0) {
+        fds.push_back({process.watch.fd(), POLLIN, 0});
+        zeus_pids.push_back(pid);
+      }
+    }
     const int ready = ::poll(fds.data(), fds.size(), timeout_ms);
     if (ready < 0) {
       if (errno == EINTR) continue;
@@ -403,30 +503,129 @@ void Server::Run(int stop_fd) {
       break;
     }
     if (fds[0].revents != 0) break;  // stop requested
-    for (std::size_t i = 2; i < first_watch; ++i) {
+    for (std::size_t i = 3; i < first_watch; ++i) {
       if (fds[i].revents == 0) continue;
       const int fd = fds[i].fd;
       auto it = connections_.find(fd);
       if (it == connections_.end()) continue;
       bool keep = true;
-      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) keep = ReadFrom(fd, it->second);
+      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+        keep = it->second.http ? ReadHttp(fd, it->second) : ReadFrom(fd, it->second);
+      }
       if (keep) keep = Flush(fd, it->second);
       if (!keep) Drop(fd, "connection closed");
     }
-    for (std::size_t i = first_watch; i < fds.size(); ++i) {
+    for (std::size_t i = first_watch; i < first_zeus; ++i) {
       if (fds[i].revents == 0) continue;
-      const int fd = owners[i - 2];
+      const int fd = owners[i - 3];
       const auto it = connections_.find(fd);
       if (it == connections_.end() || it->second.process.fd() != fds[i].fd) continue;
       Expel(fd, "process_exited", ProcessExitedMessage(it->second.peer.pid),
             "client process exited");
     }
-    if (fds[1].revents != 0) Accept(Clock::now());
+    for (std::size_t i = first_zeus; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      const pid_t pid = zeus_pids[i - first_zeus];
+      const auto it = zeus_processes_.find(pid);
+      if (it == zeus_processes_.end() || it->second.watch.fd() != fds[i].fd) continue;
+      EndZeusProcess(pid, "client process exited");
+    }
+    if (fds[1].revents != 0) Accept(listen_fd_, false, Clock::now());
+    if (fds[2].revents != 0) Accept(zeusd_fd_, true, Clock::now());
   }
   for (auto it = connections_.begin(); it != connections_.end();) {
     const int fd = it->first;
     ++it;
     Drop(fd, "daemon shutdown");
+  }
+  while (!zeus_processes_.empty())
+    EndZeusProcess(zeus_processes_.begin()->first, "daemon shutdown");
+}
+
+// ---- The zeusd face ---------------------------------------------------------
+
+SessionId Server::ZeusSessionFor(int fd, const Peer& peer) {
+  auto it = zeus_processes_.find(peer.pid);
+  if (it != zeus_processes_.end() && it->second.watch.Exited()) {
+    // The pid's earlier process is gone (its exit not yet seen): end it
+    // before a new process of that pid starts afresh.
+    EndZeusProcess(peer.pid, "client process exited");
+    it = zeus_processes_.end();
+  }
+  if (it == zeus_processes_.end()) {
+    ZeusProcess process;
+    process.peer = peer;
+    process.session = handler_->OpenShared(peer);
+    process.watch = ProcessWatch::OfPeer(fd, peer.pid);
+    it = zeus_processes_.emplace(peer.pid, std::move(process)).first;
+  }
+  ++it->second.connections;
+  return it->second.session;
+}
+
+void Server::EndZeusProcess(pid_t pid, const std::string& why) {
+  const auto it = zeus_processes_.find(pid);
+  if (it == zeus_processes_.end()) return;
+  const SessionId session = it->second.session;
+  const bool held = handler_->holds_lease(session);
+  handler_->Close(session, why);  // withdraws its claims (audited, with the pid)
+  if (held) {
+    std::fprintf(stderr, "joulepiped: Zeus client %s: %s; its GPU settings were withdrawn\n",
+                 it->second.peer.Describe().c_str(), why.c_str());
+  }
+  zeus_processes_.erase(it);
+  std::vector<int> fds;
+  for (auto& [fd, connection] : connections_) {
+    if (connection.http && !connection.own_session && connection.session == session) {
+      connection.authorised = false;  // its session is gone already
+      fds.push_back(fd);
+    }
+  }
+  for (int fd : fds) Drop(fd, why);
+}
+
+bool Server::ReadHttp(int fd, Connection& connection) {
+  char buffer[16384];
+  for (;;) {
+    const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    if (n <= 0) return false;  // EOF or error: the client is gone
+    // A refused client, or a stream's (it sends nothing more): discarded.
+    if (connection.close_after_flush || connection.streaming) continue;
+    connection.http_input.append(buffer, static_cast<std::size_t>(n));
+    for (;;) {
+      const HttpCut cut = CutRequest(&connection.http_input);
+      if (cut.refusal) {
+        connection.output +=
+            HttpAnswer(cut.refusal->status, "application/json",
+                       nlohmann::json{{"error", cut.refusal->message}}.dump(), true);
+        connection.close_after_flush = true;
+        connection.http_input.clear();
+        break;
+      }
+      if (!cut.request) break;
+      const Clock::time_point now = Clock::now();
+      connection.last_request = now == connection.opened ? now + Clock::duration(1) : now;
+      const ZeusdAnswer answer = AnswerZeusd(*handler_, connection.session, *cut.request);
+      if (answer.stream) {
+        connection.output += HttpEventStreamHead();
+        connection.streaming = true;
+        connection.stream_gpus = answer.stream_gpus;
+        connection.next_event = now;
+        connection.http_input.clear();
+        break;
+      }
+      connection.output +=
+          HttpAnswer(answer.status, "application/json", answer.body, !cut.request->keep_alive);
+      if (!cut.request->keep_alive) {
+        connection.close_after_flush = true;
+        connection.http_input.clear();
+        break;
+      }
+      if (connection.output.size() > config_.max_buffered_bytes) return false;
+    }
+    if (static_cast<std::size_t>(n) < sizeof(buffer)) return true;
   }
 }
 

@@ -38,6 +38,7 @@ using joulepipe::daemon::Config;
 std::string WhereSet(const std::string& field) {
   static const std::pair<const char*, const char*> kFlags[] = {
       {"Config::socket", "--socket"},
+      {"Config::zeusd_socket", "--zeusd-socket"},
       {"Config::socket_group", "--socket-group"},
       {"Config::socket_mode", "--socket-mode"},
       {"Config::audit_log", "--audit-log"},
@@ -117,6 +118,12 @@ int Serve(const Config& config, const std::string& config_source) {
                  handler.device_count(), nvml.path.c_str(), nvml.simulated ? " (simulated)" : "",
                  config.audit_log.empty() ? "stderr" : config.audit_log.c_str(), config.max_clients,
                  config.max_clients_per_uid, config.hello_timeout_s, config.idle_timeout_s);
+    if (!config.zeusd_socket.empty()) {
+      std::fprintf(stderr,
+                   "joulepiped: zeusd API on %s (Zeus: ZEUSD_SOCK_PATH=%s); a Zeus process's "
+                   "settings are restored when it exits\n",
+                   config.zeusd_socket.c_str(), config.zeusd_socket.c_str());
+    }
     std::fflush(stderr);
     server.Run(stop_fd);
   }  // the Server's destructor restores remaining GPUs and unlinks the socket
@@ -143,6 +150,7 @@ int main(int argc, char** argv) {
       "joulepiped"};
   std::string config_path = joulepipe::daemon::kDefaultConfigPath;
   std::string socket;
+  std::string zeusd_socket;
   std::vector<std::string> allow_users;
   std::vector<std::string> allow_groups;
   std::string audit_log;
@@ -153,12 +161,17 @@ int main(int argc, char** argv) {
   double hello_timeout_s = 0;
   double idle_timeout_s = 0;
   auto* config_option =
-      app.add_option("--config", config_path,
-                     "JSON configuration file (fields: socket, socket_mode, socket_group, "
-                     "allow_users, allow_groups, audit_log, max_clients, max_clients_per_uid, "
-                     "hello_timeout_s, idle_timeout_s); flags override it")
+      app.add_option(
+             "--config", config_path,
+             "JSON configuration file (fields: socket, zeusd_socket, socket_mode, socket_group, "
+             "allow_users, allow_groups, audit_log, max_clients, max_clients_per_uid, "
+             "hello_timeout_s, idle_timeout_s); flags override it")
           ->capture_default_str();
   app.add_option("--socket", socket, "Unix socket path (default /run/joulepiped.sock)");
+  app.add_option("--zeusd-socket", zeusd_socket,
+                 "also serve Zeus's daemon API (HTTP) on this Unix socket, for Zeus processes "
+                 "run with ZEUSD_SOCK_PATH=PATH; their clocks and power limits are restored when "
+                 "the process that set them exits (default: off)");
   app.add_option("--allow-user", allow_users,
                  "user name or uid allowed to connect (repeatable; adds to the file's list)");
   app.add_option("--allow-group", allow_groups,
@@ -204,6 +217,7 @@ int main(int argc, char** argv) {
     Config config;
     joulepipe::daemon::LoadConfigFile(config_path, config_option->count() > 0, &config);
     if (!socket.empty()) config.socket = socket;
+    if (!zeusd_socket.empty()) config.zeusd_socket = zeusd_socket;
     for (const auto& user : allow_users) config.allow_users.push_back(user);
     for (const auto& group : allow_groups) config.allow_groups.push_back(group);
     if (!audit_log.empty()) config.audit_log = audit_log;

@@ -462,4 +462,33 @@ void Device::ResetPowerLimit() const {
         def);
 }
 
+void Device::SetMemoryLockedClocks(int min_mhz, int max_mhz) const {
+  RefuseMig(*this, "lock the memory clocks");
+  if (min_mhz <= 0 || max_mhz < min_mhz) {
+    throw GpuArgumentError("cannot lock the memory clock of " + Describe() + " to [" +
+                           std::to_string(min_mhz) + ", " + std::to_string(max_mhz) +
+                           "] MHz: need 0 < min <= max");
+  }
+  Check("nvmlDeviceSetMemoryLockedClocks", Describe(), Api().device_set_memory_locked_clocks,
+        handle_, static_cast<unsigned>(min_mhz), static_cast<unsigned>(max_mhz));
+}
+
+void Device::ResetMemoryLockedClocks() const {
+  RefuseMig(*this, "reset the memory locked clocks");
+  Check("nvmlDeviceResetMemoryLockedClocks", Describe(), Api().device_reset_memory_locked_clocks,
+        handle_);
+}
+
+bool Device::PersistenceMode() const {
+  nvmlEnableState_t mode = NVML_FEATURE_DISABLED;
+  Check("nvmlDeviceGetPersistenceMode", Describe(), Api().device_get_persistence_mode, handle_,
+        &mode);
+  return mode == NVML_FEATURE_ENABLED;
+}
+
+void Device::SetPersistenceMode(bool enabled) const {
+  Check("nvmlDeviceSetPersistenceMode", Describe(), Api().device_set_persistence_mode, handle_,
+        enabled ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED);
+}
+
 }  // namespace joulepipe::gpu

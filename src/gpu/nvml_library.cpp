@@ -84,6 +84,10 @@ NvmlApi ResolveAll(void* h, const std::string& path) {
   Resolve(h, "nvmlDeviceSetPowerManagementLimit", &a.device_set_power_limit);
   Resolve(h, "nvmlDeviceSetGpuLockedClocks", &a.device_set_locked_clocks);
   Resolve(h, "nvmlDeviceResetGpuLockedClocks", &a.device_reset_locked_clocks);
+  Resolve(h, "nvmlDeviceSetMemoryLockedClocks", &a.device_set_memory_locked_clocks);
+  Resolve(h, "nvmlDeviceResetMemoryLockedClocks", &a.device_reset_memory_locked_clocks);
+  Resolve(h, "nvmlDeviceGetPersistenceMode", &a.device_get_persistence_mode);
+  Resolve(h, "nvmlDeviceSetPersistenceMode", &a.device_set_persistence_mode);
   return a;
 }
 

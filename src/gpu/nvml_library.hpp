@@ -45,6 +45,10 @@ struct NvmlApi {
   decltype(&nvmlDeviceSetPowerManagementLimit) device_set_power_limit = nullptr;
   decltype(&nvmlDeviceSetGpuLockedClocks) device_set_locked_clocks = nullptr;
   decltype(&nvmlDeviceResetGpuLockedClocks) device_reset_locked_clocks = nullptr;
+  decltype(&nvmlDeviceSetMemoryLockedClocks) device_set_memory_locked_clocks = nullptr;
+  decltype(&nvmlDeviceResetMemoryLockedClocks) device_reset_memory_locked_clocks = nullptr;
+  decltype(&nvmlDeviceGetPersistenceMode) device_get_persistence_mode = nullptr;
+  decltype(&nvmlDeviceSetPersistenceMode) device_set_persistence_mode = nullptr;
 };
 
 struct LoadedNvml {

@@ -1,9 +1,9 @@
 // NVML functions the simulated library exports beyond our ABI declaration
 // (include/joulepipe/gpu/nvml_api.hpp), for third-party clients such as
 // pynvml: the v1 entry points, a few common queries, and what Zeus's GPU
-// layer calls (versioned temperature, C2C mode, persistence mode, memory
-// locked clocks). Layouts and values follow NVIDIA's public API documentation
-// and pynvml's ctypes declarations.
+// layer calls (versioned temperature, C2C mode; persistence mode and memory
+// locked clocks are in nvml_api.hpp, since joulepiped calls them too). Layouts and values follow
+// NVIDIA's public API documentation and pynvml's ctypes declarations.
 #pragma once
 
 #include "joulepipe/gpu/nvml_api.hpp"
@@ -26,12 +26,6 @@ typedef struct nvmlMemory_v2_st {
 
 // Struct version tag: sizeof | (2 << 24).
 #define NVML_SIM_MEMORY_V2 (static_cast<unsigned>(sizeof(nvmlMemory_v2_t)) | (2u << 24))
-
-// nvmlEnableState_t (persistence mode).
-typedef enum nvmlEnableState_enum {
-  NVML_FEATURE_DISABLED = 0,
-  NVML_FEATURE_ENABLED = 1
-} nvmlEnableState_t;
 
 // nvmlDeviceGetTemperatureV: the caller sets version and sensorType.
 typedef struct nvmlTemperature_v1_st {
@@ -66,10 +60,5 @@ nvmlReturn_t nvmlDeviceGetPowerManagementMode(nvmlDevice_t device, unsigned int*
 nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, unsigned int* pState);
 nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t device, nvmlTemperature_t* temperature);
 nvmlReturn_t nvmlDeviceGetC2cModeInfoV(nvmlDevice_t device, nvmlC2cModeInfo_v1_t* c2cModeInfo);
-nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t* mode);
-nvmlReturn_t nvmlDeviceSetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t mode);
-nvmlReturn_t nvmlDeviceSetMemoryLockedClocks(nvmlDevice_t device, unsigned int minMemClockMHz,
-                                             unsigned int maxMemClockMHz);
-nvmlReturn_t nvmlDeviceResetMemoryLockedClocks(nvmlDevice_t device);
 
 }  // extern "C"

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -98,6 +99,18 @@ class RawClient {
       buffer_.append(chunk, static_cast<std::size_t>(n));
     }
   }
+  // The next `n` bytes (fewer at EOF or timeout).
+  std::string ReadBytes(std::size_t n) {
+    while (buffer_.size() < n) {
+      char chunk[65536];
+      const ssize_t got = ::recv(fd_, chunk, sizeof(chunk), 0);
+      if (got <= 0) break;
+      buffer_.append(chunk, static_cast<std::size_t>(got));
+    }
+    std::string bytes = buffer_.substr(0, std::min(n, buffer_.size()));
+    buffer_.erase(0, bytes.size());
+    return bytes;
+  }
   // True when the daemon has closed the connection within 10 s: EOF, or a
   // reset when it closed with our unread bytes in its queue.
   bool AtEof() {
@@ -126,7 +139,8 @@ class RawClient {
 struct DaemonOptions {
   json daemon_config = json::object();  // merged into {"socket": ..., "audit_log": ...}
   std::vector<std::string> extra_args;
-  int gpus = 3;  // the last one in MIG mode when >= 3
+  int gpus = 3;        // the last one in MIG mode when >= 3
+  bool zeusd = false;  // also serve the zeusd API, on zeusd_socket()
 };
 
 // A temporary directory holding the daemon's files, removed at the end.
@@ -160,6 +174,7 @@ class DaemonFixture {
     }
     std::ofstream(dir_ / "sim.json") << sim.dump();
     json config = {{"socket", socket()}, {"audit_log", audit_log().string()}};
+    if (options.zeusd) config["zeusd_socket"] = zeusd_socket();
     for (const auto& [key, value] : options.daemon_config.items()) config[key] = value;
     std::ofstream(dir_ / "joulepiped.json") << config.dump();
     Start(options.extra_args);
@@ -177,6 +192,7 @@ class DaemonFixture {
   DaemonFixture& operator=(const DaemonFixture&) = delete;
 
   std::string socket() const { return (dir_ / "d.sock").string(); }
+  std::string zeusd_socket() const { return (dir_ / "z.sock").string(); }
   std::filesystem::path dir() const { return dir_; }
   std::filesystem::path call_log() const { return dir_ / "calls.jsonl"; }
   std::filesystem::path audit_log() const { return dir_ / "audit.log"; }

@@ -1,7 +1,8 @@
 // joulepiped's configuration: a JSON file (default /etc/joulepiped.json)
 // whose fields the command-line flags override. docs/daemon.md lists them.
 //
-//   {"socket": "/run/joulepiped.sock", "socket_mode": "0660",
+//   {"socket": "/run/joulepiped.sock", "zeusd_socket": "/run/zeusd.sock",
+//    "socket_mode": "0660",
 //    "socket_group": "joulepipe", "allow_users": ["alice", 1001],
 //    "allow_groups": ["joulepipe"], "audit_log": "/var/log/joulepiped.log",
 //    "max_clients": 64, "max_clients_per_uid": 16, "hello_timeout_s": 5,
@@ -22,6 +23,9 @@ inline constexpr char kDefaultConfigPath[] = "/etc/joulepiped.json";
 
 struct Config {
   std::string socket = "/run/joulepiped.sock";
+  // A second socket speaking zeusd's HTTP API (Zeus's ZEUSD_SOCK_PATH), with
+  // the same mode, group and allow lists; "" = none.
+  std::string zeusd_socket;
   unsigned socket_mode = 0660;               // permission bits of the socket file
   std::string socket_group;                  // group owning the socket; "" = root's
   std::vector<std::string> allow_users;      // names or decimal uids

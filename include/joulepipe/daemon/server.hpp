@@ -32,6 +32,18 @@
 // or polled every kProcessPollIntervalS) — even while a forked child of it
 // keeps the socket open. The connection is then closed too.
 //
+// The zeusd face (Config::zeusd_socket, zeusd_api.hpp): a second socket,
+// admitted by the same rules, speaking HTTP/1.1. Its sessions are per
+// caller process, not per connection: Zeus opens connections as it likes,
+// and a setting must outlive them. The daemon watches each caller process
+// (the same ProcessWatch) and, when it exits, withdraws its claims
+// (Handler: the newest live claim or the default comes back); a process
+// session with no connection and no claim left is dropped at once. A
+// caller whose pid the daemon cannot see gets a session per connection.
+// An HTTP connection that sends no request for idle_timeout_s (the first
+// within hello_timeout_s) is closed; a power stream is never idle, and is
+// closed like any client once max_buffered_bytes of events wait unread.
+//
 // The socket file: a stale one (nothing listening) is removed at start; one
 // with a live daemon behind it, or a path that is not a socket, is an error.
 // It is created with the configured mode and group without ever naming a path
@@ -46,6 +58,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "joulepipe/daemon/config.hpp"
 #include "joulepipe/daemon/handler.hpp"
@@ -84,25 +97,50 @@ class Server {
   struct Connection {
     SessionId session = 0;
     Peer peer;
-    ProcessWatch process;      // the process that connected
-    Clock::time_point opened;  // hello deadline: opened + hello_timeout_s
+    ProcessWatch process;            // the process that connected
+    Clock::time_point opened;        // hello deadline: opened + hello_timeout_s
     Clock::time_point last_request;  // idle deadline: last_request + idle_timeout_s
     gpu::LineBuffer input;
     std::string output;
     bool close_after_flush = false;  // refused or broken: say why, then close
     bool authorised = false;
+    // The zeusd face: HTTP requests; a session of the caller's process
+    // (own_session: this connection's alone, the pid unknown).
+    bool http = false;
+    bool own_session = false;
+    std::string http_input;
+    bool streaming = false;  // GET /gpu/stream_power: events until it closes
+    std::vector<unsigned> stream_gpus;
+    Clock::time_point next_event;
+  };
+  // A Zeus caller process: its claims last as long as it does.
+  struct ZeusProcess {
+    SessionId session = 0;
+    Peer peer;
+    ProcessWatch watch;
+    int connections = 0;
   };
 
-  void Accept(Clock::time_point now);
+  void Accept(int listen_fd, bool http, Clock::time_point now);
   // false: the connection is done and must be dropped.
   bool ReadFrom(int fd, Connection& connection);
+  bool ReadHttp(int fd, Connection& connection);
+  // The session of `peer`'s process, opened (and its process watched) on
+  // its first connection.
+  SessionId ZeusSessionFor(int fd, const Peer& peer);
+  // The connection no longer uses its session: a native one is closed
+  // (restoring its GPUs); a Zeus process's is closed once it has neither
+  // connections nor claims.
+  void Release(Connection& connection, const std::string& why);
+  // The Zeus process exited (or the daemon stops): its claims are
+  // withdrawn and its connections closed.
+  void EndZeusProcess(pid_t pid, const std::string& why);
   bool Flush(int fd, Connection& connection);
   void Drop(int fd, const std::string& why);
   // Ends the connection on the daemon's initiative: restores its GPUs, sends
   // `message` as an error line with "closed": `reason` (best effort, never
   // blocking) and closes it.
-  void Expel(int fd, const std::string& reason, const std::string& message,
-             const std::string& why);
+  void Expel(int fd, const std::string& reason, const std::string& message, const std::string& why);
   // Expels the connections past their hello or idle deadline and those whose
   // polled process watch says exited; returns the earliest next deadline
   // (Clock::time_point::max() if none).
@@ -115,7 +153,11 @@ class Server {
   int listen_fd_ = -1;
   dev_t socket_dev_ = 0;
   ino_t socket_ino_ = 0;
+  int zeusd_fd_ = -1;  // Config::zeusd_socket's, -1 without one
+  dev_t zeusd_dev_ = 0;
+  ino_t zeusd_ino_ = 0;
   std::map<int, Connection> connections_;
+  std::map<pid_t, ZeusProcess> zeus_processes_;
   Clock::time_point accept_paused_until_{};  // after EMFILE/ENFILE
   Clock::time_point next_process_poll_{};
   Clock::time_point last_refusal_log_{};

@@ -144,6 +144,14 @@ class Device {
   void SetPowerLimit(double watts) const;
   // Back to the default limit.
   void ResetPowerLimit() const;
+  // Locks the memory clock to [min_mhz, max_mhz] (Ampere and newer;
+  // nvmlDeviceSetMemoryLockedClocks). GpuArgumentError unless
+  // 0 < min_mhz <= max_mhz; NVML's own error for an older GPU.
+  void SetMemoryLockedClocks(int min_mhz, int max_mhz) const;
+  void ResetMemoryLockedClocks() const;
+  // Persistence mode (the driver stays loaded without clients).
+  bool PersistenceMode() const;
+  void SetPersistenceMode(bool enabled) const;
 
  private:
   friend class DeviceOpener;

@@ -172,4 +172,16 @@ nvmlReturn_t nvmlDeviceSetGpuLockedClocks(nvmlDevice_t device, unsigned int minG
                                           unsigned int maxGpuClockMHz);
 nvmlReturn_t nvmlDeviceResetGpuLockedClocks(nvmlDevice_t device);
 
+// Memory locked clocks (Ampere and newer) and persistence mode: what Zeus's
+// daemon API sets (joulepiped's zeusd face).
+typedef enum nvmlEnableState_enum {
+  NVML_FEATURE_DISABLED = 0,
+  NVML_FEATURE_ENABLED = 1
+} nvmlEnableState_t;
+nvmlReturn_t nvmlDeviceSetMemoryLockedClocks(nvmlDevice_t device, unsigned int minMemClockMHz,
+                                             unsigned int maxMemClockMHz);
+nvmlReturn_t nvmlDeviceResetMemoryLockedClocks(nvmlDevice_t device);
+nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t* mode);
+nvmlReturn_t nvmlDeviceSetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t mode);
+
 }  // extern "C"
