@@ -7,8 +7,11 @@
 //      granted), with sessions closed and reopened at random so leases are
 //      taken and restored,
 // and every reply must decode as a protocol reply (one line, an object with
-// "ok"). Inputs: random bytes, mutated valid requests (bit flips, byte
-// insertions and deletions, truncation, splicing, duplication), and
+// "ok"). The zeusd face too: each input, and a mutated zeusd request, goes
+// through the HTTP framing (CutRequest, in random chunks) and every request
+// cut from it through AnswerZeusd for a Zeus session (claims taken and
+// withdrawn); every answer must have a known status and a JSON body. Inputs: random bytes, mutated
+// valid requests (bit flips, byte insertions and deletions, truncation, splicing, duplication), and
 // structured hostile values (deep nesting, huge and non-finite numbers,
 // unicode and invalid UTF-8, wrong types in every field).
 //
@@ -29,6 +32,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "../../../src/daemon/http_framing.hpp"
+#include "../../../src/daemon/zeusd_api.hpp"
 #include "joulepipe/daemon/audit_log.hpp"
 #include "joulepipe/daemon/handler.hpp"
 #include "joulepipe/daemon/peer.hpp"
@@ -51,6 +58,24 @@ const std::vector<std::string> kSeeds = {
     R"({"op":"set_power_limit","device":0,"watts":1e5})",
     R"({"op":"reset_power_limit","device":1})",
     R"({"op":"reset_locked_clocks","device":"GPU-00000000-0000-0000-0000-000000000000"})",
+};
+
+// zeusd requests (the head; a body now and then).
+const std::vector<std::string> kHttpSeeds = {
+    "GET /discover HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    "GET /gpu/get_power?gpu_ids=0,1 HTTP/1.1\r\n\r\n",
+    "GET /gpu/get_cumulative_energy?gpu_ids=1 HTTP/1.1\r\n\r\n",
+    "POST /gpu/set_gpu_locked_clocks?gpu_ids=0&min_clock_mhz=900&max_clock_mhz=1410&block=true "
+    "HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+    "POST /gpu/reset_gpu_locked_clocks?gpu_ids=0,1 HTTP/1.1\r\n\r\n",
+    "POST /gpu/set_power_limit?gpu_ids=1&power_limit_mw=250000 HTTP/1.1\r\n\r\n",
+    "POST /gpu/set_mem_locked_clocks?gpu_ids=1&min_clock_mhz=1593&max_clock_mhz=1593 "
+    "HTTP/1.1\r\n\r\n",
+    "POST /gpu/reset_mem_locked_clocks?gpu_ids=2 HTTP/1.1\r\nConnection: close\r\n\r\n",
+    "POST /gpu/set_persistence_mode?gpu_ids=0&enabled=true HTTP/1.1\r\n\r\n",
+    "GET /gpu/get_power_limit_constraints HTTP/1.1\r\n\r\n",
+    "GET /gpu/stream_power?gpu_ids=0 HTTP/1.1\r\n\r\n",
+    "POST /discover HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello",
 };
 
 const std::vector<std::string> kHostileValues = {
@@ -183,6 +208,18 @@ class Fuzzer {
     }
   }
 
+  // A zeusd request: mutated, with hostile values in its query now and then.
+  std::string NextHttp() {
+    std::string text = kHttpSeeds[Below(kHttpSeeds.size())];
+    if (Below(3) == 0) {
+      const std::size_t q = text.find('=');
+      if (q != std::string::npos) {
+        text.insert(q + 1, kHostileValues[Below(kHostileValues.size())]);
+      }
+    }
+    return Below(2) ? Mutate(text) : text;
+  }
+
   std::mt19937_64& random() { return random_; }
 
  private:
@@ -196,6 +233,16 @@ bool CheckReply(const std::string& reply, const std::string& input) {
     return false;
   }
   return true;
+}
+
+bool CheckAnswer(const joulepipe::daemon::ZeusdAnswer& answer, const std::string& input) {
+  static const int kStatuses[] = {200, 400, 403, 404, 405, 500};
+  bool known = false;
+  for (int status : kStatuses) known = known || answer.status == status;
+  if (known && (answer.stream || nlohmann::json::accept(answer.body))) return true;
+  std::fprintf(stderr, "bad zeusd answer %d %s\nto input of %zu bytes\n", answer.status,
+               answer.body.c_str(), input.size());
+  return false;
 }
 
 }  // namespace
@@ -230,6 +277,9 @@ int main(int argc, char** argv) {
       (void)handler.HandleLine(sessions.back(), kSeeds[0]);
     }
     LineBuffer framing;
+    joulepipe::daemon::SessionId zeus =
+        handler.OpenShared(joulepipe::daemon::MakePeer(3000, 1000, 1000));
+    std::string http;  // bytes of the zeusd stream not yet cut
     for (long long i = 0; i < iterations && status == 0; ++i, ++done) {
       const auto t0 = std::chrono::steady_clock::now();
       const std::string input = fuzzer.Next();
@@ -249,6 +299,33 @@ int main(int argc, char** argv) {
       }
       if (fuzzer.Below(3) == 0) framing.Append("\n");
       if (framing.overflowed()) framing = LineBuffer();
+      // The zeusd face: this input or a zeusd request, in random chunks.
+      const std::string bytes = fuzzer.Below(2) ? fuzzer.NextHttp() : input;
+      for (std::size_t from = 0; from < bytes.size() && status == 0;) {
+        const std::size_t n = 1 + fuzzer.Below(bytes.size() - from);
+        http.append(bytes, from, n);
+        from += n;
+        for (;;) {
+          const joulepipe::daemon::HttpCut cut = joulepipe::daemon::CutRequest(&http);
+          if (cut.refusal) {
+            if (cut.refusal->status < 400 || cut.refusal->status > 431) status = 1;
+            http.clear();  // the server closes such a connection
+            break;
+          }
+          if (!cut.request) break;
+          if (!CheckAnswer(joulepipe::daemon::AnswerZeusd(handler, zeus, *cut.request), bytes)) {
+            status = 1;
+          }
+        }
+        if (http.size() > joulepipe::daemon::kMaxHeadBytes + joulepipe::daemon::kMaxBodyBytes) {
+          status = 1;  // held past the bounds
+        }
+      }
+      if (fuzzer.Below(500) == 0) {  // the Zeus process exits: its claims are withdrawn
+        handler.Close(zeus, "fuzz");
+        zeus = handler.OpenShared(joulepipe::daemon::MakePeer(4000 + i % 1000, 1000, 1000));
+        http.clear();
+      }
       // Sessions end (restoring their leases) and new ones start.
       if (fuzzer.Below(500) == 0) {
         handler.Close(sessions[which], "fuzz");
