@@ -50,6 +50,7 @@
 #include "joulepipe/model/profile.hpp"
 #include "joulepipe/physics/gpu_model.hpp"
 #include "joulepipe/physics/workload.hpp"
+#include "joulepipe/schedule/clock_plans.hpp"
 #include "joulepipe/schedule/schedule.hpp"
 #include "joulepipe/solver/frontier.hpp"
 #include "joulepipe/solver/plan_pipeline.hpp"
@@ -359,7 +360,7 @@ std::pair<double, double> AllMaxUnderLimits(const Case& c, const Setup& setup, d
   const model::Profile p = ProfileUnderLimits(c, setup, share, limits);
   const solver::Evaluation e =
       solver::EvaluateClocks(schedule, p, physics::FindGpu(c.gpu).p_block_w,
-                             solver::UniformClocks(schedule, p, /*highest=*/true));
+                             schedule::UniformClocks(schedule, p, /*highest=*/true));
   return {e.time_s, e.energy_j};
 }
 
@@ -573,7 +574,7 @@ InstructionCheck CheckInstructions(const Case& c, const Setup& setup, double sha
   spec.microbatches = c.microbatches;
   const schedule::Schedule schedule = schedule::Build(spec);
   r.replay_s = solver::EvaluateClocks(schedule, measured, gpu.p_block_w,
-                                      solver::UniformClocks(schedule, measured, /*highest=*/true))
+                                      schedule::UniformClocks(schedule, measured, /*highest=*/true))
                    .time_s;
   return r;
 }

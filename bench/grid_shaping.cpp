@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "joulepipe/model/profile.hpp"
+#include "joulepipe/schedule/clock_plans.hpp"
 #include "joulepipe/schedule/schedule.hpp"
 #include "joulepipe/sim/grid_plan.hpp"
 #include "joulepipe/sim/simulator.hpp"
@@ -68,7 +69,7 @@ int main(int argc, char** argv) {
   const schedule::Schedule schedule =
       schedule::Build({schedule::Kind::k1F1B, kStages, kMicrobatches, 1});
   const double t0 = solver::EvaluateClocks(schedule, profile, kPBlock,
-                                           solver::UniformClocks(schedule, profile, true))
+                                           schedule::UniformClocks(schedule, profile, true))
                         .time_s;
   solver::Options options;
   options.p_block_w = kPBlock;

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "joulepipe/model/profile.hpp"
+#include "joulepipe/schedule/clock_plans.hpp"
 #include "joulepipe/schedule/schedule.hpp"
 #include "joulepipe/sim/simulator.hpp"
 #include "joulepipe/solver/frontier.hpp"
@@ -90,7 +91,7 @@ int main(int argc, char** argv) {
     const model::Profile profile = model::ReadProfileCsv(path);
     const schedule::Schedule schedule =
         schedule::Build({schedule::Kind::k1F1B, kStages, microbatches, 1});
-    const auto max_clock = solver::UniformClocks(schedule, profile, true);
+    const auto max_clock = schedule::UniformClocks(schedule, profile, true);
     const double t0 = solver::EvaluateClocks(schedule, profile, w.p_block_w, max_clock).time_s;
     solver::Options options;
     options.p_block_w = w.p_block_w;

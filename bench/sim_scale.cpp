@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "joulepipe/model/profile.hpp"
+#include "joulepipe/schedule/clock_plans.hpp"
 #include "joulepipe/schedule/schedule.hpp"
 #include "joulepipe/sim/simulator.hpp"
 #include "joulepipe/solver/frontier.hpp"
@@ -57,7 +58,7 @@ int main(int argc, char** argv) {
   const schedule::Schedule schedule =
       schedule::Build({schedule::Kind::k1F1B, kStages, kMicrobatches, 1});
   const double t0 = solver::EvaluateClocks(schedule, profile, kPBlock,
-                                           solver::UniformClocks(schedule, profile, true))
+                                           schedule::UniformClocks(schedule, profile, true))
                         .time_s;
 
   solver::Options options;

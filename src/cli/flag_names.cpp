@@ -25,7 +25,7 @@ constexpr std::pair<std::string_view, std::string_view> kFlagNames[] = {
     {"SimulateRequest::p_block_w", "--p-block"},
     {"SimulateRequest::slowdown", "--max-slowdown"},
     {"PlanRequest::resolution_s", "--resolution-ms"},
-    // solver::Objective (plan, simulate)
+    // model::Objective (plan, simulate)
     {"Objective::energy_budget_j", "--energy-budget"},
     {"Objective::power_budget_w", "--power-budget"},
     {"Objective::host_power_w", "--host-power"},

@@ -31,22 +31,22 @@ void AddObjectiveFlags(CLI::App* c, ObjectiveFlags* f, const std::string& what) 
       ->type_name("WATTS");
 }
 
-solver::Objective ObjectiveFromFlags(const ObjectiveFlags& f, double slowdown,
-                                     double* slowdown_out) {
+model::Objective ObjectiveFromFlags(const ObjectiveFlags& f, double slowdown,
+                                    double* slowdown_out) {
   const bool old_slowdown = f.slowdown_option != nullptr && f.slowdown_option->count() > 0;
   const bool max_slowdown = f.max_slowdown_option->count() > 0;
   if (old_slowdown && max_slowdown) {
     throw model::InputError("--slowdown and --max-slowdown name the same goal; give one");
   }
-  solver::GoalChoice choice;
+  model::GoalChoice choice;
   if (old_slowdown) choice.slowdown = slowdown;
   if (max_slowdown) choice.slowdown = f.max_slowdown - 1;
   choice.least_energy = f.least_energy;
   if (f.energy_budget_option->count() > 0) choice.energy_budget_j = f.energy_budget_j;
   if (f.power_budget_option->count() > 0) choice.power_budget_w = f.power_budget_w;
-  solver::Objective o;
+  model::Objective o;
   try {
-    o = solver::ChooseGoal(choice, slowdown_out);
+    o = model::ChooseGoal(choice, slowdown_out);
   } catch (const model::InputError& e) {
     // The flags as given: the slowdown's is whichever the user typed.
     const std::pair<std::string_view, std::string_view> names[] = {
@@ -69,24 +69,24 @@ solver::Objective ObjectiveFromFlags(const ObjectiveFlags& f, double slowdown,
   return o;
 }
 
-std::string ObjectiveText(const solver::Objective& o, double slowdown) {
+std::string ObjectiveText(const model::Objective& o, double slowdown) {
   std::string goal;
   switch (o.goal) {
-    case solver::Goal::kWithinDeadline:
+    case model::Goal::kWithinDeadline:
       goal = slowdown > 0 ? Printf("least energy within %g x the all-max-clock time", 1 + slowdown)
                           : std::string("least energy at the all-max-clock time (same speed)");
       break;
-    case solver::Goal::kLeastEnergy:
+    case model::Goal::kLeastEnergy:
       goal = "least energy at any speed";
       break;
-    case solver::Goal::kEnergyBudget:
+    case model::Goal::kEnergyBudget:
       goal = Printf("fastest within %g J per iteration", o.energy_budget_j);
       break;
-    case solver::Goal::kPowerBudget:
+    case model::Goal::kPowerBudget:
       goal = Printf("fastest within %g W on average", o.power_budget_w);
       break;
   }
-  return goal + "; counts " + solver::EnergyScope(o);
+  return goal + "; counts " + model::EnergyScope(o);
 }
 
 }  // namespace joulepipe::cli

@@ -1,5 +1,5 @@
 // The operating-point flags that `plan` and `simulate` share: which point of
-// the frontier to run (solver::Objective), and how to say it.
+// the frontier to run (model::Objective), and how to say it.
 //
 //   (default)             same iteration time as every clock at maximum
 //   --max-slowdown F      least energy within F x that time (F >= 1)
@@ -43,13 +43,13 @@ void AddObjectiveFlags(CLI::App* command, ObjectiveFlags* flags, const std::stri
 // --max-slowdown or --slowdown was given; `slowdown` is --slowdown's value).
 // Throws InputError when more than one goal flag is given or
 // --max-slowdown is below 1.
-solver::Objective ObjectiveFromFlags(const ObjectiveFlags& flags, double slowdown,
-                                     double* slowdown_out);
+model::Objective ObjectiveFromFlags(const ObjectiveFlags& flags, double slowdown,
+                                    double* slowdown_out);
 
 // For people: "same time as every clock at maximum", "least energy within
 // 1.05 x that time", "fastest within 5 MW", ... with the energy scope
 // appended: "; counts GPU energy" or "; counts GPU + host energy (host
 // 150 W per GPU)".
-std::string ObjectiveText(const solver::Objective& objective, double slowdown);
+std::string ObjectiveText(const model::Objective& objective, double slowdown);
 
 }  // namespace joulepipe::cli

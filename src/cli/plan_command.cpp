@@ -141,7 +141,7 @@ std::string SummaryJson(const PlanOutcome& outcome) {
   // "profile" (its metadata) or "--p-block".
   inputs["p_block_from"] = plan.p_block_source == "profile" ? "profile" : "--p-block";
   inputs["slowdown"] = r.slowdown;
-  inputs["goal"] = std::string(solver::GoalName(r.objective.goal));
+  inputs["goal"] = std::string(model::GoalName(r.objective.goal));
   inputs["energy_budget_j"] = r.objective.energy_budget_j;
   inputs["power_budget_w"] = r.objective.power_budget_w;
   inputs["host_power_w"] = r.objective.host_power_w;
@@ -160,14 +160,14 @@ std::string SummaryJson(const PlanOutcome& outcome) {
   root["baseline"] = {{"time_s", t0}, {"energy_j", e0}};
   root["deadline_s"] = plan.deadline_s;
   const int gpus = r.spec.stages;
-  const double counted = solver::CountedEnergyJ(chosen.time_s, chosen.energy_j, r.objective, gpus);
-  const double counted0 = solver::CountedEnergyJ(t0, e0, r.objective, gpus);
+  const double counted = model::CountedEnergyJ(chosen.time_s, chosen.energy_j, r.objective, gpus);
+  const double counted0 = model::CountedEnergyJ(t0, e0, r.objective, gpus);
   root["chosen"] = {{"time_s", chosen.time_s},
                     {"energy_j", chosen.energy_j},
                     {"saving_pct", SavingPercent(chosen.energy_j, e0)},
                     {"slowdown_pct", SlowdownPercent(chosen.time_s, t0)},
                     {"goal", ObjectiveText(r.objective, r.slowdown)},
-                    {"energy_scope", solver::EnergyScope(r.objective)},
+                    {"energy_scope", model::EnergyScope(r.objective)},
                     {"counted_energy_j", counted},
                     {"counted_saving_pct", SavingPercent(counted, counted0)},
                     {"average_power_w", counted / chosen.time_s},
@@ -260,10 +260,10 @@ std::string FormatPlanSummary(const PlanOutcome& outcome, const std::string& out
   s += Printf("  P_block     %g W %s (GPU power while blocked or idle)\n", plan.p_block_w,
               PBlockOrigin(plan.p_block_source).c_str());
   s += Printf("  wait model  %s\n", WaitModelText(outcome).c_str());
-  if (r.objective.goal == solver::Goal::kWithinDeadline) {
+  if (r.objective.goal == model::Goal::kWithinDeadline) {
     s += Printf("  slowdown    %g%% allowed: deadline %.6f s\n", 100 * r.slowdown, plan.deadline_s);
   }
-  if (solver::CountsHost(r.objective)) {
+  if (model::CountsHost(r.objective)) {
     s += Printf("  host power  %g W per GPU (CPU, DRAM, NIC), counted with the GPUs' energy\n",
                 r.objective.host_power_w);
   }
@@ -278,17 +278,16 @@ std::string FormatPlanSummary(const PlanOutcome& outcome, const std::string& out
               model::SlowdownText(chosen.time_s, t0).c_str());
   s += Printf("  energy      %.1f J GPU (saving %.2f%%)\n", chosen.energy_j,
               SavingPercent(chosen.energy_j, e0));
-  if (solver::CountsHost(r.objective)) {
+  if (model::CountsHost(r.objective)) {
     const int gpus = r.spec.stages;
-    const double counted =
-        solver::CountedEnergyJ(chosen.time_s, chosen.energy_j, r.objective, gpus);
-    const double counted0 = solver::CountedEnergyJ(t0, e0, r.objective, gpus);
+    const double counted = model::CountedEnergyJ(chosen.time_s, chosen.energy_j, r.objective, gpus);
+    const double counted0 = model::CountedEnergyJ(t0, e0, r.objective, gpus);
     s += Printf("  node energy %.1f J GPU + host (saving %.2f%%; baseline %.1f J)\n", counted,
                 SavingPercent(counted, counted0), counted0);
   }
-  if (r.objective.goal == solver::Goal::kPowerBudget) {
+  if (r.objective.goal == model::Goal::kPowerBudget) {
     s += Printf("  power       %.1f W on average (budget %g W)\n",
-                solver::CountedEnergyJ(chosen.time_s, chosen.energy_j, r.objective, r.spec.stages) /
+                model::CountedEnergyJ(chosen.time_s, chosen.energy_j, r.objective, r.spec.stages) /
                     chosen.time_s,
                 r.objective.power_budget_w);
   }

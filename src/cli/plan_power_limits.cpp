@@ -64,7 +64,7 @@ std::string LimitSummaryJson(const LimitPlanOutcome& outcome) {
                     {"chunks", clocks.request.spec.chunks},
                     {"p_block_w", clocks.p_block_w},
                     {"slowdown", clocks.request.slowdown},
-                    {"goal", std::string(solver::GoalName(clocks.request.objective.goal))},
+                    {"goal", std::string(model::GoalName(clocks.request.objective.goal))},
                     {"min_power_limit_w", outcome.range.min_w},
                     {"max_power_limit_w", outcome.range.max_w},
                     {"power_limit_range_from", outcome.range.source}};
@@ -112,7 +112,7 @@ std::string FormatLimitSummary(const LimitPlanOutcome& outcome, const std::strin
     s += Printf("  limits      %s .. %s W, from %s\n", Watts(outcome.range.min_w).c_str(),
                 Watts(outcome.range.max_w).c_str(), outcome.range.source.c_str());
   }
-  if (r.objective.goal == solver::Goal::kWithinDeadline) {
+  if (r.objective.goal == model::Goal::kWithinDeadline) {
     s += Printf("  slowdown    %g%% allowed: deadline %.6f s\n", 100 * r.slowdown,
                 clocks.deadline_s);
   } else {

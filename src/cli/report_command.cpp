@@ -171,9 +171,9 @@ int ReportSubcommand::Run() const {
     in.measure_name = f.measure;
   }
   if (f.host_power_option->count() > 0) {
-    solver::Objective o;
+    model::Objective o;
     o.host_power_w = f.host_power_w;
-    solver::CheckObjective(o);
+    model::CheckObjective(o);
     in.host_power_w = f.host_power_w;
     in.host_power_source = "from --host-power";
   } else if (in.measure && (*in.measure).contains("cpu_energy_j") &&

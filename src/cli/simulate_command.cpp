@@ -141,7 +141,7 @@ std::string FormatSimulationSummary(const sim::SimulateOutcome& o) {
         MeanLoweredWaitS(o.joulepipe), j.waits.wait_mhz(),
         std::min(j.p_block_w, j.waits.saving_w()));
   }
-  if (solver::CountsHost(r.objective)) {
+  if (model::CountsHost(r.objective)) {
     // The host draws its power for the whole iteration, whatever the GPUs do.
     const double host_w = r.objective.host_power_w * static_cast<double>(o.gpus());
     const double nb = eb + host_w * tb, nj = ej + host_w * tj;
@@ -150,10 +150,10 @@ std::string FormatSimulationSummary(const sim::SimulateOutcome& o) {
         "W per GPU)\n",
         nb, nj, SavingPercent(nj, nb), r.objective.host_power_w);
   }
-  if (r.objective.goal == solver::Goal::kPowerBudget) {
+  if (r.objective.goal == model::Goal::kPowerBudget) {
     const double host_w = r.objective.host_power_w * static_cast<double>(o.gpus());
     s += Printf("  power         %.1f kW on average (budget %g kW; %s)\n", (ej / tj + host_w) / 1e3,
-                r.objective.power_budget_w / 1e3, solver::EnergyScope(r.objective).c_str());
+                r.objective.power_budget_w / 1e3, model::EnergyScope(r.objective).c_str());
   }
   s += Printf("  simulated in  %.3f s (both policies)\n", o.simulate_seconds);
   // A short run's iterations show the switch (and, with a lag, its cost).
@@ -220,14 +220,14 @@ nlohmann::ordered_json SimulationJsonObject(const sim::SimulateOutcome& o) {
   inputs["checkpoint_s"] = j.checkpoint_s;
   inputs["seed"] = j.seed;
   inputs["resolution_s"] = r.resolution_s;
-  inputs["goal"] = std::string(solver::GoalName(r.objective.goal));
+  inputs["goal"] = std::string(model::GoalName(r.objective.goal));
   inputs["slowdown"] = r.slowdown;
   inputs["energy_budget_j"] = r.objective.energy_budget_j;
   inputs["power_budget_w"] = r.objective.power_budget_w;
   inputs["host_power_w"] = r.objective.host_power_w;
   root["inputs"] = inputs;
-  root["energy_scope"] = solver::EnergyScope(r.objective);
-  if (solver::CountsHost(r.objective)) {
+  root["energy_scope"] = model::EnergyScope(r.objective);
+  if (model::CountsHost(r.objective)) {
     const double host_w = r.objective.host_power_w * static_cast<double>(o.gpus());
     const double nb = eb + host_w * o.baseline.MeanTime(),
                  nj = ej + host_w * o.joulepipe.MeanTime();

@@ -176,7 +176,7 @@ std::shared_ptr<PlanResult> PlanPipelineTask(
   request.spec = SpecFrom(schedule, stages, microbatches, chunks);
   request.p_block_w = p_block_w;
   request.slowdown = slowdown;
-  solver::GoalChoice choice;
+  model::GoalChoice choice;
   if (slowdown != 0) choice.slowdown = slowdown;
   choice.least_energy = least_energy;
   choice.energy_budget_j = energy_budget_j;
@@ -369,15 +369,15 @@ void BindPlan(py::module_& m) {
       .def_property_readonly("slowdown", [](const R& r) { return r.plan.request.slowdown; })
       .def_property_readonly(
           "goal",
-          [](const R& r) { return std::string(solver::GoalName(r.plan.request.objective.goal)); })
+          [](const R& r) { return std::string(model::GoalName(r.plan.request.objective.goal)); })
       .def_property_readonly(
-          "energy_scope", [](const R& r) { return solver::EnergyScope(r.plan.request.objective); })
+          "energy_scope", [](const R& r) { return model::EnergyScope(r.plan.request.objective); })
       .def_property_readonly("counted_energy_j",
                              [](const R& r) {
                                const solver::FrontierPoint& p = r.plan.chosen_point();
-                               return solver::CountedEnergyJ(p.time_s, p.energy_j,
-                                                             r.plan.request.objective,
-                                                             r.plan.request.spec.stages);
+                               return model::CountedEnergyJ(p.time_s, p.energy_j,
+                                                            r.plan.request.objective,
+                                                            r.plan.request.spec.stages);
                              })
       .def_property_readonly("chosen_index", [](const R& r) { return r.plan.chosen; })
       .def_property_readonly("wait_model",
@@ -453,9 +453,9 @@ void BindPlan(py::module_& m) {
         py::arg("p_block_w") = py::none(), py::arg("plan_name") = "plan");
 }
 
-solver::Objective ChooseGoalAsKeywords(const solver::GoalChoice& choice, double* slowdown) {
+model::Objective ChooseGoalAsKeywords(const model::GoalChoice& choice, double* slowdown) {
   try {
-    return solver::ChooseGoal(choice, slowdown);
+    return model::ChooseGoal(choice, slowdown);
   } catch (const model::InputError& e) {
     static constexpr std::pair<std::string_view, std::string_view> kKeywords[] = {
         {"PlanRequest::slowdown", "slowdown"},

@@ -25,11 +25,11 @@ py::dict PlanPowerLimitsTask(const py::handle& profile_arg, int stages, int micr
                              std::optional<double> p_block_w, double slowdown, bool least_energy,
                              std::optional<double> min_power_limit_w,
                              std::optional<double> max_power_limit_w) {
-  solver::GoalChoice choice;
+  model::GoalChoice choice;
   if (slowdown != 0) choice.slowdown = slowdown;
   choice.least_energy = least_energy;
   double chosen_slowdown = 0;
-  const solver::Objective objective = ChooseGoalAsKeywords(choice, &chosen_slowdown);
+  const model::Objective objective = ChooseGoalAsKeywords(choice, &chosen_slowdown);
   solver::PlanRequest request;
   request.spec = SpecFrom(schedule, stages, microbatches, chunks);
   request.p_block_w = p_block_w;

@@ -13,9 +13,9 @@ namespace joulepipe::python {
 // ("gpipe", "1f1b", "interleaved"); the counts are checked by the callee.
 schedule::Spec SpecFrom(const std::string& schedule, int stages, int microbatches, int chunks);
 
-// solver::ChooseGoal with the fields named as the keywords the plan calls
+// model::ChooseGoal with the fields named as the keywords the plan calls
 // take (slowdown, least_energy, energy_budget_j, power_budget_w).
-solver::Objective ChooseGoalAsKeywords(const solver::GoalChoice& choice, double* slowdown);
+model::Objective ChooseGoalAsKeywords(const model::GoalChoice& choice, double* slowdown);
 
 void BindSimulate(py::module_& m);
 

@@ -4,6 +4,7 @@
 // baseline are replayed on the profile for the timelines and the per-stage
 // energy; the operating points are picked on the frontier.
 #include "joulepipe/report/plan_report.hpp"
+#include "joulepipe/schedule/clock_plans.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -13,6 +14,7 @@
 #include "grid_section.hpp"
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/format.hpp"
+#include "joulepipe/model/objective.hpp"
 #include "joulepipe/model/version.hpp"
 #include "joulepipe/report/bar_chart.hpp"
 #include "joulepipe/report/html_page.hpp"
@@ -20,8 +22,6 @@
 #include "joulepipe/report/palette.hpp"
 #include "joulepipe/report/timeline_chart.hpp"
 #include "joulepipe/schedule/evaluate_plan.hpp"
-#include "joulepipe/solver/frontier.hpp"
-#include "joulepipe/solver/operating_point.hpp"
 
 namespace joulepipe::report {
 
@@ -168,7 +168,7 @@ struct Replays {
   double t0 = 0, e0 = 0;  // the baseline's time and energy, as the summary has them
   int stages = 0;
   schedule::PlanEvaluation plan;
-  solver::Evaluation base;
+  model::Prediction base;  // the all-max-clock plan's, replayed
   model::Plan base_plan;
   schedule::PlanEvaluation base_replay;
 };
@@ -187,15 +187,11 @@ Replays Replay(const PlanReportInputs& in) {
   request.plan_name = in.plan_name;
   r.plan = schedule::EvaluatePlan(in.profile, in.plan, request);
   const schedule::Schedule sched = schedule::Build(r.plan.spec);
-  const std::vector<std::uint16_t> max_mhz = solver::UniformClocks(sched, in.profile, true);
-  r.base = solver::EvaluateClocks(sched, in.profile, r.p_block, max_mhz);
-  solver::FrontierPoint base;
-  base.time_s = r.base.time_s;
-  base.energy_j = r.base.energy_j;
-  base.mhz = max_mhz;
-  r.base_plan = solver::ToPlan(sched, base);
+  r.base_plan = schedule::PlanOfClocks(sched, schedule::UniformClocks(sched, in.profile, true));
   request.plan_name = "the all-max-clock plan";
   r.base_replay = schedule::EvaluatePlan(in.profile, r.base_plan, request);
+  r.base = {r.base_replay.replay.time_s, r.base_replay.replay.energy_j};
+  r.base_plan.predicted = r.base;
   // The frontier must have been planned on this profile and schedule.
   const double t0 = r.t0, e0 = r.e0;
   if (std::fabs(r.base.time_s - t0) > 1e-6 * t0 || std::fabs(r.base.energy_j - e0) > 1e-6 * e0) {
@@ -222,39 +218,35 @@ OperatingPoints PickPoints(const PlanReportInputs& in, const Replays& r) {
   const double t0 = r.t0, p_block = r.p_block;
   const int stages = r.stages;
   const schedule::Spec& spec = r.plan.spec;
-  solver::Frontier frontier;
-  for (const PlanReportInputs::Row& row : in.frontier) {
-    solver::FrontierPoint& point = frontier.points.emplace_back();
-    point.time_s = row.time_s;
-    point.energy_j = row.energy_j;
-  }
-  if (frontier.points.empty()) {
+  std::vector<model::Prediction> frontier;
+  for (const PlanReportInputs::Row& row : in.frontier)
+    frontier.push_back({row.time_s, row.energy_j});
+  if (frontier.empty()) {
     throw InputError(in.frontier_dir + "/frontier.csv: no plans; is it a `joulepipe plan` output?");
   }
-  solver::Objective gpu_only;
-  solver::Objective node;
+  model::Objective gpu_only;
+  model::Objective node;
   node.host_power_w = in.host_power_w;
-  auto pick = [&](const solver::Objective& o, double deadline) {
-    const std::size_t i = solver::ChooseOperatingPoint(frontier, o, deadline, stages);
-    return frontier.points[i];
+  auto pick = [&](const model::Objective& o, double deadline) {
+    return frontier[model::ChooseOperatingPoint(frontier, o, deadline, stages)];
   };
   std::vector<Pick>& picks = out.picks;
-  const solver::FrontierPoint same = pick(gpu_only, t0);
+  const model::Prediction same = pick(gpu_only, t0);
   picks.push_back({"A", "same time", "least GPU energy at the all-max-clock time", same.time_s,
                    same.energy_j, report::kBlue});
-  const solver::FrontierPoint slow = pick(gpu_only, in.max_slowdown * t0);
+  const model::Prediction slow = pick(gpu_only, in.max_slowdown * t0);
   picks.push_back({"B", Format("%g%% slowdown", 100 * (in.max_slowdown - 1)),
                    Format("least GPU energy within %g x that time", in.max_slowdown), slow.time_s,
                    slow.energy_j, report::kOrange});
-  solver::Objective least = gpu_only;
-  least.goal = solver::Goal::kLeastEnergy;
-  const solver::FrontierPoint least_gpu = pick(least, t0);
+  model::Objective least = gpu_only;
+  least.goal = model::Goal::kLeastEnergy;
+  const model::Prediction least_gpu = pick(least, t0);
   picks.push_back({"C", "least GPU energy", "least GPU energy at any speed", least_gpu.time_s,
                    least_gpu.energy_j, report::kGreen});
   if (in.host_power_w > 0) {
-    solver::Objective least_node = node;
-    least_node.goal = solver::Goal::kLeastEnergy;
-    const solver::FrontierPoint p = pick(least_node, t0);
+    model::Objective least_node = node;
+    least_node.goal = model::Goal::kLeastEnergy;
+    const model::Prediction p = pick(least_node, t0);
     picks.push_back({"D", "least node energy",
                      Format("least GPU + host energy (host %g W per GPU)", in.host_power_w),
                      p.time_s, p.energy_j, report::kPurple});
@@ -342,7 +334,7 @@ report::HtmlTable PointsTable(const PlanReportInputs& in, const Replays& r,
                               const OperatingPoints& points) {
   const double t0 = r.t0, e0 = r.e0;
   const int stages = r.stages;
-  solver::Objective node;
+  model::Objective node;
   node.host_power_w = in.host_power_w;
   report::HtmlTable table;
   table.caption = "Operating points on the frontier (one pipeline, one GPU per stage)";
@@ -364,9 +356,9 @@ report::HtmlTable PointsTable(const PlanReportInputs& in, const Replays& r,
                                     Pct(SlowdownPercent(p.time_s, t0)),
                                     EnergyText(p.energy_j),
                                     Format("%.2f%%", SavingPercent(p.energy_j, e0))};
-    const double counted = solver::CountedEnergyJ(p.time_s, p.energy_j, node, stages);
+    const double counted = model::CountedEnergyJ(p.time_s, p.energy_j, node, stages);
     if (in.host_power_w > 0) {
-      const double counted0 = solver::CountedEnergyJ(t0, e0, node, stages);
+      const double counted0 = model::CountedEnergyJ(t0, e0, node, stages);
       row.push_back(EnergyText(counted));
       row.push_back(Format("%.2f%%", SavingPercent(counted, counted0)));
     }

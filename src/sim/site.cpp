@@ -145,7 +145,7 @@ void CheckSiteRequest(const SiteRequest& r) {
                 "tokens per iteration: global batch x sequence length");
   RequireWithin("SiteRequest::pue", r.pue, 1, kMaxPue,
                 "the facility's power usage effectiveness, facility / IT power, e.g. 1.2");
-  RequireWithin("SiteRequest::host_power_w", r.host_power_w, 0, solver::kMaxHostPowerW,
+  RequireWithin("SiteRequest::host_power_w", r.host_power_w, 0, model::kMaxHostPowerW,
                 "the CPU, DRAM and NIC power per GPU, W; 0 counts GPUs only");
   RequireWithin("SiteRequest::price_per_kwh", r.price_per_kwh, 0, kMaxPricePerKwh,
                 "the price of a kWh of facility energy, e.g. 0.08");
@@ -246,8 +246,8 @@ SiteProjection ProjectSite(const model::Profile& profile, const SiteRequest& r) 
     powered(out.healthy.baseline.peak_facility_w, &b.gpus_peak_baseline, &b.job_gpus_peak_baseline);
     powered(out.healthy.joulepipe.peak_facility_w, &b.gpus_peak_joulepipe,
             &b.job_gpus_peak_joulepipe);
-    solver::Objective objective;
-    objective.goal = solver::Goal::kPowerBudget;
+    model::Objective objective;
+    objective.goal = model::Goal::kPowerBudget;
     objective.host_power_w = r.host_power_w;
     objective.power_budget_w = r.power_budget_w / r.pue;  // IT power
     // The job that runs waits for the all-reduce every iteration (at

@@ -12,6 +12,7 @@
 #include "grid_rounding.hpp"
 #include "joulepipe/model/energy.hpp"
 #include "joulepipe/model/error.hpp"
+#include "joulepipe/schedule/clock_plans.hpp"
 #include "joulepipe/schedule/replay.hpp"
 #include "least_energy.hpp"
 #include "relaxation.hpp"
@@ -191,7 +192,7 @@ Frontier SolveFrontier(const schedule::Schedule& schedule, const model::Profile&
   Frontier frontier;
 
   // Baseline: every instruction at its highest clock.
-  frontier.max_clock.mhz = UniformClocks(schedule, profile, /*highest=*/true);
+  frontier.max_clock.mhz = schedule::UniformClocks(schedule, profile, /*highest=*/true);
   const Evaluation base =
       EvaluateClocks(schedule, profile, options.p_block_w, frontier.max_clock.mhz);
   frontier.max_clock.time_s = base.time_s;
@@ -287,41 +288,14 @@ Frontier SolveFrontier(const schedule::Schedule& schedule, const model::Profile&
   return frontier;
 }
 
-std::vector<std::uint16_t> UniformClocks(const schedule::Schedule& schedule,
-                                         const model::Profile& profile, bool highest) {
-  const int profile_stages = profile.num_stages();
-  std::vector<std::uint16_t> mhz(schedule.num_nodes());
-  for (int node = 0; node < schedule.num_nodes(); ++node) {
-    const model::Instruction& ins = schedule.nodes[node];
-    const auto& points =
-        profile.Points(schedule::ProfileStage(schedule.spec, profile_stages, ins), ins.kind);
-    if (points.empty()) {
-      throw model::InputError("profile has no " + std::string(model::KindName(ins.kind)) +
-                              " clocks for the row " + model::Describe(ins) +
-                              " uses; profile every stage and kind the schedule runs");
-    }
-    // Points are sorted by clock, highest first.
-    mhz[node] = static_cast<std::uint16_t>(highest ? points.front().mhz : points.back().mhz);
-  }
-  return mhz;
-}
-
 model::Plan ToPlan(const schedule::Schedule& schedule, const FrontierPoint& point) {
-  model::Plan plan;
-  plan.schedule = std::string(schedule::KindName(schedule.spec.kind));
-  plan.num_stages = schedule.spec.stages;
-  plan.num_microbatches = schedule.spec.microbatches;
-  plan.num_chunks = schedule.spec.chunks;
-  plan.stages.resize(schedule.stage_order.size());
-  for (size_t s = 0; s < schedule.stage_order.size(); ++s) {
-    for (int node : schedule.stage_order[s]) {
-      model::PlannedInstruction planned;
-      planned.instruction = schedule.nodes[node];
-      planned.mhz = point.mhz[node];
-      if (!point.knob.empty() && point.knob_names && point.knob[node] != 0) {
-        planned.knobs = (*point.knob_names)[point.knob[node]];
+  model::Plan plan = schedule::PlanOfClocks(schedule, point.mhz);
+  if (!point.knob.empty() && point.knob_names) {
+    for (std::size_t s = 0; s < schedule.stage_order.size(); ++s) {
+      for (std::size_t k = 0; k < schedule.stage_order[s].size(); ++k) {
+        const int node = schedule.stage_order[s][k];
+        if (point.knob[node] != 0) plan.stages[s][k].knobs = (*point.knob_names)[point.knob[node]];
       }
-      plan.stages[s].push_back(std::move(planned));
     }
   }
   plan.predicted = model::Prediction{point.time_s, point.energy_j};

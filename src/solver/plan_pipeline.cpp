@@ -1,4 +1,5 @@
 #include "joulepipe/solver/plan_pipeline.hpp"
+#include "joulepipe/schedule/clock_plans.hpp"
 #include "joulepipe/solver/wait_plan.hpp"
 
 #include <algorithm>
@@ -102,7 +103,7 @@ void CheckPlanRequest(const PlanRequest& request) {
                             "0.05 allows iterations 5%% longer than at full clock",
                             kMaxSlowdown, request.slowdown));
   }
-  CheckObjective(request.objective);
+  model::CheckObjective(request.objective);
   if (!std::isfinite(request.objective_scale) || request.objective_scale <= 0) {
     throw InputError("PlanRequest::objective_scale",
                      Format("PlanRequest::objective_scale must be > 0 (got %g): how many copies "
@@ -159,7 +160,7 @@ PipelinePlan PreparePipelinePlan(const model::Profile& profile, const PlanReques
   model::CheckProfileRows(profile, request.profile_name);
   // The deadline must be known before solving so the solver plans for it.
   plan.baseline = EvaluateClocks(schedule, profile, plan.p_block_w,
-                                 UniformClocks(schedule, profile, /*highest=*/true));
+                                 schedule::UniformClocks(schedule, profile, /*highest=*/true));
   plan.deadline_s = (1 + request.slowdown) * plan.baseline.time_s;
   // The grid spans the plans the solver can make from undominated options
   // only: a dominated slow clock never widens it.
@@ -190,7 +191,7 @@ void SolvePipelinePlan(const model::Profile& profile, PipelinePlan* plan) {
 
   // The all-max-clock plan meets the deadline, and the frontier keeps it or a
   // point that dominates it, so within the deadline there is always a choice.
-  Objective objective = request.objective;
+  model::Objective objective = request.objective;
   if (objective.outside_wait_w == 0) objective.outside_wait_w = plan->p_block_w;
   plan->chosen = ChooseOperatingPoint(plan->frontier, objective, plan->deadline_s,
                                       request.spec.stages, request.objective_scale);

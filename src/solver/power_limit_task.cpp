@@ -12,18 +12,18 @@
 namespace joulepipe::solver {
 
 void CheckPowerLimitRequest(const PowerLimitRequest& request) {
-  const Objective& o = request.plan.objective;
+  const model::Objective& o = request.plan.objective;
   // A limit plan is chosen by its deadline or at any speed: budgets and host
   // power would need the node's figures the limit search does not keep.
-  if (o.goal == Goal::kEnergyBudget || o.goal == Goal::kPowerBudget) {
-    const char* field =
-        o.goal == Goal::kEnergyBudget ? "Objective::energy_budget_j" : "Objective::power_budget_w";
+  if (o.goal == model::Goal::kEnergyBudget || o.goal == model::Goal::kPowerBudget) {
+    const char* field = o.goal == model::Goal::kEnergyBudget ? "Objective::energy_budget_j"
+                                                             : "Objective::power_budget_w";
     throw model::InputError(
         field, std::string(field) +
                    " is not supported by power-limit plans; they take the least energy within "
                    "PlanRequest::slowdown of the all-max-clock time, or at any speed");
   }
-  if (CountsHost(o)) {
+  if (model::CountsHost(o)) {
     throw model::InputError("Objective::host_power_w",
                             "Objective::host_power_w is not supported by power-limit plans; "
                             "leave it at 0 (GPU energy only)");
@@ -68,7 +68,7 @@ void SolvePowerLimitPlan(const model::Profile& profile, PowerLimitPlan* plan) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (request.compare_clocks) SolvePipelinePlan(profile, &plan->clocks);
   const std::vector<LimitPoint>& points = plan->limits.points;
-  if (request.plan.objective.goal == Goal::kLeastEnergy) {
+  if (request.plan.objective.goal == model::Goal::kLeastEnergy) {
     plan->chosen = points.size() - 1;
   } else {
     // The defaults are the baseline, whose time fixes the deadline.

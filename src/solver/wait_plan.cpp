@@ -1,4 +1,5 @@
 #include "joulepipe/solver/wait_plan.hpp"
+#include "joulepipe/schedule/clock_plans.hpp"
 
 #include <utility>
 
@@ -36,7 +37,7 @@ WaitPricing PriceWaits(const model::Profile& profile, const PipelinePlan& plan,
     out.energy_j = replay.energy_j;
   }
   FrontierPoint max_clock;
-  max_clock.mhz = UniformClocks(plan.schedule, profile, /*highest=*/true);
+  max_clock.mhz = schedule::UniformClocks(plan.schedule, profile, /*highest=*/true);
   pricing.baseline_energy_j = ReplayPoint(profile, plan, pricing.waits, max_clock).energy_j;
   const PlanRequest& r = plan.request;
   pricing.chosen =

@@ -1,4 +1,5 @@
 #include "joulepipe/tune/tune.hpp"
+#include "joulepipe/schedule/clock_plans.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -172,7 +173,7 @@ bool Prepare(const TuneRequest& r, double p_block_w, bool gated, Candidate* c,
   c->allreduce_s = *std::max_element(per_gpu.begin(), per_gpu.end());
 
   const solver::Evaluation full = solver::EvaluateClocks(
-      *schedule, *profile, p_block_w, solver::UniformClocks(*schedule, *profile, true));
+      *schedule, *profile, p_block_w, schedule::UniformClocks(*schedule, *profile, true));
   c->max_clock = Job(*c, full.time_s, full.energy_j, p_block_w);
 
   *bound = PipelineBound(*schedule, *profile, p_block_w);

@@ -3,6 +3,7 @@
 // pipeline, its energy accounting adds up, the straggler response chooses
 // what it promises, and faults, latency and TP behave as documented.
 #include "joulepipe/sim/simulator.hpp"
+#include "joulepipe/schedule/clock_plans.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -292,7 +293,7 @@ TEST(SimulatorTest, GpusPerStageMultipliesEnergyNotTime) {
   const schedule::Schedule schedule = schedule::Build(MakeSpec(schedule::Kind::k1F1B, 3, 4));
   const model::Profile profile = MakeProfile(3);
   const CandidatePlan plan =
-      Candidate(schedule, profile, solver::UniformClocks(schedule, profile, true));
+      Candidate(schedule, profile, schedule::UniformClocks(schedule, profile, true));
   JobSpec job;
   job.pipelines = 2;
   job.p_block_w = kPBlock;
@@ -312,7 +313,7 @@ TEST(SimulatorTest, AllReduceAndDataStallsAreChargedAtBlockingPower) {
   const schedule::Schedule schedule = schedule::Build(MakeSpec(schedule::Kind::k1F1B, 4, 6));
   const model::Profile profile = MakeProfile(4);
   const CandidatePlan plan =
-      Candidate(schedule, profile, solver::UniformClocks(schedule, profile, true));
+      Candidate(schedule, profile, schedule::UniformClocks(schedule, profile, true));
   JobSpec job;
   job.p_block_w = kPBlock;
   job.gpus_per_stage = 2;
@@ -337,7 +338,7 @@ TEST(SimulatorTest, CheckpointPausesEveryKIterationsAtBlockingPower) {
   const schedule::Schedule schedule = schedule::Build(MakeSpec(schedule::Kind::k1F1B, 4, 6));
   const model::Profile profile = MakeProfile(4);
   const CandidatePlan plan =
-      Candidate(schedule, profile, solver::UniformClocks(schedule, profile, true));
+      Candidate(schedule, profile, schedule::UniformClocks(schedule, profile, true));
   JobSpec job;
   job.p_block_w = kPBlock;
   job.gpus_per_stage = 2;
@@ -384,7 +385,7 @@ TEST(SimulatorTest, StallsFollowTheirProbabilityAndTheSeed) {
   const schedule::Schedule schedule = schedule::Build(MakeSpec(schedule::Kind::kGPipe, 2, 2));
   const model::Profile profile = MakeProfile(2);
   const CandidatePlan plan =
-      Candidate(schedule, profile, solver::UniformClocks(schedule, profile, true));
+      Candidate(schedule, profile, schedule::UniformClocks(schedule, profile, true));
   JobSpec job;
   job.p_block_w = kPBlock;
   job.pipelines = 1;
@@ -409,7 +410,7 @@ struct FrontierFixture {
   explicit FrontierFixture(double straggler_slowdown = 1.3)
       : schedule(schedule::Build(MakeSpec(schedule::Kind::k1F1B, 4, 8))), profile(MakeProfile(4)) {
     const double t0 = solver::EvaluateClocks(schedule, profile, kPBlock,
-                                             solver::UniformClocks(schedule, profile, true))
+                                             schedule::UniformClocks(schedule, profile, true))
                           .time_s;
     solver::Options options;
     options.p_block_w = kPBlock;
@@ -562,7 +563,7 @@ TEST(SimulatorTest, P2PLatencyIsAddedOnEveryCrossStageEdge) {
   const schedule::Schedule schedule = schedule::Build(MakeSpec(schedule::Kind::kGPipe, 2, 1));
   const model::Profile profile = MakeProfile(2);
   const CandidatePlan plan =
-      Candidate(schedule, profile, solver::UniformClocks(schedule, profile, true));
+      Candidate(schedule, profile, schedule::UniformClocks(schedule, profile, true));
   JobSpec job;
   job.p_block_w = kPBlock;
   const double t =
@@ -575,7 +576,7 @@ TEST(SimulatorTest, P2PLatencyIsAddedOnEveryCrossStageEdge) {
   const schedule::Schedule big = schedule::Build(MakeSpec(schedule::Kind::k1F1B, 4, 8));
   const model::Profile big_profile = MakeProfile(4);
   const CandidatePlan big_plan =
-      Candidate(big, big_profile, solver::UniformClocks(big, big_profile, true));
+      Candidate(big, big_profile, schedule::UniformClocks(big, big_profile, true));
   JobSpec big_job;
   big_job.p_block_w = kPBlock;
   const double base = Simulator(big, big_profile, big_job, {big_plan}, 0, 0)
@@ -594,7 +595,7 @@ TEST(SimulatorTest, ClockVariabilityIsDeterministicPerSeed) {
   const schedule::Schedule schedule = schedule::Build(MakeSpec(schedule::Kind::k1F1B, 4, 6));
   const model::Profile profile = MakeProfile(4);
   const CandidatePlan plan =
-      Candidate(schedule, profile, solver::UniformClocks(schedule, profile, true));
+      Candidate(schedule, profile, schedule::UniformClocks(schedule, profile, true));
   JobSpec job;
   job.pipelines = 16;
   job.p_block_w = kPBlock;
@@ -630,7 +631,7 @@ TEST(SimulatorTest, StragglerExtraTimeIsChargedAtBlockingPower) {
   const schedule::Schedule schedule = schedule::Build(MakeSpec(schedule::Kind::k1F1B, 3, 5));
   const model::Profile profile = MakeProfile(3);
   const CandidatePlan plan =
-      Candidate(schedule, profile, solver::UniformClocks(schedule, profile, true));
+      Candidate(schedule, profile, schedule::UniformClocks(schedule, profile, true));
   JobSpec job;
   job.p_block_w = kPBlock;
   job.straggler = {0, 1.5, 0, 0, 0};
@@ -849,7 +850,7 @@ TEST(SimulatorTest, BadInputThrowsInputErrorNamingTheField) {
   const schedule::Schedule schedule = schedule::Build(MakeSpec(schedule::Kind::k1F1B, 2, 3));
   const model::Profile profile = MakeProfile(2);
   const CandidatePlan plan =
-      Candidate(schedule, profile, solver::UniformClocks(schedule, profile, true));
+      Candidate(schedule, profile, schedule::UniformClocks(schedule, profile, true));
   auto error = [&](auto edit, std::vector<CandidatePlan> candidates = {}, int base = 0,
                    int intrinsic = 0) {
     JobSpec job;

@@ -13,6 +13,7 @@
 #include "joulepipe/model/error.hpp"
 #include "joulepipe/model/profile.hpp"
 #include "joulepipe/model/profile_rows.hpp"
+#include "joulepipe/schedule/clock_plans.hpp"
 #include "joulepipe/schedule/schedule.hpp"
 #include "joulepipe/solver/plan_pipeline.hpp"
 
@@ -166,7 +167,7 @@ TEST(ProfileRows, NoRowOfAMeasuredProfileIsFasterThanItsTopClock) {
   PlanRequest request;
   request.spec = {schedule::Kind::k1F1B, 1, 4, 1};
   request.p_block_w = 60;
-  request.objective.goal = Goal::kLeastEnergy;
+  request.objective.goal = model::Goal::kLeastEnergy;
   for (const model::Profile* p : {&planned}) {
     const PipelinePlan plan = PlanPipeline(*p, request);
     for (const FrontierPoint& q : plan.frontier.points) {
@@ -305,7 +306,7 @@ TEST(GridGuard, ADominatedSlowClockDoesNotWidenTheGridNorChangeTheFrontier) {
   const PipelinePlan b = PlanPipeline(without, request);
   EXPECT_EQ(a.slowest_s, b.slowest_s);
   const double all_lowest =
-      EvaluateClocks(a.schedule, with, 60, UniformClocks(a.schedule, with, false)).time_s;
+      EvaluateClocks(a.schedule, with, 60, schedule::UniformClocks(a.schedule, with, false)).time_s;
   EXPECT_GT((all_lowest - a.baseline.time_s) / request.resolution_s, kMaxGridDeadlines);
   EXPECT_LE((a.slowest_s - a.baseline.time_s) / request.resolution_s, kMaxGridDeadlines);
   // The slowest useful plan is where the solver's relaxation ends.

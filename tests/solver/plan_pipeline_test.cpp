@@ -4,6 +4,7 @@
 // the profile's metadata (with a note when they disagree), cancellation stops
 // the solve, and every error names a library field, never a flag.
 #include "joulepipe/solver/plan_pipeline.hpp"
+#include "joulepipe/schedule/clock_plans.hpp"
 
 #include <gtest/gtest.h>
 
@@ -83,8 +84,8 @@ TEST(PlanPipeline, ChoosesTheLeastEnergyPlanWithinTheDeadline) {
     EXPECT_LE(plan.bound_energy_j, plan.frontier.BestWithin(plan.baseline.time_s)->energy_j);
     EXPECT_GT(plan.slowest_s, plan.baseline.time_s);
     // The baseline is the all-max-clock plan, evaluated exactly.
-    const Evaluation max_clock =
-        EvaluateClocks(plan.schedule, profile, 60, UniformClocks(plan.schedule, profile, true));
+    const Evaluation max_clock = EvaluateClocks(
+        plan.schedule, profile, 60, schedule::UniformClocks(plan.schedule, profile, true));
     EXPECT_EQ(plan.baseline.time_s, max_clock.time_s);
     EXPECT_EQ(plan.baseline.energy_j, max_clock.energy_j);
   }
@@ -137,8 +138,8 @@ TEST(PlanPipeline, PBlockComesFromTheProfileMetadataWhenTheRequestHasNone) {
   EXPECT_EQ(plan.p_block_w, 45);
   EXPECT_EQ(plan.p_block_source, "profile");
   EXPECT_TRUE(plan.notes.empty());
-  const Evaluation max_clock =
-      EvaluateClocks(plan.schedule, profile, 45, UniformClocks(plan.schedule, profile, true));
+  const Evaluation max_clock = EvaluateClocks(
+      plan.schedule, profile, 45, schedule::UniformClocks(plan.schedule, profile, true));
   EXPECT_EQ(plan.baseline.energy_j, max_clock.energy_j);
 
   // The request's value wins; the profile's is the same plan.

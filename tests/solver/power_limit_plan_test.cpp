@@ -4,6 +4,7 @@
 // the clock frontier's relaxation bound.
 
 #include "joulepipe/solver/power_limit_plan.hpp"
+#include "joulepipe/schedule/clock_plans.hpp"
 
 #include <gtest/gtest.h>
 
@@ -85,7 +86,7 @@ TEST(SolveLimitFrontier, FiguresAreExactAndOptionsAreWhatTheLimitGives) {
       EXPECT_NEAR(e.energy_j, p.energy_j, 1e-9 * p.energy_j) << c.name;
     }
     const Evaluation max = EvaluateClocks(c.schedule, c.profile, c.p_block_w,
-                                          UniformClocks(c.schedule, c.profile, true));
+                                          schedule::UniformClocks(c.schedule, c.profile, true));
     EXPECT_NEAR(f.defaults.time_s, max.time_s, 1e-12 * max.time_s) << c.name;
     EXPECT_NEAR(f.defaults.energy_j, max.energy_j, 1e-9 * max.energy_j) << c.name;
   }
@@ -104,7 +105,7 @@ TEST(SolveLimitFrontier, CloseToExhaustiveAndNeverBelowTheClockBound) {
     LimitPlanOptions options;
     options.p_block_w = c.p_block_w;
     const Evaluation max = EvaluateClocks(c.schedule, c.profile, c.p_block_w,
-                                          UniformClocks(c.schedule, c.profile, true));
+                                          schedule::UniformClocks(c.schedule, c.profile, true));
     for (double x : factors) options.deadlines_s.push_back(x * max.time_s);
     const LimitFrontier f = SolveLimitFrontier(c.schedule, c.profile, options);
     double combinations = 1;
@@ -195,7 +196,7 @@ TEST(PlanPowerLimits, ChoosesTheGoalsPointAndComparesWithClocks) {
     EXPECT_EQ(&plan.limits.points[plan.chosen], best) << c.name;
 
     request.plan.slowdown = 0;
-    request.plan.objective.goal = Goal::kLeastEnergy;
+    request.plan.objective.goal = model::Goal::kLeastEnergy;
     request.compare_clocks = false;
     const PowerLimitPlan least = PlanPowerLimits(c.profile, request);
     EXPECT_EQ(least.chosen, least.limits.points.size() - 1) << c.name;
@@ -212,7 +213,7 @@ TEST(PlanPowerLimits, ChoosesTheGoalsPointAndComparesWithClocks) {
   PowerLimitRequest r;
   r.plan.p_block_w = 60;
   EXPECT_EQ(field(r), "none");
-  r.plan.objective.goal = Goal::kEnergyBudget;
+  r.plan.objective.goal = model::Goal::kEnergyBudget;
   r.plan.objective.energy_budget_j = 10;
   EXPECT_EQ(field(r), "Objective::energy_budget_j");
   r.plan.objective = {};

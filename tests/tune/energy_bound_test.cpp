@@ -9,6 +9,7 @@
 #include <random>
 
 #include "../test_support/profiles.hpp"
+#include "joulepipe/schedule/clock_plans.hpp"
 #include "joulepipe/solver/frontier.hpp"
 
 namespace joulepipe::tune {
@@ -49,7 +50,7 @@ TEST(PipelineBound, IsBelowEveryPlanAndBelowTheRelaxation) {
     const model::Profile profile = RandomProfile(spec.stages * spec.chunks, &rng);
     const PipelineBound bound(schedule, profile, kPBlock);
 
-    const std::vector<std::uint16_t> fastest = solver::UniformClocks(schedule, profile, true);
+    const std::vector<std::uint16_t> fastest = schedule::UniformClocks(schedule, profile, true);
     const solver::Evaluation full = solver::EvaluateClocks(schedule, profile, kPBlock, fastest);
     EXPECT_NEAR(bound.fastest_s(), full.time_s, 1e-9 * full.time_s);
     EXPECT_LE(bound.AtMost(full.time_s), full.energy_j * (1 + 1e-12));

@@ -45,7 +45,7 @@ struct SimulateRequest {
   // Objective; default: least GPU energy within (1 + slowdown) T, slowdown
   // 0). Its budgets are the whole job's: energy per iteration and average
   // power of all pipelines x stages x TP GPUs (host power per GPU).
-  solver::Objective objective;
+  model::Objective objective;
   double slowdown = 0;  // kWithinDeadline: allowed increase over T, a fraction >= 0
   // How joulepipe learns of a straggler (simulator.hpp, Detection): the
   // oracle, detection_lag iterations late, or the coordinator's detector on

@@ -130,11 +130,6 @@ Evaluation EvaluateClocks(const schedule::Schedule& schedule, const model::Profi
                           double p_block_w, const std::vector<std::uint16_t>& mhz,
                           const std::vector<std::uint16_t>& knob = {});
 
-// Every instruction at the highest (or lowest) clock its profile row has:
-// the all-max-clock baseline and the slowest uniform plan. Clock per node id.
-std::vector<std::uint16_t> UniformClocks(const schedule::Schedule& schedule,
-                                         const model::Profile& profile, bool highest);
-
 // The plan file for a point (predicted = the point's exact figures; each
 // instruction's knobs named from point.knob_names).
 model::Plan ToPlan(const schedule::Schedule& schedule, const FrontierPoint& point);

@@ -40,7 +40,7 @@ struct PlanRequest {
   // Which frontier point to choose (default: least GPU energy within the
   // deadline); host power and budgets are per GPU / of the pipeline's
   // Spec::stages GPUs.
-  Objective objective;
+  model::Objective objective;
   // The objective's budgets bound the frontier's figures times this (> 0):
   // 1 for the pipeline itself, pipelines x TP for a job's budget.
   double objective_scale = 1;
