@@ -13,6 +13,8 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -115,6 +117,21 @@ std::chrono::steady_clock::duration Duration(double seconds) {
 }
 
 // What an expelled client whose process exited is told.
+// Reads what `fd` holds now and hands it to `take` chunk by chunk; false at
+// EOF or an error (the client is gone), or when `take` says the connection
+// is done.
+bool ReadAvailable(int fd, const std::function<bool(std::string_view)>& take) {
+  char buffer[16384];
+  for (;;) {
+    const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    if (n <= 0) return false;
+    if (!take(std::string_view(buffer, static_cast<std::size_t>(n)))) return false;
+    if (static_cast<std::size_t>(n) < sizeof(buffer)) return true;
+  }
+}
+
 std::string ProcessExitedMessage(pid_t pid) {
   return "the process that opened this connection (pid " + std::to_string(pid) +
          ") has exited; joulepiped restored the GPUs it changed and closes the connection";
@@ -292,14 +309,9 @@ void Server::Accept(int listen_fd, bool http, Clock::time_point now) {
 }
 
 bool Server::ReadFrom(int fd, Connection& connection) {
-  char buffer[16384];
-  for (;;) {
-    const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
-    if (n <= 0) return false;                    // EOF or error: the client is gone
-    if (connection.close_after_flush) continue;  // discard what a refused client sends
-    connection.input.Append(std::string_view(buffer, static_cast<std::size_t>(n)));
+  return ReadAvailable(fd, [&](std::string_view bytes) {
+    if (connection.close_after_flush) return true;  // discard what a refused client sends
+    connection.input.Append(bytes);
     bool requested = false;
     while (auto line = connection.input.Next()) {
       requested = true;
@@ -314,10 +326,9 @@ bool Server::ReadFrom(int fd, Connection& connection) {
           gpu::EncodeErrorReply("request line longer than " + std::to_string(gpu::kMaxLineBytes) +
                                 " bytes; closing the connection");
       connection.close_after_flush = true;
-      return true;
     }
-    if (static_cast<std::size_t>(n) < sizeof(buffer)) return true;
-  }
+    return true;
+  });
 }
 
 bool Server::Flush(int fd, Connection& connection) {
@@ -585,15 +596,10 @@ void Server::EndZeusProcess(pid_t pid, const std::string& why) {
 }
 
 bool Server::ReadHttp(int fd, Connection& connection) {
-  char buffer[16384];
-  for (;;) {
-    const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
-    if (n <= 0) return false;  // EOF or error: the client is gone
+  return ReadAvailable(fd, [&](std::string_view bytes) {
     // A refused client, or a stream's (it sends nothing more): discarded.
-    if (connection.close_after_flush || connection.streaming) continue;
-    connection.http_input.append(buffer, static_cast<std::size_t>(n));
+    if (connection.close_after_flush || connection.streaming) return true;
+    connection.http_input.append(bytes);
     for (;;) {
       const HttpCut cut = CutRequest(&connection.http_input);
       if (cut.refusal) {
@@ -602,9 +608,9 @@ bool Server::ReadHttp(int fd, Connection& connection) {
                        nlohmann::json{{"error", cut.refusal->message}}.dump(), true);
         connection.close_after_flush = true;
         connection.http_input.clear();
-        break;
+        return true;
       }
-      if (!cut.request) break;
+      if (!cut.request) return true;
       const Clock::time_point now = Clock::now();
       connection.last_request = now == connection.opened ? now + Clock::duration(1) : now;
       const ZeusdAnswer answer = AnswerZeusd(*handler_, connection.session, *cut.request);
@@ -614,19 +620,18 @@ bool Server::ReadHttp(int fd, Connection& connection) {
         connection.stream_gpus = answer.stream_gpus;
         connection.next_event = now;
         connection.http_input.clear();
-        break;
+        return true;
       }
       connection.output +=
           HttpAnswer(answer.status, "application/json", answer.body, !cut.request->keep_alive);
       if (!cut.request->keep_alive) {
         connection.close_after_flush = true;
         connection.http_input.clear();
-        break;
+        return true;
       }
       if (connection.output.size() > config_.max_buffered_bytes) return false;
     }
-    if (static_cast<std::size_t>(n) < sizeof(buffer)) return true;
-  }
+  });
 }
 
 }  // namespace joulepipe::daemon
