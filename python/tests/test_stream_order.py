@@ -234,7 +234,11 @@ def test_iteration_lines_are_the_devices_only_with_the_stream(tmp_path, mode):
         if mode == "stream":
             assert method == "sampled", records
     if mode == "stream":
-        assert worst_t <= 0.03 and worst_e <= 0.03, (worst_t, worst_e, records)
+        # Within 1 % on an idle machine; beside two busy processes the
+        # simulated device's event thread oversleeps (3.4 % once under
+        # ci-under-load), so 5 %, as the profile rows' test. The host's
+        # points are over 50 % off (below): the check still tells them apart.
+        assert worst_t <= 0.05 and worst_e <= 0.05, (worst_t, worst_e, records)
         assert r.stderr.count("J/iter/GPU (sampled)") == 9, r.stderr
     else:
         assert worst_t > 0.5 and worst_e > 0.5, (worst_t, worst_e, records)
